@@ -1,0 +1,203 @@
+//! The one typed configuration, loaded once at startup.
+//!
+//! Layers, later wins: embedded defaults < `pincer.toml` (or `--config`) <
+//! `PINCER_*` environment variables, with `__` for nesting
+//! (`PINCER_CLAUDE__IDLE_TIMEOUT=10m`). A bad value fails at startup with a
+//! message that names the key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// The default config file, looked up in the working directory.
+pub const DEFAULT_CONFIG_FILE: &str = "pincer.toml";
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Holds `pincer.db` and the CLI installed by `pincer setup`.
+    pub data_dir: PathBuf,
+    /// One folder per group; `global/` holds memory every group shares.
+    pub groups_dir: PathBuf,
+    /// The agent's name, used in the starter memory and (later) as the trigger.
+    pub assistant_name: String,
+    pub claude: ClaudeConfig,
+    pub console: ConsoleConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClaudeConfig {
+    /// Path or name of the `claude` executable. Unset: the one `pincer setup`
+    /// installed in `data_dir`, else `claude` on the PATH.
+    pub command: Option<PathBuf>,
+    /// Extra arguments appended to every CLI invocation.
+    pub args: Vec<String>,
+    /// Extra environment for the CLI child (on top of pincer's own, minus `CLAUDECODE`).
+    pub env: BTreeMap<String, String>,
+    /// Close a session's stdin after this long without activity (never while
+    /// background work runs).
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// At most this many CLI processes at once; further groups wait in line.
+    pub max_live_sessions: usize,
+    /// Tools `can_use_tool` allows when a group has no list of its own. A name
+    /// ending in `*` matches by prefix (`mcp__pincer__*`).
+    pub allowed_tools: Vec<String>,
+    /// How long a closing CLI gets to exit after stdin closes, and again after SIGTERM.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// Restarts after a crash before pincer gives up on the pending messages.
+    pub max_restarts: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConsoleConfig {
+    /// After input ends, how long `pincer chat` waits for pending replies and
+    /// background work before it exits.
+    #[serde(with = "humantime_serde")]
+    pub wait_limit: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("data"),
+            groups_dir: PathBuf::from("groups"),
+            assistant_name: "Andy".to_owned(),
+            claude: ClaudeConfig::default(),
+            console: ConsoleConfig {
+                wait_limit: Duration::from_secs(600),
+            },
+        }
+    }
+}
+
+impl Default for ClaudeConfig {
+    fn default() -> Self {
+        ClaudeConfig {
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            idle_timeout: Duration::from_secs(30 * 60),
+            max_live_sessions: 4,
+            // Without a sandbox the agent runs as pincer's user, so the default
+            // allows working on files but not arbitrary shell commands.
+            allowed_tools: ["Read", "Glob", "Grep", "Edit", "Write", "NotebookEdit", "TodoWrite", "WebSearch", "WebFetch", "Task", "Agent"]
+                .map(String::from)
+                .to_vec(),
+            shutdown_grace: Duration::from_secs(5),
+            max_restarts: 3,
+        }
+    }
+}
+
+/// The configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {0} does not exist (given with --config)")]
+    MissingFile(PathBuf),
+    #[error("bad configuration: {0}\n(set it in pincer.toml, or through the PINCER_* variable with `__` between sections, e.g. PINCER_CLAUDE__IDLE_TIMEOUT)")]
+    Invalid(Box<figment::Error>),
+    #[error("bad configuration: {key} {problem}")]
+    Rule { key: &'static str, problem: &'static str },
+}
+
+impl Config {
+    /// Loads defaults < file < environment. `explicit` is `--config`, which
+    /// must exist; the default `pincer.toml` is optional.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        let file = match explicit {
+            Some(path) if !path.exists() => return Err(ConfigError::MissingFile(path.to_owned())),
+            Some(path) => path.to_owned(),
+            None => PathBuf::from(DEFAULT_CONFIG_FILE),
+        };
+        let figment = Figment::from(Serialized::defaults(Config::default()))
+            .merge(Toml::file(file))
+            .merge(Env::prefixed("PINCER_").split("__"));
+        Self::from_figment(figment)
+    }
+
+    /// Extracts and checks a config from any figment (tests build their own).
+    pub fn from_figment(figment: Figment) -> Result<Config, ConfigError> {
+        let config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.claude.max_live_sessions == 0 {
+            return Err(ConfigError::Rule {
+                key: "claude.max_live_sessions",
+                problem: "must be at least 1",
+            });
+        }
+        if self.claude.idle_timeout.is_zero() {
+            return Err(ConfigError::Rule {
+                key: "claude.idle_timeout",
+                problem: "must be longer than 0s (e.g. \"30m\")",
+            });
+        }
+        if self.assistant_name.trim().is_empty() {
+            return Err(ConfigError::Rule {
+                key: "assistant_name",
+                problem: "must not be empty",
+            });
+        }
+        Ok(())
+    }
+
+    /// The SQLite file inside `data_dir`.
+    pub fn database_path(&self) -> PathBuf {
+        self.data_dir.join("pincer.db")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use figment::providers::Toml;
+
+    fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        Config::from_figment(Figment::from(Serialized::defaults(Config::default())).merge(Toml::string(text)))
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(from_toml("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn humantime_values_parse() {
+        let c = from_toml("[claude]\nidle_timeout = \"90s\"\nmax_live_sessions = 2\n").unwrap();
+        assert_eq!(c.claude.idle_timeout, Duration::from_secs(90));
+        assert_eq!(c.claude.max_live_sessions, 2);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let err = from_toml("[claude]\nidle_timeout = \"soon\"\n").unwrap_err().to_string();
+        assert!(err.contains("idle_timeout"), "{err}");
+        let err = from_toml("[claude]\nmax_live_sessions = 0\n").unwrap_err().to_string();
+        assert!(err.contains("claude.max_live_sessions"), "{err}");
+        let err = from_toml("[claude]\nidle_timout = \"1m\"\n").unwrap_err().to_string();
+        assert!(err.contains("idle_timout"), "{err}");
+    }
+
+    #[test]
+    fn env_overrides_nest_with_double_underscore() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("PINCER_CLAUDE__IDLE_TIMEOUT", "10m");
+            jail.set_env("PINCER_ASSISTANT_NAME", "Bob");
+            let c = Config::load(None).unwrap();
+            assert_eq!(c.claude.idle_timeout, Duration::from_secs(600));
+            assert_eq!(c.assistant_name, "Bob");
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,207 @@
+//! Pincer's own vocabulary: group names, inbound messages, what goes back to a
+//! chat, and what a turn or a task frame means to us. No I/O lives here, and no
+//! foreign wire type (CLI JSON, Telegram) leaks in: adapters translate at the edge.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Instant;
+
+use serde::Serialize;
+
+/// A validated group name: `^[a-z0-9][a-z0-9_-]{0,63}$`.
+///
+/// The name doubles as a folder under `groups/`, so the rule is what keeps a
+/// name from ever escaping that folder (no `/`, no `.`, no `..`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct GroupName(String);
+
+/// Why a string is not a usable group name.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid group name {name:?}: use 1-64 characters of a-z, 0-9, '_' and '-', starting with a letter or digit")]
+pub struct InvalidGroupName {
+    pub name: String,
+}
+
+impl GroupName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for GroupName {
+    type Err = InvalidGroupName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bytes = s.as_bytes();
+        let first_ok = bytes
+            .first()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        let rest_ok = bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-');
+        if first_ok && rest_ok && bytes.len() <= 64 {
+            Ok(GroupName(s.to_owned()))
+        } else {
+            Err(InvalidGroupName { name: s.to_owned() })
+        }
+    }
+}
+
+impl fmt::Display for GroupName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where an inbound message came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Console,
+    Telegram,
+    Scheduler,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Console => "console",
+            Source::Telegram => "telegram",
+            Source::Scheduler => "scheduler",
+        }
+    }
+}
+
+/// A chat message addressed to one group's agent.
+#[derive(Clone, Debug)]
+pub struct Inbound {
+    pub group: GroupName,
+    pub source: Source,
+    pub sender: String,
+    pub text: String,
+    /// When pincer accepted the message; used only for latency metrics.
+    pub accepted_at: Instant,
+}
+
+impl Inbound {
+    pub fn new(group: GroupName, source: Source, sender: impl Into<String>, text: impl Into<String>) -> Self {
+        Inbound {
+            group,
+            source,
+            sender: sender.into(),
+            text: text.into(),
+            accepted_at: Instant::now(),
+        }
+    }
+}
+
+/// Row id of a stored inbound message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InboundId(pub i64);
+
+/// What the agent says back to a group's chat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outbound {
+    pub group: GroupName,
+    pub kind: OutboundKind,
+    pub text: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutboundKind {
+    /// The text of a successful turn.
+    Reply,
+    /// A turn that ended in an error (interrupted, API failure, ...).
+    Error,
+    /// Pincer itself speaking: restarts, failures, what to do next.
+    Notice,
+}
+
+/// One `result` frame: the end of a CLI turn.
+///
+/// A turn may answer several messages (one folded into a running tool turn) or
+/// none (a follow-up turn started by a background task), so results are never
+/// paired one to one with inbound messages.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnResult {
+    pub session_id: Option<String>,
+    pub subtype: String,
+    pub is_error: bool,
+    pub text: Option<String>,
+    /// Cumulative over the CLI process, as the CLI reports it.
+    pub total_cost_usd: Option<f64>,
+    pub duration_ms: Option<i64>,
+    pub num_turns: Option<i64>,
+    /// `origin.kind`, e.g. `task-notification` for a follow-up turn.
+    pub origin: Option<String>,
+    pub errors: Vec<String>,
+}
+
+impl TurnResult {
+    /// The text a chat should see for this turn.
+    pub fn chat_text(&self) -> String {
+        match (&self.text, self.is_error) {
+            (Some(text), false) if !text.is_empty() => text.clone(),
+            (Some(text), true) if !text.is_empty() => text.clone(),
+            (_, false) => "(the agent finished without a reply)".to_owned(),
+            (_, true) if !self.errors.is_empty() => {
+                format!("The agent's turn failed ({}): {}", self.subtype, self.errors.join("; "))
+            }
+            (_, true) => format!("The agent's turn ended early ({}).", self.subtype),
+        }
+    }
+}
+
+/// A `system` frame other than `init`: task lifecycle and whatever newer CLIs add.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskFrame {
+    pub subtype: String,
+    pub session_id: Option<String>,
+    pub task_id: Option<String>,
+    pub task_type: Option<String>,
+    pub status: Option<String>,
+    pub summary: Option<String>,
+    pub description: Option<String>,
+}
+
+/// A decision on a `can_use_tool` request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PermissionDecision {
+    pub tool_name: String,
+    pub tool_use_id: Option<String>,
+    pub input: String,
+    pub allowed: bool,
+    pub message: Option<String>,
+    pub decided_by: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_names_follow_the_rule() {
+        for ok in ["a", "main", "team-1", "x_y", "0abc", &"a".repeat(64)] {
+            assert!(ok.parse::<GroupName>().is_ok(), "{ok} should be valid");
+        }
+        for bad in ["", "-a", "_a", "A", "a/b", "..", "a.b", "a b", &"a".repeat(65), "é"] {
+            assert!(bad.parse::<GroupName>().is_err(), "{bad:?} should be invalid");
+        }
+    }
+
+    #[test]
+    fn error_results_explain_themselves() {
+        let r = TurnResult {
+            session_id: None,
+            subtype: "error_during_execution".into(),
+            is_error: true,
+            text: None,
+            total_cost_usd: None,
+            duration_ms: None,
+            num_turns: None,
+            origin: None,
+            errors: vec![],
+        };
+        assert_eq!(r.chat_text(), "The agent's turn ended early (error_during_execution).");
+    }
+}

@@ -1,0 +1,9 @@
+//! pincer: a daemon that gives each chat group one long-lived Claude Code agent.
+//!
+//! Start reading at [`app`] (wiring and shutdown), then [`router`] (inbound →
+//! group session) and [`session`] (one actor per group that owns the CLI child).
+//! `ARCHITECTURE.md` at the repository root has the bird's-eye view.
+
+pub mod config;
+pub mod domain;
+pub mod store;

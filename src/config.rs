@@ -88,9 +88,21 @@ impl Default for ClaudeConfig {
             max_live_sessions: 4,
             // Without a sandbox the agent runs as pincer's user, so the default
             // allows working on files but not arbitrary shell commands.
-            allowed_tools: ["Read", "Glob", "Grep", "Edit", "Write", "NotebookEdit", "TodoWrite", "WebSearch", "WebFetch", "Task", "Agent"]
-                .map(String::from)
-                .to_vec(),
+            allowed_tools: [
+                "Read",
+                "Glob",
+                "Grep",
+                "Edit",
+                "Write",
+                "NotebookEdit",
+                "TodoWrite",
+                "WebSearch",
+                "WebFetch",
+                "Task",
+                "Agent",
+            ]
+            .map(String::from)
+            .to_vec(),
             shutdown_grace: Duration::from_secs(5),
             max_restarts: 3,
         }
@@ -105,7 +117,10 @@ pub enum ConfigError {
     #[error("bad configuration: {0}\n(set it in pincer.toml, or through the PINCER_* variable with `__` between sections, e.g. PINCER_CLAUDE__IDLE_TIMEOUT)")]
     Invalid(Box<figment::Error>),
     #[error("bad configuration: {key} {problem}")]
-    Rule { key: &'static str, problem: &'static str },
+    Rule {
+        key: &'static str,
+        problem: &'static str,
+    },
 }
 
 impl Config {
@@ -125,7 +140,9 @@ impl Config {
 
     /// Extracts and checks a config from any figment (tests build their own).
     pub fn from_figment(figment: Figment) -> Result<Config, ConfigError> {
-        let config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+        let config: Config = figment
+            .extract()
+            .map_err(|e| ConfigError::Invalid(Box::new(e)))?;
         config.check()?;
         Ok(config)
     }
@@ -164,7 +181,9 @@ mod tests {
     use figment::providers::Toml;
 
     fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        Config::from_figment(Figment::from(Serialized::defaults(Config::default())).merge(Toml::string(text)))
+        Config::from_figment(
+            Figment::from(Serialized::defaults(Config::default())).merge(Toml::string(text)),
+        )
     }
 
     #[test]
@@ -181,11 +200,17 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key() {
-        let err = from_toml("[claude]\nidle_timeout = \"soon\"\n").unwrap_err().to_string();
+        let err = from_toml("[claude]\nidle_timeout = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("idle_timeout"), "{err}");
-        let err = from_toml("[claude]\nmax_live_sessions = 0\n").unwrap_err().to_string();
+        let err = from_toml("[claude]\nmax_live_sessions = 0\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("claude.max_live_sessions"), "{err}");
-        let err = from_toml("[claude]\nidle_timout = \"1m\"\n").unwrap_err().to_string();
+        let err = from_toml("[claude]\nidle_timout = \"1m\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("idle_timout"), "{err}");
     }
 

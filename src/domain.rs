@@ -84,7 +84,12 @@ pub struct Inbound {
 }
 
 impl Inbound {
-    pub fn new(group: GroupName, source: Source, sender: impl Into<String>, text: impl Into<String>) -> Self {
+    pub fn new(
+        group: GroupName,
+        source: Source,
+        sender: impl Into<String>,
+        text: impl Into<String>,
+    ) -> Self {
         Inbound {
             group,
             source,
@@ -145,7 +150,11 @@ impl TurnResult {
             (Some(text), true) if !text.is_empty() => text.clone(),
             (_, false) => "(the agent finished without a reply)".to_owned(),
             (_, true) if !self.errors.is_empty() => {
-                format!("The agent's turn failed ({}): {}", self.subtype, self.errors.join("; "))
+                format!(
+                    "The agent's turn failed ({}): {}",
+                    self.subtype,
+                    self.errors.join("; ")
+                )
             }
             (_, true) => format!("The agent's turn ended early ({}).", self.subtype),
         }
@@ -184,8 +193,22 @@ mod tests {
         for ok in ["a", "main", "team-1", "x_y", "0abc", &"a".repeat(64)] {
             assert!(ok.parse::<GroupName>().is_ok(), "{ok} should be valid");
         }
-        for bad in ["", "-a", "_a", "A", "a/b", "..", "a.b", "a b", &"a".repeat(65), "é"] {
-            assert!(bad.parse::<GroupName>().is_err(), "{bad:?} should be invalid");
+        for bad in [
+            "",
+            "-a",
+            "_a",
+            "A",
+            "a/b",
+            "..",
+            "a.b",
+            "a b",
+            &"a".repeat(65),
+            "é",
+        ] {
+            assert!(
+                bad.parse::<GroupName>().is_err(),
+                "{bad:?} should be invalid"
+            );
         }
     }
 
@@ -202,6 +225,9 @@ mod tests {
             origin: None,
             errors: vec![],
         };
-        assert_eq!(r.chat_text(), "The agent's turn ended early (error_during_execution).");
+        assert_eq!(
+            r.chat_text(),
+            "The agent's turn ended early (error_during_execution)."
+        );
     }
 }

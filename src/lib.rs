@@ -4,6 +4,14 @@
 //! group session) and [`session`] (one actor per group that owns the CLI child).
 //! `ARCHITECTURE.md` at the repository root has the bird's-eye view.
 
+pub mod app;
+pub mod channel;
+pub mod claude;
+pub mod cli;
 pub mod config;
 pub mod domain;
+pub mod groups;
+pub mod metrics;
+pub mod router;
+pub mod session;
 pub mod store;

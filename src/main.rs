@@ -1,1 +1,60 @@
-fn main() {}
+//! The `pincer` binary: parse the command line, load the config, set up
+//! logging and signals, and hand over to [`pincer::cli::execute`].
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+use pincer::cli::{Cli, Cmd};
+use pincer::config::Config;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The daemon logs at info; interactive commands keep the terminal for replies.
+    let default_level = if matches!(cli.command, Cmd::Run | Cmd::Setup { .. }) {
+        "info"
+    } else {
+        "warn"
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("pincer: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
+    let result = runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(cancel_on_signal(shutdown.clone()));
+        pincer::cli::execute(cli, config, shutdown).await
+    });
+    // Reading a terminal's stdin blocks a thread that would hold the runtime open.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pincer: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    shutdown.cancel();
+}

@@ -43,9 +43,9 @@ pub enum HistoryEntry {
 impl HistoryEntry {
     pub fn at_us(&self) -> i64 {
         match self {
-            HistoryEntry::Inbound { at_us, .. } | HistoryEntry::Result { at_us, .. } | HistoryEntry::Task { at_us, .. } => {
-                *at_us
-            }
+            HistoryEntry::Inbound { at_us, .. }
+            | HistoryEntry::Result { at_us, .. }
+            | HistoryEntry::Task { at_us, .. } => *at_us,
         }
     }
 }
@@ -69,7 +69,11 @@ SELECT * FROM (
 
 impl Store {
     /// The newest `limit` entries of a group's history, oldest first.
-    pub async fn history(&self, group: &GroupName, limit: u32) -> Result<Vec<HistoryEntry>, StoreError> {
+    pub async fn history(
+        &self,
+        group: &GroupName,
+        limit: u32,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
         let rows = sqlx::query(HISTORY_SQL)
             .bind(group.as_str())
             .bind(i64::from(limit))
@@ -108,7 +112,10 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
             let e: Option<String> = row.get("e");
             let f: Option<String> = row.get("f");
             // summary and description travel in one column, split by a unit separator.
-            let (summary, description) = f.as_deref().and_then(|f| f.split_once('\u{1f}')).unwrap_or_default();
+            let (summary, description) = f
+                .as_deref()
+                .and_then(|f| f.split_once('\u{1f}'))
+                .unwrap_or_default();
             let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
             HistoryEntry::Task {
                 at_us,

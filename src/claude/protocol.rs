@@ -1,0 +1,222 @@
+//! The stream-json protocol: stdout lines parsed into [`CliEvent`], and the
+//! lines we write to stdin.
+//!
+//! Parsing is by JSON value, never by line prefix (2.1.330 reordered the keys of
+//! `result`), and tolerant: unknown types and fields are kept as `Other` or
+//! ignored, because the protocol drifts between CLI versions.
+
+use serde_json::{json, Value};
+
+use crate::domain::{TaskFrame, TurnResult};
+
+/// One stdout line, understood.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CliEvent {
+    /// `system/init`, printed at the start of every turn.
+    Init {
+        session_id: Option<String>,
+    },
+    /// Any other `system` frame: task lifecycle and whatever newer CLIs add.
+    System(TaskFrame),
+    Result(TurnResult),
+    /// The CLI asks us something and waits for a `control_response`.
+    ControlRequest {
+        request_id: String,
+        request: ControlRequest,
+    },
+    /// The CLI answers a request of ours (e.g. `interrupt`).
+    ControlResponse {
+        request_id: Option<String>,
+        ok: bool,
+    },
+    /// A user message replayed by `--replay-user-messages`: the CLI took it into a turn.
+    UserReplay {
+        uuid: String,
+    },
+    /// Assistant text, tool results, stream events, and anything unknown.
+    Other {
+        kind: String,
+    },
+}
+
+/// A control request from the CLI.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControlRequest {
+    CanUseTool {
+        tool_name: String,
+        input: Value,
+        tool_use_id: Option<String>,
+    },
+    Other {
+        subtype: String,
+    },
+}
+
+/// Why a line could not be understood.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error("not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("a JSON line without a string `type`")]
+    NoType,
+}
+
+fn str_field(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Parses one stdout line.
+pub fn parse_line(line: &str) -> Result<CliEvent, ParseError> {
+    let v: Value = serde_json::from_str(line)?;
+    let kind = v
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or(ParseError::NoType)?;
+    Ok(match kind {
+        "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => CliEvent::Init {
+            session_id: str_field(&v, "session_id"),
+        },
+        "system" => CliEvent::System(task_frame(&v)),
+        "result" => CliEvent::Result(turn_result(&v)),
+        "control_request" => control_request(&v),
+        "control_response" => {
+            let response = v.get("response").unwrap_or(&Value::Null);
+            CliEvent::ControlResponse {
+                request_id: str_field(response, "request_id"),
+                ok: response.get("subtype").and_then(Value::as_str) == Some("success"),
+            }
+        }
+        "user" if is_replay(&v) => match str_field(&v, "uuid") {
+            Some(uuid) => CliEvent::UserReplay { uuid },
+            None => CliEvent::Other {
+                kind: kind.to_owned(),
+            },
+        },
+        other => CliEvent::Other {
+            kind: other.to_owned(),
+        },
+    })
+}
+
+/// A replayed message of ours, as opposed to a tool result (also a `user` line,
+/// with `parent_tool_use_id` null in the main thread, but with `tool_result` blocks).
+fn is_replay(v: &Value) -> bool {
+    match v.pointer("/message/content") {
+        Some(Value::String(_)) => true,
+        Some(Value::Array(blocks)) => !blocks
+            .iter()
+            .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")),
+        _ => false,
+    }
+}
+
+fn task_frame(v: &Value) -> TaskFrame {
+    // task_updated carries its status inside `patch`.
+    let status =
+        str_field(v, "status").or_else(|| v.get("patch").and_then(|p| str_field(p, "status")));
+    TaskFrame {
+        subtype: str_field(v, "subtype").unwrap_or_else(|| "unknown".to_owned()),
+        session_id: str_field(v, "session_id"),
+        task_id: str_field(v, "task_id"),
+        task_type: str_field(v, "task_type"),
+        status,
+        summary: str_field(v, "summary"),
+        description: str_field(v, "description"),
+    }
+}
+
+fn turn_result(v: &Value) -> TurnResult {
+    let errors = v
+        .get("errors")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    TurnResult {
+        session_id: str_field(v, "session_id"),
+        subtype: str_field(v, "subtype").unwrap_or_else(|| "unknown".to_owned()),
+        is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+        text: str_field(v, "result"),
+        total_cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
+        duration_ms: v.get("duration_ms").and_then(Value::as_i64),
+        num_turns: v.get("num_turns").and_then(Value::as_i64),
+        origin: v.get("origin").and_then(|o| str_field(o, "kind")),
+        errors,
+    }
+}
+
+fn control_request(v: &Value) -> CliEvent {
+    let request_id = str_field(v, "request_id").unwrap_or_default();
+    let req = v.get("request").unwrap_or(&Value::Null);
+    let subtype = str_field(req, "subtype").unwrap_or_default();
+    let request = match subtype.as_str() {
+        "can_use_tool" => ControlRequest::CanUseTool {
+            tool_name: str_field(req, "tool_name").unwrap_or_default(),
+            input: req.get("input").cloned().unwrap_or(Value::Null),
+            tool_use_id: str_field(req, "tool_use_id"),
+        },
+        _ => ControlRequest::Other { subtype },
+    };
+    CliEvent::ControlRequest {
+        request_id,
+        request,
+    }
+}
+
+/// True when a result says `--resume` named a session the CLI does not have.
+pub fn is_missing_session(r: &TurnResult) -> bool {
+    r.is_error && r.errors.iter().any(|e| e.contains("No conversation found"))
+}
+
+/// A user message line. The uuid comes back in the replay when the CLI takes
+/// the message into a turn.
+pub fn user_message(text: &str, uuid: &str) -> String {
+    json!({
+        "type": "user",
+        "message": {"role": "user", "content": text},
+        "parent_tool_use_id": null,
+        "session_id": "",
+        "uuid": uuid,
+    })
+    .to_string()
+}
+
+/// A successful answer to a control request.
+pub fn control_success(request_id: &str, response: Value) -> String {
+    json!({
+        "type": "control_response",
+        "response": {"subtype": "success", "request_id": request_id, "response": response},
+    })
+    .to_string()
+}
+
+/// An error answer, for requests we cannot handle: the CLI would wait forever otherwise.
+pub fn control_error(request_id: &str, error: &str) -> String {
+    json!({
+        "type": "control_response",
+        "response": {"subtype": "error", "request_id": request_id, "error": error},
+    })
+    .to_string()
+}
+
+/// The `can_use_tool` allow answer. `updatedInput` is required by 2.1.197 and
+/// replaces the tool's input, so it is always the original input.
+pub fn allow(input: &Value) -> Value {
+    json!({"behavior": "allow", "updatedInput": input})
+}
+
+pub fn deny(message: &str) -> Value {
+    json!({"behavior": "deny", "message": message})
+}
+
+/// A control request of ours, e.g. `interrupt`.
+pub fn control_request_line(request_id: &str, subtype: &str) -> String {
+    json!({"type": "control_request", "request_id": request_id, "request": {"subtype": subtype}})
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! Parsing checked against every recorded transcript of the real CLI
+//! (copied from the shared protocol notes into `tests/data/`).
+
+use std::fs;
+use std::path::PathBuf;
+
+use super::*;
+
+fn transcript_dirs() -> Vec<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut dirs: Vec<_> = fs::read_dir(&root)
+        .expect("tests/data exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("transcripts")
+        })
+        .collect();
+    dirs.sort();
+    assert_eq!(dirs.len(), 2, "both transcript sets are present");
+    dirs
+}
+
+fn events(dir: &str, name: &str) -> Vec<CliEvent> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(dir)
+        .join(name);
+    fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| parse_line(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", path.display())))
+        .collect()
+}
+
+#[test]
+fn every_recorded_stdout_line_parses() {
+    let mut lines = 0;
+    for dir in transcript_dirs() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if !path.to_string_lossy().ends_with(".stdout.jsonl") {
+                continue;
+            }
+            for line in fs::read_to_string(&path).unwrap().lines() {
+                parse_line(line).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                lines += 1;
+            }
+        }
+    }
+    assert!(
+        lines > 300,
+        "expected the whole corpus, parsed {lines} lines"
+    );
+}
+
+#[test]
+fn background_bash_gives_task_frames_and_a_follow_up_result() {
+    for (dir, file) in [
+        ("transcripts-2.1.197", "02a-bg-bash-stdin-open.stdout.jsonl"),
+        ("transcripts-2.1.330", "02a.stdout.jsonl"),
+    ] {
+        let evs = events(dir, file);
+        let results: Vec<_> = evs
+            .iter()
+            .filter_map(|e| {
+                if let CliEvent::Result(r) = e {
+                    Some(r)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert_eq!(results.len(), 2, "{dir}");
+        assert_eq!(
+            results[1].origin.as_deref(),
+            Some("task-notification"),
+            "{dir}"
+        );
+        let subtypes: Vec<_> = evs
+            .iter()
+            .filter_map(|e| {
+                if let CliEvent::System(t) = e {
+                    Some(t.subtype.as_str())
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert!(subtypes.contains(&"task_started"), "{dir}: {subtypes:?}");
+        assert!(
+            subtypes.contains(&"task_notification"),
+            "{dir}: {subtypes:?}"
+        );
+        let updated = evs.iter().find_map(|e| match e {
+            CliEvent::System(t) if t.subtype == "task_updated" => Some(t.status.clone()),
+            _ => None,
+        });
+        assert_eq!(
+            updated,
+            Some(Some("completed".to_owned())),
+            "{dir}: status comes from the patch"
+        );
+    }
+}
+
+#[test]
+fn permission_requests_carry_tool_and_input() {
+    let evs = events("transcripts-2.1.330", "05a-perm-allow.stdout.jsonl");
+    let req = evs.iter().find_map(|e| match e {
+        CliEvent::ControlRequest {
+            request_id,
+            request: ControlRequest::CanUseTool {
+                tool_name, input, ..
+            },
+        } => Some((request_id.clone(), tool_name.clone(), input.clone())),
+        _ => None,
+    });
+    let (id, tool, input) = req.expect("a can_use_tool request");
+    assert_eq!(tool, "Bash");
+    assert!(!id.is_empty());
+    assert!(input["command"].as_str().unwrap().contains("perm-ok"));
+}
+
+#[test]
+fn unknown_resumed_session_is_detected() {
+    let evs = events(
+        "transcripts-2.1.197",
+        "08c-resume-unknown-session.stdout.jsonl",
+    );
+    match &evs[..] {
+        [CliEvent::Result(r)] => assert!(is_missing_session(r)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn replayed_user_messages_carry_our_uuid() {
+    let evs = events(
+        "transcripts-2.1.197",
+        "01c-replay-user-messages.stdout.jsonl",
+    );
+    assert!(evs.contains(&CliEvent::UserReplay {
+        uuid: "11111111-1111-4111-8111-111111111111".into()
+    }));
+}
+
+#[test]
+fn tool_results_are_not_replays() {
+    let line = r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result"}]},"parent_tool_use_id":null,"uuid":"x"}"#;
+    assert_eq!(
+        parse_line(line).unwrap(),
+        CliEvent::Other {
+            kind: "user".into()
+        }
+    );
+}
+
+#[test]
+fn garbage_is_an_error_not_a_panic() {
+    assert!(parse_line("not json").is_err());
+    assert!(parse_line("{\"no\":\"type\"}").is_err());
+    assert!(matches!(
+        parse_line(r#"{"type":"brand_new"}"#).unwrap(),
+        CliEvent::Other { .. }
+    ));
+}
+
+#[test]
+fn written_lines_are_single_json_lines() {
+    let line = user_message("multi\nline \"quoted\"", "u1");
+    assert!(!line.contains('\n'));
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["message"]["content"], "multi\nline \"quoted\"");
+    let ok: Value = serde_json::from_str(&control_success("r1", allow(&json!({"a": 1})))).unwrap();
+    assert_eq!(ok["response"]["response"]["updatedInput"]["a"], 1);
+}

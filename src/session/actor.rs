@@ -1,0 +1,629 @@
+//! The session actor: a loop over one closed set of events (a command, a
+//! stdout line, the child's exit, the idle deadline, shutdown) that owns the
+//! group's CLI child, what it still owes, and which tasks run in it.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+
+use super::pending::Pending;
+use super::permission::{decide, Verdict};
+use super::{Command, SessionDeps, SessionStatus};
+use crate::claude::lines::LineRead;
+use crate::claude::process::{CliProcess, SpawnSpec, StdoutLine};
+use crate::claude::protocol::{self, CliEvent, ControlRequest};
+use crate::claude::session_args;
+use crate::domain::{
+    GroupName, InboundId, Outbound, OutboundKind, PermissionDecision, TaskFrame, TurnResult,
+};
+use crate::groups;
+use crate::store::{GroupRecord, InboundState};
+
+/// A live CLI process and what belongs to it.
+struct Live {
+    process: CliProcess,
+    lines: mpsc::Receiver<StdoutLine>,
+    last_activity: Instant,
+    since: SystemTime,
+    /// Held while the process lives: this is the `max_live_sessions` bound.
+    _slot: OwnedSemaphorePermit,
+}
+
+/// One event the loop reacts to.
+enum Event {
+    Command(Command),
+    Line(StdoutLine),
+    Exited,
+    IdleDeadline,
+    Shutdown,
+}
+
+pub(super) struct SessionActor {
+    group: GroupName,
+    allowed_tools: Vec<String>,
+    deps: Arc<SessionDeps>,
+    commands: async_channel::Receiver<Command>,
+    status: watch::Sender<SessionStatus>,
+    queued: Arc<AtomicUsize>,
+    live: Option<Live>,
+    pending: Pending,
+    tasks: HashSet<String>,
+    in_turn: bool,
+    session_id: Option<String>,
+    /// The stored session could not be resumed: the next process starts fresh.
+    start_fresh: bool,
+    /// Crashes since the last good result; bounded by `max_restarts`.
+    crashes: u32,
+    next_request: u64,
+}
+
+impl SessionActor {
+    pub(super) fn new(
+        group: &GroupRecord,
+        deps: Arc<SessionDeps>,
+        commands: async_channel::Receiver<Command>,
+        status: watch::Sender<SessionStatus>,
+        queued: Arc<AtomicUsize>,
+    ) -> Self {
+        let allowed_tools = group
+            .allowed_tools
+            .clone()
+            .unwrap_or_else(|| deps.config.claude.allowed_tools.clone());
+        SessionActor {
+            group: group.name.clone(),
+            allowed_tools,
+            deps,
+            commands,
+            status,
+            queued,
+            live: None,
+            pending: Pending::default(),
+            tasks: HashSet::new(),
+            in_turn: false,
+            session_id: group.session_id.clone(),
+            start_fresh: false,
+            crashes: 0,
+            next_request: 0,
+        }
+    }
+
+    pub(super) async fn run(mut self) {
+        loop {
+            match self.next_event().await {
+                Event::Command(cmd) => {
+                    self.queued.fetch_sub(1, Ordering::SeqCst);
+                    self.on_command(cmd).await;
+                }
+                Event::Line(line) => self.on_line(line).await,
+                Event::Exited => self.on_exit().await,
+                Event::IdleDeadline => self.on_idle().await,
+                Event::Shutdown => break,
+            }
+            self.publish();
+        }
+        self.stop_live("shutdown").await;
+        self.publish();
+    }
+
+    async fn next_event(&mut self) -> Event {
+        let idle_at = self.idle_deadline();
+        let lines = async {
+            match self.live.as_mut() {
+                Some(live) => live.lines.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let idle = async {
+            match idle_at {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = self.deps.shutdown.cancelled() => Event::Shutdown,
+            line = lines => line.map_or(Event::Exited, Event::Line),
+            cmd = self.commands.recv() => cmd.map_or(Event::Shutdown, Event::Command),
+            _ = idle => Event::IdleDeadline,
+        }
+    }
+
+    fn busy(&self) -> bool {
+        !self.pending.is_empty() || self.in_turn || !self.tasks.is_empty()
+    }
+
+    fn idle_deadline(&self) -> Option<Instant> {
+        let live = self.live.as_ref()?;
+        (!self.busy()).then(|| live.last_activity + self.deps.config.claude.idle_timeout)
+    }
+
+    fn publish(&self) {
+        let status = SessionStatus {
+            live: self.live.is_some(),
+            live_since: self.live.as_ref().map(|l| l.since),
+            session_id: self.session_id.clone(),
+            pending: self.pending.len(),
+            in_turn: self.in_turn,
+            running_tasks: self.tasks.len(),
+        };
+        self.status.send_if_modified(|s| {
+            let changed = *s != status;
+            *s = status;
+            changed
+        });
+    }
+
+    async fn on_command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Message { id, msg } => {
+                let accepted_at = msg.accepted_at;
+                self.pending.push(id, msg.text, accepted_at);
+                if self.ensure_live().await {
+                    self.write_pending_tail().await;
+                }
+            }
+            Command::Interrupt => {
+                if self.live.is_some() {
+                    self.next_request += 1;
+                    let line = protocol::control_request_line(
+                        &format!("pincer_interrupt_{}", self.next_request),
+                        "interrupt",
+                    );
+                    self.write(&line).await;
+                }
+            }
+        }
+    }
+
+    /// Writes the newest pending message (the one just pushed).
+    async fn write_pending_tail(&mut self) {
+        let Some((id, line, accepted_at)) = self.pending.last().map(|m| {
+            (
+                m.id,
+                protocol::user_message(&m.text, &m.uuid),
+                m.accepted_at,
+            )
+        }) else {
+            return;
+        };
+        if self.write(&line).await {
+            self.deps.metrics.record_stdin_write(accepted_at.elapsed());
+        }
+        self.set_state(&[id], InboundState::Sent).await;
+    }
+
+    /// Writes a line to the live process. A failed write means the process is
+    /// dying: its exit is handled when stdout closes, and pending messages are
+    /// written again to the next process then.
+    async fn write(&mut self, line: &str) -> bool {
+        let Some(live) = self.live.as_mut() else {
+            return false;
+        };
+        live.last_activity = Instant::now();
+        match live.process.write_line(line).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(group = %self.group, %e, "writing to the CLI failed; it will be restarted");
+                false
+            }
+        }
+    }
+
+    /// Starts a CLI process unless one lives. Waits (FIFO) for a free slot.
+    /// Returns false when no process could be started; the chat was told why.
+    async fn ensure_live(&mut self) -> bool {
+        if self.live.is_some() {
+            return true;
+        }
+        let slot = tokio::select! {
+            slot = self.deps.slots.clone().acquire_owned() => slot.expect("the slot semaphore is never closed"),
+            _ = self.deps.shutdown.cancelled() => return false,
+        };
+        let resume = if self.start_fresh {
+            None
+        } else {
+            self.session_id.clone()
+        };
+        let groups_dir = std::path::absolute(&self.deps.config.groups_dir)
+            .unwrap_or_else(|_| self.deps.config.groups_dir.clone());
+        let global = groups_dir.join(groups::GLOBAL_DIR).join("CLAUDE.md");
+        let spec = SpawnSpec {
+            program: self.deps.program.clone(),
+            args: session_args(
+                &self.deps.config.claude,
+                resume.as_deref(),
+                global.exists().then_some(global.as_path()),
+            ),
+            cwd: groups_dir.join(self.group.as_str()),
+            env: self
+                .deps
+                .config
+                .claude
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            env_remove: vec!["CLAUDECODE".to_owned()],
+            label: self.group.to_string(),
+        };
+        match CliProcess::spawn(&spec) {
+            Ok((process, lines)) => {
+                self.start_fresh = false;
+                let kind = if resume.is_some() {
+                    "resumed"
+                } else {
+                    "started"
+                };
+                self.log_event(kind, resume.as_deref(), None).await;
+                self.live = Some(Live {
+                    process,
+                    lines,
+                    last_activity: Instant::now(),
+                    since: SystemTime::now(),
+                    _slot: slot,
+                });
+                true
+            }
+            Err(e) => {
+                tracing::error!(group = %self.group, %e, "cannot start the CLI");
+                let text = format!(
+                    "{e}. Your message was not answered. Fix `[claude] command` in pincer.toml \
+                     (or PINCER_CLAUDE__COMMAND), or run `pincer setup`, then send it again."
+                );
+                self.give_up(&text).await;
+                false
+            }
+        }
+    }
+
+    async fn on_line(&mut self, line: StdoutLine) {
+        if let Some(live) = self.live.as_mut() {
+            live.last_activity = Instant::now();
+        }
+        let text = match line.line {
+            LineRead::Line(text) => text,
+            other => {
+                self.deps.metrics.count_skipped_line();
+                tracing::warn!(group = %self.group, ?other, "skipped an unreadable stdout line");
+                return;
+            }
+        };
+        if text.trim().is_empty() {
+            return;
+        }
+        let event = match protocol::parse_line(&text) {
+            Ok(event) => event,
+            Err(e) => {
+                self.deps.metrics.count_skipped_line();
+                let head: String = text.chars().take(200).collect();
+                tracing::warn!(group = %self.group, %e, line = %head, "skipped a stdout line that is not a protocol frame");
+                return;
+            }
+        };
+        match event {
+            CliEvent::Init { session_id } => {
+                self.in_turn = true;
+                self.note_session_id(session_id).await;
+            }
+            CliEvent::System(frame) => self.on_system(frame, &text).await,
+            CliEvent::Result(result) => self.on_result(result, &text, line.read_at).await,
+            CliEvent::ControlRequest {
+                request_id,
+                request,
+            } => self.on_control_request(request_id, request).await,
+            CliEvent::ControlResponse { request_id, ok } => {
+                tracing::debug!(group = %self.group, ?request_id, ok, "the CLI answered a control request");
+            }
+            CliEvent::UserReplay { uuid } => self.pending.mark_taken(&uuid),
+            CliEvent::Other { kind } => tracing::trace!(group = %self.group, %kind, "stdout frame"),
+        }
+    }
+
+    async fn note_session_id(&mut self, session_id: Option<String>) {
+        if session_id.is_some() && session_id != self.session_id {
+            self.session_id = session_id;
+            if let Err(e) = self
+                .deps
+                .store
+                .set_session_id(&self.group, self.session_id.as_deref())
+                .await
+            {
+                tracing::error!(group = %self.group, %e, "cannot store the session id");
+            }
+        }
+    }
+
+    /// Task frames (and any other `system` frame) are stored first, then tracked.
+    async fn on_system(&mut self, frame: TaskFrame, raw: &str) {
+        if let Err(e) = self
+            .deps
+            .store
+            .record_task_frame(&self.group, &frame, raw)
+            .await
+        {
+            tracing::error!(group = %self.group, %e, "cannot store a task frame");
+        }
+        let id = frame.task_id.clone();
+        match (frame.subtype.as_str(), id) {
+            ("task_started", Some(id)) => {
+                self.tasks.insert(id);
+            }
+            ("task_notification", Some(id)) => {
+                self.tasks.remove(&id);
+                // With stdin open the CLI starts a follow-up turn for the
+                // notification; count it as begun so nobody sees a gap of "idle".
+                if !self.in_turn && matches!(frame.status.as_deref(), Some("completed" | "failed"))
+                {
+                    self.in_turn = true;
+                }
+            }
+            ("task_updated", Some(id)) if is_terminal(frame.status.as_deref()) => {
+                self.tasks.remove(&id);
+            }
+            ("background_tasks_changed", _) => {
+                if let Some(running) = running_tasks(raw) {
+                    self.tasks = running;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn on_result(&mut self, result: TurnResult, raw: &str, read_at: Instant) {
+        if let Err(e) = self
+            .deps
+            .store
+            .record_result(&self.group, &result, raw)
+            .await
+        {
+            tracing::error!(group = %self.group, %e, "cannot store a result");
+        }
+        self.in_turn = false;
+        if protocol::is_missing_session(&result) {
+            // The process exits by itself; on_exit starts a fresh one for what is pending.
+            tracing::warn!(group = %self.group, session = ?self.session_id, "the stored session no longer exists; starting fresh");
+            self.log_event(
+                "resume_failed",
+                self.session_id.clone().as_deref(),
+                Some(&result.errors.join("; ")),
+            )
+            .await;
+            self.session_id = None;
+            self.start_fresh = true;
+            if let Err(e) = self.deps.store.set_session_id(&self.group, None).await {
+                tracing::error!(group = %self.group, %e, "cannot clear the session id");
+            }
+            return;
+        }
+        self.crashes = 0;
+        self.note_session_id(result.session_id.clone()).await;
+        let answered = self.pending.answer();
+        self.set_state(&answered, InboundState::Answered).await;
+        let kind = if result.is_error {
+            OutboundKind::Error
+        } else {
+            OutboundKind::Reply
+        };
+        self.deliver(kind, result.chat_text()).await;
+        self.deps.metrics.record_result_delivery(read_at.elapsed());
+    }
+
+    async fn on_control_request(&mut self, request_id: String, request: ControlRequest) {
+        let line = match request {
+            ControlRequest::CanUseTool {
+                tool_name,
+                input,
+                tool_use_id,
+            } => {
+                let verdict = decide(&self.group, &tool_name, &self.allowed_tools);
+                let (allowed, message, response) = match &verdict {
+                    Verdict::Allow => (true, None, protocol::allow(&input)),
+                    Verdict::Deny(why) => (false, Some(why.clone()), protocol::deny(why)),
+                };
+                let decision = PermissionDecision {
+                    tool_name,
+                    tool_use_id,
+                    input: input.to_string(),
+                    allowed,
+                    message,
+                    decided_by: "policy".to_owned(),
+                };
+                if let Err(e) = self
+                    .deps
+                    .store
+                    .record_decision(&self.group, &decision)
+                    .await
+                {
+                    tracing::error!(group = %self.group, %e, "cannot store a permission decision");
+                }
+                tracing::info!(group = %self.group, tool = %decision.tool_name, allowed, "answered can_use_tool");
+                protocol::control_success(&request_id, response)
+            }
+            ControlRequest::Other { subtype } => {
+                tracing::warn!(group = %self.group, %subtype, "answering an unsupported control request with an error");
+                protocol::control_error(
+                    &request_id,
+                    &format!("Unsupported control request subtype: {subtype}"),
+                )
+            }
+        };
+        self.write(&line).await;
+    }
+
+    /// stdout closed: the process is gone or going.
+    async fn on_exit(&mut self) {
+        let Some(mut live) = self.live.take() else {
+            return;
+        };
+        let status = live
+            .process
+            .stop(self.deps.config.claude.shutdown_grace)
+            .await;
+        drop(live);
+        let status_text = status.map_or_else(|| "unknown status".to_owned(), |s| s.to_string());
+        let tasks_lost = !self.tasks.is_empty();
+        self.tasks.clear();
+        self.in_turn = false;
+        if self.deps.shutdown.is_cancelled() {
+            return;
+        }
+        if self.start_fresh {
+            self.log_event("fresh", None, None).await;
+            self.deliver(
+                OutboundKind::Notice,
+                "The previous conversation could not be found, so a fresh session was started."
+                    .into(),
+            )
+            .await;
+            if !self.pending.is_empty() {
+                self.restart().await;
+            }
+            return;
+        }
+        if self.pending.is_empty() {
+            let kind = if tasks_lost { "crashed" } else { "exited" };
+            self.log_event(kind, self.session_id.clone().as_deref(), Some(&status_text))
+                .await;
+            if tasks_lost {
+                self.deliver(
+                    OutboundKind::Notice,
+                    format!("The agent stopped unexpectedly ({status_text}) while background work was running; that work is lost."),
+                )
+                .await;
+            }
+            return;
+        }
+        self.crashes += 1;
+        self.log_event(
+            "crashed",
+            self.session_id.clone().as_deref(),
+            Some(&status_text),
+        )
+        .await;
+        if self.crashes > self.deps.config.claude.max_restarts {
+            let text = format!(
+                "The agent stopped unexpectedly ({status_text}) {} times in a row, so pincer gave up on the unanswered \
+                 messages (they stay in the history). Check pincer's log, then send them again.",
+                self.crashes
+            );
+            self.give_up(&text).await;
+            self.crashes = 0;
+            return;
+        }
+        self.deliver(
+            OutboundKind::Notice,
+            format!("The agent stopped unexpectedly ({status_text}); restarting it and resending your message."),
+        )
+        .await;
+        // Back off a little more on every crash in a row.
+        let backoff = Duration::from_millis(250) * 2u32.pow(self.crashes - 1);
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => self.restart().await,
+            _ = self.deps.shutdown.cancelled() => {}
+        }
+    }
+
+    /// Starts a new process and writes every pending message to it again.
+    async fn restart(&mut self) {
+        if !self.ensure_live().await {
+            return;
+        }
+        let lines: Vec<String> = self
+            .pending
+            .prepare_resend()
+            .map(|m| protocol::user_message(&m.text, &m.uuid))
+            .collect();
+        for line in lines {
+            self.write(&line).await;
+        }
+    }
+
+    async fn on_idle(&mut self) {
+        if self.idle_deadline().is_some_and(|at| at <= Instant::now()) {
+            tracing::info!(group = %self.group, "closing the idle session");
+            self.stop_live("idle_closed").await;
+        }
+    }
+
+    /// Closes stdin and keeps handling what the CLI still prints (a final
+    /// result must be stored too) until it exits, then escalates.
+    async fn stop_live(&mut self, reason: &str) {
+        let Some(live) = self.live.as_mut() else {
+            return;
+        };
+        live.process.close_stdin();
+        let deadline = tokio::time::Instant::now() + self.deps.config.claude.shutdown_grace;
+        while let Some(live) = self.live.as_mut() {
+            match tokio::time::timeout_at(deadline, live.lines.recv()).await {
+                Ok(Some(line)) => self.on_line(line).await,
+                Ok(None) | Err(_) => break,
+            }
+        }
+        if let Some(mut live) = self.live.take() {
+            live.process
+                .stop(self.deps.config.claude.shutdown_grace)
+                .await;
+        }
+        self.tasks.clear();
+        self.in_turn = false;
+        self.log_event(reason, self.session_id.clone().as_deref(), None)
+            .await;
+    }
+
+    /// Fails every pending message and tells the chat why.
+    async fn give_up(&mut self, text: &str) {
+        let ids = self.pending.drain_ids();
+        self.set_state(&ids, InboundState::Failed).await;
+        self.log_event("gave_up", self.session_id.clone().as_deref(), Some(text))
+            .await;
+        self.deliver(OutboundKind::Notice, text.to_owned()).await;
+    }
+
+    async fn deliver(&self, kind: OutboundKind, text: String) {
+        let out = Outbound {
+            group: self.group.clone(),
+            kind,
+            text,
+        };
+        if self.deps.outbox.send(out).await.is_err() {
+            tracing::warn!(group = %self.group, "no channel is listening; a reply was stored but not delivered");
+        }
+    }
+
+    async fn set_state(&self, ids: &[InboundId], state: InboundState) {
+        if let Err(e) = self.deps.store.set_inbound_state(ids, state).await {
+            tracing::error!(group = %self.group, %e, "cannot update inbound state");
+        }
+    }
+
+    async fn log_event(&self, kind: &str, session_id: Option<&str>, detail: Option<&str>) {
+        if let Err(e) = self
+            .deps
+            .store
+            .record_session_event(&self.group, kind, session_id, detail)
+            .await
+        {
+            tracing::error!(group = %self.group, %e, "cannot store a session event");
+        }
+    }
+}
+
+fn is_terminal(status: Option<&str>) -> bool {
+    matches!(status, Some("completed" | "failed" | "killed" | "stopped"))
+}
+
+/// The task ids of a `background_tasks_changed` frame.
+fn running_tasks(raw: &str) -> Option<HashSet<String>> {
+    let v: Value = serde_json::from_str(raw).ok()?;
+    let tasks = v.get("tasks")?.as_array()?;
+    Some(
+        tasks
+            .iter()
+            .filter_map(|t| t.get("task_id")?.as_str().map(str::to_owned))
+            .collect(),
+    )
+}

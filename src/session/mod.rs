@@ -1,0 +1,132 @@
+//! One actor per group that owns the group's CLI child and its stdin.
+//!
+//! The [`SessionHandle`] is the only way in: it sends [`Command`]s over a
+//! bounded channel and reads a [`SessionStatus`] the actor publishes after
+//! every event. Only the actor writes to the child's stdin.
+
+mod actor;
+mod pending;
+mod permission;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tokio::sync::{watch, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::domain::{GroupName, Inbound, InboundId, Outbound};
+use crate::metrics::Metrics;
+use crate::store::{GroupRecord, Store};
+
+/// How many commands may wait for one group's actor.
+const COMMAND_QUEUE: usize = 64;
+
+/// What every session actor needs, bundled once.
+pub struct SessionDeps {
+    pub store: Store,
+    pub config: Arc<Config>,
+    /// The resolved `claude` executable.
+    pub program: PathBuf,
+    /// Where replies and notices go; channel adapters read the other end.
+    pub outbox: async_channel::Sender<Outbound>,
+    /// Live CLI processes; `acquire` is FIFO, so waiting groups take turns.
+    pub slots: Arc<Semaphore>,
+    pub metrics: Arc<Metrics>,
+    pub shutdown: CancellationToken,
+}
+
+/// What a session actor can be asked to do.
+#[derive(Debug)]
+pub enum Command {
+    /// An inbound message, already stored under `id`.
+    Message { id: InboundId, msg: Inbound },
+    /// Interrupt the current turn, if any.
+    Interrupt,
+}
+
+/// A snapshot of one group's session, published by its actor.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionStatus {
+    pub live: bool,
+    pub live_since: Option<SystemTime>,
+    pub session_id: Option<String>,
+    /// Messages written (or about to be) that no turn has answered yet.
+    pub pending: usize,
+    /// Between a turn's `init` and its `result`, or a follow-up turn that a
+    /// task notification is about to start.
+    pub in_turn: bool,
+    pub running_tasks: usize,
+}
+
+impl SessionStatus {
+    /// Whether the session has work in flight (idle close waits for this to end).
+    pub fn busy(&self) -> bool {
+        self.pending > 0 || self.in_turn || self.running_tasks > 0
+    }
+}
+
+/// The way to reach one group's session actor.
+#[derive(Clone, Debug)]
+pub struct SessionHandle {
+    group: GroupName,
+    commands: async_channel::Sender<Command>,
+    status: watch::Receiver<SessionStatus>,
+    /// Commands sent but not yet taken by the actor, so "idle" is never
+    /// reported while a message is still in the queue.
+    queued: Arc<AtomicUsize>,
+}
+
+/// The session actor is gone (pincer is shutting down).
+#[derive(Debug, thiserror::Error)]
+#[error("the session of group `{0}` has stopped (pincer is shutting down)")]
+pub struct SessionClosed(pub GroupName);
+
+impl SessionHandle {
+    /// Starts the actor of `group` on `tracker`.
+    pub fn spawn(
+        group: &GroupRecord,
+        deps: Arc<SessionDeps>,
+        tracker: &TaskTracker,
+    ) -> SessionHandle {
+        let (tx, rx) = async_channel::bounded(COMMAND_QUEUE);
+        let (status_tx, status_rx) = watch::channel(SessionStatus {
+            session_id: group.session_id.clone(),
+            ..SessionStatus::default()
+        });
+        let queued = Arc::new(AtomicUsize::new(0));
+        let actor = actor::SessionActor::new(group, deps, rx, status_tx, queued.clone());
+        tracker.spawn(actor.run());
+        SessionHandle {
+            group: group.name.clone(),
+            commands: tx,
+            status: status_rx,
+            queued,
+        }
+    }
+
+    pub async fn send(&self, command: Command) -> Result<(), SessionClosed> {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        self.commands.send(command).await.map_err(|_| {
+            self.queued.fetch_sub(1, Ordering::SeqCst);
+            SessionClosed(self.group.clone())
+        })
+    }
+
+    pub fn status(&self) -> SessionStatus {
+        self.status.borrow().clone()
+    }
+
+    /// Whether commands are queued or the session has work in flight.
+    pub fn busy(&self) -> bool {
+        self.queued.load(Ordering::SeqCst) > 0 || self.status.borrow().busy()
+    }
+
+    /// Waits until the actor publishes a new status (or has stopped).
+    pub async fn changed(&mut self) -> bool {
+        self.status.changed().await.is_ok()
+    }
+}

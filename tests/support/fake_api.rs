@@ -1,0 +1,602 @@
+//! A fake Anthropic Messages API for end-to-end tests that run the real Claude Code
+//! CLI offline (`ANTHROPIC_BASE_URL=<FakeApi::base_url()>`).
+//!
+//! Each test supplies a [`Script`]: a closure that picks the [`Reply`] for every
+//! `POST /v1/messages` from the request ([`ApiRequest`]). Every such request is
+//! recorded so tests can assert what the CLI sent (history carried, tool results,
+//! task notifications, subagent traffic).
+//!
+//! What 2.1.330 sends, as observed (see `/work/shared/protocol/README.md`):
+//! - `POST /v1/messages?beta=true` with `"stream": true` for every model turn;
+//!   subagent turns carry the `x-claude-code-agent-id` header.
+//! - The user content of a turn is an array of text blocks, often starting with a
+//!   `<system-reminder>` block; `messages` also holds `role:"system"` entries (the
+//!   environment block, and "The user sent a new message while you were working: …"
+//!   for a message folded into a running tool turn).
+//! - The follow-up turn after a background task completes has a user text block
+//!   `<system-reminder>\n[SYSTEM NOTIFICATION - NOT USER INPUT]…<task-notification>…
+//!   <status>completed</status>…</task-notification>\n</system-reminder>`.
+#![allow(dead_code)]
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
+
+use axum::{
+    body::{Body, Bytes},
+    extract::State,
+    http::{header, HeaderMap, Method, StatusCode, Uri},
+    response::{IntoResponse, Response},
+    routing::post,
+    Router,
+};
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+
+/// Picks the reply to one `POST /v1/messages`.
+pub type Script = Arc<dyn Fn(&ApiRequest) -> Reply + Send + Sync>;
+
+/// Every recorded `POST /v1/messages` is kept as the request the script saw.
+pub type RecordedRequest = ApiRequest;
+
+/// Header the CLI puts on requests made by a subagent (its task id).
+pub const AGENT_ID_HEADER: &str = "x-claude-code-agent-id";
+
+/// Marker of the text the CLI injects in the turn it starts when a background
+/// task ends.
+pub const TASK_NOTIFICATION: &str = "<task-notification>";
+
+/// What the fake model answers.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// One text block, `stop_reason: end_turn`.
+    Text(String),
+    /// One `tool_use` block (id generated: `toolu_001`, …), `stop_reason: tool_use`.
+    ToolUse { name: String, input: Value },
+    /// Wait before answering at all (no headers yet), then answer `reply`. The CLI
+    /// sits in "waiting for the API", which is what interrupt and queueing tests need.
+    Slow { delay: Duration, reply: Box<Reply> },
+    /// An Anthropic-style error response (`{"type":"error","error":{...}}`). Sent with
+    /// `x-should-retry: false` so the SDK does not retry it with backoff.
+    Error { status: u16, message: String },
+}
+
+impl Reply {
+    pub fn text(text: impl Into<String>) -> Self {
+        Reply::Text(text.into())
+    }
+
+    pub fn tool_use(name: impl Into<String>, input: Value) -> Self {
+        Reply::ToolUse {
+            name: name.into(),
+            input,
+        }
+    }
+
+    pub fn slow(delay: Duration, reply: Reply) -> Self {
+        Reply::Slow {
+            delay,
+            reply: Box::new(reply),
+        }
+    }
+
+    /// A foreground `Bash` call.
+    pub fn bash(command: &str, description: &str) -> Self {
+        Reply::tool_use(
+            "Bash",
+            json!({ "command": command, "description": description }),
+        )
+    }
+
+    /// A `Bash` call with `run_in_background: true`: the CLI reports `task_started`,
+    /// ends the turn, and starts a follow-up turn when the command exits.
+    pub fn bash_background(command: &str, description: &str) -> Self {
+        Reply::tool_use(
+            "Bash",
+            json!({ "command": command, "description": description, "run_in_background": true }),
+        )
+    }
+}
+
+/// One `POST /v1/messages` as the CLI sent it.
+#[derive(Clone, Debug)]
+pub struct ApiRequest {
+    body: Value,
+    agent_id: Option<String>,
+}
+
+impl ApiRequest {
+    pub fn new(body: Value, agent_id: Option<String>) -> Self {
+        ApiRequest { body, agent_id }
+    }
+
+    /// The raw JSON body.
+    pub fn body(&self) -> &Value {
+        &self.body
+    }
+
+    pub fn model(&self) -> &str {
+        self.body["model"].as_str().unwrap_or("claude-fake")
+    }
+
+    pub fn is_streaming(&self) -> bool {
+        self.body["stream"].as_bool().unwrap_or(false)
+    }
+
+    /// Sent by a subagent (carries the `x-claude-code-agent-id` header).
+    pub fn is_subagent(&self) -> bool {
+        self.agent_id.is_some()
+    }
+
+    pub fn agent_id(&self) -> Option<&str> {
+        self.agent_id.as_deref()
+    }
+
+    pub fn messages(&self) -> &[Value] {
+        self.body["messages"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// The `role:"user"` messages after the last assistant message: what this turn
+    /// answers.
+    fn trailing_user_messages(&self) -> impl Iterator<Item = &Value> {
+        let messages = self.messages();
+        let start = messages
+            .iter()
+            .rposition(|m| m["role"] == "assistant")
+            .map_or(0, |i| i + 1);
+        messages[start..].iter().filter(|m| m["role"] == "user")
+    }
+
+    /// Text of the user content after the last assistant message: text blocks as
+    /// is, `tool_result` blocks as `TOOL_RESULT(err=False):<content>` (Python-style
+    /// bool, as in the recorded transcripts), joined with `\n`. Keeps the CLI's
+    /// `<system-reminder>` blocks (task notifications live in one); `role:"system"`
+    /// entries are left out.
+    pub fn last_user_text(&self) -> String {
+        let parts: Vec<String> = self
+            .trailing_user_messages()
+            .map(|m| content_text(&m["content"]))
+            .collect();
+        parts.join("\n")
+    }
+
+    /// [`Self::last_user_text`] without `<system-reminder>` blocks, trimmed: what the
+    /// human (or pincer) wrote, or the tool results. Falls back to the full text when
+    /// nothing else is left (a turn made only of a task notification).
+    pub fn last_user_prompt(&self) -> String {
+        let full = self.last_user_text();
+        let stripped = strip_system_reminders(&full);
+        if stripped.is_empty() {
+            full
+        } else {
+            stripped
+        }
+    }
+
+    /// The user content after the last assistant message holds a `tool_result`.
+    pub fn has_tool_result(&self) -> bool {
+        self.trailing_user_messages().any(|m| {
+            m["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+        })
+    }
+
+    /// The `<task-notification>…</task-notification>` element of this turn, if the
+    /// CLI started it because a background task ended.
+    pub fn task_notification(&self) -> Option<String> {
+        let text = self.last_user_text();
+        let start = text.find(TASK_NOTIFICATION)?;
+        let end = text[start..]
+            .find("</task-notification>")
+            .map_or(text.len(), |i| start + i + "</task-notification>".len());
+        Some(text[start..end].to_string())
+    }
+
+    /// The whole `messages` array flattened to text (`role: text` lines, including
+    /// `role:"system"` entries and `TOOL_USE(name):input` for tool calls), for
+    /// asserting that history or a folded mid-turn message reached the model.
+    pub fn all_text(&self) -> String {
+        let lines: Vec<String> = self
+            .messages()
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}: {}",
+                    m["role"].as_str().unwrap_or("?"),
+                    content_text(&m["content"])
+                )
+            })
+            .collect();
+        lines.join("\n")
+    }
+}
+
+/// Renders message content (a string or an array of blocks) as text.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => {
+            let parts: Vec<String> = blocks.iter().filter_map(block_text).collect();
+            parts.join("\n")
+        }
+        _ => String::new(),
+    }
+}
+
+fn block_text(block: &Value) -> Option<String> {
+    match block["type"].as_str()? {
+        "text" => block["text"].as_str().map(str::to_string),
+        "tool_result" => {
+            let err = if block["is_error"].as_bool().unwrap_or(false) {
+                "True"
+            } else {
+                "False"
+            };
+            Some(format!(
+                "TOOL_RESULT(err={err}):{}",
+                content_text(&block["content"])
+            ))
+        }
+        "tool_use" => Some(format!(
+            "TOOL_USE({}):{}",
+            block["name"].as_str().unwrap_or("?"),
+            block["input"]
+        )),
+        _ => None,
+    }
+}
+
+fn strip_system_reminders(text: &str) -> String {
+    const OPEN: &str = "<system-reminder>";
+    const CLOSE: &str = "</system-reminder>";
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        out.push_str(&rest[..start]);
+        match rest[start..].find(CLOSE) {
+            Some(end) => rest = &rest[start + end + CLOSE.len()..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out.trim().to_string()
+}
+
+/// Replies `ECHO: <last_user_prompt>` to a plain message and `AFTER_TOOL:
+/// <last_user_prompt>` when the turn carries tool results (so `hello MSG1` gives
+/// `ECHO: hello MSG1`, and a Bash result `TOOL_RESULT(err=False):fg-done`).
+pub fn echo() -> Script {
+    Arc::new(echo_reply)
+}
+
+fn echo_reply(req: &ApiRequest) -> Reply {
+    if req.has_tool_result() {
+        Reply::Text(format!("AFTER_TOOL: {}", req.last_user_prompt()))
+    } else {
+        Reply::Text(format!("ECHO: {}", req.last_user_prompt()))
+    }
+}
+
+/// The first rule whose needle occurs in [`ApiRequest::last_user_text`] gives the
+/// reply; otherwise [`echo`]. Tool results are text too, so a needle that a tool
+/// prints matches the turn after the tool ran.
+pub fn scripted(rules: Vec<(&'static str, Reply)>) -> Script {
+    Arc::new(move |req: &ApiRequest| {
+        let text = req.last_user_text();
+        rules
+            .iter()
+            .find(|(needle, _)| text.contains(needle))
+            .map_or_else(|| echo_reply(req), |(_, reply)| reply.clone())
+    })
+}
+
+/// `BGBASH` starts `sleep 2; echo done-bg` in the background; the follow-up turn the
+/// CLI starts when it ends is answered `FOLLOWUP: saw task notification`; the rest
+/// is [`echo`].
+pub fn bg_bash() -> Script {
+    scripted(vec![
+        (
+            "BGBASH",
+            Reply::bash_background("sleep 2; echo done-bg", "bg sleep"),
+        ),
+        (
+            TASK_NOTIFICATION,
+            Reply::text("FOLLOWUP: saw task notification"),
+        ),
+    ])
+}
+
+struct Shared {
+    script: Script,
+    requests: Mutex<Vec<ApiRequest>>,
+    /// `METHOD path` of every request that is not `POST /v1/messages`.
+    other: Mutex<Vec<String>>,
+    next_message: AtomicUsize,
+    next_tool: AtomicUsize,
+}
+
+/// A running fake API; stops serving when dropped.
+pub struct FakeApi {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    server: JoinHandle<()>,
+}
+
+impl FakeApi {
+    /// Binds 127.0.0.1 on a free port and serves from a spawned task (needs a tokio
+    /// runtime).
+    pub async fn start(script: Script) -> FakeApi {
+        let shared = Arc::new(Shared {
+            script,
+            requests: Mutex::new(Vec::new()),
+            other: Mutex::new(Vec::new()),
+            next_message: AtomicUsize::new(1),
+            next_tool: AtomicUsize::new(1),
+        });
+        let app = Router::new()
+            // The CLI appends `?beta=true`; routing ignores the query.
+            .route("/v1/messages", post(messages))
+            .route("/v1/messages/count_tokens", post(count_tokens))
+            .fallback(fallback)
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind fake API");
+        let addr = listener.local_addr().expect("fake API address");
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                eprintln!("fake API: server error: {e}");
+            }
+        });
+        FakeApi {
+            addr,
+            shared,
+            server,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`, for `ANTHROPIC_BASE_URL`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every `POST /v1/messages`, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    /// The streaming requests of the main agent (no side requests, no subagents):
+    /// one per model turn of the session.
+    pub fn main_requests(&self) -> Vec<RecordedRequest> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.is_streaming() && !r.is_subagent())
+            .collect()
+    }
+
+    /// `METHOD path?query` of every other request (count_tokens, unknown paths).
+    pub fn other_requests(&self) -> Vec<String> {
+        self.shared.other.lock().unwrap().clone()
+    }
+
+    /// Polls until at least `n` `POST /v1/messages` arrived; panics after `timeout`.
+    pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let requests = self.requests();
+            if requests.len() >= n {
+                return requests;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "fake API: waited {timeout:?} for {n} requests, got {}",
+                requests.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        // Stops accepting; the listener closes with the task. Connections still open
+        // end with the test's runtime.
+        self.server.abort();
+    }
+}
+
+async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("fake API: unparsable /v1/messages body: {e}");
+            return error_response(400, &format!("invalid JSON: {e}"));
+        }
+    };
+    let agent_id = headers
+        .get(AGENT_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let req = ApiRequest::new(body, agent_id);
+    shared.requests.lock().unwrap().push(req.clone());
+
+    let mut reply = (shared.script)(&req);
+    while let Reply::Slow {
+        delay,
+        reply: inner,
+    } = reply
+    {
+        tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
+    if let Reply::Error { status, message } = &reply {
+        return error_response(*status, message);
+    }
+
+    let id = format!(
+        "msg_{:03}",
+        shared.next_message.fetch_add(1, Ordering::Relaxed)
+    );
+    let block = match reply {
+        Reply::Text(text) => json!({ "type": "text", "text": text }),
+        Reply::ToolUse { name, input } => {
+            // Side requests (non-streaming: titles, classifiers) never drive tools.
+            if !req.is_streaming() {
+                json!({ "type": "text", "text": "ok" })
+            } else {
+                let tool_id = format!(
+                    "toolu_{:03}",
+                    shared.next_tool.fetch_add(1, Ordering::Relaxed)
+                );
+                json!({ "type": "tool_use", "id": tool_id, "name": name, "input": input })
+            }
+        }
+        Reply::Slow { .. } | Reply::Error { .. } => unreachable!("unwrapped above"),
+    };
+    let stop_reason = if block["type"] == "tool_use" {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+
+    if req.is_streaming() {
+        let body = sse_body(&id, req.model(), &block, stop_reason);
+        Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/event-stream")
+            .header(header::CACHE_CONTROL, "no-cache")
+            .header("request-id", format!("req_{id}"))
+            .body(Body::from(body))
+            .expect("SSE response")
+    } else {
+        let message = json!({
+            "id": id,
+            "type": "message",
+            "role": "assistant",
+            "model": req.model(),
+            "content": [block],
+            "stop_reason": stop_reason,
+            "stop_sequence": null,
+            "usage": { "input_tokens": 5, "output_tokens": 5 },
+        });
+        ([("request-id", format!("req_{id}"))], axum::Json(message)).into_response()
+    }
+}
+
+/// The whole SSE body of one streamed message with one content block. A tool's
+/// input JSON is sent in two `input_json_delta` chunks, as the real API splits it.
+fn sse_body(id: &str, model: &str, block: &Value, stop_reason: &str) -> String {
+    let mut events = vec![(
+        "message_start",
+        json!({
+            "type": "message_start",
+            "message": {
+                "id": id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": null,
+                "stop_sequence": null,
+                "usage": { "input_tokens": 5, "output_tokens": 1 },
+            },
+        }),
+    )];
+    if block["type"] == "tool_use" {
+        let mut start = block.clone();
+        start["input"] = json!({});
+        events.push((
+            "content_block_start",
+            json!({ "type": "content_block_start", "index": 0, "content_block": start }),
+        ));
+        let input = block["input"].to_string();
+        let mid = (0..=input.len() / 2)
+            .rev()
+            .find(|&i| input.is_char_boundary(i))
+            .unwrap_or(0);
+        for chunk in [&input[..mid], &input[mid..]] {
+            events.push((
+                "content_block_delta",
+                json!({
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": { "type": "input_json_delta", "partial_json": chunk },
+                }),
+            ));
+        }
+    } else {
+        events.push((
+            "content_block_start",
+            json!({
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": { "type": "text", "text": "" },
+            }),
+        ));
+        events.push((
+            "content_block_delta",
+            json!({
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": { "type": "text_delta", "text": block["text"] },
+            }),
+        ));
+    }
+    events.push((
+        "content_block_stop",
+        json!({ "type": "content_block_stop", "index": 0 }),
+    ));
+    events.push((
+        "message_delta",
+        json!({
+            "type": "message_delta",
+            "delta": { "stop_reason": stop_reason, "stop_sequence": null },
+            "usage": { "output_tokens": 5 },
+        }),
+    ));
+    events.push(("message_stop", json!({ "type": "message_stop" })));
+    events
+        .into_iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect()
+}
+
+fn error_response(status: u16, message: &str) -> Response {
+    let kind = match status {
+        400 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    };
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = json!({ "type": "error", "error": { "type": kind, "message": message } });
+    (status, [("x-should-retry", "false")], axum::Json(body)).into_response()
+}
+
+async fn count_tokens(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Response {
+    shared.other.lock().unwrap().push(format!("POST {uri}"));
+    // A rough size estimate is all the CLI uses it for.
+    axum::Json(json!({ "input_tokens": body.len() / 4 + 1 })).into_response()
+}
+
+async fn fallback(State(shared): State<Arc<Shared>>, method: Method, uri: Uri) -> Response {
+    // Logged so a test run shows what else a new CLI version asks for.
+    eprintln!("fake API: 404 for {method} {uri}");
+    shared.other.lock().unwrap().push(format!("{method} {uri}"));
+    error_response(404, &format!("fake API does not serve {method} {uri}"))
+}

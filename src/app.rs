@@ -50,14 +50,7 @@ impl Engine {
         });
         let tracker = TaskTracker::new();
         let router = Router::new(deps, tracker.clone());
-        Ok(Engine {
-            router,
-            outbound,
-            store,
-            metrics,
-            tracker,
-            shutdown,
-        })
+        Ok(Engine { router, outbound, store, metrics, tracker, shutdown })
     }
 
     /// Stops every session (stdin closed, grace, then signals) and waits for
@@ -84,10 +77,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let engine = Engine::start(config, shutdown.clone()).await?;
     let groups = engine.store.groups().await?;
-    tracing::info!(
-        groups = groups.len(),
-        "pincer is running; stop it with Ctrl-C or SIGTERM"
-    );
+    tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
     let outbound = engine.outbound.clone();
     let log_replies = tokio::spawn(async move {
         while let Ok(out) = outbound.recv().await {

@@ -21,11 +21,7 @@ use crate::store::{HistoryEntry, Store, StoreError};
 pub const STARTER_GROUP: &str = "main";
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "pincer",
-    version,
-    about = "Gives each chat group a long-lived Claude Code agent."
-)]
+#[command(name = "pincer", version, about = "Gives each chat group a long-lived Claude Code agent.")]
 pub struct Cli {
     /// Config file (default: ./pincer.toml if it exists).
     #[arg(long, global = true)]
@@ -87,40 +83,24 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
     match cli.command {
         Cmd::Run => app::run(config, shutdown).await,
         Cmd::Chat { group, wait } => chat(config, &group, wait, shutdown).await,
-        Cmd::Groups {
-            command: GroupsCmd::Add { name, allow },
-        } => {
+        Cmd::Groups { command: GroupsCmd::Add { name, allow } } => {
             let store = app::open_store(&config).await?;
             let name = add_group(&store, &config, &name, &allow).await?;
-            println!(
-                "registered group `{name}` with its folder {}",
-                config.groups_dir.join(name.as_str()).display()
-            );
+            println!("registered group `{name}` with its folder {}", config.groups_dir.join(name.as_str()).display());
             Ok(())
         }
-        Cmd::Groups {
-            command: GroupsCmd::List,
-        } => list_groups(&config).await,
+        Cmd::Groups { command: GroupsCmd::List } => list_groups(&config).await,
         Cmd::History { group, json, limit } => history(&config, &group, json, limit).await,
         Cmd::Setup { version } => setup(&config, &version).await,
     }
 }
 
-async fn add_group(
-    store: &Store,
-    config: &Config,
-    name: &str,
-    allow: &[String],
-) -> anyhow::Result<GroupName> {
+async fn add_group(store: &Store, config: &Config, name: &str, allow: &[String]) -> anyhow::Result<GroupName> {
     let name: GroupName = name.parse()?;
     let tools = (!allow.is_empty()).then_some(allow);
     store.add_group(&name, tools).await?;
-    groups::create(&config.groups_dir, &name, &config.assistant_name).with_context(|| {
-        format!(
-            "cannot create the folder of group `{name}` in {}",
-            config.groups_dir.display()
-        )
-    })?;
+    groups::create(&config.groups_dir, &name, &config.assistant_name)
+        .with_context(|| format!("cannot create the folder of group `{name}` in {}", config.groups_dir.display()))?;
     Ok(name)
 }
 
@@ -131,21 +111,14 @@ async fn list_groups(config: &Config) -> anyhow::Result<()> {
         println!("no groups yet: add one with `pincer groups add NAME`");
     }
     for g in groups {
-        let tools = g
-            .allowed_tools
-            .map_or_else(|| "default tools".to_owned(), |t| t.join(","));
+        let tools = g.allowed_tools.map_or_else(|| "default tools".to_owned(), |t| t.join(","));
         let session = g.session_id.unwrap_or_else(|| "no session yet".to_owned());
         println!("{}\t{}\t{}", g.name, session, tools);
     }
     Ok(())
 }
 
-async fn chat(
-    config: Config,
-    group: &str,
-    wait: Option<Duration>,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+async fn chat(config: Config, group: &str, wait: Option<Duration>, shutdown: CancellationToken) -> anyhow::Result<()> {
     let group: GroupName = group.parse()?;
     let opts = ConsoleOptions {
         group,
@@ -176,52 +149,25 @@ async fn history(config: &Config, group: &str, json: bool, limit: u32) -> anyhow
 }
 
 fn render(entry: &HistoryEntry) -> String {
-    let at = humantime::format_rfc3339_seconds(
-        UNIX_EPOCH + Duration::from_micros(entry.at_us().max(0).unsigned_abs()),
-    );
+    let at = humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_micros(entry.at_us().max(0).unsigned_abs()));
     match entry {
-        HistoryEntry::Inbound {
-            source,
-            sender,
-            text,
-            state,
-            ..
-        } => format!("{at}  in      {source}/{sender} ({state}): {text}"),
-        HistoryEntry::Result {
-            subtype,
-            is_error,
-            text,
-            total_cost_usd,
-            duration_ms,
-            session_id,
-            origin,
-            ..
-        } => {
+        HistoryEntry::Inbound { source, sender, text, state, .. } => {
+            format!("{at}  in      {source}/{sender} ({state}): {text}")
+        }
+        HistoryEntry::Result { subtype, is_error, text, total_cost_usd, duration_ms, session_id, origin, .. } => {
             let mark = if *is_error { "error" } else { "result" };
             let cost = total_cost_usd.map_or_else(String::new, |c| format!("  ${c:.4}"));
             let dur = duration_ms.map_or_else(String::new, |d| format!("  {d}ms"));
-            let origin = origin
-                .as_ref()
-                .map_or_else(String::new, |o| format!("  ({o})"));
+            let origin = origin.as_ref().map_or_else(String::new, |o| format!("  ({o})"));
             let session = session_id.as_deref().unwrap_or("-");
             format!(
                 "{at}  {mark:<6}  {subtype}{cost}{dur}{origin}  session {session}: {}",
                 text.as_deref().unwrap_or("")
             )
         }
-        HistoryEntry::Task {
-            subtype,
-            task_id,
-            task_type,
-            status,
-            summary,
-            description,
-            ..
-        } => {
-            let parts: Vec<&str> = [task_id, task_type, status, description, summary]
-                .into_iter()
-                .filter_map(|p| p.as_deref())
-                .collect();
+        HistoryEntry::Task { subtype, task_id, task_type, status, summary, description, .. } => {
+            let parts: Vec<&str> =
+                [task_id, task_type, status, description, summary].into_iter().filter_map(|p| p.as_deref()).collect();
             format!("{at}  task    {subtype}  {}", parts.join("  "))
         }
     }
@@ -238,17 +184,8 @@ async fn setup(config: &Config, version: &str) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
     match add_group(&store, config, STARTER_GROUP, &[]).await {
         Ok(name) => println!("registered the starter group `{name}`"),
-        Err(e)
-            if matches!(
-                e.downcast_ref::<StoreError>(),
-                Some(StoreError::GroupExists(_))
-            ) =>
-        {
-            groups::create(
-                &config.groups_dir,
-                &STARTER_GROUP.parse()?,
-                &config.assistant_name,
-            )?;
+        Err(e) if matches!(e.downcast_ref::<StoreError>(), Some(StoreError::GroupExists(_))) => {
+            groups::create(&config.groups_dir, &STARTER_GROUP.parse()?, &config.assistant_name)?;
         }
         Err(e) => return Err(e),
     }

@@ -71,9 +71,7 @@ impl Default for Config {
             groups_dir: PathBuf::from("groups"),
             assistant_name: "Andy".to_owned(),
             claude: ClaudeConfig::default(),
-            console: ConsoleConfig {
-                wait_limit: Duration::from_secs(600),
-            },
+            console: ConsoleConfig { wait_limit: Duration::from_secs(600) },
         }
     }
 }
@@ -117,10 +115,7 @@ pub enum ConfigError {
     #[error("bad configuration: {0}\n(set it in pincer.toml, or through the PINCER_* variable with `__` between sections, e.g. PINCER_CLAUDE__IDLE_TIMEOUT)")]
     Invalid(Box<figment::Error>),
     #[error("bad configuration: {key} {problem}")]
-    Rule {
-        key: &'static str,
-        problem: &'static str,
-    },
+    Rule { key: &'static str, problem: &'static str },
 }
 
 impl Config {
@@ -140,19 +135,14 @@ impl Config {
 
     /// Extracts and checks a config from any figment (tests build their own).
     pub fn from_figment(figment: Figment) -> Result<Config, ConfigError> {
-        let config: Config = figment
-            .extract()
-            .map_err(|e| ConfigError::Invalid(Box::new(e)))?;
+        let config: Config = figment.extract().map_err(|e| ConfigError::Invalid(Box::new(e)))?;
         config.check()?;
         Ok(config)
     }
 
     fn check(&self) -> Result<(), ConfigError> {
         if self.claude.max_live_sessions == 0 {
-            return Err(ConfigError::Rule {
-                key: "claude.max_live_sessions",
-                problem: "must be at least 1",
-            });
+            return Err(ConfigError::Rule { key: "claude.max_live_sessions", problem: "must be at least 1" });
         }
         if self.claude.idle_timeout.is_zero() {
             return Err(ConfigError::Rule {
@@ -161,10 +151,7 @@ impl Config {
             });
         }
         if self.assistant_name.trim().is_empty() {
-            return Err(ConfigError::Rule {
-                key: "assistant_name",
-                problem: "must not be empty",
-            });
+            return Err(ConfigError::Rule { key: "assistant_name", problem: "must not be empty" });
         }
         Ok(())
     }
@@ -181,9 +168,7 @@ mod tests {
     use figment::providers::Toml;
 
     fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        Config::from_figment(
-            Figment::from(Serialized::defaults(Config::default())).merge(Toml::string(text)),
-        )
+        Config::from_figment(Figment::from(Serialized::defaults(Config::default())).merge(Toml::string(text)))
     }
 
     #[test]
@@ -200,17 +185,11 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key() {
-        let err = from_toml("[claude]\nidle_timeout = \"soon\"\n")
-            .unwrap_err()
-            .to_string();
+        let err = from_toml("[claude]\nidle_timeout = \"soon\"\n").unwrap_err().to_string();
         assert!(err.contains("idle_timeout"), "{err}");
-        let err = from_toml("[claude]\nmax_live_sessions = 0\n")
-            .unwrap_err()
-            .to_string();
+        let err = from_toml("[claude]\nmax_live_sessions = 0\n").unwrap_err().to_string();
         assert!(err.contains("claude.max_live_sessions"), "{err}");
-        let err = from_toml("[claude]\nidle_timout = \"1m\"\n")
-            .unwrap_err()
-            .to_string();
+        let err = from_toml("[claude]\nidle_timout = \"1m\"\n").unwrap_err().to_string();
         assert!(err.contains("idle_timout"), "{err}");
     }
 

@@ -34,12 +34,8 @@ impl FromStr for GroupName {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bytes = s.as_bytes();
-        let first_ok = bytes
-            .first()
-            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-        let rest_ok = bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-');
+        let first_ok = bytes.first().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        let rest_ok = bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'_' || *b == b'-');
         if first_ok && rest_ok && bytes.len() <= 64 {
             Ok(GroupName(s.to_owned()))
         } else {
@@ -84,19 +80,8 @@ pub struct Inbound {
 }
 
 impl Inbound {
-    pub fn new(
-        group: GroupName,
-        source: Source,
-        sender: impl Into<String>,
-        text: impl Into<String>,
-    ) -> Self {
-        Inbound {
-            group,
-            source,
-            sender: sender.into(),
-            text: text.into(),
-            accepted_at: Instant::now(),
-        }
+    pub fn new(group: GroupName, source: Source, sender: impl Into<String>, text: impl Into<String>) -> Self {
+        Inbound { group, source, sender: sender.into(), text: text.into(), accepted_at: Instant::now() }
     }
 }
 
@@ -150,11 +135,7 @@ impl TurnResult {
             (Some(text), true) if !text.is_empty() => text.clone(),
             (_, false) => "(the agent finished without a reply)".to_owned(),
             (_, true) if !self.errors.is_empty() => {
-                format!(
-                    "The agent's turn failed ({}): {}",
-                    self.subtype,
-                    self.errors.join("; ")
-                )
+                format!("The agent's turn failed ({}): {}", self.subtype, self.errors.join("; "))
             }
             (_, true) => format!("The agent's turn ended early ({}).", self.subtype),
         }
@@ -193,22 +174,8 @@ mod tests {
         for ok in ["a", "main", "team-1", "x_y", "0abc", &"a".repeat(64)] {
             assert!(ok.parse::<GroupName>().is_ok(), "{ok} should be valid");
         }
-        for bad in [
-            "",
-            "-a",
-            "_a",
-            "A",
-            "a/b",
-            "..",
-            "a.b",
-            "a b",
-            &"a".repeat(65),
-            "é",
-        ] {
-            assert!(
-                bad.parse::<GroupName>().is_err(),
-                "{bad:?} should be invalid"
-            );
+        for bad in ["", "-a", "_a", "A", "a/b", "..", "a.b", "a b", &"a".repeat(65), "é"] {
+            assert!(bad.parse::<GroupName>().is_err(), "{bad:?} should be invalid");
         }
     }
 
@@ -225,9 +192,6 @@ mod tests {
             origin: None,
             errors: vec![],
         };
-        assert_eq!(
-            r.chat_text(),
-            "The agent's turn ended early (error_during_execution)."
-        );
+        assert_eq!(r.chat_text(), "The agent's turn ended early (error_during_execution).");
     }
 }

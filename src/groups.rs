@@ -15,11 +15,7 @@ fn write_if_missing(path: &Path, text: &str) -> io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-    {
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(mut f) => io::Write::write_all(&mut f, text.as_bytes()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),

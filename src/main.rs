@@ -14,15 +14,9 @@ use pincer::config::Config;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The daemon logs at info; interactive commands keep the terminal for replies.
-    let default_level = if matches!(cli.command, Cmd::Run | Cmd::Setup { .. }) {
-        "info"
-    } else {
-        "warn"
-    };
+    let default_level = if matches!(cli.command, Cmd::Run | Cmd::Setup { .. }) { "info" } else { "warn" };
     tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
-        )
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
         .with_writer(std::io::stderr)
         .init();
     let config = match Config::load(cli.config.as_deref()) {

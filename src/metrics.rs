@@ -29,11 +29,7 @@ fn push(ring: &Mutex<VecDeque<Duration>>, d: Duration) {
 }
 
 fn snapshot(ring: &Mutex<VecDeque<Duration>>) -> Vec<Duration> {
-    ring.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .copied()
-        .collect()
+    ring.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect()
 }
 
 impl Metrics {

@@ -38,13 +38,7 @@ struct Inner {
 
 impl Router {
     pub fn new(deps: Arc<SessionDeps>, tracker: TaskTracker) -> Router {
-        Router {
-            inner: Arc::new(Inner {
-                deps,
-                tracker,
-                sessions: Mutex::new(HashMap::new()),
-            }),
-        }
+        Router { inner: Arc::new(Inner { deps, tracker, sessions: Mutex::new(HashMap::new()) }) }
     }
 
     /// Stores `msg`, then queues it for its group's session.
@@ -68,16 +62,13 @@ impl Router {
         let record = self.inner.deps.store.group(group.as_str()).await?;
         let mut sessions = self.lock();
         // Another caller may have started it while the store was asked.
-        let handle = sessions.entry(group.clone()).or_insert_with(|| {
-            SessionHandle::spawn(&record, self.inner.deps.clone(), &self.inner.tracker)
-        });
+        let handle = sessions
+            .entry(group.clone())
+            .or_insert_with(|| SessionHandle::spawn(&record, self.inner.deps.clone(), &self.inner.tracker));
         Ok(handle.clone())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupName, SessionHandle>> {
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -62,13 +62,7 @@ impl Cli {
                 eprintln!("claude stderr: {line}");
             }
         });
-        Cli {
-            child,
-            stdin,
-            stdout,
-            _home: home,
-            _cwd: cwd,
-        }
+        Cli { child, stdin, stdout, _home: home, _cwd: cwd }
     }
 
     /// Writes one line; always serialized JSON, since a malformed line kills the CLI.
@@ -143,10 +137,7 @@ fn results(lines: &[Value]) -> Vec<&Value> {
 }
 
 fn system_frames<'a>(lines: &'a [Value], subtype: &str) -> Vec<&'a Value> {
-    lines
-        .iter()
-        .filter(|l| l["type"] == "system" && l["subtype"] == subtype)
-        .collect()
+    lines.iter().filter(|l| l["type"] == "system" && l["subtype"] == subtype).collect()
 }
 
 #[tokio::test]
@@ -169,11 +160,7 @@ async fn echo_turn_round_trips_through_the_fake_api() {
     assert_eq!(main.len(), 2, "one streamed request per turn");
     assert!(main[1].all_text().contains("hello SMOKE1"));
     assert!(main[1].all_text().contains("ECHO: hello SMOKE1"));
-    assert!(
-        api.other_requests().is_empty(),
-        "{:?}",
-        api.other_requests()
-    );
+    assert!(api.other_requests().is_empty(), "{:?}", api.other_requests());
 
     assert!(cli.close().await.success());
 }
@@ -210,13 +197,8 @@ async fn background_bash_notifies_and_starts_a_follow_up_turn() {
 
     let main = api.main_requests();
     assert_eq!(main.len(), 3, "tool call, after-tool, follow-up");
-    let notification = main[2]
-        .task_notification()
-        .expect("follow-up request carries the task notification");
-    assert!(
-        notification.contains("<status>completed</status>"),
-        "{notification}"
-    );
+    let notification = main[2].task_notification().expect("follow-up request carries the task notification");
+    assert!(notification.contains("<status>completed</status>"), "{notification}");
 
     assert!(cli.close().await.success());
 }

@@ -93,11 +93,7 @@ where
     }
 }
 
-async fn print<W: AsyncWrite + Unpin>(
-    output: &mut W,
-    group: &GroupName,
-    out: &Outbound,
-) -> anyhow::Result<()> {
+async fn print<W: AsyncWrite + Unpin>(output: &mut W, group: &GroupName, out: &Outbound) -> anyhow::Result<()> {
     if &out.group != group {
         return Ok(());
     }

@@ -31,69 +31,39 @@ pub enum InstallError {
     #[error("`npm` was not found on the PATH: install Node.js (18 or newer) with npm, then run `pincer setup` again")]
     NoNpm,
     #[error("`npm install {package}` failed ({status}):\n{output}")]
-    NpmFailed {
-        package: String,
-        status: String,
-        output: String,
-    },
+    NpmFailed { package: String, status: String, output: String },
     #[error("the installed CLI at {path} reports version {found:?}, expected {expected}")]
-    WrongVersion {
-        path: PathBuf,
-        found: String,
-        expected: String,
-    },
+    WrongVersion { path: PathBuf, found: String, expected: String },
     #[error("could not run {what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
+    Io { what: String, source: std::io::Error },
 }
 
 /// Installs `version` of the CLI under `data_dir` and returns the binary's path.
 pub async fn install(data_dir: &Path, version: &str) -> Result<PathBuf, InstallError> {
     let npm = which::which("npm").map_err(|_| InstallError::NoNpm)?;
     let prefix = install_prefix(data_dir);
-    std::fs::create_dir_all(&prefix).map_err(|source| InstallError::Io {
-        what: format!("mkdir {}", prefix.display()),
-        source,
-    })?;
+    std::fs::create_dir_all(&prefix)
+        .map_err(|source| InstallError::Io { what: format!("mkdir {}", prefix.display()), source })?;
     let package = format!("{NPM_PACKAGE}@{version}");
     tracing::info!(%package, prefix = %prefix.display(), "installing the Claude Code CLI with npm");
     #[allow(clippy::disallowed_methods)] // npm is a one-shot tool, not a session
     let out = Command::new(npm)
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            "--prefix",
-        ])
+        .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
         .arg(&prefix)
         .arg(&package)
         .stdin(Stdio::null())
         .output()
         .await
-        .map_err(|source| InstallError::Io {
-            what: "npm".into(),
-            source,
-        })?;
+        .map_err(|source| InstallError::Io { what: "npm".into(), source })?;
     if !out.status.success() {
         let mut output = String::from_utf8_lossy(&out.stderr).into_owned();
         output.push_str(&String::from_utf8_lossy(&out.stdout));
-        return Err(InstallError::NpmFailed {
-            package,
-            status: out.status.to_string(),
-            output,
-        });
+        return Err(InstallError::NpmFailed { package, status: out.status.to_string(), output });
     }
     let binary = installed_binary(data_dir);
     let found = version_of(&binary).await?;
     if !found.starts_with(version) {
-        return Err(InstallError::WrongVersion {
-            path: binary,
-            found,
-            expected: version.to_owned(),
-        });
+        return Err(InstallError::WrongVersion { path: binary, found, expected: version.to_owned() });
     }
     Ok(binary)
 }
@@ -107,9 +77,6 @@ pub async fn version_of(binary: &Path) -> Result<String, InstallError> {
         .stdin(Stdio::null())
         .output()
         .await
-        .map_err(|source| InstallError::Io {
-            what: format!("{} --version", binary.display()),
-            source,
-        })?;
+        .map_err(|source| InstallError::Io { what: format!("{} --version", binary.display()), source })?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }

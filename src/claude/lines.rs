@@ -31,12 +31,7 @@ pub struct LineReader<R> {
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
     pub fn new(inner: R, max: usize) -> Self {
-        LineReader {
-            inner,
-            buf: Vec::new(),
-            max,
-            discarding: None,
-        }
+        LineReader { inner, buf: Vec::new(), max, discarding: None }
     }
 
     /// The next line, or `None` at end of input. A last line without a
@@ -117,26 +112,12 @@ mod tests {
         input.extend(vec![b'x'; 50]);
         input.extend(b"\nok2\n");
         let got = read_all(&input, 10, 4).await;
-        assert_eq!(
-            got,
-            vec![
-                LineRead::Line("ok1".into()),
-                LineRead::TooLong(50),
-                LineRead::Line("ok2".into())
-            ]
-        );
+        assert_eq!(got, vec![LineRead::Line("ok1".into()), LineRead::TooLong(50), LineRead::Line("ok2".into())]);
     }
 
     #[tokio::test]
     async fn a_line_exactly_at_the_cap_is_kept_and_invalid_utf8_is_reported() {
         let got = read_all(b"0123456789\n\xff\xfe\nz\n", 10, 4).await;
-        assert_eq!(
-            got,
-            vec![
-                LineRead::Line("0123456789".into()),
-                LineRead::NotUtf8,
-                LineRead::Line("z".into())
-            ]
-        );
+        assert_eq!(got, vec![LineRead::Line("0123456789".into()), LineRead::NotUtf8, LineRead::Line("z".into())]);
     }
 }

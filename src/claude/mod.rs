@@ -39,14 +39,12 @@ pub fn resolve_program(config: &Config) -> Result<PathBuf, ResolveError> {
     if is_executable(&installed) {
         return Ok(std::path::absolute(&installed).unwrap_or(installed));
     }
-    which::which("claude")
-        .map_err(|_| ResolveError::NotFound(install::install_prefix(&config.data_dir)))
+    which::which("claude").map_err(|_| ResolveError::NotFound(install::install_prefix(&config.data_dir)))
 }
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The arguments of one session process.
@@ -58,11 +56,7 @@ fn is_executable(path: &Path) -> bool {
 /// The shared memory (`groups/global/CLAUDE.md`) is not an ancestor of the
 /// group's folder, so the CLI would not load it by itself: it is appended to
 /// the system prompt from its file at every start.
-pub fn session_args(
-    config: &ClaudeConfig,
-    resume: Option<&str>,
-    global_memory: Option<&Path>,
-) -> Vec<String> {
+pub fn session_args(config: &ClaudeConfig, resume: Option<&str>, global_memory: Option<&Path>) -> Vec<String> {
     let mut args: Vec<String> = [
         "-p",
         "--input-format",

@@ -83,10 +83,7 @@ impl CliProcess {
         let mut child = cmd.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => SpawnError::NotFound(spec.program.clone()),
             io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(spec.program.clone()),
-            _ => SpawnError::Io {
-                program: spec.program.clone(),
-                source,
-            },
+            _ => SpawnError::Io { program: spec.program.clone(), source },
         })?;
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -95,24 +92,13 @@ impl CliProcess {
         tokio::spawn(log_stderr(stderr, spec.label.clone()));
         let pid = child.id();
         tracing::info!(group = %spec.label, pid, "started the Claude Code CLI");
-        Ok((
-            CliProcess {
-                stdin: child.stdin.take(),
-                child,
-                pid,
-                label: spec.label.clone(),
-            },
-            rx,
-        ))
+        Ok((CliProcess { stdin: child.stdin.take(), child, pid, label: spec.label.clone() }, rx))
     }
 
     /// Writes one line (a newline is added) and flushes it.
     pub async fn write_line(&mut self, line: &str) -> io::Result<()> {
         debug_assert!(!line.contains('\n'), "stdin lines are single JSON lines");
-        let stdin = self
-            .stdin
-            .as_mut()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin is closed"))?;
+        let stdin = self.stdin.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin is closed"))?;
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
@@ -145,10 +131,7 @@ impl CliProcess {
 
     /// Waits up to `limit` for the child to exit.
     pub async fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
-        tokio::time::timeout(limit, self.child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok)
+        tokio::time::timeout(limit, self.child.wait()).await.ok().and_then(Result::ok)
     }
 
     /// Stops the child the way the SDKs do: stdin closed, a grace period, then
@@ -179,19 +162,12 @@ impl Drop for CliProcess {
     }
 }
 
-async fn read_stdout(
-    stdout: tokio::process::ChildStdout,
-    tx: mpsc::Sender<StdoutLine>,
-    label: String,
-) {
+async fn read_stdout(stdout: tokio::process::ChildStdout, tx: mpsc::Sender<StdoutLine>, label: String) {
     let mut reader = LineReader::new(BufReader::new(stdout), MAX_LINE_BYTES);
     loop {
         match reader.next_line().await {
             Ok(Some(line)) => {
-                let line = StdoutLine {
-                    read_at: Instant::now(),
-                    line,
-                };
+                let line = StdoutLine { read_at: Instant::now(), line };
                 if tx.send(line).await.is_err() {
                     return;
                 }

@@ -42,14 +42,8 @@ pub enum CliEvent {
 /// A control request from the CLI.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ControlRequest {
-    CanUseTool {
-        tool_name: String,
-        input: Value,
-        tool_use_id: Option<String>,
-    },
-    Other {
-        subtype: String,
-    },
+    CanUseTool { tool_name: String, input: Value, tool_use_id: Option<String> },
+    Other { subtype: String },
 }
 
 /// Why a line could not be understood.
@@ -68,14 +62,11 @@ fn str_field(v: &Value, key: &str) -> Option<String> {
 /// Parses one stdout line.
 pub fn parse_line(line: &str) -> Result<CliEvent, ParseError> {
     let v: Value = serde_json::from_str(line)?;
-    let kind = v
-        .get("type")
-        .and_then(Value::as_str)
-        .ok_or(ParseError::NoType)?;
+    let kind = v.get("type").and_then(Value::as_str).ok_or(ParseError::NoType)?;
     Ok(match kind {
-        "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => CliEvent::Init {
-            session_id: str_field(&v, "session_id"),
-        },
+        "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => {
+            CliEvent::Init { session_id: str_field(&v, "session_id") }
+        }
         "system" => CliEvent::System(task_frame(&v)),
         "result" => CliEvent::Result(turn_result(&v)),
         "control_request" => control_request(&v),
@@ -88,13 +79,9 @@ pub fn parse_line(line: &str) -> Result<CliEvent, ParseError> {
         }
         "user" if is_replay(&v) => match str_field(&v, "uuid") {
             Some(uuid) => CliEvent::UserReplay { uuid },
-            None => CliEvent::Other {
-                kind: kind.to_owned(),
-            },
+            None => CliEvent::Other { kind: kind.to_owned() },
         },
-        other => CliEvent::Other {
-            kind: other.to_owned(),
-        },
+        other => CliEvent::Other { kind: other.to_owned() },
     })
 }
 
@@ -103,17 +90,16 @@ pub fn parse_line(line: &str) -> Result<CliEvent, ParseError> {
 fn is_replay(v: &Value) -> bool {
     match v.pointer("/message/content") {
         Some(Value::String(_)) => true,
-        Some(Value::Array(blocks)) => !blocks
-            .iter()
-            .any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result")),
+        Some(Value::Array(blocks)) => {
+            !blocks.iter().any(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+        }
         _ => false,
     }
 }
 
 fn task_frame(v: &Value) -> TaskFrame {
     // task_updated carries its status inside `patch`.
-    let status =
-        str_field(v, "status").or_else(|| v.get("patch").and_then(|p| str_field(p, "status")));
+    let status = str_field(v, "status").or_else(|| v.get("patch").and_then(|p| str_field(p, "status")));
     TaskFrame {
         subtype: str_field(v, "subtype").unwrap_or_else(|| "unknown".to_owned()),
         session_id: str_field(v, "session_id"),
@@ -129,11 +115,7 @@ fn turn_result(v: &Value) -> TurnResult {
     let errors = v
         .get("errors")
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|e| e.as_str().map(str::to_owned))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|e| e.as_str().map(str::to_owned)).collect())
         .unwrap_or_default();
     TurnResult {
         session_id: str_field(v, "session_id"),
@@ -160,10 +142,7 @@ fn control_request(v: &Value) -> CliEvent {
         },
         _ => ControlRequest::Other { subtype },
     };
-    CliEvent::ControlRequest {
-        request_id,
-        request,
-    }
+    CliEvent::ControlRequest { request_id, request }
 }
 
 /// True when a result says `--resume` named a session the CLI does not have.
@@ -214,8 +193,7 @@ pub fn deny(message: &str) -> Value {
 
 /// A control request of ours, e.g. `interrupt`.
 pub fn control_request_line(request_id: &str, subtype: &str) -> String {
-    json!({"type": "control_request", "request_id": request_id, "request": {"subtype": subtype}})
-        .to_string()
+    json!({"type": "control_request", "request_id": request_id, "request": {"subtype": subtype}}).to_string()
 }
 
 #[cfg(test)]

@@ -17,9 +17,7 @@ use crate::claude::lines::LineRead;
 use crate::claude::process::{CliProcess, SpawnSpec, StdoutLine};
 use crate::claude::protocol::{self, CliEvent, ControlRequest};
 use crate::claude::session_args;
-use crate::domain::{
-    GroupName, InboundId, Outbound, OutboundKind, PermissionDecision, TaskFrame, TurnResult,
-};
+use crate::domain::{GroupName, InboundId, Outbound, OutboundKind, PermissionDecision, TaskFrame, TurnResult};
 use crate::groups;
 use crate::store::{GroupRecord, InboundState};
 
@@ -69,10 +67,7 @@ impl SessionActor {
         status: watch::Sender<SessionStatus>,
         queued: Arc<AtomicUsize>,
     ) -> Self {
-        let allowed_tools = group
-            .allowed_tools
-            .clone()
-            .unwrap_or_else(|| deps.config.claude.allowed_tools.clone());
+        let allowed_tools = group.allowed_tools.clone().unwrap_or_else(|| deps.config.claude.allowed_tools.clone());
         SessionActor {
             group: group.name.clone(),
             allowed_tools,
@@ -169,10 +164,8 @@ impl SessionActor {
             Command::Interrupt => {
                 if self.live.is_some() {
                     self.next_request += 1;
-                    let line = protocol::control_request_line(
-                        &format!("pincer_interrupt_{}", self.next_request),
-                        "interrupt",
-                    );
+                    let line =
+                        protocol::control_request_line(&format!("pincer_interrupt_{}", self.next_request), "interrupt");
                     self.write(&line).await;
                 }
             }
@@ -181,13 +174,9 @@ impl SessionActor {
 
     /// Writes the newest pending message (the one just pushed).
     async fn write_pending_tail(&mut self) {
-        let Some((id, line, accepted_at)) = self.pending.last().map(|m| {
-            (
-                m.id,
-                protocol::user_message(&m.text, &m.uuid),
-                m.accepted_at,
-            )
-        }) else {
+        let Some((id, line, accepted_at)) =
+            self.pending.last().map(|m| (m.id, protocol::user_message(&m.text, &m.uuid), m.accepted_at))
+        else {
             return;
         };
         if self.write(&line).await {
@@ -223,13 +212,9 @@ impl SessionActor {
             slot = self.deps.slots.clone().acquire_owned() => slot.expect("the slot semaphore is never closed"),
             _ = self.deps.shutdown.cancelled() => return false,
         };
-        let resume = if self.start_fresh {
-            None
-        } else {
-            self.session_id.clone()
-        };
-        let groups_dir = std::path::absolute(&self.deps.config.groups_dir)
-            .unwrap_or_else(|_| self.deps.config.groups_dir.clone());
+        let resume = if self.start_fresh { None } else { self.session_id.clone() };
+        let groups_dir =
+            std::path::absolute(&self.deps.config.groups_dir).unwrap_or_else(|_| self.deps.config.groups_dir.clone());
         let global = groups_dir.join(groups::GLOBAL_DIR).join("CLAUDE.md");
         let spec = SpawnSpec {
             program: self.deps.program.clone(),
@@ -239,33 +224,17 @@ impl SessionActor {
                 global.exists().then_some(global.as_path()),
             ),
             cwd: groups_dir.join(self.group.as_str()),
-            env: self
-                .deps
-                .config
-                .claude
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            env: self.deps.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             env_remove: vec!["CLAUDECODE".to_owned()],
             label: self.group.to_string(),
         };
         match CliProcess::spawn(&spec) {
             Ok((process, lines)) => {
                 self.start_fresh = false;
-                let kind = if resume.is_some() {
-                    "resumed"
-                } else {
-                    "started"
-                };
+                let kind = if resume.is_some() { "resumed" } else { "started" };
                 self.log_event(kind, resume.as_deref(), None).await;
-                self.live = Some(Live {
-                    process,
-                    lines,
-                    last_activity: Instant::now(),
-                    since: SystemTime::now(),
-                    _slot: slot,
-                });
+                self.live =
+                    Some(Live { process, lines, last_activity: Instant::now(), since: SystemTime::now(), _slot: slot });
                 true
             }
             Err(e) => {
@@ -311,10 +280,7 @@ impl SessionActor {
             }
             CliEvent::System(frame) => self.on_system(frame, &text).await,
             CliEvent::Result(result) => self.on_result(result, &text, line.read_at).await,
-            CliEvent::ControlRequest {
-                request_id,
-                request,
-            } => self.on_control_request(request_id, request).await,
+            CliEvent::ControlRequest { request_id, request } => self.on_control_request(request_id, request).await,
             CliEvent::ControlResponse { request_id, ok } => {
                 tracing::debug!(group = %self.group, ?request_id, ok, "the CLI answered a control request");
             }
@@ -326,12 +292,7 @@ impl SessionActor {
     async fn note_session_id(&mut self, session_id: Option<String>) {
         if session_id.is_some() && session_id != self.session_id {
             self.session_id = session_id;
-            if let Err(e) = self
-                .deps
-                .store
-                .set_session_id(&self.group, self.session_id.as_deref())
-                .await
-            {
+            if let Err(e) = self.deps.store.set_session_id(&self.group, self.session_id.as_deref()).await {
                 tracing::error!(group = %self.group, %e, "cannot store the session id");
             }
         }
@@ -339,12 +300,7 @@ impl SessionActor {
 
     /// Task frames (and any other `system` frame) are stored first, then tracked.
     async fn on_system(&mut self, frame: TaskFrame, raw: &str) {
-        if let Err(e) = self
-            .deps
-            .store
-            .record_task_frame(&self.group, &frame, raw)
-            .await
-        {
+        if let Err(e) = self.deps.store.record_task_frame(&self.group, &frame, raw).await {
             tracing::error!(group = %self.group, %e, "cannot store a task frame");
         }
         let id = frame.task_id.clone();
@@ -356,8 +312,7 @@ impl SessionActor {
                 self.tasks.remove(&id);
                 // With stdin open the CLI starts a follow-up turn for the
                 // notification; count it as begun so nobody sees a gap of "idle".
-                if !self.in_turn && matches!(frame.status.as_deref(), Some("completed" | "failed"))
-                {
+                if !self.in_turn && matches!(frame.status.as_deref(), Some("completed" | "failed")) {
                     self.in_turn = true;
                 }
             }
@@ -374,24 +329,14 @@ impl SessionActor {
     }
 
     async fn on_result(&mut self, result: TurnResult, raw: &str, read_at: Instant) {
-        if let Err(e) = self
-            .deps
-            .store
-            .record_result(&self.group, &result, raw)
-            .await
-        {
+        if let Err(e) = self.deps.store.record_result(&self.group, &result, raw).await {
             tracing::error!(group = %self.group, %e, "cannot store a result");
         }
         self.in_turn = false;
         if protocol::is_missing_session(&result) {
             // The process exits by itself; on_exit starts a fresh one for what is pending.
             tracing::warn!(group = %self.group, session = ?self.session_id, "the stored session no longer exists; starting fresh");
-            self.log_event(
-                "resume_failed",
-                self.session_id.clone().as_deref(),
-                Some(&result.errors.join("; ")),
-            )
-            .await;
+            self.log_event("resume_failed", self.session_id.clone().as_deref(), Some(&result.errors.join("; "))).await;
             self.session_id = None;
             self.start_fresh = true;
             if let Err(e) = self.deps.store.set_session_id(&self.group, None).await {
@@ -403,22 +348,14 @@ impl SessionActor {
         self.note_session_id(result.session_id.clone()).await;
         let answered = self.pending.answer();
         self.set_state(&answered, InboundState::Answered).await;
-        let kind = if result.is_error {
-            OutboundKind::Error
-        } else {
-            OutboundKind::Reply
-        };
+        let kind = if result.is_error { OutboundKind::Error } else { OutboundKind::Reply };
         self.deliver(kind, result.chat_text()).await;
         self.deps.metrics.record_result_delivery(read_at.elapsed());
     }
 
     async fn on_control_request(&mut self, request_id: String, request: ControlRequest) {
         let line = match request {
-            ControlRequest::CanUseTool {
-                tool_name,
-                input,
-                tool_use_id,
-            } => {
+            ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
                 let verdict = decide(&self.group, &tool_name, &self.allowed_tools);
                 let (allowed, message, response) = match &verdict {
                     Verdict::Allow => (true, None, protocol::allow(&input)),
@@ -432,12 +369,7 @@ impl SessionActor {
                     message,
                     decided_by: "policy".to_owned(),
                 };
-                if let Err(e) = self
-                    .deps
-                    .store
-                    .record_decision(&self.group, &decision)
-                    .await
-                {
+                if let Err(e) = self.deps.store.record_decision(&self.group, &decision).await {
                     tracing::error!(group = %self.group, %e, "cannot store a permission decision");
                 }
                 tracing::info!(group = %self.group, tool = %decision.tool_name, allowed, "answered can_use_tool");
@@ -445,10 +377,7 @@ impl SessionActor {
             }
             ControlRequest::Other { subtype } => {
                 tracing::warn!(group = %self.group, %subtype, "answering an unsupported control request with an error");
-                protocol::control_error(
-                    &request_id,
-                    &format!("Unsupported control request subtype: {subtype}"),
-                )
+                protocol::control_error(&request_id, &format!("Unsupported control request subtype: {subtype}"))
             }
         };
         self.write(&line).await;
@@ -459,10 +388,7 @@ impl SessionActor {
         let Some(mut live) = self.live.take() else {
             return;
         };
-        let status = live
-            .process
-            .stop(self.deps.config.claude.shutdown_grace)
-            .await;
+        let status = live.process.stop(self.deps.config.claude.shutdown_grace).await;
         drop(live);
         let status_text = status.map_or_else(|| "unknown status".to_owned(), |s| s.to_string());
         let tasks_lost = !self.tasks.is_empty();
@@ -475,8 +401,7 @@ impl SessionActor {
             self.log_event("fresh", None, None).await;
             self.deliver(
                 OutboundKind::Notice,
-                "The previous conversation could not be found, so a fresh session was started."
-                    .into(),
+                "The previous conversation could not be found, so a fresh session was started.".into(),
             )
             .await;
             if !self.pending.is_empty() {
@@ -486,8 +411,7 @@ impl SessionActor {
         }
         if self.pending.is_empty() {
             let kind = if tasks_lost { "crashed" } else { "exited" };
-            self.log_event(kind, self.session_id.clone().as_deref(), Some(&status_text))
-                .await;
+            self.log_event(kind, self.session_id.clone().as_deref(), Some(&status_text)).await;
             if tasks_lost {
                 self.deliver(
                     OutboundKind::Notice,
@@ -498,12 +422,7 @@ impl SessionActor {
             return;
         }
         self.crashes += 1;
-        self.log_event(
-            "crashed",
-            self.session_id.clone().as_deref(),
-            Some(&status_text),
-        )
-        .await;
+        self.log_event("crashed", self.session_id.clone().as_deref(), Some(&status_text)).await;
         if self.crashes > self.deps.config.claude.max_restarts {
             let text = format!(
                 "The agent stopped unexpectedly ({status_text}) {} times in a row, so pincer gave up on the unanswered \
@@ -532,11 +451,8 @@ impl SessionActor {
         if !self.ensure_live().await {
             return;
         }
-        let lines: Vec<String> = self
-            .pending
-            .prepare_resend()
-            .map(|m| protocol::user_message(&m.text, &m.uuid))
-            .collect();
+        let lines: Vec<String> =
+            self.pending.prepare_resend().map(|m| protocol::user_message(&m.text, &m.uuid)).collect();
         for line in lines {
             self.write(&line).await;
         }
@@ -564,31 +480,23 @@ impl SessionActor {
             }
         }
         if let Some(mut live) = self.live.take() {
-            live.process
-                .stop(self.deps.config.claude.shutdown_grace)
-                .await;
+            live.process.stop(self.deps.config.claude.shutdown_grace).await;
         }
         self.tasks.clear();
         self.in_turn = false;
-        self.log_event(reason, self.session_id.clone().as_deref(), None)
-            .await;
+        self.log_event(reason, self.session_id.clone().as_deref(), None).await;
     }
 
     /// Fails every pending message and tells the chat why.
     async fn give_up(&mut self, text: &str) {
         let ids = self.pending.drain_ids();
         self.set_state(&ids, InboundState::Failed).await;
-        self.log_event("gave_up", self.session_id.clone().as_deref(), Some(text))
-            .await;
+        self.log_event("gave_up", self.session_id.clone().as_deref(), Some(text)).await;
         self.deliver(OutboundKind::Notice, text.to_owned()).await;
     }
 
     async fn deliver(&self, kind: OutboundKind, text: String) {
-        let out = Outbound {
-            group: self.group.clone(),
-            kind,
-            text,
-        };
+        let out = Outbound { group: self.group.clone(), kind, text };
         if self.deps.outbox.send(out).await.is_err() {
             tracing::warn!(group = %self.group, "no channel is listening; a reply was stored but not delivered");
         }
@@ -601,12 +509,7 @@ impl SessionActor {
     }
 
     async fn log_event(&self, kind: &str, session_id: Option<&str>, detail: Option<&str>) {
-        if let Err(e) = self
-            .deps
-            .store
-            .record_session_event(&self.group, kind, session_id, detail)
-            .await
-        {
+        if let Err(e) = self.deps.store.record_session_event(&self.group, kind, session_id, detail).await {
             tracing::error!(group = %self.group, %e, "cannot store a session event");
         }
     }
@@ -620,10 +523,5 @@ fn is_terminal(status: Option<&str>) -> bool {
 fn running_tasks(raw: &str) -> Option<HashSet<String>> {
     let v: Value = serde_json::from_str(raw).ok()?;
     let tasks = v.get("tasks")?.as_array()?;
-    Some(
-        tasks
-            .iter()
-            .filter_map(|t| t.get("task_id")?.as_str().map(str::to_owned))
-            .collect(),
-    )
+    Some(tasks.iter().filter_map(|t| t.get("task_id")?.as_str().map(str::to_owned)).collect())
 }

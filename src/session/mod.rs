@@ -87,25 +87,14 @@ pub struct SessionClosed(pub GroupName);
 
 impl SessionHandle {
     /// Starts the actor of `group` on `tracker`.
-    pub fn spawn(
-        group: &GroupRecord,
-        deps: Arc<SessionDeps>,
-        tracker: &TaskTracker,
-    ) -> SessionHandle {
+    pub fn spawn(group: &GroupRecord, deps: Arc<SessionDeps>, tracker: &TaskTracker) -> SessionHandle {
         let (tx, rx) = async_channel::bounded(COMMAND_QUEUE);
-        let (status_tx, status_rx) = watch::channel(SessionStatus {
-            session_id: group.session_id.clone(),
-            ..SessionStatus::default()
-        });
+        let (status_tx, status_rx) =
+            watch::channel(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
         let queued = Arc::new(AtomicUsize::new(0));
         let actor = actor::SessionActor::new(group, deps, rx, status_tx, queued.clone());
         tracker.spawn(actor.run());
-        SessionHandle {
-            group: group.name.clone(),
-            commands: tx,
-            status: status_rx,
-            queued,
-        }
+        SessionHandle { group: group.name.clone(), commands: tx, status: status_rx, queued }
     }
 
     pub async fn send(&self, command: Command) -> Result<(), SessionClosed> {

@@ -28,19 +28,8 @@ pub struct Pending {
 }
 
 impl Pending {
-    pub fn push(
-        &mut self,
-        id: InboundId,
-        text: String,
-        accepted_at: Instant,
-    ) -> &mut PendingMessage {
-        self.messages.push_back(PendingMessage {
-            id,
-            text,
-            uuid: new_uuid(),
-            taken: false,
-            accepted_at,
-        });
+    pub fn push(&mut self, id: InboundId, text: String, accepted_at: Instant) -> &mut PendingMessage {
+        self.messages.push_back(PendingMessage { id, text, uuid: new_uuid(), taken: false, accepted_at });
         self.messages.back_mut().expect("just pushed")
     }
 
@@ -67,10 +56,7 @@ impl Pending {
     /// A result arrived: removes and returns the messages it answered.
     pub fn answer(&mut self) -> Vec<InboundId> {
         let replays_seen = self.replays_seen;
-        let (answered, open): (Vec<_>, Vec<_>) = self
-            .messages
-            .drain(..)
-            .partition(|m| m.taken || !replays_seen);
+        let (answered, open): (Vec<_>, Vec<_>) = self.messages.drain(..).partition(|m| m.taken || !replays_seen);
         self.messages = open.into();
         answered.into_iter().map(|m| m.id).collect()
     }
@@ -101,13 +87,7 @@ mod tests {
 
     fn pending_with(n: i64) -> (Pending, Vec<String>) {
         let mut p = Pending::default();
-        let uuids = (0..n)
-            .map(|i| {
-                p.push(InboundId(i), format!("m{i}"), Instant::now())
-                    .uuid
-                    .clone()
-            })
-            .collect();
+        let uuids = (0..n).map(|i| p.push(InboundId(i), format!("m{i}"), Instant::now()).uuid.clone()).collect();
         (p, uuids)
     }
 
@@ -132,10 +112,7 @@ mod tests {
     fn resend_renews_uuids_and_forgets_taken() {
         let (mut p, uuids) = pending_with(1);
         p.mark_taken(&uuids[0]);
-        let renewed: Vec<_> = p
-            .prepare_resend()
-            .map(|m| (m.uuid.clone(), m.taken))
-            .collect();
+        let renewed: Vec<_> = p.prepare_resend().map(|m| (m.uuid.clone(), m.taken)).collect();
         assert_ne!(renewed[0].0, uuids[0]);
         assert!(!renewed[0].1);
         assert_eq!(p.drain_ids(), vec![InboundId(0)]);

@@ -36,13 +36,8 @@ mod tests {
         let g: GroupName = "g".parse().unwrap();
         let allowed = vec!["Bash".to_owned(), "mcp__pincer__*".to_owned()];
         assert_eq!(decide(&g, "Bash", &allowed), Verdict::Allow);
-        assert_eq!(
-            decide(&g, "mcp__pincer__send_message", &allowed),
-            Verdict::Allow
-        );
-        assert!(
-            matches!(decide(&g, "BashOutput", &allowed), Verdict::Deny(m) if m.contains("`BashOutput`"))
-        );
+        assert_eq!(decide(&g, "mcp__pincer__send_message", &allowed), Verdict::Allow);
+        assert!(matches!(decide(&g, "BashOutput", &allowed), Verdict::Deny(m) if m.contains("`BashOutput`")));
         assert!(matches!(decide(&g, "Write", &[]), Verdict::Deny(_)));
     }
 }

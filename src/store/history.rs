@@ -69,16 +69,8 @@ SELECT * FROM (
 
 impl Store {
     /// The newest `limit` entries of a group's history, oldest first.
-    pub async fn history(
-        &self,
-        group: &GroupName,
-        limit: u32,
-    ) -> Result<Vec<HistoryEntry>, StoreError> {
-        let rows = sqlx::query(HISTORY_SQL)
-            .bind(group.as_str())
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await?;
+    pub async fn history(&self, group: &GroupName, limit: u32) -> Result<Vec<HistoryEntry>, StoreError> {
+        let rows = sqlx::query(HISTORY_SQL).bind(group.as_str()).bind(i64::from(limit)).fetch_all(&self.pool).await?;
         Ok(rows.iter().map(entry_from_row).collect())
     }
 }
@@ -112,10 +104,7 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
             let e: Option<String> = row.get("e");
             let f: Option<String> = row.get("f");
             // summary and description travel in one column, split by a unit separator.
-            let (summary, description) = f
-                .as_deref()
-                .and_then(|f| f.split_once('\u{1f}'))
-                .unwrap_or_default();
+            let (summary, description) = f.as_deref().and_then(|f| f.split_once('\u{1f}')).unwrap_or_default();
             let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
             HistoryEntry::Task {
                 at_us,

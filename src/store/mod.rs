@@ -74,9 +74,7 @@ pub struct Store {
 /// same microsecond (or across a clock step back) must still sort in write order.
 pub fn now_us() -> i64 {
     static LAST: AtomicI64 = AtomicI64::new(0);
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let wall = i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
     let prev = LAST.fetch_max(wall, Ordering::Relaxed);
     if wall > prev {
@@ -90,10 +88,7 @@ impl Store {
     /// Opens (creating if missing) the database at `path` and migrates it.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
         let options = SqliteConnectOptions::from_str("sqlite://")
-            .map_err(|source| StoreError::Open {
-                path: path.display().to_string(),
-                source,
-            })?
+            .map_err(|source| StoreError::Open { path: path.display().to_string(), source })?
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -106,10 +101,7 @@ impl Store {
             .max_connections(4)
             .connect_with(options)
             .await
-            .map_err(|source| StoreError::Open {
-                path: path.display().to_string(),
-                source,
-            })?;
+            .map_err(|source| StoreError::Open { path: path.display().to_string(), source })?;
         sqlx::migrate!("./migrations").run(&pool).await?;
         Ok(Store { pool })
     }
@@ -118,19 +110,16 @@ impl Store {
         self.pool.close().await;
     }
 
-    pub async fn add_group(
-        &self,
-        name: &GroupName,
-        allowed_tools: Option<&[String]>,
-    ) -> Result<(), StoreError> {
-        let tools =
-            allowed_tools.map(|t| serde_json::to_string(t).expect("a list of strings serializes"));
-        let done = sqlx::query("INSERT INTO groups (name, created_at_us, allowed_tools) VALUES (?, ?, ?) ON CONFLICT DO NOTHING")
-            .bind(name.as_str())
-            .bind(now_us())
-            .bind(tools)
-            .execute(&self.pool)
-            .await?;
+    pub async fn add_group(&self, name: &GroupName, allowed_tools: Option<&[String]>) -> Result<(), StoreError> {
+        let tools = allowed_tools.map(|t| serde_json::to_string(t).expect("a list of strings serializes"));
+        let done = sqlx::query(
+            "INSERT INTO groups (name, created_at_us, allowed_tools) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+        )
+        .bind(name.as_str())
+        .bind(now_us())
+        .bind(tools)
+        .execute(&self.pool)
+        .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::GroupExists(name.clone()));
         }
@@ -138,30 +127,21 @@ impl Store {
     }
 
     pub async fn group(&self, name: &str) -> Result<GroupRecord, StoreError> {
-        let row = sqlx::query(
-            "SELECT name, created_at_us, session_id, allowed_tools FROM groups WHERE name = ?",
-        )
-        .bind(name)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(group_from_row)
-            .ok_or_else(|| StoreError::UnknownGroup(name.to_owned()))
+        let row = sqlx::query("SELECT name, created_at_us, session_id, allowed_tools FROM groups WHERE name = ?")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(group_from_row).ok_or_else(|| StoreError::UnknownGroup(name.to_owned()))
     }
 
     pub async fn groups(&self) -> Result<Vec<GroupRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT name, created_at_us, session_id, allowed_tools FROM groups ORDER BY name",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = sqlx::query("SELECT name, created_at_us, session_id, allowed_tools FROM groups ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows.into_iter().map(group_from_row).collect())
     }
 
-    pub async fn set_session_id(
-        &self,
-        group: &GroupName,
-        session_id: Option<&str>,
-    ) -> Result<(), StoreError> {
+    pub async fn set_session_id(&self, group: &GroupName, session_id: Option<&str>) -> Result<(), StoreError> {
         sqlx::query("UPDATE groups SET session_id = ? WHERE name = ?")
             .bind(session_id)
             .bind(group.as_str())
@@ -171,25 +151,19 @@ impl Store {
     }
 
     pub async fn insert_inbound(&self, msg: &Inbound) -> Result<InboundId, StoreError> {
-        let id = sqlx::query(
-            "INSERT INTO inbound (group_name, at_us, source, sender, text) VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(msg.group.as_str())
-        .bind(now_us())
-        .bind(msg.source.as_str())
-        .bind(&msg.sender)
-        .bind(&msg.text)
-        .execute(&self.pool)
-        .await?
-        .last_insert_rowid();
+        let id = sqlx::query("INSERT INTO inbound (group_name, at_us, source, sender, text) VALUES (?, ?, ?, ?, ?)")
+            .bind(msg.group.as_str())
+            .bind(now_us())
+            .bind(msg.source.as_str())
+            .bind(&msg.sender)
+            .bind(&msg.text)
+            .execute(&self.pool)
+            .await?
+            .last_insert_rowid();
         Ok(InboundId(id))
     }
 
-    pub async fn set_inbound_state(
-        &self,
-        ids: &[InboundId],
-        state: InboundState,
-    ) -> Result<(), StoreError> {
+    pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
         for id in ids {
             sqlx::query("UPDATE inbound SET state = ? WHERE id = ?")
                 .bind(state.as_str())
@@ -201,19 +175,11 @@ impl Store {
     }
 
     pub async fn inbound_state(&self, id: InboundId) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT state FROM inbound WHERE id = ?")
-            .bind(id.0)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query("SELECT state FROM inbound WHERE id = ?").bind(id.0).fetch_optional(&self.pool).await?;
         Ok(row.map(|r| r.get(0)))
     }
 
-    pub async fn record_result(
-        &self,
-        group: &GroupName,
-        r: &TurnResult,
-        raw: &str,
-    ) -> Result<(), StoreError> {
+    pub async fn record_result(&self, group: &GroupName, r: &TurnResult, raw: &str) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -234,12 +200,7 @@ impl Store {
         Ok(())
     }
 
-    pub async fn record_task_frame(
-        &self,
-        group: &GroupName,
-        t: &TaskFrame,
-        raw: &str,
-    ) -> Result<(), StoreError> {
+    pub async fn record_task_frame(&self, group: &GroupName, t: &TaskFrame, raw: &str) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO task_frames (group_name, at_us, session_id, subtype, task_id, task_type, status, summary, description, raw)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -259,11 +220,7 @@ impl Store {
         Ok(())
     }
 
-    pub async fn record_decision(
-        &self,
-        group: &GroupName,
-        d: &PermissionDecision,
-    ) -> Result<(), StoreError> {
+    pub async fn record_decision(&self, group: &GroupName, d: &PermissionDecision) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO permission_decisions (group_name, at_us, tool_name, tool_use_id, input, allowed, message, decided_by)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -281,10 +238,7 @@ impl Store {
         Ok(())
     }
 
-    pub async fn decisions(
-        &self,
-        group: &GroupName,
-    ) -> Result<Vec<PermissionDecision>, StoreError> {
+    pub async fn decisions(&self, group: &GroupName) -> Result<Vec<PermissionDecision>, StoreError> {
         let rows = sqlx::query(
             "SELECT tool_name, tool_use_id, input, allowed, message, decided_by FROM permission_decisions WHERE group_name = ? ORDER BY id",
         )
@@ -323,16 +277,11 @@ impl Store {
     }
 
     /// Session lifecycle events of a group, oldest first, as `(kind, session_id)`.
-    pub async fn session_events(
-        &self,
-        group: &GroupName,
-    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT kind, session_id FROM session_events WHERE group_name = ? ORDER BY id",
-        )
-        .bind(group.as_str())
-        .fetch_all(&self.pool)
-        .await?;
+    pub async fn session_events(&self, group: &GroupName) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let rows = sqlx::query("SELECT kind, session_id FROM session_events WHERE group_name = ? ORDER BY id")
+            .bind(group.as_str())
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 }

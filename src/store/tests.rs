@@ -24,10 +24,7 @@ async fn groups_register_once() {
     let all = store.groups().await.unwrap();
     assert_eq!(all.len(), 2);
     assert_eq!(all[1].allowed_tools.as_deref(), Some(&tools[..]));
-    assert!(matches!(
-        store.group("zzz").await,
-        Err(StoreError::UnknownGroup(_))
-    ));
+    assert!(matches!(store.group("zzz").await, Err(StoreError::UnknownGroup(_))));
 }
 
 #[tokio::test]
@@ -35,10 +32,7 @@ async fn history_merges_kinds_in_order_and_limits_to_newest() {
     let (_dir, store) = temp_store().await;
     let g = group("a");
     store.add_group(&g, None).await.unwrap();
-    store
-        .insert_inbound(&Inbound::new(g.clone(), Source::Console, "me", "hi"))
-        .await
-        .unwrap();
+    store.insert_inbound(&Inbound::new(g.clone(), Source::Console, "me", "hi")).await.unwrap();
     let task = TaskFrame {
         subtype: "task_started".into(),
         session_id: Some("s".into()),
@@ -63,18 +57,10 @@ async fn history_merges_kinds_in_order_and_limits_to_newest() {
     store.record_result(&g, &result, "{}").await.unwrap();
 
     let all = store.history(&g, 100).await.unwrap();
-    let kinds: Vec<_> = all
-        .iter()
-        .map(|e| serde_json::to_value(e).unwrap()["kind"].clone())
-        .collect();
+    let kinds: Vec<_> = all.iter().map(|e| serde_json::to_value(e).unwrap()["kind"].clone()).collect();
     assert_eq!(kinds, ["inbound", "task", "result"]);
     match &all[1] {
-        HistoryEntry::Task {
-            description,
-            summary,
-            task_id,
-            ..
-        } => {
+        HistoryEntry::Task { description, summary, task_id, .. } => {
             assert_eq!(description.as_deref(), Some("bg sleep"));
             assert_eq!(summary, &None);
             assert_eq!(task_id.as_deref(), Some("t1"));

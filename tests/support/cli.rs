@@ -27,8 +27,7 @@ pub fn claude_bin() -> PathBuf {
     if let Some(path) = std::env::var_os(CLAUDE_BIN_ENV) {
         return PathBuf::from(path);
     }
-    let installed =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("data/claude/node_modules/.bin/claude");
+    let installed = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/claude/node_modules/.bin/claude");
     if installed.exists() {
         return installed;
     }
@@ -57,15 +56,8 @@ pub fn cli_env(base_url: &str, home: &Path) -> Vec<(String, String)> {
 /// The flags for a long-lived stream-json session (add `--allowedTools`,
 /// `--permission-prompt-tool stdio`, `--replay-user-messages`, … as needed).
 pub fn stream_json_args() -> Vec<String> {
-    [
-        "-p",
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    ["-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
 }

@@ -72,34 +72,22 @@ impl Reply {
     }
 
     pub fn tool_use(name: impl Into<String>, input: Value) -> Self {
-        Reply::ToolUse {
-            name: name.into(),
-            input,
-        }
+        Reply::ToolUse { name: name.into(), input }
     }
 
     pub fn slow(delay: Duration, reply: Reply) -> Self {
-        Reply::Slow {
-            delay,
-            reply: Box::new(reply),
-        }
+        Reply::Slow { delay, reply: Box::new(reply) }
     }
 
     /// A foreground `Bash` call.
     pub fn bash(command: &str, description: &str) -> Self {
-        Reply::tool_use(
-            "Bash",
-            json!({ "command": command, "description": description }),
-        )
+        Reply::tool_use("Bash", json!({ "command": command, "description": description }))
     }
 
     /// A `Bash` call with `run_in_background: true`: the CLI reports `task_started`,
     /// ends the turn, and starts a follow-up turn when the command exits.
     pub fn bash_background(command: &str, description: &str) -> Self {
-        Reply::tool_use(
-            "Bash",
-            json!({ "command": command, "description": description, "run_in_background": true }),
-        )
+        Reply::tool_use("Bash", json!({ "command": command, "description": description, "run_in_background": true }))
     }
 }
 
@@ -138,20 +126,14 @@ impl ApiRequest {
     }
 
     pub fn messages(&self) -> &[Value] {
-        self.body["messages"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+        self.body["messages"].as_array().map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// The `role:"user"` messages after the last assistant message: what this turn
     /// answers.
     fn trailing_user_messages(&self) -> impl Iterator<Item = &Value> {
         let messages = self.messages();
-        let start = messages
-            .iter()
-            .rposition(|m| m["role"] == "assistant")
-            .map_or(0, |i| i + 1);
+        let start = messages.iter().rposition(|m| m["role"] == "assistant").map_or(0, |i| i + 1);
         messages[start..].iter().filter(|m| m["role"] == "user")
     }
 
@@ -161,10 +143,7 @@ impl ApiRequest {
     /// `<system-reminder>` blocks (task notifications live in one); `role:"system"`
     /// entries are left out.
     pub fn last_user_text(&self) -> String {
-        let parts: Vec<String> = self
-            .trailing_user_messages()
-            .map(|m| content_text(&m["content"]))
-            .collect();
+        let parts: Vec<String> = self.trailing_user_messages().map(|m| content_text(&m["content"])).collect();
         parts.join("\n")
     }
 
@@ -183,11 +162,8 @@ impl ApiRequest {
 
     /// The user content after the last assistant message holds a `tool_result`.
     pub fn has_tool_result(&self) -> bool {
-        self.trailing_user_messages().any(|m| {
-            m["content"]
-                .as_array()
-                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
-        })
+        self.trailing_user_messages()
+            .any(|m| m["content"].as_array().is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result")))
     }
 
     /// The `<task-notification>…</task-notification>` element of this turn, if the
@@ -195,9 +171,8 @@ impl ApiRequest {
     pub fn task_notification(&self) -> Option<String> {
         let text = self.last_user_text();
         let start = text.find(TASK_NOTIFICATION)?;
-        let end = text[start..]
-            .find("</task-notification>")
-            .map_or(text.len(), |i| start + i + "</task-notification>".len());
+        let end =
+            text[start..].find("</task-notification>").map_or(text.len(), |i| start + i + "</task-notification>".len());
         Some(text[start..end].to_string())
     }
 
@@ -208,13 +183,7 @@ impl ApiRequest {
         let lines: Vec<String> = self
             .messages()
             .iter()
-            .map(|m| {
-                format!(
-                    "{}: {}",
-                    m["role"].as_str().unwrap_or("?"),
-                    content_text(&m["content"])
-                )
-            })
+            .map(|m| format!("{}: {}", m["role"].as_str().unwrap_or("?"), content_text(&m["content"])))
             .collect();
         lines.join("\n")
     }
@@ -236,21 +205,10 @@ fn block_text(block: &Value) -> Option<String> {
     match block["type"].as_str()? {
         "text" => block["text"].as_str().map(str::to_string),
         "tool_result" => {
-            let err = if block["is_error"].as_bool().unwrap_or(false) {
-                "True"
-            } else {
-                "False"
-            };
-            Some(format!(
-                "TOOL_RESULT(err={err}):{}",
-                content_text(&block["content"])
-            ))
+            let err = if block["is_error"].as_bool().unwrap_or(false) { "True" } else { "False" };
+            Some(format!("TOOL_RESULT(err={err}):{}", content_text(&block["content"])))
         }
-        "tool_use" => Some(format!(
-            "TOOL_USE({}):{}",
-            block["name"].as_str().unwrap_or("?"),
-            block["input"]
-        )),
+        "tool_use" => Some(format!("TOOL_USE({}):{}", block["name"].as_str().unwrap_or("?"), block["input"])),
         _ => None,
     }
 }
@@ -306,14 +264,8 @@ pub fn scripted(rules: Vec<(&'static str, Reply)>) -> Script {
 /// is [`echo`].
 pub fn bg_bash() -> Script {
     scripted(vec![
-        (
-            "BGBASH",
-            Reply::bash_background("sleep 2; echo done-bg", "bg sleep"),
-        ),
-        (
-            TASK_NOTIFICATION,
-            Reply::text("FOLLOWUP: saw task notification"),
-        ),
+        ("BGBASH", Reply::bash_background("sleep 2; echo done-bg", "bg sleep")),
+        (TASK_NOTIFICATION, Reply::text("FOLLOWUP: saw task notification")),
     ])
 }
 
@@ -350,20 +302,14 @@ impl FakeApi {
             .route("/v1/messages/count_tokens", post(count_tokens))
             .fallback(fallback)
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind fake API");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake API");
         let addr = listener.local_addr().expect("fake API address");
         let server = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 eprintln!("fake API: server error: {e}");
             }
         });
-        FakeApi {
-            addr,
-            shared,
-            server,
-        }
+        FakeApi { addr, shared, server }
     }
 
     /// `http://127.0.0.1:PORT`, for `ANTHROPIC_BASE_URL`.
@@ -379,10 +325,7 @@ impl FakeApi {
     /// The streaming requests of the main agent (no side requests, no subagents):
     /// one per model turn of the session.
     pub fn main_requests(&self) -> Vec<RecordedRequest> {
-        self.requests()
-            .into_iter()
-            .filter(|r| r.is_streaming() && !r.is_subagent())
-            .collect()
+        self.requests().into_iter().filter(|r| r.is_streaming() && !r.is_subagent()).collect()
     }
 
     /// `METHOD path?query` of every other request (count_tokens, unknown paths).
@@ -398,11 +341,7 @@ impl FakeApi {
             if requests.len() >= n {
                 return requests;
             }
-            assert!(
-                Instant::now() < deadline,
-                "fake API: waited {timeout:?} for {n} requests, got {}",
-                requests.len()
-            );
+            assert!(Instant::now() < deadline, "fake API: waited {timeout:?} for {n} requests, got {}", requests.len());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -424,19 +363,12 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
             return error_response(400, &format!("invalid JSON: {e}"));
         }
     };
-    let agent_id = headers
-        .get(AGENT_ID_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let agent_id = headers.get(AGENT_ID_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
     let req = ApiRequest::new(body, agent_id);
     shared.requests.lock().unwrap().push(req.clone());
 
     let mut reply = (shared.script)(&req);
-    while let Reply::Slow {
-        delay,
-        reply: inner,
-    } = reply
-    {
+    while let Reply::Slow { delay, reply: inner } = reply {
         tokio::time::sleep(delay).await;
         reply = *inner;
     }
@@ -444,10 +376,7 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
         return error_response(*status, message);
     }
 
-    let id = format!(
-        "msg_{:03}",
-        shared.next_message.fetch_add(1, Ordering::Relaxed)
-    );
+    let id = format!("msg_{:03}", shared.next_message.fetch_add(1, Ordering::Relaxed));
     let block = match reply {
         Reply::Text(text) => json!({ "type": "text", "text": text }),
         Reply::ToolUse { name, input } => {
@@ -455,20 +384,13 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
             if !req.is_streaming() {
                 json!({ "type": "text", "text": "ok" })
             } else {
-                let tool_id = format!(
-                    "toolu_{:03}",
-                    shared.next_tool.fetch_add(1, Ordering::Relaxed)
-                );
+                let tool_id = format!("toolu_{:03}", shared.next_tool.fetch_add(1, Ordering::Relaxed));
                 json!({ "type": "tool_use", "id": tool_id, "name": name, "input": input })
             }
         }
         Reply::Slow { .. } | Reply::Error { .. } => unreachable!("unwrapped above"),
     };
-    let stop_reason = if block["type"] == "tool_use" {
-        "tool_use"
-    } else {
-        "end_turn"
-    };
+    let stop_reason = if block["type"] == "tool_use" { "tool_use" } else { "end_turn" };
 
     if req.is_streaming() {
         let body = sse_body(&id, req.model(), &block, stop_reason);
@@ -521,10 +443,7 @@ fn sse_body(id: &str, model: &str, block: &Value, stop_reason: &str) -> String {
             json!({ "type": "content_block_start", "index": 0, "content_block": start }),
         ));
         let input = block["input"].to_string();
-        let mid = (0..=input.len() / 2)
-            .rev()
-            .find(|&i| input.is_char_boundary(i))
-            .unwrap_or(0);
+        let mid = (0..=input.len() / 2).rev().find(|&i| input.is_char_boundary(i)).unwrap_or(0);
         for chunk in [&input[..mid], &input[mid..]] {
             events.push((
                 "content_block_delta",
@@ -553,10 +472,7 @@ fn sse_body(id: &str, model: &str, block: &Value, stop_reason: &str) -> String {
             }),
         ));
     }
-    events.push((
-        "content_block_stop",
-        json!({ "type": "content_block_stop", "index": 0 }),
-    ));
+    events.push(("content_block_stop", json!({ "type": "content_block_stop", "index": 0 })));
     events.push((
         "message_delta",
         json!({
@@ -566,10 +482,7 @@ fn sse_body(id: &str, model: &str, block: &Value, stop_reason: &str) -> String {
         }),
     ));
     events.push(("message_stop", json!({ "type": "message_stop" })));
-    events
-        .into_iter()
-        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
-        .collect()
+    events.into_iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
 }
 
 fn error_response(status: u16, message: &str) -> Response {

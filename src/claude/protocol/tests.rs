@@ -11,12 +11,7 @@ fn transcript_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<_> = fs::read_dir(&root)
         .expect("tests/data exists")
         .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("transcripts")
-        })
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("transcripts"))
         .collect();
     dirs.sort();
     assert_eq!(dirs.len(), 2, "both transcript sets are present");
@@ -24,10 +19,7 @@ fn transcript_dirs() -> Vec<PathBuf> {
 }
 
 fn events(dir: &str, name: &str) -> Vec<CliEvent> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(dir)
-        .join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(dir).join(name);
     fs::read_to_string(&path)
         .unwrap()
         .lines()
@@ -50,59 +42,30 @@ fn every_recorded_stdout_line_parses() {
             }
         }
     }
-    assert!(
-        lines > 300,
-        "expected the whole corpus, parsed {lines} lines"
-    );
+    assert!(lines > 300, "expected the whole corpus, parsed {lines} lines");
 }
 
 #[test]
 fn background_bash_gives_task_frames_and_a_follow_up_result() {
-    for (dir, file) in [
-        ("transcripts-2.1.197", "02a-bg-bash-stdin-open.stdout.jsonl"),
-        ("transcripts-2.1.330", "02a.stdout.jsonl"),
-    ] {
+    for (dir, file) in
+        [("transcripts-2.1.197", "02a-bg-bash-stdin-open.stdout.jsonl"), ("transcripts-2.1.330", "02a.stdout.jsonl")]
+    {
         let evs = events(dir, file);
-        let results: Vec<_> = evs
-            .iter()
-            .filter_map(|e| {
-                if let CliEvent::Result(r) = e {
-                    Some(r)
-                } else {
-                    None
-                }
-            })
-            .collect();
+        let results: Vec<_> =
+            evs.iter().filter_map(|e| if let CliEvent::Result(r) = e { Some(r) } else { None }).collect();
         assert_eq!(results.len(), 2, "{dir}");
-        assert_eq!(
-            results[1].origin.as_deref(),
-            Some("task-notification"),
-            "{dir}"
-        );
+        assert_eq!(results[1].origin.as_deref(), Some("task-notification"), "{dir}");
         let subtypes: Vec<_> = evs
             .iter()
-            .filter_map(|e| {
-                if let CliEvent::System(t) = e {
-                    Some(t.subtype.as_str())
-                } else {
-                    None
-                }
-            })
+            .filter_map(|e| if let CliEvent::System(t) = e { Some(t.subtype.as_str()) } else { None })
             .collect();
         assert!(subtypes.contains(&"task_started"), "{dir}: {subtypes:?}");
-        assert!(
-            subtypes.contains(&"task_notification"),
-            "{dir}: {subtypes:?}"
-        );
+        assert!(subtypes.contains(&"task_notification"), "{dir}: {subtypes:?}");
         let updated = evs.iter().find_map(|e| match e {
             CliEvent::System(t) if t.subtype == "task_updated" => Some(t.status.clone()),
             _ => None,
         });
-        assert_eq!(
-            updated,
-            Some(Some("completed".to_owned())),
-            "{dir}: status comes from the patch"
-        );
+        assert_eq!(updated, Some(Some("completed".to_owned())), "{dir}: status comes from the patch");
     }
 }
 
@@ -110,12 +73,9 @@ fn background_bash_gives_task_frames_and_a_follow_up_result() {
 fn permission_requests_carry_tool_and_input() {
     let evs = events("transcripts-2.1.330", "05a-perm-allow.stdout.jsonl");
     let req = evs.iter().find_map(|e| match e {
-        CliEvent::ControlRequest {
-            request_id,
-            request: ControlRequest::CanUseTool {
-                tool_name, input, ..
-            },
-        } => Some((request_id.clone(), tool_name.clone(), input.clone())),
+        CliEvent::ControlRequest { request_id, request: ControlRequest::CanUseTool { tool_name, input, .. } } => {
+            Some((request_id.clone(), tool_name.clone(), input.clone()))
+        }
         _ => None,
     });
     let (id, tool, input) = req.expect("a can_use_tool request");
@@ -126,10 +86,7 @@ fn permission_requests_carry_tool_and_input() {
 
 #[test]
 fn unknown_resumed_session_is_detected() {
-    let evs = events(
-        "transcripts-2.1.197",
-        "08c-resume-unknown-session.stdout.jsonl",
-    );
+    let evs = events("transcripts-2.1.197", "08c-resume-unknown-session.stdout.jsonl");
     match &evs[..] {
         [CliEvent::Result(r)] => assert!(is_missing_session(r)),
         other => panic!("{other:?}"),
@@ -138,34 +95,21 @@ fn unknown_resumed_session_is_detected() {
 
 #[test]
 fn replayed_user_messages_carry_our_uuid() {
-    let evs = events(
-        "transcripts-2.1.197",
-        "01c-replay-user-messages.stdout.jsonl",
-    );
-    assert!(evs.contains(&CliEvent::UserReplay {
-        uuid: "11111111-1111-4111-8111-111111111111".into()
-    }));
+    let evs = events("transcripts-2.1.197", "01c-replay-user-messages.stdout.jsonl");
+    assert!(evs.contains(&CliEvent::UserReplay { uuid: "11111111-1111-4111-8111-111111111111".into() }));
 }
 
 #[test]
 fn tool_results_are_not_replays() {
     let line = r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result"}]},"parent_tool_use_id":null,"uuid":"x"}"#;
-    assert_eq!(
-        parse_line(line).unwrap(),
-        CliEvent::Other {
-            kind: "user".into()
-        }
-    );
+    assert_eq!(parse_line(line).unwrap(), CliEvent::Other { kind: "user".into() });
 }
 
 #[test]
 fn garbage_is_an_error_not_a_panic() {
     assert!(parse_line("not json").is_err());
     assert!(parse_line("{\"no\":\"type\"}").is_err());
-    assert!(matches!(
-        parse_line(r#"{"type":"brand_new"}"#).unwrap(),
-        CliEvent::Other { .. }
-    ));
+    assert!(matches!(parse_line(r#"{"type":"brand_new"}"#).unwrap(), CliEvent::Other { .. }));
 }
 
 #[test]

@@ -90,8 +90,10 @@ impl SessionActor {
         loop {
             match self.next_event().await {
                 Event::Command(cmd) => {
-                    self.queued.fetch_sub(1, Ordering::SeqCst);
                     self.on_command(cmd).await;
+                    // Only now: until the status below shows the message as
+                    // pending, `queued` is what keeps the session "busy".
+                    self.queued.fetch_sub(1, Ordering::SeqCst);
                 }
                 Event::Line(line) => self.on_line(line).await,
                 Event::Exited => self.on_exit().await,
@@ -145,11 +147,8 @@ impl SessionActor {
             in_turn: self.in_turn,
             running_tasks: self.tasks.len(),
         };
-        self.status.send_if_modified(|s| {
-            let changed = *s != status;
-            *s = status;
-            changed
-        });
+        // Always notify: a watcher may be waiting on `queued`, which is not in the status.
+        self.status.send_replace(status);
     }
 
     async fn on_command(&mut self, cmd: Command) {

@@ -36,7 +36,7 @@ use axum::{
     Router,
 };
 use serde_json::{json, Value};
-use tokio::task::JoinHandle;
+use tokio::sync::oneshot;
 
 /// Picks the reply to one `POST /v1/messages`.
 pub type Script = Arc<dyn Fn(&ApiRequest) -> Reply + Send + Sync>;
@@ -278,11 +278,12 @@ struct Shared {
     next_tool: AtomicUsize,
 }
 
-/// A running fake API; stops serving when dropped.
+/// A running fake API; stops serving when dropped (requests in flight finish).
 pub struct FakeApi {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    server: JoinHandle<()>,
+    /// Dropping it shuts the server down.
+    _shutdown: oneshot::Sender<()>,
 }
 
 impl FakeApi {
@@ -304,12 +305,21 @@ impl FakeApi {
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake API");
         let addr = listener.local_addr().expect("fake API address");
-        let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            // Graceful shutdown also closes idle keep-alive connections, so a CLI
+            // still running after the FakeApi is dropped sees the API as gone
+            // instead of being served on a connection it kept open.
+            let result = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+            if let Err(e) = result {
                 eprintln!("fake API: server error: {e}");
             }
         });
-        FakeApi { addr, shared, server }
+        FakeApi { addr, shared, _shutdown: shutdown }
     }
 
     /// `http://127.0.0.1:PORT`, for `ANTHROPIC_BASE_URL`.
@@ -344,14 +354,6 @@ impl FakeApi {
             assert!(Instant::now() < deadline, "fake API: waited {timeout:?} for {n} requests, got {}", requests.len());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
-}
-
-impl Drop for FakeApi {
-    fn drop(&mut self) {
-        // Stops accepting; the listener closes with the task. Connections still open
-        // end with the test's runtime.
-        self.server.abort();
     }
 }
 

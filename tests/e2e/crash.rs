@@ -1,0 +1,78 @@
+//! Bad input never takes pincer down: a stand-in CLI prints garbage and an
+//! oversized line, then dies mid-turn; pincer restarts it with `--resume` and
+//! the message is still answered.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use pincer::domain::OutboundKind;
+
+use crate::support::harness::Sandbox;
+
+/// A stand-in for `claude`: the first run prints an `init`, garbage, an
+/// oversized line and exits mid-turn; later runs answer each message properly.
+/// Every run appends its arguments to `argv.log`.
+const STAND_IN: &str = r#"#!/usr/bin/env bash
+dir="$(dirname "$0")"
+echo "$*" >> "$dir/argv.log"
+if [ ! -e "$dir/crashed-once" ]; then
+  touch "$dir/crashed-once"
+  read -r _line
+  echo '{"type":"system","subtype":"init","session_id":"sess-standin"}'
+  echo 'this is not json'
+  head -c 1100000 /dev/zero | tr '\0' 'x'; echo
+  echo '{"no_type":true}'
+  exit 3
+fi
+while read -r line; do
+  uuid=$(printf '%s' "$line" | sed -n 's/.*"uuid":"\([^"]*\)".*/\1/p')
+  echo '{"type":"system","subtype":"init","session_id":"sess-standin"}'
+  echo "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"x\"},\"parent_tool_use_id\":null,\"uuid\":\"$uuid\"}"
+  echo '{"type":"result","subtype":"success","is_error":false,"result":"recovered","session_id":"sess-standin"}'
+done
+"#;
+
+fn install_stand_in(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("fake-claude");
+    std::fs::write(&path, STAND_IN).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn garbage_and_a_crash_mid_turn_lose_no_message() {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let program = install_stand_in(bin_dir.path());
+    let sandbox = Sandbox::with_program(program, "http://127.0.0.1:9");
+    let group = sandbox.add_group("fragile", None).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "are you there?").await;
+    let notice = pincer.next_outbound().await;
+    assert_eq!(notice.kind, OutboundKind::Notice);
+    assert!(notice.text.contains("restarting"), "{notice:?}");
+    let reply = pincer.next_outbound().await;
+    assert_eq!((reply.kind, reply.text.as_str()), (OutboundKind::Reply, "recovered"));
+
+    assert_eq!(pincer.engine.metrics.skipped_lines(), 3, "garbage, oversized, untyped");
+    assert_eq!(pincer.session_events(&group).await, ["started", "crashed", "resumed"]);
+    let argv = std::fs::read_to_string(bin_dir.path().join("argv.log")).unwrap();
+    let runs: Vec<_> = argv.lines().collect();
+    assert_eq!(runs.len(), 2);
+    assert!(!runs[0].contains("--resume"));
+    assert!(runs[1].contains("--resume=sess-standin"), "{}", runs[1]);
+    let history = pincer.store().history(&group, 10).await.unwrap();
+    assert!(
+        matches!(&history[0], pincer::store::HistoryEntry::Inbound { state, .. } if state == "answered"),
+        "{history:?}"
+    );
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_cli_is_a_clear_startup_error() {
+    let sandbox = Sandbox::with_program("/nonexistent/claude".into(), "http://127.0.0.1:9");
+    let err = pincer::app::Engine::start(sandbox.config.clone(), Default::default()).await.err().expect("start fails");
+    let text = err.to_string();
+    assert!(text.contains("claude.command") && text.contains("pincer setup"), "{text}");
+}

@@ -1,0 +1,71 @@
+//! Process lifecycle: idle sessions close (never while background work runs)
+//! and resume on the next message; `max_live_sessions` makes groups take turns.
+
+use std::time::Duration;
+
+use crate::support::fake_api::{self, FakeApi, Reply};
+use crate::support::harness::Sandbox;
+
+#[tokio::test]
+async fn an_idle_session_closes_and_the_next_message_resumes_it() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.config.claude.idle_timeout = Duration::from_secs(1);
+    let group = sandbox.add_group("sleepy", None).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "first").await;
+    pincer.next_outbound().await;
+    let id = pincer.status(&group).await.session_id.unwrap();
+    pincer.wait_status(&group, |s| !s.live).await;
+    pincer.send(&group, "second").await;
+    assert_eq!(pincer.next_outbound().await.text, "ECHO: second");
+    assert_eq!(pincer.status(&group).await.session_id, Some(id));
+    assert_eq!(pincer.session_events(&group).await, ["started", "idle_closed", "resumed"]);
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn idle_close_waits_for_background_work() {
+    let script = fake_api::scripted(vec![
+        ("BGBASH", Reply::bash_background("sleep 4; echo done-bg", "bg sleep")),
+        (fake_api::TASK_NOTIFICATION, Reply::text("FOLLOWUP: done")),
+    ]);
+    let api = FakeApi::start(script).await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.config.claude.idle_timeout = Duration::from_secs(1);
+    let group = sandbox.add_group("patient", Some(&["Bash"])).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "BGBASH").await;
+    pincer.next_outbound().await;
+    // Far past the idle timeout, the task still runs and the process stays.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let status = pincer.status(&group).await;
+    assert!(status.live && status.running_tasks == 1, "{status:?}");
+    assert_eq!(pincer.next_outbound().await.text, "FOLLOWUP: done");
+    pincer.wait_status(&group, |s| !s.live).await;
+    assert_eq!(pincer.session_events(&group).await, ["started", "idle_closed"]);
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn groups_beyond_the_live_limit_wait_their_turn() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.config.claude.max_live_sessions = 1;
+    sandbox.config.claude.idle_timeout = Duration::from_secs(1);
+    let a = sandbox.add_group("one", None).await;
+    let b = sandbox.add_group("two", None).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&a, "from one").await;
+    pincer.send(&b, "from two").await;
+    let mut replies = vec![pincer.next_outbound().await, pincer.next_outbound().await];
+    replies.sort_by(|x, y| x.group.cmp(&y.group));
+    assert_eq!(replies[0].text, "ECHO: from one");
+    assert_eq!(replies[1].text, "ECHO: from two");
+    // `two` could only start after `one` closed.
+    assert_eq!(pincer.session_events(&a).await, ["started", "idle_closed"]);
+    pincer.stop().await;
+}

@@ -1,0 +1,11 @@
+//! End-to-end tests: pincer's engine drives the real Claude Code CLI, which
+//! talks to the fake Messages API on loopback. SQLite is a real temp file.
+//! One test binary, as rust-analyzer keeps its slow tests, sharing `support/`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod console;
+mod crash;
+mod lifecycle;
+mod session;

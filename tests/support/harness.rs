@@ -1,0 +1,133 @@
+//! Runs pincer's real engine (the same `Engine::start` as `main`) in a temp
+//! directory, against the real CLI and a fake Messages API, with helpers to send
+//! messages and wait for what the chat receives.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pincer::app::Engine;
+use pincer::config::Config;
+use pincer::domain::{GroupName, Inbound, Outbound, Source};
+use pincer::session::SessionStatus;
+use pincer::store::Store;
+use tokio_util::sync::CancellationToken;
+
+use super::cli::{claude_bin, cli_env};
+use super::fake_api::FakeApi;
+
+/// How long a test waits for something the CLI does (a turn takes well under a second).
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A temp directory with pincer's data, groups, and the CLI's scratch HOME.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+    pub config: Config,
+}
+
+impl Sandbox {
+    /// A config that runs the real CLI against `api`.
+    pub fn new(api: &FakeApi) -> Sandbox {
+        Self::with_program(claude_bin(), &api.base_url())
+    }
+
+    /// A config that runs `program` (the real CLI or a stand-in).
+    pub fn with_program(program: PathBuf, base_url: &str) -> Sandbox {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let mut config =
+            Config { data_dir: dir.path().join("data"), groups_dir: dir.path().join("groups"), ..Config::default() };
+        config.claude.command = Some(program);
+        config.claude.env = cli_env(base_url, &home).into_iter().collect();
+        config.claude.idle_timeout = Duration::from_secs(600);
+        config.claude.shutdown_grace = Duration::from_secs(5);
+        Sandbox { dir, config }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn group_dir(&self, name: &str) -> PathBuf {
+        self.config.groups_dir.join(name)
+    }
+
+    /// Registers a group (store row + folder), as `pincer groups add` does.
+    pub async fn add_group(&self, name: &str, allow: Option<&[&str]>) -> GroupName {
+        let store = pincer::app::open_store(&self.config).await.unwrap();
+        let name: GroupName = name.parse().unwrap();
+        let tools: Option<Vec<String>> = allow.map(|a| a.iter().map(|s| s.to_string()).collect());
+        store.add_group(&name, tools.as_deref()).await.unwrap();
+        pincer::groups::create(&self.config.groups_dir, &name, &self.config.assistant_name).unwrap();
+        store.close().await;
+        name
+    }
+
+    pub async fn start(&self) -> Running {
+        Running::start(self.config.clone()).await
+    }
+}
+
+/// A started engine and its shutdown token.
+pub struct Running {
+    pub engine: Engine,
+    pub shutdown: CancellationToken,
+}
+
+impl Running {
+    pub async fn start(config: Config) -> Running {
+        let shutdown = CancellationToken::new();
+        let engine = Engine::start(config, shutdown.clone()).await.expect("engine starts");
+        Running { engine, shutdown }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.engine.store
+    }
+
+    pub async fn send(&self, group: &GroupName, text: &str) {
+        self.engine
+            .router
+            .send(Inbound::new(group.clone(), Source::Console, "tester", text))
+            .await
+            .expect("message routed");
+    }
+
+    /// The next thing delivered to any chat; panics after [`PATIENCE`].
+    pub async fn next_outbound(&self) -> Outbound {
+        tokio::time::timeout(PATIENCE, self.engine.outbound.recv())
+            .await
+            .expect("an outbound message within the patience limit")
+            .expect("the outbox is open")
+    }
+
+    /// Waits until the group's status satisfies `pred`.
+    pub async fn wait_status(&self, group: &GroupName, pred: impl Fn(&SessionStatus) -> bool) -> SessionStatus {
+        let mut handle = self.engine.router.session(group).await.unwrap();
+        let wait = async {
+            loop {
+                let status = handle.status();
+                if pred(&status) {
+                    return status;
+                }
+                handle.changed().await;
+            }
+        };
+        tokio::time::timeout(PATIENCE, wait).await.expect("status reached within the patience limit")
+    }
+
+    pub async fn status(&self, group: &GroupName) -> SessionStatus {
+        self.engine.router.session(group).await.unwrap().status()
+    }
+
+    /// Session lifecycle events of a group, e.g. `["started", "idle_closed"]`.
+    pub async fn session_events(&self, group: &GroupName) -> Vec<String> {
+        self.store().session_events(group).await.unwrap().into_iter().map(|(kind, _)| kind).collect()
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(PATIENCE, self.engine.stop()).await.expect("pincer stops in time");
+    }
+}

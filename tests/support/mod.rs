@@ -1,0 +1,8 @@
+//! Test support shared by the end-to-end tests and the bench: a fake Messages
+//! API, where the real CLI is, and a harness that runs pincer's engine the way
+//! `main` does.
+#![allow(dead_code)]
+
+pub mod cli;
+pub mod fake_api;
+pub mod harness;

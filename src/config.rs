@@ -194,6 +194,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API returns its own large error
     fn env_overrides_nest_with_double_underscore() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("PINCER_CLAUDE__IDLE_TIMEOUT", "10m");

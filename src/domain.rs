@@ -130,6 +130,18 @@ pub struct TurnResult {
 impl TurnResult {
     /// The text a chat should see for this turn.
     pub fn chat_text(&self) -> String {
+        let text = self.base_chat_text();
+        // The CLI's own words assume a terminal user who can run /login.
+        if self.is_error && (text.contains("Not logged in") || text.contains("Invalid API key")) {
+            return format!(
+                "{text}\n(pincer: give the agent credentials: set ANTHROPIC_API_KEY in pincer's environment \
+                 or in `[claude] env` in pincer.toml, then send the message again)"
+            );
+        }
+        text
+    }
+
+    fn base_chat_text(&self) -> String {
         match (&self.text, self.is_error) {
             (Some(text), false) if !text.is_empty() => text.clone(),
             (Some(text), true) if !text.is_empty() => text.clone(),

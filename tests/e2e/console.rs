@@ -37,6 +37,7 @@ async fn the_binary_chats_through_a_pipe() {
     let root = sandbox.root();
     let home = root.join("home");
     let env_of = |args: &[&str]| {
+        #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"));
         cmd.args(args)
             .current_dir(root)

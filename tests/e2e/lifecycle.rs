@@ -61,7 +61,7 @@ async fn groups_beyond_the_live_limit_wait_their_turn() {
 
     pincer.send(&a, "from one").await;
     pincer.send(&b, "from two").await;
-    let mut replies = vec![pincer.next_outbound().await, pincer.next_outbound().await];
+    let mut replies = [pincer.next_outbound().await, pincer.next_outbound().await];
     replies.sort_by(|x, y| x.group.cmp(&y.group));
     assert_eq!(replies[0].text, "ECHO: from one");
     assert_eq!(replies[1].text, "ECHO: from two");

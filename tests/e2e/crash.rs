@@ -33,8 +33,12 @@ done
 "#;
 
 fn install_stand_in(dir: &Path) -> std::path::PathBuf {
+    install_script(dir, STAND_IN)
+}
+
+fn install_script(dir: &Path, script: &str) -> std::path::PathBuf {
     let path = dir.join("fake-claude");
-    std::fs::write(&path, STAND_IN).unwrap();
+    std::fs::write(&path, script).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
@@ -75,4 +79,29 @@ async fn a_missing_cli_is_a_clear_startup_error() {
     let err = pincer::app::Engine::start(sandbox.config.clone(), Default::default()).await.err().expect("start fails");
     let text = err.to_string();
     assert!(text.contains("claude.command") && text.contains("pincer setup"), "{text}");
+}
+
+/// A stand-in that asks pincer something it does not support and reports the answer.
+const ASKS_THE_UNKNOWN: &str = r#"#!/usr/bin/env bash
+read -r _message
+echo '{"type":"control_request","request_id":"req-x","request":{"subtype":"mystery"}}'
+read -r answer
+answer=$(printf '%s' "$answer" | sed 's/"/'"'"'/g')
+echo "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"$answer\",\"session_id\":\"s\"}"
+cat > /dev/null
+"#;
+
+#[tokio::test]
+async fn unknown_control_requests_get_an_error_answer() {
+    let bin_dir = tempfile::tempdir().unwrap();
+    let program = install_script(bin_dir.path(), ASKS_THE_UNKNOWN);
+    let sandbox = Sandbox::with_program(program, "http://127.0.0.1:9");
+    let group = sandbox.add_group("curious", None).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "hi").await;
+    let reply = pincer.next_outbound().await.text;
+    assert!(reply.contains("'subtype':'error'") && reply.contains("'request_id':'req-x'"), "{reply}");
+    assert!(reply.contains("Unsupported control request subtype: mystery"), "{reply}");
+    pincer.stop().await;
 }

@@ -7,5 +7,6 @@ mod support;
 
 mod console;
 mod crash;
+mod daemon;
 mod lifecycle;
 mod session;

@@ -31,6 +31,11 @@ struct Live {
     _slot: OwnedSemaphorePermit,
 }
 
+/// How long a follow-up turn is expected after a background task ends. It
+/// normally starts within milliseconds; the bound keeps a CLI that never starts
+/// one from holding the session busy forever.
+const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(30);
+
 /// One event the loop reacts to.
 enum Event {
     Command(Command),
@@ -51,6 +56,9 @@ pub(super) struct SessionActor {
     pending: Pending,
     tasks: HashSet<String>,
     in_turn: bool,
+    /// A background task just ended, so the CLI is about to start a follow-up
+    /// turn for it; until then (or this deadline) the session is not idle.
+    follow_up_until: Option<Instant>,
     session_id: Option<String>,
     /// The stored session could not be resumed: the next process starts fresh.
     start_fresh: bool,
@@ -79,6 +87,7 @@ impl SessionActor {
             pending: Pending::default(),
             tasks: HashSet::new(),
             in_turn: false,
+            follow_up_until: None,
             session_id: group.session_id.clone(),
             start_fresh: false,
             crashes: 0,
@@ -129,13 +138,22 @@ impl SessionActor {
         }
     }
 
-    fn busy(&self) -> bool {
+    /// Work that keeps the session from being idle, the follow-up expectation aside.
+    fn working(&self) -> bool {
         !self.pending.is_empty() || self.in_turn || !self.tasks.is_empty()
+    }
+
+    fn awaiting_follow_up(&self) -> bool {
+        self.follow_up_until.is_some_and(|until| Instant::now() < until)
     }
 
     fn idle_deadline(&self) -> Option<Instant> {
         let live = self.live.as_ref()?;
-        (!self.busy()).then(|| live.last_activity + self.deps.config.claude.idle_timeout)
+        if self.working() {
+            return None;
+        }
+        let idle_at = live.last_activity + self.deps.config.claude.idle_timeout;
+        Some(self.follow_up_until.map_or(idle_at, |until| idle_at.max(until)))
     }
 
     fn publish(&self) {
@@ -144,7 +162,7 @@ impl SessionActor {
             live_since: self.live.as_ref().map(|l| l.since),
             session_id: self.session_id.clone(),
             pending: self.pending.len(),
-            in_turn: self.in_turn,
+            in_turn: self.in_turn || self.awaiting_follow_up(),
             running_tasks: self.tasks.len(),
         };
         // Always notify: a watcher may be waiting on `queued`, which is not in the status.
@@ -307,16 +325,13 @@ impl SessionActor {
             ("task_started", Some(id)) => {
                 self.tasks.insert(id);
             }
-            ("task_notification", Some(id)) => {
-                self.tasks.remove(&id);
-                // With stdin open the CLI starts a follow-up turn for the
-                // notification; count it as begun so nobody sees a gap of "idle".
-                if !self.in_turn && matches!(frame.status.as_deref(), Some("completed" | "failed")) {
-                    self.in_turn = true;
+            ("task_notification" | "task_updated", Some(id)) if is_terminal(frame.status.as_deref()) => {
+                // With stdin open the CLI starts a follow-up turn for a task that
+                // completed or failed (not for one it stopped). Between this frame
+                // and that turn's `init` the session must not look idle.
+                if self.tasks.remove(&id) && matches!(frame.status.as_deref(), Some("completed" | "failed")) {
+                    self.follow_up_until = Some(Instant::now() + FOLLOW_UP_WINDOW);
                 }
-            }
-            ("task_updated", Some(id)) if is_terminal(frame.status.as_deref()) => {
-                self.tasks.remove(&id);
             }
             ("background_tasks_changed", _) => {
                 if let Some(running) = running_tasks(raw) {
@@ -332,6 +347,7 @@ impl SessionActor {
             tracing::error!(group = %self.group, %e, "cannot store a result");
         }
         self.in_turn = false;
+        self.follow_up_until = None;
         if protocol::is_missing_session(&result) {
             // The process exits by itself; on_exit starts a fresh one for what is pending.
             tracing::warn!(group = %self.group, session = ?self.session_id, "the stored session no longer exists; starting fresh");
@@ -393,6 +409,7 @@ impl SessionActor {
         let tasks_lost = !self.tasks.is_empty();
         self.tasks.clear();
         self.in_turn = false;
+        self.follow_up_until = None;
         if self.deps.shutdown.is_cancelled() {
             return;
         }
@@ -483,6 +500,7 @@ impl SessionActor {
         }
         self.tasks.clear();
         self.in_turn = false;
+        self.follow_up_until = None;
         self.log_event(reason, self.session_id.clone().as_deref(), None).await;
     }
 

@@ -24,6 +24,7 @@ async fn piped_chat_prints_replies_and_waits_for_background_work() {
     assert_eq!(end, ChatEnd::Done);
     let printed = String::from_utf8(output).unwrap();
     let lines: Vec<_> = printed.lines().collect();
+    assert_eq!(lines.len(), 3, "the follow-up was waited for: {printed}");
     assert_eq!(lines[0], "ECHO: hello");
     assert!(lines[1].starts_with("AFTER_TOOL"), "{printed}");
     assert_eq!(lines[2], "FOLLOWUP: saw task notification", "{printed}");

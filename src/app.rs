@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -14,7 +13,7 @@ use crate::config::Config;
 use crate::domain::Outbound;
 use crate::metrics::Metrics;
 use crate::router::Router;
-use crate::session::SessionDeps;
+use crate::session::{SessionDeps, Slots};
 use crate::store::Store;
 
 /// How many replies may wait for the channel adapters.
@@ -41,7 +40,7 @@ impl Engine {
         let metrics = Arc::new(Metrics::default());
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
-            slots: Arc::new(Semaphore::new(config.claude.max_live_sessions)),
+            slots: Slots::new(config.claude.max_live_sessions),
             config: Arc::new(config),
             program,
             outbox,

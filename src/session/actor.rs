@@ -52,6 +52,8 @@ pub(super) struct SessionActor {
     commands: async_channel::Receiver<Command>,
     status: watch::Sender<SessionStatus>,
     queued: Arc<AtomicUsize>,
+    /// Groups waiting for a live slot: an idle session then closes at once.
+    slot_waiters: watch::Receiver<usize>,
     live: Option<Live>,
     pending: Pending,
     tasks: HashSet<String>,
@@ -76,6 +78,7 @@ impl SessionActor {
         queued: Arc<AtomicUsize>,
     ) -> Self {
         let allowed_tools = group.allowed_tools.clone().unwrap_or_else(|| deps.config.claude.allowed_tools.clone());
+        let slot_waiters = deps.slots.waiting();
         SessionActor {
             group: group.name.clone(),
             allowed_tools,
@@ -83,6 +86,7 @@ impl SessionActor {
             commands,
             status,
             queued,
+            slot_waiters,
             live: None,
             pending: Pending::default(),
             tasks: HashSet::new(),
@@ -117,6 +121,7 @@ impl SessionActor {
 
     async fn next_event(&mut self) -> Event {
         let idle_at = self.idle_deadline();
+        let live = self.live.is_some();
         let lines = async {
             match self.live.as_mut() {
                 Some(live) => live.lines.recv().await,
@@ -129,12 +134,15 @@ impl SessionActor {
                 None => std::future::pending().await,
             }
         };
+        let waiters = self.slot_waiters.changed();
         tokio::select! {
             biased;
             _ = self.deps.shutdown.cancelled() => Event::Shutdown,
             line = lines => line.map_or(Event::Exited, Event::Line),
             cmd = self.commands.recv() => cmd.map_or(Event::Shutdown, Event::Command),
             _ = idle => Event::IdleDeadline,
+            // Someone wants a slot: re-check whether this session can give its own up.
+            Ok(()) = waiters, if live => Event::IdleDeadline,
         }
     }
 
@@ -152,7 +160,11 @@ impl SessionActor {
         if self.working() {
             return None;
         }
-        let idle_at = live.last_activity + self.deps.config.claude.idle_timeout;
+        let idle_at = if *self.slot_waiters.borrow() > 0 {
+            Instant::now()
+        } else {
+            live.last_activity + self.deps.config.claude.idle_timeout
+        };
         Some(self.follow_up_until.map_or(idle_at, |until| idle_at.max(until)))
     }
 
@@ -226,7 +238,7 @@ impl SessionActor {
             return true;
         }
         let slot = tokio::select! {
-            slot = self.deps.slots.clone().acquire_owned() => slot.expect("the slot semaphore is never closed"),
+            slot = self.deps.slots.acquire() => slot,
             _ = self.deps.shutdown.cancelled() => return false,
         };
         let resume = if self.start_fresh { None } else { self.session_id.clone() };
@@ -476,8 +488,9 @@ impl SessionActor {
 
     async fn on_idle(&mut self) {
         if self.idle_deadline().is_some_and(|at| at <= Instant::now()) {
-            tracing::info!(group = %self.group, "closing the idle session");
-            self.stop_live("idle_closed").await;
+            let yielding = *self.slot_waiters.borrow() > 0;
+            tracing::info!(group = %self.group, yielding, "closing the idle session");
+            self.stop_live(if yielding { "yielded" } else { "idle_closed" }).await;
         }
     }
 

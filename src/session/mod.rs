@@ -7,13 +7,16 @@
 mod actor;
 mod pending;
 mod permission;
+mod slots;
+
+pub use slots::Slots;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -33,8 +36,8 @@ pub struct SessionDeps {
     pub program: PathBuf,
     /// Where replies and notices go; channel adapters read the other end.
     pub outbox: async_channel::Sender<Outbound>,
-    /// Live CLI processes; `acquire` is FIFO, so waiting groups take turns.
-    pub slots: Arc<Semaphore>,
+    /// Live CLI processes; waiting groups take turns.
+    pub slots: Slots,
     pub metrics: Arc<Metrics>,
     pub shutdown: CancellationToken,
 }

@@ -54,16 +54,12 @@ impl fmt::Display for GroupName {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
     Console,
-    Telegram,
-    Scheduler,
 }
 
 impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Console => "console",
-            Source::Telegram => "telegram",
-            Source::Scheduler => "scheduler",
         }
     }
 }

@@ -111,10 +111,6 @@ impl CliProcess {
         self.stdin = None;
     }
 
-    pub fn stdin_open(&self) -> bool {
-        self.stdin.is_some()
-    }
-
     /// Sends a signal to the child's whole process group.
     pub fn signal(&self, signal: Signal) {
         if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
@@ -122,11 +118,6 @@ impl CliProcess {
                 tracing::debug!(group = %self.label, %e, ?signal, "signal not delivered (already gone?)");
             }
         }
-    }
-
-    /// Waits for the child to exit.
-    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
-        self.child.wait().await
     }
 
     /// Waits up to `limit` for the child to exit.

@@ -341,7 +341,8 @@ impl SessionActor {
                 // With stdin open the CLI starts a follow-up turn for a task that
                 // completed or failed (not for one it stopped). Between this frame
                 // and that turn's `init` the session must not look idle.
-                if self.tasks.remove(&id) && matches!(frame.status.as_deref(), Some("completed" | "failed")) {
+                let was_running = self.tasks.remove(&id);
+                if was_running && matches!(frame.status.as_deref(), Some("completed" | "failed")) {
                     self.follow_up_until = Some(Instant::now() + FOLLOW_UP_WINDOW);
                 }
             }

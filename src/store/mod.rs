@@ -174,11 +174,6 @@ impl Store {
         Ok(())
     }
 
-    pub async fn inbound_state(&self, id: InboundId) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT state FROM inbound WHERE id = ?").bind(id.0).fetch_optional(&self.pool).await?;
-        Ok(row.map(|r| r.get(0)))
-    }
-
     pub async fn record_result(&self, group: &GroupName, r: &TurnResult, raw: &str) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw)

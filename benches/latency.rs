@@ -24,8 +24,9 @@
 //! Run (N defaults to 20):
 //!
 //! ```text
-//! PINCER_TEST_CLAUDE=/tmp/cli/node_modules/.bin/claude cargo bench --bench latency
+//! cargo run -- setup && cargo bench --bench latency     # the CLI from data/claude
 //! PINCER_BENCH_MESSAGES=50 cargo bench --bench latency
+//! PINCER_TEST_CLAUDE=/path/to/claude cargo bench --bench latency
 //! ```
 
 #[path = "../tests/support/mod.rs"]
@@ -87,7 +88,9 @@ async fn run(messages: usize) -> Report {
 async fn cli_version() -> String {
     #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
     let out = Command::new(claude_bin()).arg("--version").output().await.expect("claude --version runs");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    // `2.1.330 (Claude Code)`: keep the number, the table already says what it is.
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace().next().unwrap_or("unknown").to_string()
 }
 
 /// Pincer's streaming mode: returns the follow-up round trips and the engine's

@@ -244,6 +244,17 @@ impl SessionActor {
         let resume = if self.start_fresh { None } else { self.session_id.clone() };
         let groups_dir =
             std::path::absolute(&self.deps.config.groups_dir).unwrap_or_else(|_| self.deps.config.groups_dir.clone());
+        // The folder is the CLI's cwd; a missing one would read as "CLI not found".
+        // Recreating it never touches existing memory.
+        if let Err(e) = groups::create(&groups_dir, &self.group, &self.deps.config.assistant_name) {
+            let text = format!(
+                "Cannot create the group's folder in {}: {e}. Your message was not answered; \
+                 fix the folder's permissions (groups_dir in pincer.toml), then send it again.",
+                groups_dir.display()
+            );
+            self.give_up(&text).await;
+            return false;
+        }
         let global = groups_dir.join(groups::GLOBAL_DIR).join("CLAUDE.md");
         let spec = SpawnSpec {
             program: self.deps.program.clone(),

@@ -128,10 +128,13 @@ async fn a_restart_of_pincer_resumes_the_same_session() {
     let sandbox = Sandbox::new(&api);
     let group = sandbox.add_group("keep", None).await;
 
+    // A folder removed behind pincer's back comes back with its starter memory.
+    std::fs::remove_dir_all(sandbox.group_dir("keep")).unwrap();
     let pincer = sandbox.start().await;
     pincer.send(&group, "remember PINEAPPLE").await;
     pincer.next_outbound().await;
     let first_id = pincer.status(&group).await.session_id.expect("a session id");
+    assert!(sandbox.group_dir("keep").join("CLAUDE.md").exists());
     pincer.stop().await;
 
     let pincer = sandbox.start().await;

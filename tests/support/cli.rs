@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// Overrides the CLI location (e.g. `/tmp/cli/node_modules/.bin/claude`).
+/// Overrides the CLI location (e.g. a `node_modules/.bin/claude` of your own).
 pub const CLAUDE_BIN_ENV: &str = "PINCER_TEST_CLAUDE";
 
 /// Variables to remove from the child's environment: the CLI refuses to start

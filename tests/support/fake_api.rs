@@ -6,7 +6,7 @@
 //! recorded so tests can assert what the CLI sent (history carried, tool results,
 //! task notifications, subagent traffic).
 //!
-//! What 2.1.330 sends, as observed (see `/work/shared/protocol/README.md`):
+//! What 2.1.330 sends, as observed (see `../shared/protocol/README.md` and `docs/cli-observations.md`):
 //! - `POST /v1/messages?beta=true` with `"stream": true` for every model turn;
 //!   subagent turns carry the `x-claude-code-agent-id` header.
 //! - The user content of a turn is an array of text blocks, often starting with a

@@ -10,7 +10,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::claude;
 use crate::config::Config;
-use crate::domain::Outbound;
+use crate::domain::{GroupName, Outbound};
+use crate::groups;
 use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::session::{SessionDeps, Slots};
@@ -67,6 +68,20 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     Ok(Store::open(&config.database_path()).await?)
+}
+
+/// Registers a group: its store row, then its folder with starter memory
+/// (what `pincer groups add` does).
+pub async fn register_group(
+    store: &Store,
+    config: &Config,
+    name: &GroupName,
+    allowed_tools: Option<&[String]>,
+) -> anyhow::Result<()> {
+    store.add_group(name, allowed_tools).await?;
+    groups::create(&config.groups_dir, name, &config.assistant_name)
+        .with_context(|| format!("cannot create the folder of group `{name}` in {}", config.groups_dir.display()))?;
+    Ok(())
 }
 
 /// The daemon: runs until `shutdown` is cancelled, then stops cleanly.

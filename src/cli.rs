@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::{Parser, Subcommand};
 use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
@@ -97,10 +97,7 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
 
 async fn add_group(store: &Store, config: &Config, name: &str, allow: &[String]) -> anyhow::Result<GroupName> {
     let name: GroupName = name.parse()?;
-    let tools = (!allow.is_empty()).then_some(allow);
-    store.add_group(&name, tools).await?;
-    groups::create(&config.groups_dir, &name, &config.assistant_name)
-        .with_context(|| format!("cannot create the folder of group `{name}` in {}", config.groups_dir.display()))?;
+    app::register_group(store, config, &name, (!allow.is_empty()).then_some(allow)).await?;
     Ok(name)
 }
 

@@ -329,12 +329,18 @@ impl SessionActor {
         }
     }
 
+    /// Adopts the session id the CLI reports, if it is new.
     async fn note_session_id(&mut self, session_id: Option<String>) {
         if session_id.is_some() && session_id != self.session_id {
-            self.session_id = session_id;
-            if let Err(e) = self.deps.store.set_session_id(&self.group, self.session_id.as_deref()).await {
-                tracing::error!(group = %self.group, %e, "cannot store the session id");
-            }
+            self.store_session_id(session_id).await;
+        }
+    }
+
+    /// Sets the session id the next process resumes, here and in the store.
+    async fn store_session_id(&mut self, session_id: Option<String>) {
+        self.session_id = session_id;
+        if let Err(e) = self.deps.store.set_session_id(&self.group, self.session_id.as_deref()).await {
+            tracing::error!(group = %self.group, %e, "cannot store the session id");
         }
     }
 
@@ -375,12 +381,9 @@ impl SessionActor {
         if protocol::is_missing_session(&result) {
             // The process exits by itself; on_exit starts a fresh one for what is pending.
             tracing::warn!(group = %self.group, session = ?self.session_id, "the stored session no longer exists; starting fresh");
-            self.log_event("resume_failed", self.session_id.clone().as_deref(), Some(&result.errors.join("; "))).await;
-            self.session_id = None;
+            self.log_event("resume_failed", self.session_id.as_deref(), Some(&result.errors.join("; "))).await;
+            self.store_session_id(None).await;
             self.start_fresh = true;
-            if let Err(e) = self.deps.store.set_session_id(&self.group, None).await {
-                tracing::error!(group = %self.group, %e, "cannot clear the session id");
-            }
             return;
         }
         self.crashes = 0;
@@ -431,9 +434,7 @@ impl SessionActor {
         drop(live);
         let status_text = status.map_or_else(|| "unknown status".to_owned(), |s| s.to_string());
         let tasks_lost = !self.tasks.is_empty();
-        self.tasks.clear();
-        self.in_turn = false;
-        self.follow_up_until = None;
+        self.forget_process_state();
         if self.deps.shutdown.is_cancelled() {
             return;
         }
@@ -451,7 +452,7 @@ impl SessionActor {
         }
         if self.pending.is_empty() {
             let kind = if tasks_lost { "crashed" } else { "exited" };
-            self.log_event(kind, self.session_id.clone().as_deref(), Some(&status_text)).await;
+            self.log_event(kind, self.session_id.as_deref(), Some(&status_text)).await;
             if tasks_lost {
                 self.deliver(
                     OutboundKind::Notice,
@@ -462,7 +463,7 @@ impl SessionActor {
             return;
         }
         self.crashes += 1;
-        self.log_event("crashed", self.session_id.clone().as_deref(), Some(&status_text)).await;
+        self.log_event("crashed", self.session_id.as_deref(), Some(&status_text)).await;
         if self.crashes > self.deps.config.claude.max_restarts {
             let text = format!(
                 "The agent stopped unexpectedly ({status_text}) {} times in a row, so pincer gave up on the unanswered \
@@ -523,17 +524,23 @@ impl SessionActor {
         if let Some(mut live) = self.live.take() {
             live.process.stop(self.deps.config.claude.shutdown_grace).await;
         }
+        self.forget_process_state();
+        self.log_event(reason, self.session_id.as_deref(), None).await;
+    }
+
+    /// What belonged to a process that is gone: its turn and its tasks.
+    /// Pending messages are kept; they go to the next process.
+    fn forget_process_state(&mut self) {
         self.tasks.clear();
         self.in_turn = false;
         self.follow_up_until = None;
-        self.log_event(reason, self.session_id.clone().as_deref(), None).await;
     }
 
     /// Fails every pending message and tells the chat why.
     async fn give_up(&mut self, text: &str) {
         let ids = self.pending.drain_ids();
         self.set_state(&ids, InboundState::Failed).await;
-        self.log_event("gave_up", self.session_id.clone().as_deref(), Some(text)).await;
+        self.log_event("gave_up", self.session_id.as_deref(), Some(text)).await;
         self.deliver(OutboundKind::Notice, text.to_owned()).await;
     }
 

@@ -58,8 +58,7 @@ impl Sandbox {
         let store = pincer::app::open_store(&self.config).await.unwrap();
         let name: GroupName = name.parse().unwrap();
         let tools: Option<Vec<String>> = allow.map(|a| a.iter().map(|s| s.to_string()).collect());
-        store.add_group(&name, tools.as_deref()).await.unwrap();
-        pincer::groups::create(&self.config.groups_dir, &name, &self.config.assistant_name).unwrap();
+        pincer::app::register_group(&store, &self.config, &name, tools.as_deref()).await.unwrap();
         store.close().await;
         name
     }

@@ -8,23 +8,28 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::channel::telegram;
 use crate::claude;
 use crate::config::Config;
-use crate::domain::{GroupName, Outbound};
+use crate::domain::{ApprovalRequest, GroupName, Outbound};
 use crate::groups;
 use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::session::{SessionDeps, Slots};
-use crate::store::Store;
+use crate::store::{GroupSettings, Store};
 
 /// How many replies may wait for the channel adapters.
 const OUTBOX: usize = 256;
+/// How many tool calls may wait for a person at once, across all groups.
+const APPROVALS: usize = 64;
 
 /// The running session engine: a router in front of per-group actors, and the
 /// stream of everything that goes back to the chats.
 pub struct Engine {
     pub router: Router,
     pub outbound: async_channel::Receiver<Outbound>,
+    /// Tool calls waiting for a person; a channel that can ask shows them.
+    pub approvals: async_channel::Receiver<ApprovalRequest>,
     pub store: Store,
     pub metrics: Arc<Metrics>,
     tracker: TaskTracker,
@@ -38,6 +43,7 @@ impl Engine {
         let program = claude::resolve_program(&config)?;
         let store = open_store(&config).await?;
         let (outbox, outbound) = async_channel::bounded(OUTBOX);
+        let (approvals_tx, approvals) = async_channel::bounded(APPROVALS);
         let metrics = Arc::new(Metrics::default());
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
@@ -45,12 +51,14 @@ impl Engine {
             config: Arc::new(config),
             program,
             outbox,
+            approvals: approvals_tx,
+            approval_ids: Default::default(),
             metrics: metrics.clone(),
             shutdown: shutdown.clone(),
         });
         let tracker = TaskTracker::new();
         let router = Router::new(deps, tracker.clone());
-        Ok(Engine { router, outbound, store, metrics, tracker, shutdown })
+        Ok(Engine { router, outbound, approvals, store, metrics, tracker, shutdown })
     }
 
     /// Stops every session (stdin closed, grace, then signals) and waits for
@@ -76,31 +84,56 @@ pub async fn register_group(
     store: &Store,
     config: &Config,
     name: &GroupName,
-    allowed_tools: Option<&[String]>,
+    settings: &GroupSettings,
 ) -> anyhow::Result<()> {
-    store.add_group(name, allowed_tools).await?;
+    store.add_group(name, settings).await?;
     groups::create(&config.groups_dir, name, &config.assistant_name)
         .with_context(|| format!("cannot create the folder of group `{name}` in {}", config.groups_dir.display()))?;
     Ok(())
 }
 
-/// The daemon: runs until `shutdown` is cancelled, then stops cleanly.
-///
-/// No chat channel is served yet, so replies (from sessions started by
-/// other means) are only logged.
+/// The daemon: serves Telegram (when `[telegram] token` is set) until
+/// `shutdown` is cancelled, then stops cleanly.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let telegram_config = config.telegram.clone();
+    let assistant = config.assistant_name.clone();
     let engine = Engine::start(config, shutdown.clone()).await?;
     let groups = engine.store.groups().await?;
-    tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
-    let outbound = engine.outbound.clone();
-    let log_replies = tokio::spawn(async move {
-        while let Ok(out) = outbound.recv().await {
-            tracing::info!(group = %out.group, kind = ?out.kind, "reply: {}", out.text);
-        }
-    });
+    let served = if telegram_config.token.is_some() {
+        let channel = telegram::Telegram::connect(&telegram_config, &engine, &assistant).await?;
+        tracing::info!(groups = groups.len(), bot = %channel.username(), "pincer is running and serving Telegram; stop it with Ctrl-C or SIGTERM");
+        tokio::spawn(channel.serve(telegram_config, shutdown.clone()))
+    } else {
+        tracing::warn!(
+            groups = groups.len(),
+            "no chat channel is configured, so replies are only logged: set [telegram] token in pincer.toml \
+             (or PINCER_TELEGRAM__TOKEN) to serve Telegram"
+        );
+        tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
+        tokio::spawn(log_only(engine.outbound.clone(), engine.approvals.clone()))
+    };
     shutdown.cancelled().await;
     tracing::info!("shutting down");
     engine.stop().await;
-    log_replies.abort();
-    Ok(())
+    match served.await {
+        Ok(result) => result,
+        Err(e) => Err(anyhow::anyhow!("the chat channel task failed: {e}")),
+    }
+}
+
+/// Without a channel: replies go to the log, and tool calls that need a person are denied.
+async fn log_only(
+    outbound: async_channel::Receiver<Outbound>,
+    approvals: async_channel::Receiver<ApprovalRequest>,
+) -> anyhow::Result<()> {
+    loop {
+        tokio::select! {
+            Ok(out) = outbound.recv() => tracing::info!(group = %out.group, kind = ?out.kind, "reply: {}", out.text),
+            Ok(request) = approvals.recv() => {
+                tracing::warn!(group = %request.group, tool = %request.tool_name, "no channel can ask the admins; denied");
+                drop(request.respond);
+            }
+            else => return Ok(()),
+        }
+    }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::bail;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +15,7 @@ use crate::claude::install;
 use crate::config::Config;
 use crate::domain::GroupName;
 use crate::groups;
-use crate::store::{HistoryEntry, Store, StoreError};
+use crate::store::{GroupRecord, GroupSettings, HistoryEntry, Store, StoreError, TelegramTarget};
 
 /// The group `pincer setup` registers, so `pincer chat` works right away.
 pub const STARTER_GROUP: &str = "main";
@@ -42,7 +42,7 @@ pub enum Cmd {
         #[arg(long, value_parser = humantime::parse_duration)]
         wait: Option<Duration>,
     },
-    /// Register and list groups.
+    /// Register, change and list groups.
     Groups {
         #[command(subcommand)]
         command: GroupsCmd,
@@ -70,12 +70,69 @@ pub enum GroupsCmd {
     /// Register a group and create its folder with a starter CLAUDE.md.
     Add {
         name: String,
-        /// Tools this group's agent may use (repeatable); default: claude.allowed_tools.
-        #[arg(long = "allow")]
-        allow: Vec<String>,
+        #[command(flatten)]
+        options: GroupOptions,
+    },
+    /// Change a registered group: each option given replaces its old value.
+    Set {
+        name: String,
+        #[command(flatten)]
+        options: GroupOptions,
+        /// Unbind the group from its Telegram chat.
+        #[arg(long, conflicts_with = "telegram")]
+        no_telegram: bool,
     },
     /// List registered groups.
     List,
+}
+
+/// A group's settings on the command line.
+#[derive(Debug, Args)]
+pub struct GroupOptions {
+    /// Tools this group's agent may use without asking (repeatable); default: claude.allowed_tools.
+    #[arg(long = "allow")]
+    allow: Vec<String>,
+    /// Bind the group to this Telegram chat id (send /chatid in the chat to learn it).
+    #[arg(long, allow_negative_numbers = true)]
+    telegram: Option<i64>,
+    /// Bind only this forum topic (thread id) of the chat.
+    #[arg(long, requires = "telegram")]
+    topic: Option<i64>,
+    /// What a message must start with to engage the agent (default: @<assistant_name>).
+    #[arg(long, conflicts_with = "no_trigger")]
+    trigger: Option<String>,
+    /// Every message engages the agent, not just triggered ones.
+    #[arg(long)]
+    no_trigger: bool,
+    /// A Telegram user id who may approve tool calls in the chat (repeatable; /chatid tells yours).
+    #[arg(long = "admin")]
+    admins: Vec<i64>,
+}
+
+impl GroupOptions {
+    /// Applies the options given on top of `settings`.
+    fn apply(&self, settings: &mut GroupSettings) -> anyhow::Result<()> {
+        if !self.allow.is_empty() {
+            settings.allowed_tools = Some(self.allow.clone());
+        }
+        if let Some(chat_id) = self.telegram {
+            settings.telegram = Some(TelegramTarget { chat_id, topic_id: self.topic });
+        }
+        if let Some(trigger) = &self.trigger {
+            if trigger.trim().is_empty() {
+                bail!("--trigger must not be empty; use --no-trigger to engage on every message");
+            }
+            settings.trigger = Some(trigger.trim().to_owned());
+            settings.requires_trigger = true;
+        }
+        if self.no_trigger {
+            settings.requires_trigger = false;
+        }
+        if !self.admins.is_empty() {
+            settings.admins = self.admins.iter().map(i64::to_string).collect();
+        }
+        Ok(())
+    }
 }
 
 /// Runs one subcommand.
@@ -83,10 +140,32 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
     match cli.command {
         Cmd::Run => app::run(config, shutdown).await,
         Cmd::Chat { group, wait } => chat(config, &group, wait, shutdown).await,
-        Cmd::Groups { command: GroupsCmd::Add { name, allow } } => {
+        Cmd::Groups { command: GroupsCmd::Add { name, options } } => {
             let store = app::open_store(&config).await?;
-            let name = add_group(&store, &config, &name, &allow).await?;
+            let mut settings = GroupSettings::default();
+            options.apply(&mut settings)?;
+            let name = add_group(&store, &config, &name, &settings).await.map_err(|e| {
+                match e.downcast_ref::<StoreError>() {
+                    Some(StoreError::GroupExists(g)) => {
+                        anyhow::anyhow!("group `{g}` is already registered: change it with `pincer groups set {g} ...`")
+                    }
+                    _ => e,
+                }
+            })?;
             println!("registered group `{name}` with its folder {}", config.groups_dir.join(name.as_str()).display());
+            println!("{}", describe(&store.group(name.as_str()).await?, &config));
+            Ok(())
+        }
+        Cmd::Groups { command: GroupsCmd::Set { name, options, no_telegram } } => {
+            let store = app::open_store(&config).await?;
+            let mut record = store.group(&name).await?;
+            options.apply(&mut record.settings)?;
+            if no_telegram {
+                record.settings.telegram = None;
+            }
+            store.save_group_settings(&record.name, &record.settings).await?;
+            println!("{}", describe(&store.group(&name).await?, &config));
+            println!("a running pincer picks this up for the group's next session (or `/new` in its chat)");
             Ok(())
         }
         Cmd::Groups { command: GroupsCmd::List } => list_groups(&config).await,
@@ -95,10 +174,33 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
     }
 }
 
-async fn add_group(store: &Store, config: &Config, name: &str, allow: &[String]) -> anyhow::Result<GroupName> {
+async fn add_group(store: &Store, config: &Config, name: &str, settings: &GroupSettings) -> anyhow::Result<GroupName> {
     let name: GroupName = name.parse()?;
-    app::register_group(store, config, &name, (!allow.is_empty()).then_some(allow)).await?;
+    app::register_group(store, config, &name, settings).await?;
     Ok(name)
+}
+
+/// One line per group for `groups list` (tab-separated).
+fn describe(g: &GroupRecord, config: &Config) -> String {
+    let s = &g.settings;
+    let chat = match s.telegram {
+        Some(TelegramTarget { chat_id, topic_id: Some(topic) }) => format!("telegram {chat_id} topic {topic}"),
+        Some(TelegramTarget { chat_id, topic_id: None }) => format!("telegram {chat_id}"),
+        None => "no chat".to_owned(),
+    };
+    let trigger = match (&s.trigger, s.requires_trigger) {
+        (_, false) => "every message".to_owned(),
+        (Some(t), true) => format!("trigger {t}"),
+        (None, true) => format!("trigger @{}", config.assistant_name),
+    };
+    let admins = if s.admins.is_empty() { "no admins".to_owned() } else { format!("admins {}", s.admins.join(",")) };
+    let tools = s.allowed_tools.as_ref().map_or_else(|| "default tools".to_owned(), |t| t.join(","));
+    let session = g.session_id.as_deref().unwrap_or("no session yet");
+    let state = match (&g.active, &g.inactive_reason) {
+        (true, _) => String::new(),
+        (false, reason) => format!("\tINACTIVE ({})", reason.as_deref().unwrap_or("chat gone")),
+    };
+    format!("{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{session}{state}", g.name)
 }
 
 async fn list_groups(config: &Config) -> anyhow::Result<()> {
@@ -108,9 +210,7 @@ async fn list_groups(config: &Config) -> anyhow::Result<()> {
         println!("no groups yet: add one with `pincer groups add NAME`");
     }
     for g in groups {
-        let tools = g.allowed_tools.map_or_else(|| "default tools".to_owned(), |t| t.join(","));
-        let session = g.session_id.unwrap_or_else(|| "no session yet".to_owned());
-        println!("{}\t{}\t{}", g.name, session, tools);
+        println!("{}", describe(&g, config));
     }
     Ok(())
 }
@@ -151,9 +251,9 @@ fn render(entry: &HistoryEntry) -> String {
         HistoryEntry::Inbound { source, sender, text, state, .. } => {
             format!("{at}  in      {source}/{sender} ({state}): {text}")
         }
-        HistoryEntry::Result { subtype, is_error, text, total_cost_usd, duration_ms, session_id, origin, .. } => {
+        HistoryEntry::Result { subtype, is_error, text, cost_usd, duration_ms, session_id, origin, .. } => {
             let mark = if *is_error { "error" } else { "result" };
-            let cost = total_cost_usd.map_or_else(String::new, |c| format!("  ${c:.4}"));
+            let cost = cost_usd.map_or_else(String::new, |c| format!("  ${c:.4}"));
             let dur = duration_ms.map_or_else(String::new, |d| format!("  {d}ms"));
             let origin = origin.as_ref().map_or_else(String::new, |o| format!("  ({o})"));
             let session = session_id.as_deref().unwrap_or("-");
@@ -179,7 +279,7 @@ async fn setup(config: &Config, version: &str) -> anyhow::Result<()> {
     let binary = install::install(&config.data_dir, version).await?;
     println!("installed {}", binary.display());
     let store = app::open_store(config).await?;
-    match add_group(&store, config, STARTER_GROUP, &[]).await {
+    match add_group(&store, config, STARTER_GROUP, &GroupSettings::default()).await {
         Ok(name) => println!("registered the starter group `{name}`"),
         Err(e) if matches!(e.downcast_ref::<StoreError>(), Some(StoreError::GroupExists(_))) => {
             groups::create(&config.groups_dir, &STARTER_GROUP.parse()?, &config.assistant_name)?;

@@ -6,6 +6,8 @@
 //! message that names the key.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -27,6 +29,7 @@ pub struct Config {
     pub assistant_name: String,
     pub claude: ClaudeConfig,
     pub console: ConsoleConfig,
+    pub telegram: TelegramConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -53,6 +56,63 @@ pub struct ClaudeConfig {
     pub shutdown_grace: Duration,
     /// Restarts after a crash before pincer gives up on the pending messages.
     pub max_restarts: u32,
+    /// How long a tool call waits for an admin's approval before it is denied.
+    #[serde(with = "humantime_serde")]
+    pub approval_timeout: Duration,
+}
+
+/// `[telegram]`: served by `pincer run` when a token is set.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    /// The bot token from @BotFather. Unset: Telegram is not served.
+    pub token: Option<Secret>,
+    /// Another Bot API server (self-hosted, or the tests' fake). Unset: Telegram's.
+    pub api_url: Option<String>,
+    /// Receive updates through a webhook at this public HTTPS URL instead of
+    /// long polling. Telegram must reach it; `webhook_listen` is where pincer
+    /// serves it (usually behind a TLS-terminating proxy).
+    pub webhook_url: Option<String>,
+    pub webhook_listen: SocketAddr,
+    /// The secret Telegram sends with every webhook call; unset: a random one per start.
+    pub webhook_secret: Option<Secret>,
+    /// How long one long-poll request waits for updates.
+    #[serde(with = "humantime_serde")]
+    pub poll_timeout: Duration,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        TelegramConfig {
+            token: None,
+            api_url: None,
+            webhook_url: None,
+            webhook_listen: SocketAddr::from(([127, 0, 0, 1], 8443)),
+            webhook_secret: None,
+            poll_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A credential: never printed by `Debug`, so logs and error messages can't leak it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -72,6 +132,7 @@ impl Default for Config {
             assistant_name: "Andy".to_owned(),
             claude: ClaudeConfig::default(),
             console: ConsoleConfig { wait_limit: Duration::from_secs(600) },
+            telegram: TelegramConfig::default(),
         }
     }
 }
@@ -103,6 +164,7 @@ impl Default for ClaudeConfig {
             .to_vec(),
             shutdown_grace: Duration::from_secs(5),
             max_restarts: 3,
+            approval_timeout: Duration::from_secs(5 * 60),
         }
     }
 }
@@ -153,6 +215,28 @@ impl Config {
         if self.assistant_name.trim().is_empty() {
             return Err(ConfigError::Rule { key: "assistant_name", problem: "must not be empty" });
         }
+        let t = &self.telegram;
+        if t.token.as_ref().is_some_and(|s| s.expose().trim().is_empty()) {
+            return Err(ConfigError::Rule {
+                key: "telegram.token",
+                problem: "is empty: set the token @BotFather gave you, or remove the key",
+            });
+        }
+        if t.api_url.as_deref().is_some_and(|u| url::Url::parse(u).is_err()) {
+            return Err(ConfigError::Rule {
+                key: "telegram.api_url",
+                problem: "is not a URL (e.g. \"http://127.0.0.1:8081/\")",
+            });
+        }
+        if t.webhook_url.as_deref().is_some_and(|u| url::Url::parse(u).is_err()) {
+            return Err(ConfigError::Rule {
+                key: "telegram.webhook_url",
+                problem: "is not a URL (e.g. \"https://bot.example.com/telegram\")",
+            });
+        }
+        if t.poll_timeout.is_zero() || t.poll_timeout > Duration::from_secs(50) {
+            return Err(ConfigError::Rule { key: "telegram.poll_timeout", problem: "must be between 1s and 50s" });
+        }
         Ok(())
     }
 
@@ -191,6 +275,17 @@ mod tests {
         assert!(err.contains("claude.max_live_sessions"), "{err}");
         let err = from_toml("[claude]\nidle_timout = \"1m\"\n").unwrap_err().to_string();
         assert!(err.contains("idle_timout"), "{err}");
+    }
+
+    #[test]
+    fn telegram_keys_are_checked_and_the_token_never_printed() {
+        let c = from_toml("[telegram]\ntoken = \"123:abc\"\npoll_timeout = \"5s\"\n").unwrap();
+        assert_eq!(c.telegram.token.as_ref().map(Secret::expose), Some("123:abc"));
+        assert!(!format!("{c:?}").contains("123:abc"), "Debug must redact the token");
+        let err = from_toml("[telegram]\napi_url = \"not a url\"\n").unwrap_err().to_string();
+        assert!(err.contains("telegram.api_url"), "{err}");
+        let err = from_toml("[telegram]\ntoken = \" \"\n").unwrap_err().to_string();
+        assert!(err.contains("telegram.token"), "{err}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use serde::Serialize;
 
@@ -54,13 +54,20 @@ impl fmt::Display for GroupName {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
     Console,
+    Telegram,
 }
 
 impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Console => "console",
+            Source::Telegram => "telegram",
         }
+    }
+
+    /// A chat with several people, where the agent must be told who speaks.
+    fn is_chat(self) -> bool {
+        matches!(self, Source::Telegram)
     }
 }
 
@@ -69,15 +76,82 @@ impl Source {
 pub struct Inbound {
     pub group: GroupName,
     pub source: Source,
+    /// The sender's display name.
     pub sender: String,
+    /// The sender's id in its channel (a Telegram user id).
+    pub sender_id: Option<String>,
     pub text: String,
+    /// When the chat says the message was written.
+    pub sent_at: SystemTime,
+    /// Who and what this message answers: "Name: first words".
+    pub reply_to: Option<String>,
     /// When pincer accepted the message; used only for latency metrics.
     pub accepted_at: Instant,
 }
 
 impl Inbound {
     pub fn new(group: GroupName, source: Source, sender: impl Into<String>, text: impl Into<String>) -> Self {
-        Inbound { group, source, sender: sender.into(), text: text.into(), accepted_at: Instant::now() }
+        Inbound {
+            group,
+            source,
+            sender: sender.into(),
+            sender_id: None,
+            text: text.into(),
+            sent_at: SystemTime::now(),
+            reply_to: None,
+            accepted_at: Instant::now(),
+        }
+    }
+
+    /// The text the agent reads: chat messages say who wrote them and when,
+    /// after the messages the agent missed since it last spoke (`context`).
+    /// A console message is passed on as typed.
+    pub fn prompt(&self, context: &[ChatLine]) -> String {
+        if !self.source.is_chat() && context.is_empty() {
+            return self.text.clone();
+        }
+        let mut out = String::new();
+        if !context.is_empty() {
+            out.push_str("[Messages in the chat since you last replied, not addressed to you]\n");
+            for line in context {
+                out.push_str(&line.render());
+                out.push('\n');
+            }
+            out.push('\n');
+        }
+        let this = ChatLine {
+            sender: self.sender.clone(),
+            sent_at: self.sent_at,
+            reply_to: self.reply_to.clone(),
+            text: self.text.clone(),
+        };
+        out.push_str(&this.render());
+        out
+    }
+}
+
+/// One chat message as the agent reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChatLine {
+    pub sender: String,
+    pub sent_at: SystemTime,
+    pub reply_to: Option<String>,
+    pub text: String,
+}
+
+impl ChatLine {
+    /// `[2026-11-22 09:05 UTC] Alice (replying to Bob: lunch?): text`
+    pub fn render(&self) -> String {
+        let stamp = humantime::format_rfc3339_seconds(self.sent_at).to_string();
+        // "2026-11-22T09:05:00Z" → "2026-11-22 09:05 UTC": shorter for the model, still unambiguous.
+        let stamp = match (stamp.get(..10), stamp.get(11..16)) {
+            (Some(day), Some(time)) => format!("{day} {time} UTC"),
+            _ => stamp,
+        };
+        match &self.reply_to {
+            Some(to) => format!("[{stamp}] {} (replying to {to}): {}", self.sender, self.text),
+            None => format!("[{stamp}] {}: {}", self.sender, self.text),
+        }
     }
 }
 
@@ -162,6 +236,38 @@ pub struct TaskFrame {
     pub description: Option<String>,
 }
 
+/// A tool call the group's policy leaves to a person: the channel shows it
+/// with buttons and answers through `respond`. Dropping `respond` (or not
+/// answering within the approval timeout) denies the call.
+#[derive(Debug)]
+pub struct ApprovalRequest {
+    /// Unique within this pincer process; short enough for button data.
+    pub id: u64,
+    pub group: GroupName,
+    pub tool_name: String,
+    /// A short, human rendering of the tool's input.
+    pub summary: String,
+    /// When the session stops waiting and denies.
+    pub timeout: std::time::Duration,
+    pub respond: tokio::sync::oneshot::Sender<ApprovalAnswer>,
+}
+
+/// A person's answer to an [`ApprovalRequest`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApprovalAnswer {
+    pub verdict: Approval,
+    /// Who answered, e.g. `telegram:42 (Alice)`.
+    pub by: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Approval {
+    Allow,
+    Deny,
+    /// Allow, and add the tool to the group's allowed tools.
+    AlwaysAllow,
+}
+
 /// A decision on a `can_use_tool` request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PermissionDecision {
@@ -185,6 +291,26 @@ mod tests {
         for bad in ["", "-a", "_a", "A", "a/b", "..", "a.b", "a b", &"a".repeat(65), "é"] {
             assert!(bad.parse::<GroupName>().is_err(), "{bad:?} should be invalid");
         }
+    }
+
+    #[test]
+    fn console_messages_pass_unchanged_and_chat_messages_say_who_and_when() {
+        let g: GroupName = "g".parse().unwrap();
+        let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let console = Inbound::new(g.clone(), Source::Console, "console", "hi");
+        assert_eq!(console.prompt(&[]), "hi");
+        let mut msg = Inbound::new(g, Source::Telegram, "Alice", "@Andy what did we decide?");
+        msg.sent_at = at;
+        assert_eq!(msg.prompt(&[]), "[2023-11-14 22:13 UTC] Alice: @Andy what did we decide?");
+        let missed =
+            ChatLine { sender: "Bob".into(), sent_at: at, reply_to: Some("Carol: lunch?".into()), text: "noon".into() };
+        let prompt = msg.prompt(&[missed]);
+        assert!(prompt.starts_with("[Messages in the chat since you last replied"), "{prompt}");
+        assert!(
+            prompt.contains("[2023-11-14 22:13 UTC] Bob (replying to Carol: lunch?): noon\n\n[2023-11-14"),
+            "{prompt}"
+        );
+        assert!(prompt.ends_with("Alice: @Andy what did we decide?"), "{prompt}");
     }
 
     #[test]

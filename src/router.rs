@@ -10,9 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::task::TaskTracker;
 
-use crate::domain::{GroupName, Inbound, InboundId};
-use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle};
-use crate::store::StoreError;
+use crate::domain::{ChatLine, GroupName, Inbound, InboundId};
+use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus};
+use crate::store::{InboundState, StoreError};
+
+/// At most this many missed chat messages are handed to the agent as context.
+const CONTEXT_LIMIT: usize = 50;
 
 /// Why a message could not be routed.
 #[derive(Debug, thiserror::Error)]
@@ -41,17 +44,49 @@ impl Router {
         Router { inner: Arc::new(Inner { deps, tracker, sessions: Mutex::new(HashMap::new()) }) }
     }
 
-    /// Stores `msg`, then queues it for its group's session.
+    /// Stores `msg`, then queues it for its group's session, after the chat
+    /// messages the agent has not seen yet (see [`Router::observe`]).
     pub async fn send(&self, msg: Inbound) -> Result<InboundId, RouteError> {
         let handle = self.session(&msg.group).await?;
-        let id = self.inner.deps.store.insert_inbound(&msg).await?;
-        handle.send(Command::Message { id, msg }).await?;
+        let store = &self.inner.deps.store;
+        let id = store.insert_inbound(&msg, InboundState::Queued).await?;
+        let (mut context, omitted) = store.take_context(&msg.group, CONTEXT_LIMIT).await?;
+        if omitted > 0 {
+            let note = ChatLine {
+                sender: "pincer".into(),
+                sent_at: context.first().map_or(msg.sent_at, |c| c.sent_at),
+                reply_to: None,
+                text: format!("({omitted} earlier messages left out)"),
+            };
+            context.insert(0, note);
+        }
+        let prompt = msg.prompt(&context);
+        handle.send(Command::Message { id, msg, prompt }).await?;
         Ok(id)
+    }
+
+    /// Stores a chat message that is not addressed to the agent. The agent
+    /// reads it as context with the group's next message that is.
+    pub async fn observe(&self, msg: &Inbound) -> Result<InboundId, RouteError> {
+        Ok(self.inner.deps.store.insert_inbound(msg, InboundState::Observed).await?)
     }
 
     /// Interrupts the group's current turn, if its session is live.
     pub async fn interrupt(&self, group: &GroupName) -> Result<(), RouteError> {
         Ok(self.session(group).await?.send(Command::Interrupt).await?)
+    }
+
+    /// Ends the group's CLI session; its next message starts a fresh one.
+    pub async fn new_session(&self, group: &GroupName) -> Result<(), RouteError> {
+        Ok(self.session(group).await?.send(Command::NewSession).await?)
+    }
+
+    /// The group's session as its actor last published it, and what its
+    /// turns have cost so far.
+    pub async fn status(&self, group: &GroupName) -> Result<(SessionStatus, f64), RouteError> {
+        let status = self.session(group).await?.status();
+        let cost = self.inner.deps.store.group_cost(group).await?;
+        Ok((status, cost))
     }
 
     /// The group's session handle, starting its actor on first use.

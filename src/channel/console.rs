@@ -71,6 +71,16 @@ where
                 let out = out.context("the session engine stopped")?;
                 print(&mut output, &opts.group, &out).await?;
             }
+            Ok(request) = engine.approvals.recv() => {
+                // The console has no admins: say what was asked, and deny it.
+                let note = format!(
+                    "[pincer] the agent asked to use {} ({}); tools that need an admin's approval are answered \
+                     only in the group's Telegram chat, so it was denied\n",
+                    request.tool_name, request.summary
+                );
+                output.write_all(note.as_bytes()).await?;
+                drop(request.respond);
+            }
             line = lines.next_line(), if give_up_at.is_none() => match line {
                 Ok(Some(text)) if text.trim().is_empty() => {}
                 Ok(Some(text)) => {

@@ -2,3 +2,4 @@
 //! adapter translates its own wire types into [`crate::domain`] types at the edge.
 
 pub mod console;
+pub mod telegram;

@@ -11,13 +11,16 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use super::pending::Pending;
-use super::permission::{decide, Verdict};
+use super::permission::{decide, summarize, Verdict};
 use super::{Command, SessionDeps, SessionStatus};
 use crate::claude::lines::LineRead;
 use crate::claude::process::{CliProcess, SpawnSpec, StdoutLine};
 use crate::claude::protocol::{self, CliEvent, ControlRequest};
 use crate::claude::session_args;
-use crate::domain::{GroupName, InboundId, Outbound, OutboundKind, PermissionDecision, TaskFrame, TurnResult};
+use crate::domain::{
+    Approval, ApprovalAnswer, ApprovalRequest, GroupName, InboundId, Outbound, OutboundKind, PermissionDecision,
+    TaskFrame, TurnResult,
+};
 use crate::groups;
 use crate::store::{GroupRecord, InboundState};
 
@@ -27,6 +30,10 @@ struct Live {
     lines: mpsc::Receiver<StdoutLine>,
     last_activity: Instant,
     since: SystemTime,
+    /// Which process this is (counted per actor): answers meant for an earlier one are dropped.
+    generation: u64,
+    /// The CLI's running cost total for this process, to store each turn's own share.
+    cost_so_far: f64,
     /// Held while the process lives: this is the `max_live_sessions` bound.
     _slot: OwnedSemaphorePermit,
 }
@@ -39,15 +46,34 @@ const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(30);
 /// One event the loop reacts to.
 enum Event {
     Command(Command),
+    Approved(Answered),
     Line(StdoutLine),
     Exited,
     IdleDeadline,
     Shutdown,
 }
 
+/// A person's answer (or the timeout) for one `can_use_tool` request.
+struct Answered {
+    generation: u64,
+    request_id: String,
+    tool_name: String,
+    tool_use_id: Option<String>,
+    input: Value,
+    answer: ApprovalAnswer,
+}
+
+/// How many approval answers may wait for the actor.
+const ANSWER_QUEUE: usize = 16;
+
 pub(super) struct SessionActor {
     group: GroupName,
     allowed_tools: Vec<String>,
+    /// The group has people who answer approvals.
+    has_admins: bool,
+    answers_tx: mpsc::Sender<Answered>,
+    answers: mpsc::Receiver<Answered>,
+    generation: u64,
     deps: Arc<SessionDeps>,
     commands: async_channel::Receiver<Command>,
     status: watch::Sender<SessionStatus>,
@@ -77,11 +103,17 @@ impl SessionActor {
         status: watch::Sender<SessionStatus>,
         queued: Arc<AtomicUsize>,
     ) -> Self {
-        let allowed_tools = group.allowed_tools.clone().unwrap_or_else(|| deps.config.claude.allowed_tools.clone());
+        let allowed_tools =
+            group.settings.allowed_tools.clone().unwrap_or_else(|| deps.config.claude.allowed_tools.clone());
         let slot_waiters = deps.slots.waiting();
+        let (answers_tx, answers) = mpsc::channel(ANSWER_QUEUE);
         SessionActor {
             group: group.name.clone(),
             allowed_tools,
+            has_admins: !group.settings.admins.is_empty(),
+            answers_tx,
+            answers,
+            generation: 0,
             deps,
             commands,
             status,
@@ -108,6 +140,7 @@ impl SessionActor {
                     // pending, `queued` is what keeps the session "busy".
                     self.queued.fetch_sub(1, Ordering::SeqCst);
                 }
+                Event::Approved(answered) => self.on_approved(answered).await,
                 Event::Line(line) => self.on_line(line).await,
                 Event::Exited => self.on_exit().await,
                 Event::IdleDeadline => self.on_idle().await,
@@ -140,6 +173,7 @@ impl SessionActor {
             _ = self.deps.shutdown.cancelled() => Event::Shutdown,
             line = lines => line.map_or(Event::Exited, Event::Line),
             cmd = self.commands.recv() => cmd.map_or(Event::Shutdown, Event::Command),
+            Some(answered) = self.answers.recv() => Event::Approved(answered),
             _ = idle => Event::IdleDeadline,
             // Someone wants a slot: re-check whether this session can give its own up.
             Ok(()) = waiters, if live => Event::IdleDeadline,
@@ -183,9 +217,8 @@ impl SessionActor {
 
     async fn on_command(&mut self, cmd: Command) {
         match cmd {
-            Command::Message { id, msg } => {
-                let accepted_at = msg.accepted_at;
-                self.pending.push(id, msg.text, accepted_at);
+            Command::Message { id, msg, prompt } => {
+                self.pending.push(id, prompt, msg.accepted_at);
                 if self.ensure_live().await {
                     self.write_pending_tail().await;
                 }
@@ -196,6 +229,22 @@ impl SessionActor {
                     let line =
                         protocol::control_request_line(&format!("pincer_interrupt_{}", self.next_request), "interrupt");
                     self.write(&line).await;
+                }
+            }
+            Command::NewSession => {
+                // Whatever runs in the old session ends with it; pending messages
+                // (if any) go to the fresh one.
+                self.stop_live("new_session").await;
+                self.store_session_id(None).await;
+                self.deliver(
+                    OutboundKind::Notice,
+                    "Started a fresh session: the agent no longer remembers this conversation (it stays in pincer's \
+                     history). Its memory file CLAUDE.md is kept."
+                        .into(),
+                )
+                .await;
+                if !self.pending.is_empty() {
+                    self.restart().await;
                 }
             }
         }
@@ -241,6 +290,7 @@ impl SessionActor {
             slot = self.deps.slots.acquire() => slot,
             _ = self.deps.shutdown.cancelled() => return false,
         };
+        self.reload_settings().await;
         let resume = if self.start_fresh { None } else { self.session_id.clone() };
         let groups_dir =
             std::path::absolute(&self.deps.config.groups_dir).unwrap_or_else(|_| self.deps.config.groups_dir.clone());
@@ -273,8 +323,16 @@ impl SessionActor {
                 self.start_fresh = false;
                 let kind = if resume.is_some() { "resumed" } else { "started" };
                 self.log_event(kind, resume.as_deref(), None).await;
-                self.live =
-                    Some(Live { process, lines, last_activity: Instant::now(), since: SystemTime::now(), _slot: slot });
+                self.generation += 1;
+                self.live = Some(Live {
+                    process,
+                    lines,
+                    last_activity: Instant::now(),
+                    since: SystemTime::now(),
+                    generation: self.generation,
+                    cost_so_far: 0.0,
+                    _slot: slot,
+                });
                 true
             }
             Err(e) => {
@@ -285,6 +343,21 @@ impl SessionActor {
                 );
                 self.give_up(&text).await;
                 false
+            }
+        }
+    }
+
+    /// Re-reads the group's tool policy, so `pincer groups set` applies from
+    /// the next process on without restarting pincer.
+    async fn reload_settings(&mut self) {
+        match self.deps.store.group(self.group.as_str()).await {
+            Ok(record) => {
+                self.allowed_tools =
+                    record.settings.allowed_tools.unwrap_or_else(|| self.deps.config.claude.allowed_tools.clone());
+                self.has_admins = !record.settings.admins.is_empty();
+            }
+            Err(e) => {
+                tracing::warn!(group = %self.group, %e, "cannot re-read the group's settings; keeping the old ones")
             }
         }
     }
@@ -373,7 +446,16 @@ impl SessionActor {
     }
 
     async fn on_result(&mut self, result: TurnResult, raw: &str, read_at: Instant) {
-        if let Err(e) = self.deps.store.record_result(&self.group, &result, raw).await {
+        let cost = result.total_cost_usd.map(|total| match self.live.as_mut() {
+            Some(live) => {
+                // The total only grows within a process; anything else means it restarted counting.
+                let own = if total >= live.cost_so_far { total - live.cost_so_far } else { total };
+                live.cost_so_far = total;
+                own
+            }
+            None => total,
+        });
+        if let Err(e) = self.deps.store.record_result(&self.group, &result, cost, raw).await {
             tracing::error!(group = %self.group, %e, "cannot store a result");
         }
         self.in_turn = false;
@@ -398,24 +480,20 @@ impl SessionActor {
     async fn on_control_request(&mut self, request_id: String, request: ControlRequest) {
         let line = match request {
             ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
-                let verdict = decide(&self.group, &tool_name, &self.allowed_tools);
-                let (allowed, message, response) = match &verdict {
-                    Verdict::Allow => (true, None, protocol::allow(&input)),
-                    Verdict::Deny(why) => (false, Some(why.clone()), protocol::deny(why)),
-                };
-                let decision = PermissionDecision {
-                    tool_name,
-                    tool_use_id,
-                    input: input.to_string(),
-                    allowed,
-                    message,
-                    decided_by: "policy".to_owned(),
-                };
-                if let Err(e) = self.deps.store.record_decision(&self.group, &decision).await {
-                    tracing::error!(group = %self.group, %e, "cannot store a permission decision");
+                match decide(&self.group, &tool_name, &self.allowed_tools, self.has_admins) {
+                    Verdict::Allow => {
+                        let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
+                        self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, None).await
+                    }
+                    Verdict::Deny(why) => {
+                        let answer = ApprovalAnswer { verdict: Approval::Deny, by: "policy".into() };
+                        self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, Some(why)).await
+                    }
+                    Verdict::Ask => {
+                        self.ask_admins(request_id, tool_name, tool_use_id, input);
+                        return;
+                    }
                 }
-                tracing::info!(group = %self.group, tool = %decision.tool_name, allowed, "answered can_use_tool");
-                protocol::control_success(&request_id, response)
             }
             ControlRequest::Other { subtype } => {
                 tracing::warn!(group = %self.group, %subtype, "answering an unsupported control request with an error");
@@ -423,6 +501,100 @@ impl SessionActor {
             }
         };
         self.write(&line).await;
+    }
+
+    /// Hands a tool call to the group's admins through the approvals channel,
+    /// without blocking the loop: the CLI keeps printing (and the actor keeps
+    /// storing) while people decide. The answer, or a denial when nobody
+    /// answers in time, comes back as an event.
+    fn ask_admins(&self, request_id: String, tool_name: String, tool_use_id: Option<String>, input: Value) {
+        let Some(generation) = self.live.as_ref().map(|l| l.generation) else {
+            return;
+        };
+        let id = self.deps.approval_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        let (respond, answer) = tokio::sync::oneshot::channel();
+        let request = ApprovalRequest {
+            id,
+            group: self.group.clone(),
+            tool_name: tool_name.clone(),
+            summary: summarize(&tool_name, &input),
+            timeout: self.deps.config.claude.approval_timeout,
+            respond,
+        };
+        let approvals = self.deps.approvals.clone();
+        let answers = self.answers_tx.clone();
+        let timeout = request.timeout;
+        let group = self.group.clone();
+        tracing::info!(%group, tool = %tool_name, approval = id, "asking the group's admins");
+        tokio::spawn(async move {
+            let unanswered = |why: &str| ApprovalAnswer { verdict: Approval::Deny, by: why.to_owned() };
+            let answer = if approvals.try_send(request).is_err() {
+                tracing::warn!(%group, "too many approvals waiting; denying");
+                unanswered("pincer (too many approvals waiting)")
+            } else {
+                match tokio::time::timeout(timeout, answer).await {
+                    Ok(Ok(answer)) => answer,
+                    Ok(Err(_)) => unanswered("pincer (no channel could ask)"),
+                    Err(_) => unanswered("timeout"),
+                }
+            };
+            let answered = Answered { generation, request_id, tool_name, tool_use_id, input, answer };
+            // The actor is gone only when pincer stops; the CLI is stopping too then.
+            let _ = answers.send(answered).await;
+        });
+    }
+
+    async fn on_approved(&mut self, answered: Answered) {
+        let Answered { generation, request_id, tool_name, tool_use_id, input, answer } = answered;
+        if self.live.as_ref().map(|l| l.generation) != Some(generation) {
+            tracing::info!(group = %self.group, tool = %tool_name, "an approval came after its CLI process ended; dropped");
+            return;
+        }
+        if answer.verdict == Approval::AlwaysAllow {
+            self.allowed_tools.push(tool_name.clone());
+            let default = &self.deps.config.claude.allowed_tools;
+            if let Err(e) = self.deps.store.allow_tool(&self.group, &tool_name, default).await {
+                tracing::error!(group = %self.group, %e, "cannot store an always-allowed tool");
+            }
+        }
+        let why = match (answer.verdict, answer.by.as_str()) {
+            (Approval::Deny, "timeout") => Some(format!(
+                "pincer: nobody approved `{tool_name}` within {}, so it was denied. Ask again, or have an admin allow it.",
+                humantime::format_duration(self.deps.config.claude.approval_timeout)
+            )),
+            (Approval::Deny, by) => Some(format!("pincer: the use of `{tool_name}` was denied ({by}).")),
+            _ => None,
+        };
+        let line = self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, why).await;
+        self.write(&line).await;
+    }
+
+    /// Stores the decision on a tool call and returns the control response.
+    async fn answer_tool(
+        &self,
+        request_id: &str,
+        tool_name: String,
+        tool_use_id: Option<String>,
+        input: &Value,
+        answer: ApprovalAnswer,
+        deny_message: Option<String>,
+    ) -> String {
+        let allowed = answer.verdict != Approval::Deny;
+        let response =
+            if allowed { protocol::allow(input) } else { protocol::deny(deny_message.as_deref().unwrap_or("denied")) };
+        let decision = PermissionDecision {
+            tool_name,
+            tool_use_id,
+            input: input.to_string(),
+            allowed,
+            message: deny_message,
+            decided_by: answer.by,
+        };
+        if let Err(e) = self.deps.store.record_decision(&self.group, &decision).await {
+            tracing::error!(group = %self.group, %e, "cannot store a permission decision");
+        }
+        tracing::info!(group = %self.group, tool = %decision.tool_name, allowed, by = %decision.decided_by, "answered can_use_tool");
+        protocol::control_success(request_id, response)
     }
 
     /// stdout closed: the process is gone or going.

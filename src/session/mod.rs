@@ -12,7 +12,7 @@ mod slots;
 pub use slots::Slots;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::domain::{GroupName, Inbound, InboundId, Outbound};
+use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId, Outbound};
 use crate::metrics::Metrics;
 use crate::store::{GroupRecord, Store};
 
@@ -36,6 +36,10 @@ pub struct SessionDeps {
     pub program: PathBuf,
     /// Where replies and notices go; channel adapters read the other end.
     pub outbox: async_channel::Sender<Outbound>,
+    /// Tool calls waiting for a person; channel adapters show and answer them.
+    pub approvals: async_channel::Sender<ApprovalRequest>,
+    /// The next approval id (unique within this process).
+    pub approval_ids: AtomicU64,
     /// Live CLI processes; waiting groups take turns.
     pub slots: Slots,
     pub metrics: Arc<Metrics>,
@@ -45,10 +49,12 @@ pub struct SessionDeps {
 /// What a session actor can be asked to do.
 #[derive(Debug)]
 pub enum Command {
-    /// An inbound message, already stored under `id`.
-    Message { id: InboundId, msg: Inbound },
+    /// An inbound message, already stored under `id`; `prompt` is what the agent reads.
+    Message { id: InboundId, msg: Inbound, prompt: String },
     /// Interrupt the current turn, if any.
     Interrupt,
+    /// End the current CLI session; the next message starts a fresh one.
+    NewSession,
 }
 
 /// A snapshot of one group's session, published by its actor.
@@ -115,6 +121,13 @@ impl SessionHandle {
     /// Whether commands are queued or the session has work in flight.
     pub fn busy(&self) -> bool {
         self.queued.load(Ordering::SeqCst) > 0 || self.status.borrow().busy()
+    }
+
+    /// Whether a message waits for an answer or a turn is running (background
+    /// tasks alone don't count).
+    pub fn turn_in_progress(&self) -> bool {
+        let status = self.status.borrow();
+        self.queued.load(Ordering::SeqCst) > 0 || status.pending > 0 || status.in_turn
     }
 
     /// Waits until the actor publishes a new status (or has stopped).

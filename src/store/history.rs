@@ -24,7 +24,8 @@ pub enum HistoryEntry {
         subtype: String,
         is_error: bool,
         text: Option<String>,
-        total_cost_usd: Option<f64>,
+        /// This turn's own cost (the CLI reports a running total per process).
+        cost_usd: Option<f64>,
         duration_ms: Option<i64>,
         origin: Option<String>,
     },
@@ -58,7 +59,7 @@ SELECT * FROM (
            NULL AS e, NULL AS f, NULL AS is_error, NULL AS cost, NULL AS dur
       FROM inbound WHERE group_name = ?1
     UNION ALL
-    SELECT 'result', at_us, id, session_id, subtype, text, origin, NULL, NULL, is_error, total_cost_usd, duration_ms
+    SELECT 'result', at_us, id, session_id, subtype, text, origin, NULL, NULL, is_error, cost_usd, duration_ms
       FROM results WHERE group_name = ?1
     UNION ALL
     SELECT 'task', at_us, id, session_id, subtype, task_id, task_type, status, IFNULL(summary, '') || char(31) || IFNULL(description, ''), NULL, NULL, NULL
@@ -97,7 +98,7 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
             text: c,
             origin: d,
             is_error: row.get::<Option<bool>, _>("is_error").unwrap_or(false),
-            total_cost_usd: row.get("cost"),
+            cost_usd: row.get("cost"),
             duration_ms: row.get("dur"),
         },
         _ => {

@@ -4,6 +4,7 @@
 //! embedded at build time and applied when the store opens. Every write that
 //! the session engine depends on ("persist first") goes through here.
 
+mod groups;
 mod history;
 
 use std::path::Path;
@@ -14,8 +15,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
-use crate::domain::{GroupName, Inbound, InboundId, PermissionDecision, TaskFrame, TurnResult};
+use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, TaskFrame, TurnResult};
 
+pub use groups::{GroupRecord, GroupSettings, TelegramTarget};
 pub use history::HistoryEntry;
 
 /// What can go wrong talking to the store.
@@ -25,21 +27,14 @@ pub enum StoreError {
     GroupExists(GroupName),
     #[error("group `{0}` is not registered: add it with `pincer groups add {0}`")]
     UnknownGroup(String),
+    #[error("that Telegram chat (or topic) is already bound to group `{0}`")]
+    ChatTaken(String),
     #[error("cannot open the database {path}: {source}")]
     Open { path: String, source: sqlx::Error },
     #[error("cannot migrate the database: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database error: {0}")]
     Sql(#[from] sqlx::Error),
-}
-
-/// A registered group as stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupRecord {
-    pub name: GroupName,
-    pub created_at_us: i64,
-    pub session_id: Option<String>,
-    pub allowed_tools: Option<Vec<String>>,
 }
 
 /// Where an inbound message is in its life.
@@ -49,6 +44,10 @@ pub enum InboundState {
     Sent,
     Answered,
     Failed,
+    /// Seen in the chat but not addressed to the agent: context for later.
+    Observed,
+    /// Handed to the agent as context of a later message.
+    Included,
 }
 
 impl InboundState {
@@ -58,6 +57,8 @@ impl InboundState {
             InboundState::Sent => "sent",
             InboundState::Answered => "answered",
             InboundState::Failed => "failed",
+            InboundState::Observed => "observed",
+            InboundState::Included => "included",
         }
     }
 }
@@ -82,6 +83,14 @@ pub fn now_us() -> i64 {
     } else {
         LAST.fetch_add(1, Ordering::Relaxed) + 1
     }
+}
+
+fn unix_us(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+fn from_unix_us(us: i64) -> SystemTime {
+    UNIX_EPOCH + std::time::Duration::from_micros(u64::try_from(us).unwrap_or(0))
 }
 
 impl Store {
@@ -110,57 +119,54 @@ impl Store {
         self.pool.close().await;
     }
 
-    pub async fn add_group(&self, name: &GroupName, allowed_tools: Option<&[String]>) -> Result<(), StoreError> {
-        let tools = allowed_tools.map(|t| serde_json::to_string(t).expect("a list of strings serializes"));
-        let done = sqlx::query(
-            "INSERT INTO groups (name, created_at_us, allowed_tools) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+    /// Stores a message in its first state: `Queued` for the agent, or `Observed`.
+    pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
+        let id = sqlx::query(
+            "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
-        .bind(name.as_str())
+        .bind(msg.group.as_str())
         .bind(now_us())
-        .bind(tools)
+        .bind(msg.source.as_str())
+        .bind(&msg.sender)
+        .bind(&msg.sender_id)
+        .bind(&msg.text)
+        .bind(unix_us(msg.sent_at))
+        .bind(&msg.reply_to)
+        .bind(state.as_str())
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::GroupExists(name.clone()));
-        }
-        Ok(())
+        Ok(InboundId(id.last_insert_rowid()))
     }
 
-    pub async fn group(&self, name: &str) -> Result<GroupRecord, StoreError> {
-        let row = sqlx::query("SELECT name, created_at_us, session_id, allowed_tools FROM groups WHERE name = ?")
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(group_from_row).ok_or_else(|| StoreError::UnknownGroup(name.to_owned()))
-    }
-
-    pub async fn groups(&self) -> Result<Vec<GroupRecord>, StoreError> {
-        let rows = sqlx::query("SELECT name, created_at_us, session_id, allowed_tools FROM groups ORDER BY name")
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows.into_iter().map(group_from_row).collect())
-    }
-
-    pub async fn set_session_id(&self, group: &GroupName, session_id: Option<&str>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE groups SET session_id = ? WHERE name = ?")
-            .bind(session_id)
-            .bind(group.as_str())
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    pub async fn insert_inbound(&self, msg: &Inbound) -> Result<InboundId, StoreError> {
-        let id = sqlx::query("INSERT INTO inbound (group_name, at_us, source, sender, text) VALUES (?, ?, ?, ?, ?)")
-            .bind(msg.group.as_str())
-            .bind(now_us())
-            .bind(msg.source.as_str())
-            .bind(&msg.sender)
-            .bind(&msg.text)
-            .execute(&self.pool)
-            .await?
-            .last_insert_rowid();
-        Ok(InboundId(id))
+    /// Takes the group's observed messages (the newest `limit`, oldest first)
+    /// and marks all of them included. Returns them and how many older ones
+    /// were left out.
+    pub async fn take_context(&self, group: &GroupName, limit: usize) -> Result<(Vec<ChatLine>, usize), StoreError> {
+        // One statement, so reading and marking are atomic without a deferred
+        // transaction (which WAL refuses to upgrade once another writer committed).
+        let mut rows = sqlx::query(
+            "UPDATE inbound SET state = 'included' WHERE group_name = ? AND state = 'observed'
+             RETURNING id, sender, sent_at_us, reply_to, text",
+        )
+        .bind(group.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        // RETURNING has no defined order: newest first, to keep the newest `limit`.
+        rows.sort_by_key(|r| std::cmp::Reverse(r.get::<i64, _>(0)));
+        let omitted = rows.len().saturating_sub(limit);
+        let mut lines: Vec<ChatLine> = rows
+            .into_iter()
+            .take(limit)
+            .map(|r| ChatLine {
+                sender: r.get(1),
+                sent_at: r.get::<Option<i64>, _>(2).map_or(UNIX_EPOCH, from_unix_us),
+                reply_to: r.get(3),
+                text: r.get(4),
+            })
+            .collect();
+        lines.reverse();
+        Ok((lines, omitted))
     }
 
     pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
@@ -174,10 +180,17 @@ impl Store {
         Ok(())
     }
 
-    pub async fn record_result(&self, group: &GroupName, r: &TurnResult, raw: &str) -> Result<(), StoreError> {
+    /// Stores a result; `cost_usd` is this turn's own share of the CLI's running total.
+    pub async fn record_result(
+        &self,
+        group: &GroupName,
+        r: &TurnResult,
+        cost_usd: Option<f64>,
+        raw: &str,
+    ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(group.as_str())
         .bind(now_us())
@@ -190,9 +203,19 @@ impl Store {
         .bind(r.num_turns)
         .bind(&r.origin)
         .bind(raw)
+        .bind(cost_usd)
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// What the group's turns have cost so far, in USD.
+    pub async fn group_cost(&self, group: &GroupName) -> Result<f64, StoreError> {
+        let total: Option<f64> = sqlx::query_scalar("SELECT SUM(cost_usd) FROM results WHERE group_name = ?")
+            .bind(group.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(total.unwrap_or(0.0))
     }
 
     pub async fn record_task_frame(&self, group: &GroupName, t: &TaskFrame, raw: &str) -> Result<(), StoreError> {
@@ -278,18 +301,6 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
-    }
-}
-
-fn group_from_row(row: sqlx::sqlite::SqliteRow) -> GroupRecord {
-    let name: String = row.get(0);
-    let tools: Option<String> = row.get(3);
-    GroupRecord {
-        // Names were validated before they were stored.
-        name: name.parse().expect("stored group names are valid"),
-        created_at_us: row.get(1),
-        session_id: row.get(2),
-        allowed_tools: tools.and_then(|t| serde_json::from_str(&t).ok()),
     }
 }
 

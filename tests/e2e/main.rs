@@ -8,5 +8,7 @@ mod support;
 mod console;
 mod crash;
 mod daemon;
+mod fake_bot;
 mod lifecycle;
 mod session;
+mod telegram;

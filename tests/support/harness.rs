@@ -7,14 +7,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pincer::app::Engine;
-use pincer::config::Config;
+use pincer::config::{Config, Secret};
 use pincer::domain::{GroupName, Inbound, Outbound, Source};
 use pincer::session::SessionStatus;
-use pincer::store::Store;
+use pincer::store::{GroupSettings, Store};
 use tokio_util::sync::CancellationToken;
 
 use super::cli::{claude_bin, cli_env};
 use super::fake_api::FakeApi;
+use super::fake_bot::FakeBot;
 
 /// How long a test waits for something the CLI does (a turn takes well under a second).
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -55,16 +56,55 @@ impl Sandbox {
 
     /// Registers a group (store row + folder), as `pincer groups add` does.
     pub async fn add_group(&self, name: &str, allow: Option<&[&str]>) -> GroupName {
+        let tools: Option<Vec<String>> = allow.map(|a| a.iter().map(|s| s.to_string()).collect());
+        self.add_group_with(name, GroupSettings { allowed_tools: tools, ..GroupSettings::default() }).await
+    }
+
+    /// Registers a group with any settings (a Telegram chat, admins, a trigger).
+    pub async fn add_group_with(&self, name: &str, settings: GroupSettings) -> GroupName {
         let store = pincer::app::open_store(&self.config).await.unwrap();
         let name: GroupName = name.parse().unwrap();
-        let tools: Option<Vec<String>> = allow.map(|a| a.iter().map(|s| s.to_string()).collect());
-        pincer::app::register_group(&store, &self.config, &name, tools.as_deref()).await.unwrap();
+        pincer::app::register_group(&store, &self.config, &name, &settings).await.unwrap();
         store.close().await;
         name
     }
 
+    /// Points pincer's Telegram channel at `bot`, with short polls so tests stop quickly.
+    pub fn use_telegram(&mut self, bot: &FakeBot) {
+        self.config.telegram.token = Some(Secret::new("123456:TEST-TOKEN"));
+        self.config.telegram.api_url = Some(bot.api_url());
+        self.config.telegram.poll_timeout = Duration::from_secs(1);
+    }
+
     pub async fn start(&self) -> Running {
         Running::start(self.config.clone()).await
+    }
+
+    /// Runs the whole daemon (`pincer run`: engine and channels) in a task.
+    pub fn spawn_daemon(&self) -> Daemon {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(pincer::app::run(self.config.clone(), shutdown.clone()));
+        Daemon { task, shutdown }
+    }
+
+    /// Opens the store beside a running daemon (SQLite in WAL mode allows it).
+    pub async fn store(&self) -> Store {
+        pincer::app::open_store(&self.config).await.unwrap()
+    }
+}
+
+/// `pincer::app::run` in a task, as `main` runs it.
+pub struct Daemon {
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    shutdown: CancellationToken,
+}
+
+impl Daemon {
+    /// Stops the daemon the way SIGTERM does and checks that it ended cleanly.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let ended = tokio::time::timeout(PATIENCE, self.task).await.expect("pincer stops in time");
+        ended.expect("the daemon task did not panic").expect("the daemon ended without an error");
     }
 }
 

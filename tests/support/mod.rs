@@ -5,4 +5,5 @@
 
 pub mod cli;
 pub mod fake_api;
+pub mod fake_bot;
 pub mod harness;

@@ -1,0 +1,217 @@
+//! Tool approvals in the chat: the prompt with Allow / Deny / Always allow
+//! buttons, who may press them, and what the prompt says once it is decided.
+//!
+//! The session decides what needs approval and denies when no answer comes in
+//! time; this module only asks. A press from someone who is not one of the
+//! group's admins is refused in the button's answer and changes nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use teloxide::prelude::*;
+use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use super::{format, outbound, Shared};
+use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest};
+
+/// A button press, as carried in `callback_data` (`ap:<id>:<a|d|A>`, well
+/// under Telegram's 64 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Press {
+    pub id: u64,
+    pub choice: Approval,
+}
+
+impl Press {
+    pub fn parse(data: &str) -> Option<Press> {
+        let mut parts = data.split(':');
+        if parts.next()? != "ap" {
+            return None;
+        }
+        let id = parts.next()?.parse().ok()?;
+        let choice = match parts.next()? {
+            "a" => Approval::Allow,
+            "d" => Approval::Deny,
+            "A" => Approval::AlwaysAllow,
+            _ => return None,
+        };
+        parts.next().is_none().then_some(Press { id, choice })
+    }
+
+    fn data(&self) -> String {
+        let code = match self.choice {
+            Approval::Allow => "a",
+            Approval::Deny => "d",
+            Approval::AlwaysAllow => "A",
+        };
+        format!("ap:{}:{code}", self.id)
+    }
+}
+
+/// A prompt in a chat, waiting for an admin.
+struct Entry {
+    chat_id: i64,
+    admins: Vec<String>,
+    decide: oneshot::Sender<ApprovalAnswer>,
+}
+
+/// Prompts waiting for a press, by approval id. Bounded by the engine's
+/// approval queue: every entry is one tool call the CLI is waiting on.
+#[derive(Default)]
+pub(super) struct Waiting(Mutex<HashMap<u64, Entry>>);
+
+impl Waiting {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Handles a press; returns what the presser is told.
+    pub fn press(&self, press: Press, chat_id: Option<i64>, by_id: i64, by_name: &str) -> String {
+        let mut waiting = self.lock();
+        let Some(entry) = waiting.get(&press.id) else {
+            return "This request is no longer waiting (it was answered or timed out).".to_owned();
+        };
+        if chat_id != Some(entry.chat_id) {
+            return "This button does not belong to this chat.".to_owned();
+        }
+        if !entry.admins.contains(&by_id.to_string()) {
+            tracing::info!(approval = press.id, by_id, "a non-admin pressed an approval button; refused");
+            return "Sorry, only this group's admins can answer tool requests.".to_owned();
+        }
+        let Some(entry) = waiting.remove(&press.id) else {
+            return "This request is no longer waiting.".to_owned();
+        };
+        let answer = ApprovalAnswer { verdict: press.choice, by: format!("telegram:{by_id} ({by_name})") };
+        match entry.decide.send(answer) {
+            Ok(()) => match press.choice {
+                Approval::Allow => "Allowed.",
+                Approval::Deny => "Denied.",
+                Approval::AlwaysAllow => "Allowed, now and from now on in this group.",
+            }
+            .to_owned(),
+            Err(_) => "This request is no longer waiting.".to_owned(),
+        }
+    }
+}
+
+/// Shows each approval request in its group's chat until pincer stops.
+pub(super) async fn run(
+    shared: Arc<Shared>,
+    requests: async_channel::Receiver<ApprovalRequest>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            Ok(request) = requests.recv() => { tokio::spawn(ask(shared.clone(), request)); }
+            _ = shutdown.cancelled() => return,
+            else => return,
+        }
+    }
+}
+
+async fn ask(shared: Arc<Shared>, request: ApprovalRequest) {
+    let ApprovalRequest { id, group, tool_name, summary, timeout, mut respond } = request;
+    let record = match shared.store.group(group.as_str()).await {
+        Ok(record) => record,
+        Err(e) => {
+            tracing::error!(%group, %e, "cannot look up the group of an approval request; denied");
+            return;
+        }
+    };
+    let Some(target) = record.settings.telegram.filter(|_| record.active) else {
+        tracing::warn!(%group, tool = %tool_name, "the group has no reachable Telegram chat to ask in; denied");
+        return;
+    };
+    let (decide, decided) = oneshot::channel();
+    let admins = record.settings.admins.clone();
+    shared.approvals.lock().insert(id, Entry { chat_id: target.chat_id, admins, decide });
+
+    let question = format!(
+        "🔐 The agent wants to use **{tool_name}**:\n```\n{}\n```\nAn admin of this group can answer; \
+         without an answer within {} it is denied.",
+        summary.replace("```", "'''"),
+        humantime::format_duration(timeout)
+    );
+    let button = |label: &str, choice| InlineKeyboardButton::callback(label.to_owned(), Press { id, choice }.data());
+    let keyboard = InlineKeyboardMarkup::new([
+        vec![button("Allow", Approval::Allow), button("Deny", Approval::Deny)],
+        vec![button("Always allow", Approval::AlwaysAllow)],
+    ]);
+    let message = match outbound::send(&shared, target, &question, Some(keyboard)).await {
+        Ok(Some(message)) => message,
+        Ok(None) | Err(_) => {
+            tracing::error!(%group, tool = %tool_name, "cannot post an approval request; denied");
+            shared.approvals.lock().remove(&id);
+            return;
+        }
+    };
+    let outcome = tokio::select! {
+        answer = decided => match answer {
+            Ok(answer) => {
+                let line = match answer.verdict {
+                    Approval::Allow => "✅ Allowed",
+                    Approval::Deny => "❌ Denied",
+                    Approval::AlwaysAllow => "✅ Always allowed in this group",
+                };
+                let by = answer.by.split_once(" (").map_or(answer.by.as_str(), |(_, name)| name.trim_end_matches(')'));
+                let line = format!("{line} by {by}.");
+                if respond.send(answer).is_err() { "⌛ The answer came too late: denied.".to_owned() } else { line }
+            }
+            Err(_) => "⌛ No longer waiting: denied.".to_owned(),
+        },
+        _ = respond.closed() => {
+            shared.approvals.lock().remove(&id);
+            "⌛ No answer in time: denied.".to_owned()
+        }
+    };
+    let decided_text = question.rsplit_once("\nAn admin").map_or(question.as_str(), |(head, _)| head);
+    settle(&shared, target.chat_id, message, &format!("{decided_text}\n{outcome}")).await;
+}
+
+/// Replaces a prompt's text with its outcome and removes its buttons.
+async fn settle(shared: &Shared, chat_id: i64, message: MessageId, markdown: &str) {
+    let Some(chunk) = format::render(markdown).into_iter().next() else {
+        return;
+    };
+    let edit = shared.bot.edit_message_text(ChatId(chat_id), message, chunk.html).parse_mode(ParseMode::Html).await;
+    if let Err(e) = edit {
+        tracing::debug!(chat_id, %e, "cannot update an approval prompt; trying plain text");
+        let _ = shared.bot.edit_message_text(ChatId(chat_id), message, chunk.plain).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn button_data_round_trips_and_fits_telegram() {
+        for choice in [Approval::Allow, Approval::Deny, Approval::AlwaysAllow] {
+            let press = Press { id: u64::MAX, choice };
+            let data = press.data();
+            assert!(data.len() <= 64, "{data}");
+            assert_eq!(Press::parse(&data), Some(press));
+        }
+        for bad in ["", "ap", "ap:1", "ap:x:a", "ap:1:z", "ap:1:a:extra", "xx:1:a"] {
+            assert_eq!(Press::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_admins_of_the_right_chat_decide() {
+        let waiting = Waiting::default();
+        let (decide, mut decided) = oneshot::channel();
+        waiting.lock().insert(7, Entry { chat_id: -5, admins: vec!["42".into()], decide });
+        let press = Press { id: 7, choice: Approval::Allow };
+        assert!(waiting.press(press, Some(-5), 99, "Mallory").contains("only this group's admins"));
+        assert!(waiting.press(press, Some(-6), 42, "Alice").contains("does not belong"));
+        assert!(decided.try_recv().is_err(), "nothing decided yet");
+        assert_eq!(waiting.press(press, Some(-5), 42, "Alice"), "Allowed.");
+        let answer = decided.try_recv().unwrap();
+        assert_eq!(answer.verdict, Approval::Allow);
+        assert_eq!(answer.by, "telegram:42 (Alice)");
+        assert!(waiting.press(press, Some(-5), 42, "Alice").contains("no longer waiting"));
+    }
+}

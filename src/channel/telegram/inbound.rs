@@ -1,0 +1,271 @@
+//! Updates from Telegram: chat messages (to a group's agent, as context, or a
+//! command), button presses on approval prompts, and the bot's own membership.
+//!
+//! A teloxide `Message` is turned into [`ChatMessage`] first; every decision
+//! after that (which group, does it engage the agent) is made on our types.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use teloxide::prelude::*;
+use teloxide::types::{ChatMemberUpdated, MessageEntityKind};
+use teloxide::utils::command::BotCommands;
+
+use super::commands::{self, Cmd};
+use super::{approvals, Shared};
+use crate::domain::{Inbound, Source};
+use crate::router::Router;
+use crate::store::{GroupRecord, TelegramTarget};
+
+type HandlerResult = anyhow::Result<()>;
+
+/// A text message as pincer reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ChatMessage {
+    pub target: TelegramTarget,
+    pub private: bool,
+    pub sender_id: Option<i64>,
+    pub sender_name: String,
+    pub text: String,
+    pub sent_at: SystemTime,
+    /// "Name: first words" of the message this one answers.
+    pub reply_to: Option<String>,
+    pub replies_to_bot: bool,
+    pub mentions_bot: bool,
+}
+
+/// How much of a replied-to message the agent is shown.
+const REPLY_QUOTE_CHARS: usize = 80;
+
+impl ChatMessage {
+    /// `None` for messages without text or caption (stickers, service messages).
+    pub fn from_telegram(msg: &Message, me: &teloxide::types::Me) -> Option<ChatMessage> {
+        let text = msg.text().or(msg.caption())?.to_owned();
+        // Outside forums, Telegram also sets a thread id on plain replies.
+        let topic_id = msg.is_topic_message.then(|| msg.thread_id.map(|t| i64::from(t.0 .0))).flatten();
+        // In a forum topic every message "replies" to the topic's creation
+        // message; that is where it was written, not what it answers.
+        let reply = msg.reply_to_message().filter(|r| r.forum_topic_created().is_none());
+        let mentions_bot = msg.parse_entities().unwrap_or_default().iter().any(|e| match e.kind() {
+            MessageEntityKind::Mention => e.text().trim_start_matches('@').eq_ignore_ascii_case(me.username()),
+            MessageEntityKind::TextMention { user } => user.id == me.id,
+            _ => false,
+        });
+        Some(ChatMessage {
+            target: TelegramTarget { chat_id: msg.chat.id.0, topic_id },
+            private: msg.chat.is_private(),
+            sender_id: msg.from.as_ref().map(|u| u.id.0 as i64),
+            sender_name: msg.from.as_ref().map_or_else(|| "someone".to_owned(), |u| u.full_name()),
+            text,
+            sent_at: UNIX_EPOCH + Duration::from_secs(u64::try_from(msg.date.timestamp()).unwrap_or(0)),
+            reply_to: reply.map(|r| {
+                let who = r.from.as_ref().map_or_else(|| "someone".to_owned(), |u| u.full_name());
+                let said: String = r.text().or(r.caption()).unwrap_or("…").chars().take(REPLY_QUOTE_CHARS).collect();
+                format!("{who}: {said}")
+            }),
+            replies_to_bot: reply.and_then(|r| r.from.as_ref()).is_some_and(|u| u.id == me.id),
+            mentions_bot,
+        })
+    }
+}
+
+/// Whether a message wakes the group's agent: always in a private chat or a
+/// group without a trigger; otherwise when it starts with the trigger
+/// (case-insensitive, as a whole word), mentions the bot, or replies to it.
+pub(super) fn engages(msg: &ChatMessage, group: &GroupRecord, assistant: &str) -> bool {
+    if msg.private || !group.settings.requires_trigger || msg.mentions_bot || msg.replies_to_bot {
+        return true;
+    }
+    let trigger = group.settings.trigger.clone().unwrap_or_else(|| format!("@{assistant}"));
+    starts_with_word(msg.text.trim_start(), &trigger)
+}
+
+fn starts_with_word(text: &str, word: &str) -> bool {
+    let Some(head) = text.get(..word.len()) else {
+        return false;
+    };
+    let rest = &text[word.len()..];
+    head.to_lowercase() == word.to_lowercase() && !rest.chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// Chats seen without a group, so each is logged once. Bounded: past the cap
+/// the oldest is forgotten (and would be logged again).
+#[derive(Default)]
+pub(super) struct UnknownChats(Mutex<(HashSet<i64>, VecDeque<i64>)>);
+
+const UNKNOWN_CHATS_CAP: usize = 4096;
+
+impl UnknownChats {
+    /// True the first time a chat is seen.
+    fn first_sight(&self, chat_id: i64) -> bool {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (seen, order) = &mut *guard;
+        if !seen.insert(chat_id) {
+            return false;
+        }
+        order.push_back(chat_id);
+        if order.len() > UNKNOWN_CHATS_CAP {
+            if let Some(old) = order.pop_front() {
+                seen.remove(&old);
+            }
+        }
+        true
+    }
+}
+
+pub(super) async fn on_message(msg: Message, shared: Arc<Shared>, router: Router) -> HandlerResult {
+    if let Some(to) = msg.migrate_to_chat_id() {
+        // A group became a supergroup: same chat, new id.
+        tracing::info!(from = msg.chat.id.0, to = to.0, "a Telegram group moved to a new chat id");
+        shared.store.move_telegram_chat(msg.chat.id.0, to.0).await?;
+        return Ok(());
+    }
+    let Some(chat) = ChatMessage::from_telegram(&msg, &shared.me) else {
+        return Ok(());
+    };
+    let command = Cmd::parse(&chat.text, shared.me.username()).ok();
+    if command == Some(Cmd::Chatid) {
+        return commands::chat_id(&shared, &chat).await;
+    }
+    let Some(group) = shared.store.group_for_telegram(chat.target.chat_id, chat.target.topic_id).await? else {
+        if shared.unknown_chats.first_sight(chat.target.chat_id) {
+            tracing::warn!(
+                chat_id = chat.target.chat_id,
+                topic = ?chat.target.topic_id,
+                title = msg.chat.title().unwrap_or(""),
+                "a message from a Telegram chat that is not registered was ignored; register it with \
+                 `pincer groups add NAME --telegram {}`",
+                chat.target.chat_id
+            );
+        }
+        return Ok(());
+    };
+    if !group.active {
+        // The bot receives messages again, so it is back in the chat.
+        tracing::info!(group = %group.name, "the group's Telegram chat is reachable again");
+        shared.store.set_group_active(&group.name, true, None).await?;
+    }
+    if let Some(cmd) = command {
+        return commands::run(&shared, &router, &group, &chat, cmd).await;
+    }
+    let mut inbound = Inbound::new(group.name.clone(), Source::Telegram, &chat.sender_name, &chat.text);
+    inbound.sender_id = chat.sender_id.map(|id| id.to_string());
+    inbound.sent_at = chat.sent_at;
+    inbound.reply_to = chat.reply_to.clone();
+    if !engages(&chat, &group, &shared.assistant) {
+        router.observe(&inbound).await?;
+        return Ok(());
+    }
+    if let Err(e) = router.send(inbound).await {
+        tracing::error!(group = %group.name, %e, "cannot hand a message to the group's session");
+        let text = format!("pincer could not take this message ({e}). Please send it again in a moment.");
+        super::outbound::say(&shared, &group, &text).await;
+        return Ok(());
+    }
+    let session = router.session(&group.name).await?;
+    shared.typing.start(&shared.bot, &group.name, chat.target, session);
+    Ok(())
+}
+
+pub(super) async fn on_callback(query: CallbackQuery, shared: Arc<Shared>) -> HandlerResult {
+    let Some(data) = query.data.as_deref() else {
+        return Ok(());
+    };
+    let reply = match approvals::Press::parse(data) {
+        Some(press) => {
+            let chat_id = query.message.as_ref().map(|m| m.chat().id.0);
+            let by_id = query.from.id.0 as i64;
+            shared.approvals.press(press, chat_id, by_id, &query.from.full_name())
+        }
+        None => "This button is no longer in use.".to_owned(),
+    };
+    shared.bot.answer_callback_query(query.id).text(reply).await?;
+    Ok(())
+}
+
+/// The bot was removed from (or added back to) a chat.
+pub(super) async fn on_membership(update: ChatMemberUpdated, shared: Arc<Shared>) -> HandlerResult {
+    let member = &update.new_chat_member;
+    if member.user.id != shared.me.id {
+        return Ok(());
+    }
+    let present = member.is_present();
+    for group in shared.store.groups().await? {
+        if group.settings.telegram.is_some_and(|t| t.chat_id == update.chat.id.0) && group.active != present {
+            let reason =
+                (!present).then(|| format!("the bot was removed from the chat by {}", update.from.full_name()));
+            tracing::info!(group = %group.name, present, "the bot's membership in the group's chat changed");
+            shared.store.set_group_active(&group.name, present, reason.as_deref()).await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::GroupSettings;
+
+    fn group(requires_trigger: bool, trigger: Option<&str>) -> GroupRecord {
+        GroupRecord {
+            name: "g".parse().unwrap(),
+            created_at_us: 0,
+            session_id: None,
+            settings: GroupSettings {
+                requires_trigger,
+                trigger: trigger.map(str::to_owned),
+                ..GroupSettings::default()
+            },
+            active: true,
+            inactive_reason: None,
+        }
+    }
+
+    fn msg(text: &str) -> ChatMessage {
+        ChatMessage {
+            target: TelegramTarget { chat_id: -1, topic_id: None },
+            private: false,
+            sender_id: Some(1),
+            sender_name: "Alice".into(),
+            text: text.into(),
+            sent_at: UNIX_EPOCH,
+            reply_to: None,
+            replies_to_bot: false,
+            mentions_bot: false,
+        }
+    }
+
+    #[test]
+    fn the_trigger_is_a_case_insensitive_leading_word() {
+        let g = group(true, None);
+        assert!(engages(&msg("@Andy hi"), &g, "Andy"));
+        assert!(engages(&msg("  @andy, hi"), &g, "Andy"));
+        assert!(engages(&msg("@ANDY"), &g, "Andy"));
+        assert!(!engages(&msg("@Andyx hi"), &g, "Andy"));
+        assert!(!engages(&msg("hi @Andy"), &g, "Andy"));
+        assert!(!engages(&msg("lunch?"), &g, "Andy"));
+        assert!(engages(&msg("hey bot, go"), &group(true, Some("hey bot")), "Andy"));
+    }
+
+    #[test]
+    fn mentions_replies_private_chats_and_no_trigger_groups_engage() {
+        let g = group(true, None);
+        assert!(engages(&ChatMessage { mentions_bot: true, ..msg("what do you think @pincer_bot") }, &g, "Andy"));
+        assert!(engages(&ChatMessage { replies_to_bot: true, ..msg("and then?") }, &g, "Andy"));
+        assert!(engages(&ChatMessage { private: true, ..msg("hello") }, &g, "Andy"));
+        assert!(engages(&msg("anything"), &group(false, None), "Andy"));
+    }
+
+    #[test]
+    fn unknown_chats_are_reported_once_and_the_memory_is_bounded() {
+        let seen = UnknownChats::default();
+        assert!(seen.first_sight(5));
+        assert!(!seen.first_sight(5));
+        for id in 0..(UNKNOWN_CHATS_CAP as i64 + 10) {
+            seen.first_sight(1000 + id);
+        }
+        assert!(seen.first_sight(5), "forgotten after the cap");
+        assert!(seen.0.lock().unwrap().1.len() <= UNKNOWN_CHATS_CAP);
+    }
+}

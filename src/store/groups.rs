@@ -1,0 +1,211 @@
+//! Registered groups: their settings, their chat binding, and whether their
+//! chat still has the bot.
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+
+use super::{now_us, Store, StoreError};
+use crate::domain::GroupName;
+
+/// A Telegram chat, or one forum topic of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TelegramTarget {
+    pub chat_id: i64,
+    pub topic_id: Option<i64>,
+}
+
+/// What an operator chooses for a group (`pincer groups add/set`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// Tools `can_use_tool` allows; `None` means the configured default.
+    pub allowed_tools: Option<Vec<String>>,
+    /// What engages the agent; `None` means `@<assistant_name>`.
+    pub trigger: Option<String>,
+    /// `false`: every message engages the agent.
+    pub requires_trigger: bool,
+    /// Channel user ids who may answer tool approvals.
+    pub admins: Vec<String>,
+    pub telegram: Option<TelegramTarget>,
+}
+
+impl Default for GroupSettings {
+    fn default() -> Self {
+        GroupSettings { allowed_tools: None, trigger: None, requires_trigger: true, admins: Vec::new(), telegram: None }
+    }
+}
+
+/// A registered group as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupRecord {
+    pub name: GroupName,
+    pub created_at_us: i64,
+    pub session_id: Option<String>,
+    pub settings: GroupSettings,
+    /// `false` once the bot lost its chat (kicked, blocked); see `inactive_reason`.
+    pub active: bool,
+    pub inactive_reason: Option<String>,
+}
+
+const SELECT_GROUP: &str = "
+SELECT g.name, g.created_at_us, g.session_id, g.allowed_tools, g.trigger, g.requires_trigger, g.admins,
+       g.active, g.inactive_reason, t.chat_id, t.topic_id
+  FROM groups g LEFT JOIN telegram_chats t ON t.group_name = g.name";
+
+impl Store {
+    /// Registers a group. Fails if the name or its chat is taken.
+    pub async fn add_group(&self, name: &GroupName, settings: &GroupSettings) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query("INSERT INTO groups (name, created_at_us) VALUES (?, ?) ON CONFLICT DO NOTHING")
+            .bind(name.as_str())
+            .bind(now_us())
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::GroupExists(name.clone()));
+        }
+        write_settings(&mut tx, name, settings).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Replaces a registered group's settings.
+    pub async fn save_group_settings(&self, name: &GroupName, settings: &GroupSettings) -> Result<(), StoreError> {
+        self.group(name.as_str()).await?;
+        let mut tx = self.pool.begin().await?;
+        write_settings(&mut tx, name, settings).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn group(&self, name: &str) -> Result<GroupRecord, StoreError> {
+        let row =
+            sqlx::query(&format!("{SELECT_GROUP} WHERE g.name = ?")).bind(name).fetch_optional(&self.pool).await?;
+        row.map(group_from_row).ok_or_else(|| StoreError::UnknownGroup(name.to_owned()))
+    }
+
+    pub async fn groups(&self) -> Result<Vec<GroupRecord>, StoreError> {
+        let rows = sqlx::query(&format!("{SELECT_GROUP} ORDER BY g.name")).fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().map(group_from_row).collect())
+    }
+
+    /// The group a Telegram message belongs to: the one bound to its topic,
+    /// else the one bound to the whole chat.
+    pub async fn group_for_telegram(
+        &self,
+        chat_id: i64,
+        topic_id: Option<i64>,
+    ) -> Result<Option<GroupRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "{SELECT_GROUP} WHERE t.chat_id = ? AND (t.topic_id = ? OR t.topic_id IS NULL)
+              ORDER BY t.topic_id IS NULL LIMIT 1"
+        ))
+        .bind(chat_id)
+        .bind(topic_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(group_from_row))
+    }
+
+    /// A Telegram group became a supergroup: its chat id changed.
+    pub async fn move_telegram_chat(&self, from: i64, to: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE telegram_chats SET chat_id = ? WHERE chat_id = ?")
+            .bind(to)
+            .bind(from)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Marks a group's chat as reachable again, or gone (with why).
+    pub async fn set_group_active(
+        &self,
+        name: &GroupName,
+        active: bool,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE groups SET active = ?, inactive_reason = ? WHERE name = ?")
+            .bind(active)
+            .bind(if active { None } else { reason })
+            .bind(name.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Adds `tool` to the group's allowed tools, starting from `default` when
+    /// the group has no list of its own yet.
+    pub async fn allow_tool(&self, name: &GroupName, tool: &str, default: &[String]) -> Result<(), StoreError> {
+        let mut record = self.group(name.as_str()).await?;
+        let tools = record.settings.allowed_tools.get_or_insert_with(|| default.to_vec());
+        if !tools.iter().any(|t| t == tool) {
+            tools.push(tool.to_owned());
+        }
+        self.save_group_settings(name, &record.settings).await
+    }
+
+    pub async fn set_session_id(&self, group: &GroupName, session_id: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE groups SET session_id = ? WHERE name = ?")
+            .bind(session_id)
+            .bind(group.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+async fn write_settings(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    name: &GroupName,
+    settings: &GroupSettings,
+) -> Result<(), StoreError> {
+    let json = |list: &[String]| serde_json::to_string(list).expect("a list of strings serializes");
+    sqlx::query("UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ? WHERE name = ?")
+        .bind(settings.allowed_tools.as_deref().map(json))
+        .bind(&settings.trigger)
+        .bind(settings.requires_trigger)
+        .bind(json(&settings.admins))
+        .bind(name.as_str())
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("DELETE FROM telegram_chats WHERE group_name = ?").bind(name.as_str()).execute(&mut **tx).await?;
+    if let Some(target) = settings.telegram {
+        let taken: Option<String> = sqlx::query_scalar(
+            "SELECT group_name FROM telegram_chats WHERE chat_id = ? AND COALESCE(topic_id, 0) = COALESCE(?, 0)",
+        )
+        .bind(target.chat_id)
+        .bind(target.topic_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        if let Some(other) = taken {
+            return Err(StoreError::ChatTaken(other));
+        }
+        sqlx::query("INSERT INTO telegram_chats (group_name, chat_id, topic_id) VALUES (?, ?, ?)")
+            .bind(name.as_str())
+            .bind(target.chat_id)
+            .bind(target.topic_id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+fn group_from_row(row: SqliteRow) -> GroupRecord {
+    let name: String = row.get(0);
+    let list = |json: Option<String>| json.and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok());
+    let chat_id: Option<i64> = row.get(9);
+    GroupRecord {
+        // Names were validated before they were stored.
+        name: name.parse().expect("stored group names are valid"),
+        created_at_us: row.get(1),
+        session_id: row.get(2),
+        settings: GroupSettings {
+            allowed_tools: list(row.get(3)),
+            trigger: row.get(4),
+            requires_trigger: row.get(5),
+            admins: list(row.get(6)).unwrap_or_default(),
+            telegram: chat_id.map(|chat_id| TelegramTarget { chat_id, topic_id: row.get(10) }),
+        },
+        active: row.get(7),
+        inactive_reason: row.get(8),
+    }
+}

@@ -1,0 +1,384 @@
+//! Telegram end to end: the whole daemon (`pincer::app::run`, as `main` runs
+//! it) with the real teloxide client against the fake Bot API, and the real
+//! CLI against the fake Messages API.
+
+use std::time::Duration;
+
+use pincer::store::{GroupSettings, TelegramTarget};
+
+use crate::support::fake_api::{self, FakeApi, Reply};
+use crate::support::fake_bot::{ChatKind, FakeBot, Incoming, TgChat, TgUser, BOT_USERNAME};
+use crate::support::harness::{Sandbox, PATIENCE};
+
+fn forum() -> TgChat {
+    TgChat { id: -100_200, kind: ChatKind::Supergroup { forum: true }, title: "Research".into() }
+}
+
+fn team() -> TgChat {
+    TgChat { id: -100_300, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
+}
+
+fn alice() -> TgUser {
+    TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
+}
+
+fn bob() -> TgUser {
+    TgUser { id: 43, first_name: "Bob".into(), username: None }
+}
+
+fn bound(chat: &TgChat, topic: Option<i64>) -> GroupSettings {
+    GroupSettings { telegram: Some(TelegramTarget { chat_id: chat.id, topic_id: topic }), ..GroupSettings::default() }
+}
+
+/// A sandbox whose daemon serves Telegram through `bot`.
+async fn telegram_sandbox(api: &FakeApi, bot: &FakeBot) -> Sandbox {
+    let mut sandbox = Sandbox::new(api);
+    sandbox.use_telegram(bot);
+    sandbox
+}
+
+/// Waits until the API has seen `n` main requests.
+async fn wait_requests(api: &FakeApi, n: usize) {
+    tokio::time::timeout(PATIENCE, async {
+        while api.main_requests().len() < n {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the CLI asked the API in time");
+}
+
+#[tokio::test]
+async fn a_triggered_message_is_answered_in_its_topic_and_commands_are_registered() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.add_group_with("research", bound(&forum(), Some(7))).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say_with(Incoming { topic: Some(7), ..Incoming::new(&forum(), &alice(), "@Andy what is 2+2?") });
+    let sent = bot.wait_sent(forum().id, 1).await;
+    assert_eq!(sent[0].thread_id, Some(7), "the reply goes to the same forum topic");
+    assert!(sent[0].text.contains("Alice: @Andy what is 2+2?"), "{}", sent[0].text);
+    assert_eq!(sent[0].parse_mode.as_deref(), Some("HTML"));
+
+    let calls = bot.calls();
+    let commands = calls.iter().find(|c| c.method == "setMyCommands").expect("commands registered");
+    let names: Vec<&str> =
+        commands.params["commands"].as_array().unwrap().iter().map(|c| c["command"].as_str().unwrap()).collect();
+    for name in ["status", "stop", "new", "chatid"] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    assert!(
+        calls.iter().any(|c| c.method == "sendChatAction" && c.params["message_thread_id"] == 7),
+        "a typing indicator ran in the topic"
+    );
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn untriggered_messages_reach_the_agent_as_context_with_the_next_triggered_one() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.add_group_with("team", bound(&team(), None)).await;
+    let pincer = sandbox.spawn_daemon();
+
+    let lunch = bot.say(&team(), &bob(), "lunch at noon?");
+    bot.say_with(Incoming { reply_to: Some(lunch), ..Incoming::new(&team(), &alice(), "sounds good") });
+    bot.say(&team(), &alice(), "@andy what did we decide?");
+    let sent = bot.wait_sent(team().id, 1).await;
+
+    let requests = api.main_requests();
+    assert_eq!(requests.len(), 1, "only the triggered message started a turn");
+    let prompt = requests[0].last_user_prompt();
+    assert!(prompt.contains("Bob: lunch at noon?"), "{prompt}");
+    assert!(prompt.contains("Alice (replying to Bob: lunch at noon?): sounds good"), "{prompt}");
+    assert!(prompt.ends_with("Alice: @andy what did we decide?"), "{prompt}");
+    assert!(sent[0].text.contains("lunch at noon?"));
+
+    // Context is handed on once: the next question carries only itself.
+    bot.say(&team(), &alice(), "@Andy and now?");
+    bot.wait_sent(team().id, 2).await;
+    let prompt = api.main_requests()[1].last_user_prompt();
+    assert!(!prompt.contains("lunch"), "{prompt}");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_chat_that_is_not_registered_reaches_no_agent_but_can_ask_its_id() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.add_group_with("team", bound(&team(), None)).await;
+    let pincer = sandbox.spawn_daemon();
+    let stranger = TgChat { id: -100_999, kind: ChatKind::Group, title: "Strangers".into() };
+
+    bot.say(&stranger, &alice(), "@Andy please answer");
+    bot.say(&stranger, &alice(), &format!("/chatid@{BOT_USERNAME}"));
+    let sent = bot.wait_sent(stranger.id, 1).await;
+    assert!(sent[0].text.contains("Chat id: -100999"), "{}", sent[0].text);
+    assert!(sent[0].text.contains("--admin 42"), "{}", sent[0].text);
+
+    // A registered chat's answer shows the stranger's message was long handled.
+    bot.say(&team(), &alice(), "@Andy ping");
+    bot.wait_sent(team().id, 1).await;
+    assert_eq!(bot.sent(stranger.id).len(), 1, "nothing but the /chatid answer went to the stranger");
+    assert_eq!(api.main_requests().len(), 1, "only the registered chat's message reached a CLI");
+    assert!(!api.main_requests()[0].all_text().contains("please answer"));
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_long_reply_arrives_as_several_messages_within_the_limit() {
+    let paragraph = "word ".repeat(150);
+    let long: String = (0..30).map(|i| format!("Paragraph {i}: {paragraph}\n\n")).collect();
+    let script = fake_api::scripted(vec![("LONG", Reply::text(long.clone()))]);
+    let api = FakeApi::start(script).await;
+    let bot = FakeBot::start().await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say(&team(), &alice(), "LONG please");
+    let total = long.trim().len();
+    let sent = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let sent = bot.sent(team().id);
+            if sent.iter().map(|s| s.text.len()).sum::<usize>() >= total - 100 {
+                return sent;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the whole reply arrived");
+    assert!(sent.len() >= 5, "{} messages", sent.len());
+    for s in &sent {
+        assert!(s.text.encode_utf16().count() <= 4096, "{} > 4096", s.text.len());
+    }
+    assert!(sent[0].text.starts_with("Paragraph 0:"));
+    assert!(sent.last().unwrap().text.contains("Paragraph 29:"));
+    let failed: Vec<_> = bot.calls().into_iter().filter(|c| c.method == "sendMessage" && !c.ok).collect();
+    assert!(failed.is_empty(), "Telegram rejected nothing: {:?}", failed.iter().map(|c| &c.error).collect::<Vec<_>>());
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn background_work_sends_its_follow_up_as_a_second_message() {
+    let api = FakeApi::start(fake_api::bg_bash()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
+    let settings =
+        GroupSettings { allowed_tools: Some(vec!["Bash".into()]), requires_trigger: false, ..bound(&team(), None) };
+    sandbox.add_group_with("team", settings).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say(&team(), &alice(), "please run BGBASH now");
+    let sent = bot.wait_sent(team().id, 2).await;
+    assert!(sent[0].text.starts_with("AFTER_TOOL"), "{}", sent[0].text);
+    assert_eq!(sent[1].text, "FOLLOWUP: saw task notification");
+    pincer.stop().await;
+}
+
+/// A group whose Bash calls need Alice's approval, with a short timeout.
+async fn approval_sandbox(api: &FakeApi, bot: &FakeBot, timeout: Duration) -> Sandbox {
+    let mut sandbox = telegram_sandbox(api, bot).await;
+    sandbox.config.claude.approval_timeout = timeout;
+    let settings = GroupSettings {
+        allowed_tools: Some(vec!["Read".into()]),
+        requires_trigger: false,
+        admins: vec![alice().id.to_string()],
+        ..bound(&team(), None)
+    };
+    sandbox.add_group_with("team", settings).await;
+    sandbox
+}
+
+fn touch_script() -> fake_api::Script {
+    fake_api::scripted(vec![("TOUCH", Reply::bash("touch approved.txt && echo touched", "make a file"))])
+}
+
+#[tokio::test]
+async fn an_admin_approves_a_tool_in_the_chat_and_a_non_admin_cannot() {
+    let api = FakeApi::start(touch_script()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = approval_sandbox(&api, &bot, PATIENCE).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say(&team(), &bob(), "TOUCH please");
+    let prompt = bot.wait_sent(team().id, 1).await.remove(0);
+    assert!(prompt.text.contains("Bash") && prompt.text.contains("touch approved.txt"), "{}", prompt.text);
+    let buttons = prompt.reply_markup.clone().expect("the prompt has buttons");
+    let data: Vec<String> = buttons["inline_keyboard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(data.len(), 3, "{data:?}");
+    let allow = data.iter().find(|d| d.ends_with(":a")).unwrap();
+
+    bot.press(&team(), &bob(), prompt.message_id, allow);
+    bot.wait_for("the non-admin's press is answered", |b| {
+        b.calls().iter().any(|c| {
+            c.method == "answerCallbackQuery"
+                && c.params["text"].as_str().is_some_and(|t| t.contains("only this group's admins"))
+        })
+    })
+    .await;
+    assert!(!sandbox.group_dir("team").join("approved.txt").exists(), "a refused press changes nothing");
+
+    bot.press(&team(), &alice(), prompt.message_id, allow);
+    let sent = bot.wait_sent(team().id, 2).await;
+    assert!(sent[1].text.contains("touched"), "the tool ran and its output reached the model: {}", sent[1].text);
+    assert!(sandbox.group_dir("team").join("approved.txt").exists());
+    bot.wait_for("the prompt shows who allowed it", |b| b.sent(team().id)[0].text.contains("Allowed by Alice")).await;
+
+    let store = sandbox.store().await;
+    let decisions = store.decisions(&"team".parse().unwrap()).await.unwrap();
+    assert_eq!(decisions.len(), 1);
+    assert!(decisions[0].allowed);
+    assert_eq!(decisions[0].decided_by, "telegram:42 (Alice)");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_is_denied_after_the_timeout() {
+    let api = FakeApi::start(touch_script()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = approval_sandbox(&api, &bot, Duration::from_secs(2)).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say(&team(), &bob(), "TOUCH please");
+    let sent = bot.wait_sent(team().id, 2).await;
+    assert!(sent[1].text.contains("denied"), "the model saw the denial: {}", sent[1].text);
+    assert!(!sandbox.group_dir("team").join("approved.txt").exists());
+    bot.wait_for("the prompt says it timed out", |b| b.sent(team().id)[0].text.contains("No answer in time")).await;
+    let store = sandbox.store().await;
+    let decisions = store.decisions(&"team".parse().unwrap()).await.unwrap();
+    assert_eq!((decisions[0].allowed, decisions[0].decided_by.as_str()), (false, "timeout"));
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn stop_interrupts_the_turn_and_new_starts_a_fresh_session() {
+    let script = fake_api::scripted(vec![
+        ("after", Reply::text("ECHO: after")),
+        ("SLOWREPLY", Reply::slow(Duration::from_secs(20), Reply::text("too late"))),
+    ]);
+    let api = FakeApi::start(script).await;
+    let bot = FakeBot::start().await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say(&team(), &alice(), "SLOWREPLY please");
+    wait_requests(&api, 1).await;
+    bot.say(&team(), &alice(), "/stop");
+    let sent = bot.wait_sent(team().id, 2).await;
+    let texts: Vec<&str> = sent.iter().map(|s| s.text.as_str()).collect();
+    assert!(texts.iter().any(|t| t.contains("Interrupting")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.starts_with("⚠️")), "the turn ended as an error (interrupted): {texts:?}");
+
+    bot.say(&team(), &alice(), "/status");
+    let status = bot.wait_sent(team().id, 3).await.remove(2);
+    assert!(status.text.contains("Session: live since"), "{}", status.text);
+    assert!(status.text.contains("Cost so far: $"), "{}", status.text);
+
+    bot.say(&team(), &alice(), "/new");
+    bot.wait_for("the fresh session is confirmed", |b| {
+        b.sent(team().id).iter().any(|s| s.text.contains("fresh session"))
+    })
+    .await;
+    bot.say(&team(), &alice(), "after");
+    bot.wait_for("the answer after /new", |b| b.sent(team().id).iter().any(|s| s.text == "ECHO: after")).await;
+    let last = api.main_requests().pop().unwrap();
+    assert!(!last.all_text().contains("SLOWREPLY"), "the fresh session does not remember: {}", last.all_text());
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_restart_of_pincer_between_two_messages_continues_the_same_session() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+
+    let pincer = sandbox.spawn_daemon();
+    bot.say(&team(), &alice(), "remember MSG1");
+    bot.wait_sent(team().id, 1).await;
+    pincer.stop().await;
+    let first_session = sandbox.store().await.group("team").await.unwrap().session_id.expect("a session id");
+
+    let pincer = sandbox.spawn_daemon();
+    bot.say(&team(), &alice(), "and MSG2");
+    bot.wait_sent(team().id, 2).await;
+    let last = api.main_requests().pop().unwrap();
+    assert!(
+        last.all_text().contains("remember MSG1"),
+        "the resumed session has the first message: {}",
+        last.all_text()
+    );
+    pincer.stop().await;
+    let store = sandbox.store().await;
+    assert_eq!(store.group("team").await.unwrap().session_id, Some(first_session));
+    let events: Vec<String> =
+        store.session_events(&"team".parse().unwrap()).await.unwrap().into_iter().map(|(k, _)| k).collect();
+    assert!(events.contains(&"resumed".to_owned()), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_group_whose_bot_was_kicked_goes_inactive_and_comes_back() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.block(team().id);
+    bot.say(&team(), &alice(), "hello MSG1");
+    wait_requests(&api, 1).await;
+    let store = sandbox.store().await;
+    let inactive = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let group = store.group("team").await.unwrap();
+            if !group.active {
+                return group;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the group was marked inactive");
+    assert!(inactive.inactive_reason.unwrap().contains("kicked"));
+    let attempts = bot.calls().iter().filter(|c| c.method == "sendMessage").count();
+    assert_eq!(attempts, 1, "no retrying forever");
+
+    bot.set_member_status(&team(), "member");
+    tokio::time::timeout(PATIENCE, async {
+        while !store.group("team").await.unwrap().active {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the group is active again once the bot is back");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn retry_after_is_waited_out_and_the_reply_still_arrives() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.fail_next("sendMessage", crate::support::fake_bot::FakeError::RetryAfter(1));
+    bot.say(&team(), &alice(), "hello MSG1");
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains("hello MSG1"));
+    let tries: Vec<bool> = bot.calls().iter().filter(|c| c.method == "sendMessage").map(|c| c.ok).collect();
+    assert_eq!(tries, [false, true], "one refusal, then the same message again");
+    pincer.stop().await;
+}

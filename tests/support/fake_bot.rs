@@ -1,0 +1,1885 @@
+//! A fake Telegram Bot API server on loopback, spoken to by the real teloxide
+//! client (`[telegram] api_url = <FakeBot::api_url()>`).
+//!
+//! Tests play the people in the chats ([`FakeBot::say`], [`FakeBot::press`],
+//! [`FakeBot::set_member_status`]) and assert on what the bot did
+//! ([`FakeBot::calls`], [`FakeBot::sent`]). Every request is recorded, whether
+//! it succeeded or not, under Telegram's lowerCamel method name.
+//!
+//! It rejects what Telegram rejects, with the descriptions teloxide-core maps to
+//! its `ApiError` variants, so a formatting or size bug in pincer fails here
+//! instead of in production:
+//! - `parse_mode: "HTML"` is parsed like Telegram's parser (tdlib's
+//!   `parse_html`): only Telegram's tags, properly nested and closed; and,
+//!   stricter than Telegram, a bare `<` or an `&` that starts no supported entity
+//!   (`&lt; &gt; &amp; &quot;`, numeric) is an error too, as the Bot API docs
+//!   require them escaped.
+//! - Length is counted in UTF-16 units of the visible text after entity parsing
+//!   and trimming, 4096 at most.
+//! - `callback_data` is 1-64 bytes; editing to identical content is "message is
+//!   not modified"; editing text without `reply_markup` drops the keyboard.
+//!
+//! Telegram's own quirks are reproduced because pincer must cope with them:
+//! - In a forum, every message in a topic that replies to nothing carries
+//!   `reply_to_message` = the topic's `forum_topic_created` service message.
+//! - In a non-forum supergroup, a reply carries `message_thread_id` (the root of
+//!   its reply chain) without `is_topic_message`.
+//! - teloxide sends `POST /bot<TOKEN>/SendMessage` (PascalCase); Telegram and
+//!   this fake match method names case-insensitively.
+//! - `allowed_updates` sticks from one `getUpdates`/`setWebhook` to the next, and
+//!   updates of other kinds are never delivered.
+//! - While a webhook is set, queued updates are POSTed to it (with the
+//!   `X-Telegram-Bot-Api-Secret-Token` header) instead of served to `getUpdates`.
+//!
+//! Not modelled: file uploads, inline mode, MarkdownV2 parsing (its text is
+//! counted as is), HTTPS-only webhooks, rate limits (inject them with
+//! [`FakeBot::fail_next`]).
+#![allow(dead_code)]
+
+use std::{
+    collections::{HashMap, VecDeque},
+    net::SocketAddr,
+    pin::pin,
+    sync::{Arc, Mutex, MutexGuard},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use axum::{
+    body::Bytes,
+    extract::State,
+    http::{header, HeaderMap, StatusCode, Uri},
+    response::{IntoResponse, Response},
+    Json, Router,
+};
+use serde_json::{json, Map, Value};
+use tokio::sync::{oneshot, Notify};
+
+/// The bot's user id, as `getMe` reports it.
+pub const BOT_ID: i64 = 7_000_000_001;
+/// The bot's @username, without the `@`.
+pub const BOT_USERNAME: &str = "pincer_test_bot";
+pub const BOT_FIRST_NAME: &str = "Andy";
+/// Telegram's limit on a message's text, in UTF-16 code units after entity parsing.
+pub const MAX_TEXT_UTF16: usize = 4096;
+/// Telegram's limit on an inline button's `callback_data`, in bytes.
+pub const MAX_CALLBACK_DATA: usize = 64;
+/// How long [`FakeBot::wait_for`] waits before it gives up.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The chat owner: creates the topics tests do not create, adds and removes the bot.
+const OWNER_ID: i64 = 1;
+const FIRST_UPDATE_ID: u32 = 500_000_001;
+/// Telegram's default `allowed_updates` leaves these out.
+const OPT_IN_UPDATES: [&str; 3] = ["chat_member", "message_reaction", "message_reaction_count"];
+/// One of Telegram's six topic icon colours.
+const TOPIC_ICON_COLOR: u32 = 7_322_096;
+
+const NOT_MODIFIED: &str = "Bad Request: message is not modified: specified new message content and reply markup are \
+                            exactly the same as a current content and reply markup of the message";
+const BAD_QUERY_ID: &str = "Bad Request: query is too old and response timeout expired or query id is invalid";
+
+/// Methods the fake knows by name, so a case-mangled path still records
+/// Telegram's spelling.
+const KNOWN_METHODS: &[&str] = &[
+    "getMe",
+    "getUpdates",
+    "sendMessage",
+    "editMessageText",
+    "editMessageReplyMarkup",
+    "sendChatAction",
+    "answerCallbackQuery",
+    "setMyCommands",
+    "deleteMyCommands",
+    "getMyCommands",
+    "setWebhook",
+    "deleteWebhook",
+    "getWebhookInfo",
+    "deleteMessage",
+    "getChat",
+    "getChatMember",
+    "leaveChat",
+    "sendPhoto",
+    "sendDocument",
+    "setMessageReaction",
+    "pinChatMessage",
+    "logOut",
+    "close",
+];
+
+const HTML_TAGS: &[&str] = &[
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "span",
+    "tg-spoiler",
+    "a",
+    "code",
+    "pre",
+    "blockquote",
+    "tg-emoji",
+];
+
+const CHAT_ACTIONS: &[&str] = &[
+    "typing",
+    "upload_photo",
+    "record_video",
+    "upload_video",
+    "record_voice",
+    "upload_voice",
+    "upload_document",
+    "choose_sticker",
+    "find_location",
+    "record_video_note",
+    "upload_video_note",
+];
+
+/// Keys that give an inline button something to do besides showing its text.
+const BUTTON_ACTIONS: &[&str] = &[
+    "url",
+    "callback_data",
+    "web_app",
+    "login_url",
+    "switch_inline_query",
+    "switch_inline_query_current_chat",
+    "switch_inline_query_chosen_chat",
+    "copy_text",
+    "callback_game",
+    "pay",
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChatKind {
+    Private,
+    Group,
+    Supergroup { forum: bool },
+}
+
+/// A chat the tests talk in. For a private chat, `id` is the user's id and
+/// `title` their first name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TgChat {
+    pub id: i64,
+    pub kind: ChatKind,
+    pub title: String,
+}
+
+impl TgChat {
+    pub fn private(user: &TgUser) -> TgChat {
+        TgChat { id: user.id, kind: ChatKind::Private, title: user.first_name.clone() }
+    }
+
+    pub fn group(id: i64, title: &str) -> TgChat {
+        TgChat { id, kind: ChatKind::Group, title: title.to_owned() }
+    }
+
+    pub fn supergroup(id: i64, title: &str) -> TgChat {
+        TgChat { id, kind: ChatKind::Supergroup { forum: false }, title: title.to_owned() }
+    }
+
+    pub fn forum(id: i64, title: &str) -> TgChat {
+        TgChat { id, kind: ChatKind::Supergroup { forum: true }, title: title.to_owned() }
+    }
+
+    fn is_forum(&self) -> bool {
+        self.kind == ChatKind::Supergroup { forum: true }
+    }
+
+    fn to_json(&self) -> Value {
+        match self.kind {
+            ChatKind::Private => json!({ "id": self.id, "type": "private", "first_name": self.title }),
+            ChatKind::Group => json!({ "id": self.id, "type": "group", "title": self.title }),
+            ChatKind::Supergroup { forum } => {
+                let mut chat = json!({ "id": self.id, "type": "supergroup", "title": self.title });
+                if forum {
+                    chat["is_forum"] = json!(true);
+                }
+                chat
+            }
+        }
+    }
+
+    /// A chat pincer sends to before the tests introduced it: Telegram's id
+    /// ranges tell the kind.
+    fn guess(id: i64) -> TgChat {
+        let kind = if id > 0 {
+            ChatKind::Private
+        } else if id <= -1_000_000_000_000 {
+            ChatKind::Supergroup { forum: false }
+        } else {
+            ChatKind::Group
+        };
+        TgChat { id, kind, title: format!("Chat {id}") }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TgUser {
+    pub id: i64,
+    pub first_name: String,
+    pub username: Option<String>,
+}
+
+impl TgUser {
+    pub fn new(id: i64, first_name: &str) -> TgUser {
+        TgUser { id, first_name: first_name.to_owned(), username: None }
+    }
+
+    /// The bot itself, e.g. as the creator of a topic.
+    pub fn bot() -> TgUser {
+        TgUser { id: BOT_ID, first_name: BOT_FIRST_NAME.to_owned(), username: Some(BOT_USERNAME.to_owned()) }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut user = json!({ "id": self.id, "is_bot": self.id == BOT_ID, "first_name": self.first_name });
+        if let Some(username) = &self.username {
+            user["username"] = json!(username);
+        }
+        user
+    }
+}
+
+/// One request the bot made.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// Telegram's spelling: `sendMessage`, `getUpdates`, …
+    pub method: String,
+    /// The JSON body (query and form parameters folded in as strings).
+    pub params: Value,
+    pub ok: bool,
+    /// The `description` of a failed call.
+    pub error: Option<String>,
+    /// When the answer was given (for a long poll: when it returned).
+    pub at: Instant,
+}
+
+/// A message the bot sent, as it stands now (after edits).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sent {
+    pub message_id: i64,
+    pub chat_id: i64,
+    /// The `message_thread_id` the bot asked for.
+    pub thread_id: Option<i64>,
+    /// What the chat shows: tags stripped, entities decoded, trimmed.
+    pub text: String,
+    /// The text as the bot sent it (HTML source for `parse_mode: "HTML"`).
+    pub raw_text: String,
+    pub parse_mode: Option<String>,
+    /// The `reply_markup` of the last send or edit; `None` once an edit dropped it.
+    pub reply_markup: Option<Value>,
+    /// How many successful edits the message had.
+    pub edits: u32,
+}
+
+/// A message a user posts. `reply_to` is a message id in the same chat, one
+/// the bot sent or one a user posted; `topic` is a forum topic's thread id.
+#[derive(Clone, Debug)]
+pub struct Incoming {
+    pub chat: TgChat,
+    pub from: TgUser,
+    pub text: String,
+    pub topic: Option<i64>,
+    pub reply_to: Option<i64>,
+}
+
+impl Incoming {
+    pub fn new(chat: &TgChat, from: &TgUser, text: &str) -> Incoming {
+        Incoming { chat: chat.clone(), from: from.clone(), text: text.to_owned(), topic: None, reply_to: None }
+    }
+}
+
+/// A fault to answer the next call of a method with ([`FakeBot::fail_next`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FakeError {
+    /// 429 with `parameters.retry_after`: teloxide's `RequestError::RetryAfter`.
+    RetryAfter(u32),
+    /// Any error. A 5xx code makes teloxide sleep 10 s before it reports it.
+    Custom { code: u16, description: String },
+}
+
+impl FakeError {
+    pub fn custom(code: u16, description: &str) -> FakeError {
+        FakeError::Custom { code, description: description.to_owned() }
+    }
+}
+
+/// The webhook the bot registered with `setWebhook`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Webhook {
+    pub url: String,
+    pub secret_token: Option<String>,
+}
+
+/// An error answer, in Telegram's terms.
+#[derive(Debug)]
+struct TgError {
+    code: u16,
+    description: String,
+    retry_after: Option<u32>,
+}
+
+fn bad(what: &str) -> TgError {
+    TgError { code: 400, description: format!("Bad Request: {what}"), retry_after: None }
+}
+
+fn forbidden(what: &str) -> TgError {
+    TgError { code: 403, description: format!("Forbidden: {what}"), retry_after: None }
+}
+
+impl From<FakeError> for TgError {
+    fn from(e: FakeError) -> TgError {
+        match e {
+            FakeError::RetryAfter(secs) => TgError {
+                code: 429,
+                description: format!("Too Many Requests: retry after {secs}"),
+                retry_after: Some(secs),
+            },
+            FakeError::Custom { code, description } => TgError { code, description, retry_after: None },
+        }
+    }
+}
+
+type Outcome = Result<Value, TgError>;
+
+/// The bot's standing in a chat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Membership {
+    Member,
+    Administrator,
+    Left,
+    Kicked,
+}
+
+impl Membership {
+    fn parse(status: &str) -> Option<Membership> {
+        Some(match status {
+            "member" => Membership::Member,
+            "administrator" => Membership::Administrator,
+            "left" => Membership::Left,
+            "kicked" => Membership::Kicked,
+            _ => return None,
+        })
+    }
+
+    fn to_json(self) -> Value {
+        let bot = TgUser::bot().to_json();
+        match self {
+            Membership::Member => json!({ "user": bot, "status": "member" }),
+            Membership::Left => json!({ "user": bot, "status": "left" }),
+            Membership::Kicked => json!({ "user": bot, "status": "kicked", "until_date": 0 }),
+            Membership::Administrator => json!({
+                "user": bot,
+                "status": "administrator",
+                "can_be_edited": false,
+                "is_anonymous": false,
+                "can_manage_chat": true,
+                "can_change_info": false,
+                "can_delete_messages": true,
+                "can_manage_video_chats": false,
+                "can_invite_users": true,
+                "can_restrict_members": false,
+                "can_promote_members": false,
+                "can_pin_messages": true,
+                "can_manage_topics": false,
+            }),
+        }
+    }
+
+    /// Telegram's refusal for a bot that is not in `chat` (any more).
+    fn refusal(self, chat: &TgChat) -> Option<TgError> {
+        let kicked = match self {
+            Membership::Member | Membership::Administrator => return None,
+            Membership::Kicked => true,
+            Membership::Left => false,
+        };
+        // Only some of these map to a named ApiError (BotBlocked,
+        // BotKickedFromSupergroup); the group ones are ApiError::Unknown, as with
+        // the real API.
+        Some(forbidden(match (chat.kind, kicked) {
+            (ChatKind::Private, _) => "bot was blocked by the user",
+            (ChatKind::Group, true) => "bot was kicked from the group chat",
+            (ChatKind::Group, false) => "bot is not a member of the group chat",
+            (ChatKind::Supergroup { .. }, true) => "bot was kicked from the supergroup chat",
+            (ChatKind::Supergroup { .. }, false) => "bot is not a member of the supergroup chat",
+        }))
+    }
+}
+
+/// What the fake remembers of a message the bot sent, beyond its JSON.
+struct SentMeta {
+    chat_id: i64,
+    message_id: i64,
+    thread_id: Option<i64>,
+    raw_text: String,
+    parse_mode: Option<String>,
+    reply_markup: Option<Value>,
+    edits: u32,
+}
+
+struct Inner {
+    next_update_id: u32,
+    /// Updates not yet confirmed by a `getUpdates` offset or a webhook 2xx.
+    pending: VecDeque<Value>,
+    /// The last `allowed_updates` given; `None` or empty: Telegram's default.
+    allowed_updates: Option<Vec<String>>,
+    chats: HashMap<i64, TgChat>,
+    last_message_id: HashMap<i64, i64>,
+    /// Every message on either side, as Telegram's Message JSON.
+    messages: HashMap<(i64, i64), Value>,
+    sent: Vec<SentMeta>,
+    calls: Vec<Call>,
+    membership: HashMap<i64, Membership>,
+    /// One-shot faults by lowercased method name.
+    faults: HashMap<String, VecDeque<FakeError>>,
+    /// Callback query ids, and whether they were answered.
+    callbacks: HashMap<String, bool>,
+    next_callback: u64,
+    webhook: Option<Webhook>,
+    /// Bumped by every `getUpdates`, so an older long poll knows it was overtaken.
+    poll_generation: u64,
+    closed: bool,
+}
+
+struct Shared {
+    inner: Mutex<Inner>,
+    /// A new update, poller, webhook or shutdown: wakes long polls and the webhook sender.
+    updates: Notify,
+    /// A call was recorded or the chats changed: wakes `wait_for`.
+    activity: Notify,
+}
+
+impl Shared {
+    /// A test that panicked while holding the lock must not take the server down with it.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn record(&self, method: &str, params: Value, outcome: &Outcome) {
+        let call = Call {
+            method: method.to_owned(),
+            params,
+            ok: outcome.is_ok(),
+            error: outcome.as_ref().err().map(|e| e.description.clone()),
+            at: Instant::now(),
+        };
+        self.lock().calls.push(call);
+        self.activity.notify_waiters();
+    }
+}
+
+/// A running fake Bot API; stops serving when dropped.
+pub struct FakeBot {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    /// Dropping it shuts the server down.
+    _shutdown: oneshot::Sender<()>,
+}
+
+impl FakeBot {
+    /// Binds 127.0.0.1 on a free port and serves from a spawned task (needs a
+    /// tokio runtime).
+    pub async fn start() -> FakeBot {
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                next_update_id: FIRST_UPDATE_ID,
+                pending: VecDeque::new(),
+                allowed_updates: None,
+                chats: HashMap::new(),
+                last_message_id: HashMap::new(),
+                messages: HashMap::new(),
+                sent: Vec::new(),
+                calls: Vec::new(),
+                membership: HashMap::new(),
+                faults: HashMap::new(),
+                callbacks: HashMap::new(),
+                next_callback: 1,
+                webhook: None,
+                poll_generation: 0,
+                closed: false,
+            }),
+            updates: Notify::new(),
+            activity: Notify::new(),
+        });
+        // Every path goes to one handler: the token and method are path
+        // segments, and the method name is matched case-insensitively.
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake Bot API");
+        let addr = listener.local_addr().expect("fake Bot API address");
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let result = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+            if let Err(e) = result {
+                eprintln!("fake Bot API: server error: {e}");
+            }
+        });
+        tokio::spawn(deliver_to_webhook(shared.clone()));
+        FakeBot { addr, shared, _shutdown: shutdown }
+    }
+
+    /// `http://127.0.0.1:PORT`, for `[telegram] api_url`. teloxide appends
+    /// `/bot<TOKEN>/<Method>` as path segments, so no trailing slash is needed
+    /// (one after a path prefix would even double it).
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Makes a chat known without anyone talking in it, so sends to it get the
+    /// right chat JSON and refusals. Chats seen in [`Self::say`] are known.
+    pub fn add_chat(&self, chat: &TgChat) {
+        self.shared.lock().chats.insert(chat.id, chat.clone());
+    }
+
+    /// Queues a text message from `from` in `chat`; returns its message id.
+    pub fn say(&self, chat: &TgChat, from: &TgUser, text: &str) -> i64 {
+        self.say_with(Incoming::new(chat, from, text))
+    }
+
+    /// Queues a message (in a topic, or replying to another); returns its message id.
+    pub fn say_with(&self, incoming: Incoming) -> i64 {
+        let id = {
+            let mut inner = self.shared.lock();
+            let message = inner.incoming_message(&incoming);
+            let id = message["message_id"].as_i64().unwrap_or_default();
+            inner.queue("message", message);
+            id
+        };
+        self.shared.updates.notify_waiters();
+        id
+    }
+
+    /// The update [`Self::say_with`] would queue, without queueing it, for a
+    /// test that hands it to [`FakeBot::post_webhook`] itself. The message is
+    /// stored, so later messages can reply to it.
+    pub fn message_update(&self, incoming: Incoming) -> Value {
+        let mut inner = self.shared.lock();
+        let message = inner.incoming_message(&incoming);
+        let update_id = inner.next_update_id;
+        inner.next_update_id += 1;
+        json!({ "update_id": update_id, "message": message })
+    }
+
+    /// Creates a forum topic as `creator` did in the app: queues the
+    /// `forum_topic_created` service message; returns the topic's thread id.
+    /// Topics that messages use without this are created silently.
+    pub fn create_topic(&self, chat: &TgChat, creator: &TgUser, name: &str) -> i64 {
+        assert!(chat.is_forum(), "fake Bot API: chat {} is not a forum", chat.id);
+        let id = {
+            let mut inner = self.shared.lock();
+            inner.chats.insert(chat.id, chat.clone());
+            let id = inner.next_message_id(chat.id);
+            let root = topic_root(chat, id, creator, name);
+            inner.messages.insert((chat.id, id), root.clone());
+            inner.queue("message", root);
+            id
+        };
+        self.shared.updates.notify_waiters();
+        id
+    }
+
+    /// Queues a press of an inline button of message `message_id` (one the bot
+    /// sent) by `from`; returns the callback query id. `data` is not checked
+    /// against the message's buttons, so stale or forged data can be tested.
+    pub fn press(&self, chat: &TgChat, from: &TgUser, message_id: i64, data: &str) -> String {
+        let id = {
+            let mut inner = self.shared.lock();
+            let message = inner
+                .messages
+                .get(&(chat.id, message_id))
+                .cloned()
+                .unwrap_or_else(|| panic!("fake Bot API: press on message {message_id}, not in chat {}", chat.id));
+            let id = format!("{}", 4_200_000_000_000_000_000u64 + inner.next_callback);
+            inner.next_callback += 1;
+            inner.callbacks.insert(id.clone(), false);
+            let query = json!({
+                "id": id,
+                "from": from.to_json(),
+                "message": message,
+                "chat_instance": format!("{}", chat.id.unsigned_abs() ^ 0x5eed),
+                "data": data,
+            });
+            inner.queue("callback_query", query);
+            id
+        };
+        self.shared.updates.notify_waiters();
+        id
+    }
+
+    /// Queues a `my_chat_member` update for the bot in `chat` ("member",
+    /// "administrator", "left", "kicked") and applies it: once "left" or
+    /// "kicked", sends to the chat are refused; back to "member" they work again.
+    /// In a private chat "kicked" is the user blocking the bot.
+    pub fn set_member_status(&self, chat: &TgChat, status: &str) {
+        let new = Membership::parse(status).unwrap_or_else(|| {
+            panic!("fake Bot API: unknown member status {status:?} (member, administrator, left, kicked)")
+        });
+        {
+            let mut inner = self.shared.lock();
+            inner.chats.insert(chat.id, chat.clone());
+            let old = inner.membership.insert(chat.id, new).unwrap_or(Membership::Member);
+            let by = match chat.kind {
+                ChatKind::Private => TgUser::new(chat.id, &chat.title),
+                _ => owner(),
+            };
+            let change = json!({
+                "chat": chat.to_json(),
+                "from": by.to_json(),
+                "date": now(),
+                "old_chat_member": old.to_json(),
+                "new_chat_member": new.to_json(),
+            });
+            inner.queue("my_chat_member", change);
+        }
+        self.shared.updates.notify_waiters();
+        self.shared.activity.notify_waiters();
+    }
+
+    /// From now on, calls aimed at the chat are refused with Forbidden ("bot was
+    /// kicked from the … chat", or "blocked by the user" in a private chat),
+    /// without telling the bot through an update.
+    pub fn block(&self, chat_id: i64) {
+        self.shared.lock().membership.insert(chat_id, Membership::Kicked);
+    }
+
+    /// Undoes [`Self::block`] silently.
+    pub fn unblock(&self, chat_id: i64) {
+        self.shared.lock().membership.insert(chat_id, Membership::Member);
+    }
+
+    /// The next call of `method` (any case) fails with `error`, before any other
+    /// check. Several stack up, first in first out.
+    pub fn fail_next(&self, method: &str, error: FakeError) {
+        self.shared.lock().faults.entry(method.to_ascii_lowercase()).or_default().push_back(error);
+    }
+
+    /// Every request so far, in the order they were answered.
+    pub fn calls(&self) -> Vec<Call> {
+        self.shared.lock().calls.clone()
+    }
+
+    /// The calls of one method (Telegram's spelling).
+    pub fn calls_to(&self, method: &str) -> Vec<Call> {
+        self.shared.lock().calls.iter().filter(|c| c.method == method).cloned().collect()
+    }
+
+    /// The messages the bot sent to the chat, oldest first, as they stand now.
+    pub fn sent(&self, chat_id: i64) -> Vec<Sent> {
+        let inner = self.shared.lock();
+        inner.sent.iter().filter(|s| s.chat_id == chat_id).map(|meta| inner.sent_view(meta)).collect()
+    }
+
+    /// Any stored message (either side) as Telegram's Message JSON.
+    pub fn message(&self, chat_id: i64, message_id: i64) -> Option<Value> {
+        self.shared.lock().messages.get(&(chat_id, message_id)).cloned()
+    }
+
+    /// The webhook the bot set, if any.
+    pub fn webhook(&self) -> Option<Webhook> {
+        self.shared.lock().webhook.clone()
+    }
+
+    /// Updates queued but not yet confirmed by the bot.
+    pub fn pending_updates(&self) -> usize {
+        self.shared.lock().pending.len()
+    }
+
+    /// Waits until `f` holds, re-checking whenever a call is recorded; panics
+    /// after [`PATIENCE`] naming `what` and listing the calls.
+    pub async fn wait_for<F: Fn(&FakeBot) -> bool>(&self, what: &str, f: F) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let mut woken = pin!(self.shared.activity.notified());
+            woken.as_mut().enable();
+            if f(self) {
+                return;
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                panic!("fake Bot API: waited {PATIENCE:?} for {what}; calls so far:\n{}", self.dump_calls());
+            }
+            // Also re-check now and then: `f` may look at more than the calls.
+            let nap = (deadline - now).min(Duration::from_millis(250));
+            let _ = tokio::time::timeout(nap, woken).await;
+        }
+    }
+
+    /// Waits until at least `n` messages were sent to the chat; returns them all.
+    pub async fn wait_sent(&self, chat_id: i64, n: usize) -> Vec<Sent> {
+        self.wait_for(&format!("{n} message(s) sent to chat {chat_id}"), |bot| bot.sent(chat_id).len() >= n).await;
+        self.sent(chat_id)
+    }
+
+    /// POSTs `update` to a webhook as Telegram does (JSON, with the secret
+    /// header); returns the HTTP status. Retries while nothing listens yet, for
+    /// up to [`PATIENCE`], as a listener may still be starting.
+    pub async fn post_webhook(url: &str, secret: Option<&str>, update: Value) -> u16 {
+        let client = teloxide::net::default_reqwest_settings().build().expect("an HTTP client");
+        let body = update.to_string();
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let mut request =
+                client.post(url).header(header::CONTENT_TYPE.as_str(), "application/json").body(body.clone());
+            if let Some(secret) = secret {
+                request = request.header("X-Telegram-Bot-Api-Secret-Token", secret);
+            }
+            match request.send().await {
+                Ok(response) => return response.status().as_u16(),
+                Err(e) if e.is_connect() && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("fake Bot API: cannot POST the update to {url}: {e}"),
+            }
+        }
+    }
+
+    /// The calls, one a line, with the polls summed up: they are many and dull.
+    fn dump_calls(&self) -> String {
+        let calls = self.calls();
+        let polls = calls.iter().filter(|c| c.method == "getUpdates").count();
+        let mut lines: Vec<String> = calls
+            .iter()
+            .filter(|c| c.method != "getUpdates")
+            .map(|c| {
+                let outcome = c.error.as_deref().map_or_else(|| "ok".to_owned(), |e| format!("ERR {e}"));
+                let mut params = c.params.to_string();
+                if params.len() > 300 {
+                    let cut = (0..=300).rev().find(|&i| params.is_char_boundary(i)).unwrap_or(0);
+                    params.truncate(cut);
+                    params.push('…');
+                }
+                format!("  {} [{outcome}] {params}", c.method)
+            })
+            .collect();
+        lines.push(format!("  (and {polls} getUpdates)"));
+        lines.join("\n")
+    }
+}
+
+impl Drop for FakeBot {
+    fn drop(&mut self) {
+        // Long polls and the webhook sender end now, so graceful shutdown does
+        // not wait out a poll timeout.
+        self.shared.lock().closed = true;
+        self.shared.updates.notify_waiters();
+    }
+}
+
+impl Inner {
+    fn chat(&self, id: i64) -> TgChat {
+        self.chats.get(&id).cloned().unwrap_or_else(|| TgChat::guess(id))
+    }
+
+    /// Message ids count up per chat, past ids taken by topics.
+    fn next_message_id(&mut self, chat_id: i64) -> i64 {
+        let mut id = self.last_message_id.get(&chat_id).copied().unwrap_or(0) + 1;
+        while self.messages.contains_key(&(chat_id, id)) {
+            id += 1;
+        }
+        self.last_message_id.insert(chat_id, id);
+        id
+    }
+
+    /// The topic's `forum_topic_created` message; one the tests did not create
+    /// with [`FakeBot::create_topic`] was created by the chat's owner, not by
+    /// whoever posts first, so a topic message does not look like a reply to its
+    /// own sender.
+    fn topic_root(&mut self, chat: &TgChat, topic: i64) -> Value {
+        if let Some(root) = self.messages.get(&(chat.id, topic)) {
+            return root.clone();
+        }
+        let root = topic_root(chat, topic, &owner(), &format!("Topic {topic}"));
+        self.messages.insert((chat.id, topic), root.clone());
+        // Messages in a topic come after the message that created it.
+        let last = self.last_message_id.entry(chat.id).or_insert(0);
+        *last = (*last).max(topic);
+        root
+    }
+
+    fn queue(&mut self, kind: &str, payload: Value) -> u32 {
+        let id = self.next_update_id;
+        self.next_update_id += 1;
+        let mut update = Map::new();
+        update.insert("update_id".into(), json!(id));
+        update.insert(kind.into(), payload);
+        self.pending.push_back(Value::Object(update));
+        id
+    }
+
+    /// Builds and stores the message a user posts, as Telegram would deliver it.
+    fn incoming_message(&mut self, incoming: &Incoming) -> Value {
+        let chat = &incoming.chat;
+        self.chats.insert(chat.id, chat.clone());
+        let replied = incoming.reply_to.map(|id| {
+            self.messages
+                .get(&(chat.id, id))
+                .cloned()
+                .unwrap_or_else(|| panic!("fake Bot API: reply_to {id}: no such message in chat {}", chat.id))
+        });
+        // A reply to a topic message stays in that topic.
+        let topic = incoming.topic.or_else(|| {
+            replied.as_ref().filter(|r| r["is_topic_message"] == true).and_then(|r| r["message_thread_id"].as_i64())
+        });
+        let root = match topic {
+            Some(topic) if chat.is_forum() => Some(self.topic_root(chat, topic)),
+            _ => None,
+        };
+        let id = self.next_message_id(chat.id);
+        let mut message = json!({
+            "message_id": id,
+            "from": incoming.from.to_json(),
+            "chat": chat.to_json(),
+            "date": now(),
+            "text": incoming.text,
+        });
+        let entities = detect_entities(&incoming.text);
+        if !entities.is_empty() {
+            message["entities"] = Value::Array(entities);
+        }
+        place_in_thread(&mut message, chat, topic, root, replied);
+        self.messages.insert((chat.id, id), message.clone());
+        message
+    }
+
+    /// Updates of kinds the bot did not ask for are never delivered.
+    fn drop_unwanted_updates(&mut self) {
+        let allowed = self.allowed_updates.clone().filter(|a| !a.is_empty());
+        self.pending.retain(|update| {
+            let kind = update.as_object().and_then(|u| u.keys().find(|k| *k != "update_id")).cloned();
+            let Some(kind) = kind else { return false };
+            match &allowed {
+                Some(allowed) => allowed.contains(&kind),
+                None => !OPT_IN_UPDATES.contains(&kind.as_str()),
+            }
+        });
+    }
+
+    /// Checks the `chat_id` parameter and that the bot may still act in the chat.
+    fn target_chat(&self, p: &Value) -> Result<TgChat, TgError> {
+        let id = match p.get("chat_id") {
+            None | Some(Value::Null) => return Err(bad("chat_id is empty")),
+            Some(v) => int_value(v).ok_or_else(|| bad("chat not found"))?,
+        };
+        let chat = self.chat(id);
+        match self.membership.get(&id).and_then(|m| m.refusal(&chat)) {
+            Some(refusal) => Err(refusal),
+            None => Ok(chat),
+        }
+    }
+
+    fn sent_view(&self, meta: &SentMeta) -> Sent {
+        let message = self.messages.get(&(meta.chat_id, meta.message_id));
+        let text = message.and_then(|m| m["text"].as_str()).unwrap_or_default().to_owned();
+        Sent {
+            message_id: meta.message_id,
+            chat_id: meta.chat_id,
+            thread_id: meta.thread_id,
+            text,
+            raw_text: meta.raw_text.clone(),
+            parse_mode: meta.parse_mode.clone(),
+            reply_markup: meta.reply_markup.clone(),
+            edits: meta.edits,
+        }
+    }
+
+    /// Answers every method but `getUpdates`.
+    fn call(&mut self, method: &str, p: &Value) -> Outcome {
+        match method {
+            "getMe" => Ok(me()),
+            "sendMessage" => self.send_message(p),
+            "editMessageText" => self.edit_message(p, true),
+            "editMessageReplyMarkup" => self.edit_message(p, false),
+            "sendChatAction" => {
+                self.target_chat(p)?;
+                match p.get("action").and_then(Value::as_str) {
+                    Some(action) if CHAT_ACTIONS.contains(&action) => Ok(json!(true)),
+                    _ => Err(bad("wrong parameter action in request")),
+                }
+            }
+            "answerCallbackQuery" => {
+                let id = p.get("callback_query_id").and_then(string_value).unwrap_or_default();
+                match self.callbacks.get_mut(&id) {
+                    Some(answered) if !*answered => {
+                        *answered = true;
+                        Ok(json!(true))
+                    }
+                    _ => Err(TgError { code: 400, description: BAD_QUERY_ID.to_owned(), retry_after: None }),
+                }
+            }
+            "setMyCommands" => check_commands(p).map(|()| json!(true)),
+            "deleteMyCommands" => Ok(json!(true)),
+            "setWebhook" => {
+                let url = p.get("url").and_then(string_value).unwrap_or_default();
+                if let Some(allowed) = p.get("allowed_updates").and_then(json_value).and_then(|v| string_list(&v)) {
+                    self.allowed_updates = Some(allowed);
+                }
+                if truthy(p.get("drop_pending_updates")) {
+                    self.pending.clear();
+                }
+                self.webhook = if url.is_empty() {
+                    None
+                } else {
+                    Some(Webhook { url, secret_token: p.get("secret_token").and_then(string_value) })
+                };
+                Ok(json!(true))
+            }
+            "deleteWebhook" => {
+                if truthy(p.get("drop_pending_updates")) {
+                    self.pending.clear();
+                }
+                self.webhook = None;
+                Ok(json!(true))
+            }
+            "getWebhookInfo" => {
+                let mut info = json!({
+                    "url": self.webhook.as_ref().map_or("", |w| w.url.as_str()),
+                    "has_custom_certificate": false,
+                    "pending_update_count": self.pending.len(),
+                });
+                if let Some(allowed) = &self.allowed_updates {
+                    info["allowed_updates"] = json!(allowed);
+                }
+                Ok(info)
+            }
+            _ => Err(TgError { code: 404, description: "Not Found: method not found".into(), retry_after: None }),
+        }
+    }
+
+    fn send_message(&mut self, p: &Value) -> Outcome {
+        let chat = self.target_chat(p)?;
+        let raw_text = p.get("text").and_then(string_value).unwrap_or_default();
+        let parse_mode = p.get("parse_mode").and_then(string_value).filter(|m| !m.is_empty());
+        let formatted = format_text(&raw_text, parse_mode.as_deref(), p.get("entities"))?;
+        if formatted.len_utf16() > MAX_TEXT_UTF16 {
+            return Err(bad("message is too long"));
+        }
+        let markup = p.get("reply_markup").and_then(json_value).filter(|m| !m.is_null());
+        let keyboard = inline_keyboard(markup.as_ref())?;
+        let thread = p.get("message_thread_id").and_then(int_value);
+
+        let reply = p.get("reply_parameters").and_then(json_value);
+        let reply_id = reply
+            .as_ref()
+            .and_then(|r| r.get("message_id").and_then(int_value))
+            .or_else(|| p.get("reply_to_message_id").and_then(int_value));
+        let replied = match reply_id {
+            Some(id) => match self.messages.get(&(chat.id, id)) {
+                Some(m) => Some(m.clone()),
+                None if truthy(reply.as_ref().and_then(|r| r.get("allow_sending_without_reply")))
+                    || truthy(p.get("allow_sending_without_reply")) =>
+                {
+                    None
+                }
+                None => return Err(bad("message to be replied not found")),
+            },
+            None => None,
+        };
+
+        let topic = thread.filter(|_| chat.is_forum());
+        let root = topic.map(|t| self.topic_root(&chat, t));
+        let id = self.next_message_id(chat.id);
+        let mut message = json!({
+            "message_id": id,
+            "from": TgUser::bot().to_json(),
+            "chat": chat.to_json(),
+            "date": now(),
+            "text": formatted.text,
+        });
+        if !formatted.entities.is_empty() {
+            message["entities"] = formatted.entities_json();
+        }
+        place_in_thread(&mut message, &chat, topic, root, replied);
+        if let Some(keyboard) = keyboard {
+            message["reply_markup"] = keyboard;
+        }
+        self.messages.insert((chat.id, id), message.clone());
+        self.sent.push(SentMeta {
+            chat_id: chat.id,
+            message_id: id,
+            thread_id: thread,
+            raw_text,
+            parse_mode,
+            reply_markup: markup,
+            edits: 0,
+        });
+        Ok(message)
+    }
+
+    /// `editMessageText` (`text: true`) or `editMessageReplyMarkup`.
+    fn edit_message(&mut self, p: &Value, text: bool) -> Outcome {
+        if p.get("inline_message_id").is_some() {
+            return Err(bad("MESSAGE_ID_INVALID"));
+        }
+        let chat = self.target_chat(p)?;
+        let id = p.get("message_id").and_then(int_value).ok_or_else(|| bad("message identifier is not specified"))?;
+        let raw_text = p.get("text").and_then(string_value).unwrap_or_default();
+        let parse_mode = p.get("parse_mode").and_then(string_value).filter(|m| !m.is_empty());
+        let formatted = if text {
+            let formatted = format_text(&raw_text, parse_mode.as_deref(), p.get("entities"))?;
+            if formatted.len_utf16() > MAX_TEXT_UTF16 {
+                // Not "message is too long": edits have their own wording.
+                return Err(bad("MESSAGE_TOO_LONG"));
+            }
+            Some(formatted)
+        } else {
+            None
+        };
+        // Leaving `reply_markup` out of an edit removes the keyboard.
+        let markup = p.get("reply_markup").and_then(json_value).filter(|m| !m.is_null());
+        let keyboard = inline_keyboard(markup.as_ref())?;
+
+        let Some(message) = self.messages.get_mut(&(chat.id, id)) else {
+            return Err(bad("message to edit not found"));
+        };
+        if message["from"]["id"] != BOT_ID {
+            return Err(bad("message can't be edited"));
+        }
+        let mut edited = message.clone();
+        if let Some(formatted) = &formatted {
+            edited["text"] = json!(formatted.text);
+            set_or_remove(&mut edited, "entities", (!formatted.entities.is_empty()).then(|| formatted.entities_json()));
+        }
+        set_or_remove(&mut edited, "reply_markup", keyboard);
+        if edited == *message {
+            return Err(TgError { code: 400, description: NOT_MODIFIED.to_owned(), retry_after: None });
+        }
+        edited["edit_date"] = json!(now());
+        *message = edited.clone();
+        if let Some(meta) = self.sent.iter_mut().find(|s| s.chat_id == chat.id && s.message_id == id) {
+            if text {
+                meta.raw_text = raw_text;
+                meta.parse_mode = parse_mode;
+            }
+            meta.reply_markup = markup;
+            meta.edits += 1;
+        }
+        Ok(edited)
+    }
+}
+
+/// Sets thread, topic flag and `reply_to_message` the way Telegram does.
+fn place_in_thread(
+    message: &mut Value,
+    chat: &TgChat,
+    topic: Option<i64>,
+    root: Option<Value>,
+    replied: Option<Value>,
+) {
+    // Telegram embeds the replied-to message without its own reply.
+    let replied = replied.map(|mut r| {
+        if let Some(r) = r.as_object_mut() {
+            r.remove("reply_to_message");
+        }
+        r
+    });
+    match chat.kind {
+        ChatKind::Supergroup { forum: true } => {
+            if let Some(topic) = topic {
+                message["message_thread_id"] = json!(topic);
+                message["is_topic_message"] = json!(true);
+            }
+            if let Some(reply) = replied.or(root) {
+                message["reply_to_message"] = reply;
+            }
+        }
+        ChatKind::Supergroup { forum: false } => {
+            // Outside forums a reply joins the thread of its chain's root.
+            let thread = replied.as_ref().map(|r| r["message_thread_id"].as_i64().or(r["message_id"].as_i64()));
+            if let Some(thread) = thread.flatten().or(topic) {
+                message["message_thread_id"] = json!(thread);
+            }
+            if let Some(reply) = replied {
+                message["reply_to_message"] = reply;
+            }
+        }
+        ChatKind::Group | ChatKind::Private => {
+            if let Some(reply) = replied {
+                message["reply_to_message"] = reply;
+            }
+        }
+    }
+}
+
+fn topic_root(chat: &TgChat, topic: i64, creator: &TgUser, name: &str) -> Value {
+    json!({
+        "message_id": topic,
+        "from": creator.to_json(),
+        "chat": chat.to_json(),
+        "date": now(),
+        "message_thread_id": topic,
+        "is_topic_message": true,
+        "forum_topic_created": { "name": name, "icon_color": TOPIC_ICON_COLOR },
+    })
+}
+
+fn set_or_remove(message: &mut Value, key: &str, value: Option<Value>) {
+    if let Some(object) = message.as_object_mut() {
+        match value {
+            Some(value) => {
+                object.insert(key.to_owned(), value);
+            }
+            None => {
+                object.remove(key);
+            }
+        }
+    }
+}
+
+/// The chat owner who creates topics and adds or removes the bot.
+fn owner() -> TgUser {
+    TgUser::new(OWNER_ID, "Owner")
+}
+
+fn me() -> Value {
+    json!({
+        "id": BOT_ID,
+        "is_bot": true,
+        "first_name": BOT_FIRST_NAME,
+        "username": BOT_USERNAME,
+        "can_join_groups": true,
+        "can_read_all_group_messages": true,
+        "supports_inline_queries": false,
+        "can_connect_to_business": false,
+        "has_main_web_app": false,
+    })
+}
+
+fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+fn utf16_len(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+/// A number, or a string holding one (form and query parameters are strings).
+fn int_value(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn string_value(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// An object or array parameter; form and query parameters carry them as JSON text.
+fn json_value(v: &Value) -> Option<Value> {
+    match v {
+        Value::String(s) => serde_json::from_str(s).ok(),
+        other => Some(other.clone()),
+    }
+}
+
+fn truthy(v: Option<&Value>) -> bool {
+    matches!(v, Some(Value::Bool(true))) || matches!(v, Some(Value::String(s)) if s == "true")
+}
+
+fn string_list(v: &Value) -> Option<Vec<String>> {
+    v.as_array().map(|items| items.iter().filter_map(|i| i.as_str().map(str::to_owned)).collect())
+}
+
+/// Telegram's lowerCamel name for a path's method segment.
+fn normalize_method(raw: &str) -> String {
+    KNOWN_METHODS.iter().find(|m| m.eq_ignore_ascii_case(raw)).map_or_else(
+        || {
+            let mut chars = raw.chars();
+            chars.next().map_or_else(String::new, |first| first.to_ascii_lowercase().to_string() + chars.as_str())
+        },
+        |m| (*m).to_owned(),
+    )
+}
+
+/// `(token, method)` from `/…/bot<TOKEN>/<method>`; a prefix before `bot` is allowed.
+fn split_path(path: &str) -> Option<(&str, &str)> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segments.as_slice() {
+        [.., bot, method] => bot.strip_prefix("bot").map(|token| (token, *method)),
+        _ => None,
+    }
+}
+
+/// The parameters of a request: JSON body, form body and query string.
+fn parse_params(headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> Result<Value, TgError> {
+    let mut params = Map::new();
+    let mut add_pairs = |bytes: &[u8]| {
+        for (k, v) in url::form_urlencoded::parse(bytes) {
+            params.insert(k.into_owned(), Value::String(v.into_owned()));
+        }
+    };
+    if let Some(query) = query {
+        add_pairs(query.as_bytes());
+    }
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if body.iter().all(u8::is_ascii_whitespace) {
+        // No body: the query string is all.
+    } else if content_type.starts_with("application/x-www-form-urlencoded") {
+        add_pairs(body);
+    } else if content_type.starts_with("multipart/form-data") {
+        // teloxide sends every payload that could carry a file this way, setWebhook included.
+        let fields = parse_multipart(content_type, body).ok_or_else(|| bad("can't parse multipart/form-data"))?;
+        for (name, value) in fields {
+            params.insert(name, Value::String(value));
+        }
+    } else {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(object)) => params.extend(object),
+            Ok(_) => return Err(bad("parameters must be a JSON object")),
+            Err(e) => return Err(bad(&format!("can't parse JSON object: {e}"))),
+        }
+    }
+    Ok(Value::Object(params))
+}
+
+/// The fields of a multipart/form-data body, files replaced by `<file>`.
+fn parse_multipart(content_type: &str, body: &[u8]) -> Option<Vec<(String, String)>> {
+    let boundary = content_type.split(';').find_map(|p| p.trim().strip_prefix("boundary="))?.trim_matches('"');
+    let delimiter = format!("--{boundary}");
+    // Files may not be UTF-8, and their bytes are not kept anyway.
+    let text = String::from_utf8_lossy(body);
+    let mut fields = Vec::new();
+    for part in text.split(delimiter.as_str()).skip(1) {
+        if part.starts_with("--") {
+            break;
+        }
+        let part = part.strip_prefix("\r\n").unwrap_or(part);
+        let (head, value) = part.split_once("\r\n\r\n")?;
+        let value = value.strip_suffix("\r\n").unwrap_or(value);
+        let disposition = head.lines().find(|l| l.to_ascii_lowercase().starts_with("content-disposition"))?;
+        let name = disposition.split(';').find_map(|p| p.trim().strip_prefix("name="))?.trim_matches('"');
+        let value = if disposition.contains("filename=") { "<file>" } else { value };
+        fields.push((name.to_owned(), value.to_owned()));
+    }
+    Some(fields)
+}
+
+fn respond(outcome: &Outcome) -> Response {
+    match outcome {
+        Ok(result) => Json(json!({ "ok": true, "result": result })).into_response(),
+        Err(e) => {
+            let mut body = json!({ "ok": false, "error_code": e.code, "description": e.description });
+            if let Some(secs) = e.retry_after {
+                body["parameters"] = json!({ "retry_after": secs });
+            }
+            let status = StatusCode::from_u16(e.code).unwrap_or(StatusCode::BAD_REQUEST);
+            (status, Json(body)).into_response()
+        }
+    }
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let Some((token, raw_method)) = split_path(uri.path()) else {
+        // What Telegram answers for a path that is no method call at all.
+        let outcome = Err(TgError { code: 404, description: "Not Found".into(), retry_after: None });
+        shared.record(uri.path(), Value::Null, &outcome);
+        return respond(&outcome);
+    };
+    let method = normalize_method(raw_method);
+    let params = match parse_params(&headers, uri.query(), &body) {
+        Ok(params) => params,
+        Err(e) => {
+            let outcome = Err(e);
+            shared.record(&method, Value::Null, &outcome);
+            return respond(&outcome);
+        }
+    };
+    let outcome =
+        if !token.split_once(':').is_some_and(|(id, _)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())) {
+            Err(TgError { code: 401, description: "Unauthorized".into(), retry_after: None })
+        } else {
+            let fault = shared.lock().faults.get_mut(&method.to_ascii_lowercase()).and_then(VecDeque::pop_front);
+            match fault {
+                Some(fault) => Err(fault.into()),
+                None if method == "getUpdates" => get_updates(&shared, &params).await,
+                None => shared.lock().call(&method, &params),
+            }
+        };
+    shared.record(&method, params, &outcome);
+    respond(&outcome)
+}
+
+/// A long poll: holds the request until an update is there or `timeout` passes.
+async fn get_updates(shared: &Shared, p: &Value) -> Outcome {
+    let timeout = p.get("timeout").and_then(int_value).unwrap_or(0).clamp(0, 3600) as u64;
+    // Telegram takes 1-100 and treats anything else as its default, 100.
+    let limit = p.get("limit").and_then(int_value).filter(|l| (1..=100).contains(l)).unwrap_or(100) as usize;
+    let generation = {
+        let mut inner = shared.lock();
+        if inner.webhook.is_some() {
+            return Err(TgError {
+                code: 409,
+                description: "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to \
+                              delete the webhook first"
+                    .into(),
+                retry_after: None,
+            });
+        }
+        if let Some(allowed) = p.get("allowed_updates").and_then(json_value).and_then(|v| string_list(&v)) {
+            inner.allowed_updates = Some(allowed);
+        }
+        match p.get("offset").and_then(int_value).unwrap_or(0) {
+            offset if offset > 0 => {
+                inner.pending.retain(|u| u["update_id"].as_i64().is_some_and(|id| id >= offset));
+            }
+            offset if offset < 0 => {
+                let keep = offset.unsigned_abs() as usize;
+                while inner.pending.len() > keep {
+                    inner.pending.pop_front();
+                }
+            }
+            _ => {}
+        }
+        inner.poll_generation += 1;
+        inner.poll_generation
+    };
+    // An older poll still waiting must learn it was overtaken.
+    shared.updates.notify_waiters();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout);
+    loop {
+        let mut woken = pin!(shared.updates.notified());
+        woken.as_mut().enable();
+        {
+            let mut inner = shared.lock();
+            if inner.poll_generation != generation {
+                return Err(TgError {
+                    code: 409,
+                    description: "Conflict: terminated by other getUpdates request; make sure that only one bot \
+                                  instance is running"
+                        .into(),
+                    retry_after: None,
+                });
+            }
+            if inner.webhook.is_none() {
+                inner.drop_unwanted_updates();
+            }
+            let batch: Vec<Value> = inner.pending.iter().take(limit).cloned().collect();
+            if !batch.is_empty() || inner.closed || tokio::time::Instant::now() >= deadline {
+                return Ok(Value::Array(batch));
+            }
+        }
+        let _ = tokio::time::timeout_at(deadline, woken).await;
+    }
+}
+
+/// While a webhook is set, POSTs the pending updates to it one at a time, in
+/// order, dropping each once the bot answered 2xx, as Telegram does.
+async fn deliver_to_webhook(shared: Arc<Shared>) {
+    let Ok(client) = teloxide::net::default_reqwest_settings().build() else {
+        eprintln!("fake Bot API: no HTTP client for webhook delivery");
+        return;
+    };
+    loop {
+        let mut woken = pin!(shared.updates.notified());
+        woken.as_mut().enable();
+        let job = {
+            let mut inner = shared.lock();
+            if inner.closed {
+                return;
+            }
+            match inner.webhook.clone() {
+                Some(webhook) => {
+                    inner.drop_unwanted_updates();
+                    inner.pending.front().cloned().map(|update| (webhook, update))
+                }
+                None => None,
+            }
+        };
+        let Some((webhook, update)) = job else {
+            woken.await;
+            continue;
+        };
+        let mut request = client
+            .post(webhook.url.as_str())
+            .header(header::CONTENT_TYPE.as_str(), "application/json")
+            .body(update.to_string());
+        if let Some(secret) = &webhook.secret_token {
+            request = request.header("X-Telegram-Bot-Api-Secret-Token", secret.as_str());
+        }
+        match request.send().await {
+            Ok(response) if response.status().is_success() => {
+                let mut inner = shared.lock();
+                if inner.pending.front().is_some_and(|u| u["update_id"] == update["update_id"]) {
+                    inner.pending.pop_front();
+                }
+            }
+            // Telegram retries too; a listener may still be starting.
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// `setMyCommands`: 1-32 chars of a-z, 0-9 and _, a 1-256 char description. A
+/// leading `/` is dropped, as Telegram does: teloxide's `BotCommands::bot_commands()`
+/// sends `/status`.
+fn check_commands(p: &Value) -> Result<(), TgError> {
+    let commands = p.get("commands").and_then(json_value);
+    let Some(commands) = commands.as_ref().and_then(Value::as_array) else {
+        return Err(bad("commands must be an Array"));
+    };
+    if commands.len() > 100 {
+        return Err(bad("BOT_COMMANDS_TOO_MUCH"));
+    }
+    for command in commands {
+        let name = command["command"].as_str().unwrap_or_default();
+        let name = name.strip_prefix('/').unwrap_or(name);
+        let name_ok = (1..=32).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        let description = command["description"].as_str().unwrap_or_default().chars().count();
+        if !name_ok || !(1..=256).contains(&description) {
+            return Err(bad("BOT_COMMAND_INVALID"));
+        }
+    }
+    Ok(())
+}
+
+/// Validates `reply_markup`; returns the inline keyboard the sent Message
+/// carries (Telegram echoes inline keyboards only).
+fn inline_keyboard(markup: Option<&Value>) -> Result<Option<Value>, TgError> {
+    let Some(rows) = markup.and_then(|m| m.get("inline_keyboard")) else {
+        return Ok(None);
+    };
+    let Some(rows) = rows.as_array() else {
+        return Err(bad("can't parse inline keyboard: field \"inline_keyboard\" must be an Array"));
+    };
+    for row in rows {
+        let Some(buttons) = row.as_array() else {
+            return Err(bad("can't parse inline keyboard: keyboard row must be an Array"));
+        };
+        for button in buttons {
+            if !button.get("text").is_some_and(Value::is_string) {
+                return Err(bad("can't parse inline keyboard button: Text must be a String"));
+            }
+            if let Some(data) = button.get("callback_data") {
+                let len = data.as_str().map_or(0, str::len);
+                if !(1..=MAX_CALLBACK_DATA).contains(&len) {
+                    return Err(bad("BUTTON_DATA_INVALID"));
+                }
+            } else if let Some(link) = button.get("url") {
+                let ok = link
+                    .as_str()
+                    .and_then(|l| url::Url::parse(l).ok())
+                    .is_some_and(|u| matches!(u.scheme(), "http" | "https" | "tg"));
+                if !ok {
+                    return Err(bad("BUTTON_URL_INVALID"));
+                }
+            } else if !BUTTON_ACTIONS.iter().any(|key| button.get(key).is_some()) {
+                return Err(bad(
+                    "can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard",
+                ));
+            }
+        }
+    }
+    let rows: Vec<&Value> = rows.iter().filter(|r| r.as_array().is_some_and(|b| !b.is_empty())).collect();
+    // An empty keyboard is no keyboard.
+    Ok((!rows.is_empty()).then(|| json!({ "inline_keyboard": rows })))
+}
+
+/// One entity of a text, in UTF-16 units; `json` holds `type` and its extras.
+#[derive(Clone, Debug)]
+struct Entity {
+    offset: usize,
+    length: usize,
+    json: Value,
+}
+
+/// A message text as Telegram stores it: visible text and entities.
+struct Formatted {
+    text: String,
+    entities: Vec<Entity>,
+}
+
+impl Formatted {
+    fn len_utf16(&self) -> usize {
+        utf16_len(&self.text)
+    }
+
+    fn entities_json(&self) -> Value {
+        let entities = self
+            .entities
+            .iter()
+            .map(|e| {
+                let mut json = e.json.clone();
+                json["offset"] = json!(e.offset);
+                json["length"] = json!(e.length);
+                json
+            })
+            .collect();
+        Value::Array(entities)
+    }
+}
+
+/// Parses a text the way Telegram does for `parse_mode`, trims it, and
+/// refuses an empty result.
+fn format_text(raw: &str, parse_mode: Option<&str>, entities: Option<&Value>) -> Result<Formatted, TgError> {
+    let (text, entities) = match parse_mode {
+        None => (raw.to_owned(), given_entities(entities)),
+        Some(mode) if mode.eq_ignore_ascii_case("html") => {
+            parse_html(raw).map_err(|why| bad(&format!("can't parse entities: {why}")))?
+        }
+        // Not modelled: counted as sent.
+        Some(mode) if mode.eq_ignore_ascii_case("markdownv2") || mode.eq_ignore_ascii_case("markdown") => {
+            (raw.to_owned(), Vec::new())
+        }
+        Some(_) => return Err(bad("unsupported parse_mode")),
+    };
+    let formatted = trim(text, entities);
+    if formatted.text.is_empty() {
+        return Err(bad("message text is empty"));
+    }
+    Ok(formatted)
+}
+
+/// The `entities` parameter, taken on trust.
+fn given_entities(entities: Option<&Value>) -> Vec<Entity> {
+    let entities = entities.and_then(json_value).and_then(|v| v.as_array().cloned()).unwrap_or_default();
+    entities
+        .into_iter()
+        .filter_map(|mut e| {
+            let offset = e.get("offset").and_then(Value::as_u64)? as usize;
+            let length = e.get("length").and_then(Value::as_u64)? as usize;
+            if let Some(object) = e.as_object_mut() {
+                object.remove("offset");
+                object.remove("length");
+            }
+            Some(Entity { offset, length, json: e })
+        })
+        .collect()
+}
+
+/// Telegram strips leading and trailing whitespace, moving entities along.
+fn trim(text: String, entities: Vec<Entity>) -> Formatted {
+    let start = text.len() - text.trim_start().len();
+    let lead = utf16_len(&text[..start]);
+    let trimmed = text.trim().to_owned();
+    let len = utf16_len(&trimmed);
+    let entities = entities
+        .into_iter()
+        .filter_map(|e| {
+            let from = e.offset.max(lead) - lead;
+            let to = (e.offset + e.length).min(lead + len).saturating_sub(lead);
+            (to > from).then_some(Entity { offset: from, length: to - from, json: e.json })
+        })
+        .collect();
+    Formatted { text: trimmed, entities }
+}
+
+/// A tag still open while parsing HTML.
+struct OpenTag {
+    name: String,
+    /// Where its text starts, in UTF-16 units.
+    start: usize,
+    attrs: HashMap<String, String>,
+    /// A `<pre>` takes its language from a `<code class="language-…">` inside.
+    language: Option<String>,
+    /// How many tags opened before it.
+    order: usize,
+}
+
+/// Telegram's HTML parse mode (after tdlib's `parse_html`): the visible text
+/// and its entities, or the reason Telegram gives after "can't parse entities: ".
+fn parse_html(src: &str) -> Result<(String, Vec<Entity>), String> {
+    let bytes = src.as_bytes();
+    let mut text = String::new();
+    let mut len16 = 0usize;
+    let mut open: Vec<OpenTag> = Vec::new();
+    // With the order their tags opened in, so nested tags over the same text list outer first.
+    let mut entities: Vec<(usize, Entity)> = Vec::new();
+    let mut opened = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'&' => {
+                let (c, next) = decode_entity(src, i).ok_or_else(|| {
+                    format!("Unsupported HTML entity at byte offset {i}: escape a bare \"&\" as \"&amp;\"")
+                })?;
+                text.push(c);
+                len16 += c.len_utf16();
+                i = next;
+            }
+            b'<' if bytes.get(i + 1) == Some(&b'/') => {
+                let begin = i;
+                i += 2;
+                let name_start = i;
+                while i < bytes.len() && bytes[i] != b'>' && !bytes[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                let name = src[name_start..i].to_ascii_lowercase();
+                while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                if i >= bytes.len() || bytes[i] != b'>' {
+                    return Err(format!("Unclosed end tag at byte offset {begin}"));
+                }
+                i += 1;
+                let Some(tag) = open.pop() else {
+                    return Err(format!("Unexpected end tag at byte offset {begin}"));
+                };
+                if tag.name != name {
+                    return Err(format!(
+                        "Unmatched end tag at byte offset {begin}, expected \"</{}>\", found \"</{name}>\"",
+                        tag.name
+                    ));
+                }
+                let order = tag.order;
+                if let Some(entity) = close_tag(tag, len16, open.last_mut()) {
+                    entities.push((order, entity));
+                }
+            }
+            b'<' => {
+                let (mut tag, next) = open_tag(src, i, len16)?;
+                tag.order = opened;
+                opened += 1;
+                open.push(tag);
+                i = next;
+            }
+            _ => {
+                let Some(c) = src[i..].chars().next() else { break };
+                text.push(c);
+                len16 += c.len_utf16();
+                i += c.len_utf8();
+            }
+        }
+    }
+    if let Some(tag) = open.last() {
+        return Err(format!("Can't find end tag corresponding to start tag \"{}\"", tag.name));
+    }
+    entities.sort_by(|(a_order, a), (b_order, b)| {
+        a.offset.cmp(&b.offset).then(b.length.cmp(&a.length)).then(a_order.cmp(b_order))
+    });
+    Ok((text, entities.into_iter().map(|(_, e)| e).collect()))
+}
+
+/// Parses the start tag at `begin` (a `<`); returns it and the index after its `>`.
+fn open_tag(src: &str, begin: usize, len16: usize) -> Result<(OpenTag, usize), String> {
+    let bytes = src.as_bytes();
+    let unclosed = || format!("Unclosed start tag at byte offset {begin}");
+    let mut i = begin + 1;
+    while i < bytes.len() && bytes[i] != b'>' && !bytes[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    if i >= bytes.len() {
+        return Err(unclosed());
+    }
+    let name = src[begin + 1..i].to_ascii_lowercase();
+    if !HTML_TAGS.contains(&name.as_str()) {
+        return Err(format!("Unsupported start tag \"{name}\" at byte offset {begin}"));
+    }
+    let mut attrs = HashMap::new();
+    loop {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        match bytes.get(i) {
+            None => return Err(unclosed()),
+            Some(b'>') => {
+                i += 1;
+                break;
+            }
+            Some(_) => {}
+        }
+        let attr_start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'-' || bytes[i] == b'_') {
+            i += 1;
+        }
+        if i == attr_start {
+            return Err(format!("Empty attribute name in the tag \"{name}\" at byte offset {begin}"));
+        }
+        let attr = src[attr_start..i].to_ascii_lowercase();
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if bytes.get(i) != Some(&b'=') {
+            attrs.insert(attr, String::new());
+            continue;
+        }
+        i += 1;
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let raw = match bytes.get(i) {
+            None => return Err(unclosed()),
+            Some(&quote) if quote == b'"' || quote == b'\'' => {
+                let value_start = i + 1;
+                let Some(len) = bytes[value_start..].iter().position(|&b| b == quote) else {
+                    return Err(format!("Unclosed end of attribute value at byte offset {value_start}"));
+                };
+                i = value_start + len + 1;
+                &src[value_start..value_start + len]
+            }
+            Some(_) => {
+                let value_start = i;
+                while i < bytes.len() && bytes[i] != b'>' && !bytes[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                &src[value_start..i]
+            }
+        };
+        attrs.insert(attr, decode_attribute(raw, begin)?);
+    }
+    match name.as_str() {
+        "span" if attrs.get("class").map(String::as_str) != Some("tg-spoiler") => {
+            return Err(format!("Tag \"span\" must have class \"tg-spoiler\" at byte offset {begin}"));
+        }
+        "tg-emoji"
+            if !attrs.get("emoji-id").is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            return Err(format!("Invalid custom emoji identifier specified at byte offset {begin}"));
+        }
+        _ => {}
+    }
+    Ok((OpenTag { name, start: len16, attrs, language: None, order: 0 }, i))
+}
+
+/// The entity a closed tag makes, if any (Telegram drops empty ones).
+fn close_tag(tag: OpenTag, end: usize, parent: Option<&mut OpenTag>) -> Option<Entity> {
+    if tag.name == "code" {
+        if let Some(pre) = parent.filter(|p| p.name == "pre") {
+            // `<pre><code class="language-x">` is one pre entity with a language.
+            pre.language = tag.attrs.get("class").and_then(|c| c.strip_prefix("language-")).map(str::to_owned);
+            return None;
+        }
+    }
+    let length = end - tag.start;
+    if length == 0 {
+        return None;
+    }
+    let json = match tag.name.as_str() {
+        "b" | "strong" => json!({ "type": "bold" }),
+        "i" | "em" => json!({ "type": "italic" }),
+        "u" | "ins" => json!({ "type": "underline" }),
+        "s" | "strike" | "del" => json!({ "type": "strikethrough" }),
+        "span" | "tg-spoiler" => json!({ "type": "spoiler" }),
+        "code" => json!({ "type": "code" }),
+        "pre" => match &tag.language {
+            Some(language) => json!({ "type": "pre", "language": language }),
+            None => json!({ "type": "pre" }),
+        },
+        "blockquote" if tag.attrs.contains_key("expandable") => json!({ "type": "expandable_blockquote" }),
+        "blockquote" => json!({ "type": "blockquote" }),
+        "tg-emoji" => json!({ "type": "custom_emoji", "custom_emoji_id": tag.attrs.get("emoji-id") }),
+        // A link Telegram cannot parse is left as plain text.
+        "a" => {
+            let url = url::Url::parse(tag.attrs.get("href")?).ok()?;
+            json!({ "type": "text_link", "url": url.as_str() })
+        }
+        _ => return None,
+    };
+    Some(Entity { offset: tag.start, length, json })
+}
+
+/// Decodes the entity at `at` (an `&`): `&lt; &gt; &amp; &quot;` and numeric
+/// ones, the only ones Telegram supports. Returns the char and the index after `;`.
+fn decode_entity(src: &str, at: usize) -> Option<(char, usize)> {
+    let rest = src.get(at + 1..)?;
+    let end = rest.bytes().take(12).position(|b| b == b';')?;
+    let name = &rest[..end];
+    let c = match name {
+        "lt" => '<',
+        "gt" => '>',
+        "amp" => '&',
+        "quot" => '"',
+        _ => {
+            let number = name.strip_prefix('#')?;
+            let code = match number.strip_prefix(['x', 'X']) {
+                Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                None => number.parse().ok()?,
+            };
+            char::from_u32(code).filter(|&c| c != '\0')?
+        }
+    };
+    Some((c, at + 1 + end + 1))
+}
+
+/// An attribute value with its entities decoded.
+fn decode_attribute(raw: &str, tag_at: usize) -> Result<String, String> {
+    let mut value = String::new();
+    let mut i = 0;
+    while i < raw.len() {
+        if raw.as_bytes()[i] == b'&' {
+            let (c, next) = decode_entity(raw, i)
+                .ok_or_else(|| format!("Unsupported HTML entity in an attribute of the tag at byte offset {tag_at}"))?;
+            value.push(c);
+            i = next;
+        } else {
+            let Some(c) = raw[i..].chars().next() else { break };
+            value.push(c);
+            i += c.len_utf8();
+        }
+    }
+    Ok(value)
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The byte index after the run of `[A-Za-z0-9_]` starting at `from`.
+fn ascii_word_end(text: &str, from: usize) -> usize {
+    from + text
+        .as_bytes()
+        .get(from..)
+        .map_or(0, |rest| rest.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count())
+}
+
+/// The entities a Telegram client attaches to what a user types: bot commands
+/// and @mentions (tdlib's `match_bot_commands`/`match_mentions`), in UTF-16 units.
+fn detect_entities(text: &str) -> Vec<Value> {
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut spans: Vec<(usize, usize, &str)> = Vec::new();
+    for (k, &(at, c)) in chars.iter().enumerate() {
+        let prev = k.checked_sub(1).map(|p| chars[p].1);
+        if c == '/' {
+            if prev.is_some_and(|p| is_word_char(p) || matches!(p, '/' | '<' | '>')) {
+                continue;
+            }
+            let name_end = ascii_word_end(text, at + 1);
+            if !(1..=64).contains(&(name_end - at - 1)) {
+                continue;
+            }
+            let mut end = name_end;
+            if text[end..].starts_with('@') {
+                let bot_end = ascii_word_end(text, end + 1);
+                if !(3..=32).contains(&(bot_end - end - 1)) {
+                    continue;
+                }
+                end = bot_end;
+            }
+            if text[end..].chars().next().is_some_and(|n| is_word_char(n) || matches!(n, '/' | '<' | '>')) {
+                continue;
+            }
+            spans.push((at, end, "bot_command"));
+        } else if c == '@' {
+            if prev.is_some_and(is_word_char) {
+                continue;
+            }
+            let end = ascii_word_end(text, at + 1);
+            if !(2..=32).contains(&(end - at - 1)) || text[end..].chars().next().is_some_and(is_word_char) {
+                continue;
+            }
+            // The bot's name in "/cmd@bot" belongs to the command.
+            if spans.iter().any(|&(s, e, _)| s <= at && at < e) {
+                continue;
+            }
+            spans.push((at, end, "mention"));
+        }
+    }
+    spans
+        .into_iter()
+        .map(|(start, end, kind)| {
+            json!({ "type": kind, "offset": utf16_len(&text[..start]), "length": utf16_len(&text[start..end]) })
+        })
+        .collect()
+}

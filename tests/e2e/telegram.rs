@@ -382,3 +382,37 @@ async fn retry_after_is_waited_out_and_the_reply_still_arrives() {
     assert_eq!(tries, [false, true], "one refusal, then the same message again");
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn a_webhook_receives_updates_and_refuses_a_wrong_secret() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = telegram_sandbox(&api, &bot).await;
+    // A port nobody uses: bind, note it, let go (pincer binds it right after).
+    let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let url = format!("http://{listen}/telegram");
+    sandbox.config.telegram.webhook_url = Some(url.clone());
+    sandbox.config.telegram.webhook_listen = listen;
+    sandbox.config.telegram.webhook_secret = Some(pincer::config::Secret::new("s3cret-token"));
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+    let pincer = sandbox.spawn_daemon();
+
+    // The fake Bot API delivers queued updates to the webhook pincer set, with its secret.
+    bot.say(&team(), &alice(), "hello HOOK1");
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains("hello HOOK1"), "{}", sent[0].text);
+    let hook = bot.webhook().expect("pincer set a webhook");
+    assert_eq!(hook.url, url);
+    assert_eq!(hook.secret_token.as_deref(), Some("s3cret-token"));
+    assert!(bot.calls().iter().all(|c| c.method != "getUpdates"), "no long polling while a webhook is set");
+
+    // Someone who is not Telegram: the wrong secret is refused and reaches no agent.
+    let forged = bot.message_update(Incoming::new(&team(), &bob(), "hello FORGED"));
+    let status = FakeBot::post_webhook(&url, Some("wrong"), forged).await;
+    assert_eq!(status, 401, "a wrong secret is refused");
+    bot.say(&team(), &alice(), "hello HOOK2");
+    let sent = bot.wait_sent(team().id, 2).await;
+    assert!(sent[1].text.contains("hello HOOK2"), "{}", sent[1].text);
+    assert!(api.main_requests().iter().all(|r| !r.all_text().contains("FORGED")));
+    pincer.stop().await;
+}

@@ -1304,7 +1304,14 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
             match fault {
                 Some(fault) => Err(fault.into()),
                 None if method == "getUpdates" => get_updates(&shared, &params).await,
-                None => shared.lock().call(&method, &params),
+                None => {
+                    let outcome = shared.lock().call(&method, &params);
+                    // A webhook set now must get the updates queued before it.
+                    if method == "setWebhook" {
+                        shared.updates.notify_waiters();
+                    }
+                    outcome
+                }
             }
         };
     shared.record(&method, params, &outcome);

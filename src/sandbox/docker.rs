@@ -145,6 +145,14 @@ mod tests {
     }
 
     #[test]
+    fn the_image_installs_the_pinned_cli() {
+        let dockerfile = include_str!("../../container/Dockerfile");
+        let pin = crate::claude::install::PINNED_VERSION;
+        assert!(dockerfile.contains(&format!("ARG CLAUDE_VERSION={pin}")), "update container/Dockerfile to {pin}");
+        assert!(dockerfile.contains("USER agent"), "the image runs as a non-root user");
+    }
+
+    #[test]
     fn orphans_are_found_by_label() {
         assert_eq!(list_args().join(" "), "ps --all --quiet --filter label=pincer.agent");
     }

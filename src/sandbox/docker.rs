@@ -98,6 +98,17 @@ pub async fn remove_orphans() -> Result<usize, String> {
     }
 }
 
+/// Removes the container of `group`, if one is left (errors only logged:
+/// usually there is none).
+pub async fn remove_container(group: &str) {
+    let args = ["rm".to_owned(), "--force".to_owned(), container_name(group)];
+    match run_tool("docker", &args, Duration::from_secs(60)).await {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => tracing::debug!(group, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "no old container"),
+        Err(e) => tracing::warn!(group, %e, "cannot remove the group's old container"),
+    }
+}
+
 /// Whether a Docker engine answers: `docker info`.
 pub async fn probe() -> Result<(), String> {
     which::which("docker").map_err(|_| "the `docker` client is not installed".to_owned())?;

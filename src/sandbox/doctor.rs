@@ -46,11 +46,7 @@ pub async fn report(config: &Config) -> Report {
     let image = config.sandbox.docker_image.as_deref();
     match availability.resolve(config.sandbox.mode, image) {
         Ok(Confinement::None) => {
-            let _ = writeln!(
-                out,
-                "sandbox.mode = {} -> none: agents run as pincer's user and can read all its files and secrets",
-                config.sandbox.mode
-            );
+            let _ = writeln!(out, "sandbox.mode = {} -> none: {}", config.sandbox.mode, super::UNCONFINED_WARNING);
         }
         Ok(c) => {
             let _ = writeln!(out, "sandbox.mode = {} -> {c}", config.sandbox.mode);

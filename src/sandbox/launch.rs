@@ -38,6 +38,11 @@ pub enum SandboxError {
     Proxy(#[from] ProxyError),
 }
 
+/// Said at every start when agents run unconfined: the risk, and the way out.
+pub const UNCONFINED_WARNING: &str = "agents run WITHOUT a sandbox (sandbox.mode resolves to none): each group's \
+    agent runs as pincer's user and can read and change every file pincer can, other groups' folders and pincer's \
+    secrets included. Install bubblewrap, or configure docker (see `pincer doctor`)";
+
 /// What a session actor starts, and what must live as long as the process.
 #[derive(Debug)]
 pub struct Launch {
@@ -110,12 +115,9 @@ impl Launcher {
     fn report(&self) {
         let sandbox = &self.config.sandbox;
         match self.availability.resolve(sandbox.mode, sandbox.docker_image.as_deref()) {
-            Ok(Confinement::None) => tracing::warn!(
-                bwrap = ?self.availability.bwrap.as_ref().err(),
-                "agents run WITHOUT a sandbox (sandbox.mode resolves to none): each group's agent runs as pincer's \
-                 user and can read every file pincer can, other groups' folders and pincer's secrets included. \
-                 Install bubblewrap (see `pincer doctor`)"
-            ),
+            Ok(Confinement::None) => {
+                tracing::warn!(bwrap = ?self.availability.bwrap.as_ref().err(), "{UNCONFINED_WARNING}")
+            }
             Ok(mode) => tracing::info!(%mode, "agents run sandboxed"),
             Err(e) => tracing::error!(%e, "groups without a mode of their own will not start"),
         }
@@ -140,7 +142,7 @@ impl Launcher {
     }
 
     /// The next CLI process of `group`, resuming `resume` if given.
-    pub fn launch(&self, group: &GroupName, resume: Option<&str>) -> Result<Launch, SandboxError> {
+    pub async fn launch(&self, group: &GroupName, resume: Option<&str>) -> Result<Launch, SandboxError> {
         let confinement = self.resolve(group)?;
         tracing::info!(%group, %confinement, "starting the group's CLI");
         let global_host = self.groups_dir.join(groups::GLOBAL_DIR);
@@ -180,7 +182,12 @@ impl Launcher {
         let extra = self.mounts.for_group(group.as_str()).to_vec();
         let spec = match confinement {
             Confinement::Bwrap => self.bwrap_spec(group, group_dir, global, home, extra, env, args).map_err(io)?,
-            Confinement::Docker => self.docker_spec(group, group_dir, global, home, extra, env, args),
+            Confinement::Docker => {
+                // A container of this group's previous process may linger (its
+                // client was killed); its name would make `docker run` fail.
+                docker::remove_container(group.as_str()).await;
+                self.docker_spec(group, group_dir, global, home, extra, env, args)
+            }
             Confinement::None => unreachable!("handled above"),
         };
         Ok(Launch { spec, confinement, lease: Some(lease) })

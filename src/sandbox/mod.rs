@@ -24,7 +24,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use launch::{Launch, Launcher, SandboxError};
+pub use launch::{Launch, Launcher, SandboxError, UNCONFINED_WARNING};
 
 use crate::config::Secret;
 

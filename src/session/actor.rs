@@ -307,7 +307,7 @@ impl SessionActor {
             self.give_up(&text).await;
             return false;
         }
-        let launch = match self.deps.launcher.launch(&self.group, resume.as_deref()) {
+        let launch = match self.deps.launcher.launch(&self.group, resume.as_deref()).await {
             Ok(launch) => launch,
             Err(e) => {
                 tracing::error!(group = %self.group, %e, "cannot prepare the CLI's sandbox");

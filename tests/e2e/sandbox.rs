@@ -41,8 +41,16 @@ async fn probe(pincer: &Running, group: &GroupName, needle: &str) -> String {
     reply
 }
 
+/// These tests need bubblewrap: fail (never skip) with what to install.
+async fn require_bwrap() {
+    if let Err(why) = pincer::sandbox::bwrap::probe().await {
+        panic!("the sandbox tests need a working bubblewrap (apt-get install bubblewrap): {why}");
+    }
+}
+
 /// A sandbox with groups `alpha` (may run Bash) and `beta` (holds a secret file).
 async fn two_groups(api: &FakeApi) -> (Sandbox, GroupName) {
+    require_bwrap().await;
     let mut sandbox = Sandbox::new(api);
     sandbox.config.telegram.token = Some(Secret::new(TELEGRAM_TOKEN));
     let alpha = sandbox.add_group("alpha", Some(&["Bash"])).await;
@@ -141,6 +149,7 @@ async fn the_agent_sees_a_placeholder_and_the_api_gets_the_real_key() {
 
 #[tokio::test]
 async fn a_session_resumes_inside_the_sandbox() {
+    require_bwrap().await;
     let api = FakeApi::start(fake_api::echo()).await;
     let sandbox = Sandbox::new(&api);
     let group = sandbox.add_group("keep", None).await;
@@ -166,6 +175,7 @@ async fn a_session_resumes_inside_the_sandbox() {
 
 #[tokio::test]
 async fn skip_permissions_runs_tools_without_asking_inside_the_sandbox() {
+    require_bwrap().await;
     let api = FakeApi::start(commands()).await;
     let mut sandbox = Sandbox::new(&api);
     sandbox.config.sandbox.groups.insert("free".into(), GroupSandbox { skip_permissions: true, ..Default::default() });
@@ -192,6 +202,7 @@ async fn skip_permissions_is_refused_without_a_sandbox() {
 
 #[tokio::test]
 async fn an_allowlisted_mount_is_read_only_unless_allowed() {
+    require_bwrap().await;
     let api = FakeApi::start(commands()).await;
     let mut sandbox = Sandbox::new(&api);
     let shelf = sandbox.root().join("shelf");
@@ -211,22 +222,30 @@ async fn an_allowlisted_mount_is_read_only_unless_allowed() {
     pincer.stop().await;
 }
 
-#[tokio::test]
-async fn doctor_reports_that_auto_picks_bwrap() {
+/// `pincer doctor` in an empty folder, with `env` added to its environment.
+async fn doctor(env: &[(&str, &str)]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
-        .arg("doctor")
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"));
+    cmd.arg("doctor")
         .current_dir(dir.path())
         .env("PINCER_CLAUDE__COMMAND", crate::support::cli::claude_bin())
         .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
+        .envs(env.iter().copied())
+        .stdin(Stdio::null());
+    let out = cmd.output().await.unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test]
+async fn doctor_reports_that_auto_picks_bwrap() {
+    let (ok, text) = doctor(&[]).await;
+    assert!(ok, "{text}");
     assert!(text.contains("bwrap: works"), "bubblewrap must work on this machine (apt-get install bubblewrap): {text}");
     assert!(text.contains("sandbox.mode = auto -> bwrap"), "{text}");
     assert!(text.contains("docker: "), "{text}");
+
+    let (_, text) = doctor(&[("PINCER_SANDBOX__MODE", "none")]).await;
+    assert!(text.contains("-> none: agents run WITHOUT a sandbox"), "none names the risk: {text}");
+    assert!(text.contains("other groups' folders and pincer's secrets"), "{text}");
 }

@@ -191,6 +191,21 @@ async fn skip_permissions_runs_tools_without_asking_inside_the_sandbox() {
 }
 
 #[tokio::test]
+async fn a_group_that_writes_global_memory_can() {
+    require_bwrap().await;
+    let api = FakeApi::start(commands()).await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.config.sandbox.groups.insert("main".into(), GroupSandbox { writes_global: true, ..Default::default() });
+    let group = sandbox.add_group("main", Some(&["Bash"])).await;
+    let pincer = sandbox.start().await;
+
+    let out = probe(&pincer, &group, "PROBE_WRITE_GLOBAL").await;
+    assert!(out.contains("rc=0"), "{out}");
+    assert_eq!(std::fs::read_to_string(sandbox.config.groups_dir.join("global/hack.txt")).unwrap(), "x\n");
+    pincer.stop().await;
+}
+
+#[tokio::test]
 async fn skip_permissions_is_refused_without_a_sandbox() {
     let api = FakeApi::start(commands()).await;
     let mut sandbox = Sandbox::new(&api);

@@ -14,6 +14,10 @@
 //!   cwd for every call so `--resume` finds the session. A first call creates
 //!   the session and is not counted. Measured from spawning the process to
 //!   reading its `result` line.
+//! - **Sandbox cost:** the streaming side runs in the default `sandbox.mode`
+//!   (`auto`: bubblewrap, API calls through the credential proxy); it runs once
+//!   more with `none` for comparison, and both report their first message
+//!   (process start included).
 //! - **Overhead:** `Engine::metrics` for the counted follow-ups: inbound accepted
 //!   → line written to the CLI's stdin, and `result` line read → stored in SQLite
 //!   and handed to the outbox.
@@ -37,6 +41,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use pincer::domain::{GroupName, OutboundKind};
+use pincer::sandbox::SandboxMode;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -69,6 +74,9 @@ struct Report {
     cores: usize,
     messages: usize,
     streaming: Vec<Duration>,
+    unconfined: Vec<Duration>,
+    /// The first message, process start included: sandboxed, unconfined.
+    first: (Duration, Duration),
     spawned: Vec<Duration>,
     stdin_writes: Vec<Duration>,
     result_deliveries: Vec<Duration>,
@@ -80,9 +88,20 @@ async fn run(messages: usize) -> Report {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     eprintln!("latency bench: {messages} follow-ups per mode, CLI {cli_version}, {cores} cores");
     // One after the other: on a small machine the two would compete for the CPU.
-    let (streaming, stdin_writes, result_deliveries) = bench_streaming(&api, messages).await;
+    let sandboxed = bench_streaming(&api, messages, SandboxMode::Auto).await;
+    let plain = bench_streaming(&api, messages, SandboxMode::None).await;
     let spawned = bench_spawn(&api, messages).await;
-    Report { cli_version, cores, messages, streaming, spawned, stdin_writes, result_deliveries }
+    Report {
+        cli_version,
+        cores,
+        messages,
+        streaming: sandboxed.follow_ups,
+        unconfined: plain.follow_ups,
+        first: (sandboxed.first, plain.first),
+        spawned,
+        stdin_writes: sandboxed.stdin_writes,
+        result_deliveries: sandboxed.result_deliveries,
+    }
 }
 
 async fn cli_version() -> String {
@@ -93,15 +112,24 @@ async fn cli_version() -> String {
     text.split_whitespace().next().unwrap_or("unknown").to_string()
 }
 
-/// Pincer's streaming mode: returns the follow-up round trips and the engine's
-/// stdin-write and result-delivery samples for those follow-ups.
-async fn bench_streaming(api: &FakeApi, n: usize) -> (Vec<Duration>, Vec<Duration>, Vec<Duration>) {
-    let sandbox = Sandbox::new(api);
+/// What one streaming run measured.
+struct Streaming {
+    first: Duration,
+    follow_ups: Vec<Duration>,
+    stdin_writes: Vec<Duration>,
+    result_deliveries: Vec<Duration>,
+}
+
+/// Pincer's streaming mode in `mode`: the first message, the follow-up round
+/// trips, and the engine's stdin-write and result-delivery samples for those.
+async fn bench_streaming(api: &FakeApi, n: usize, mode: SandboxMode) -> Streaming {
+    let mut sandbox = Sandbox::new(api);
+    sandbox.config.sandbox.mode = mode;
     let group = sandbox.add_group("bench", None).await;
     let pincer = sandbox.start().await;
 
     // The first message pays for starting the process, once per group.
-    round_trip(&pincer, &group, "warm-up").await;
+    let first = round_trip(&pincer, &group, "warm-up").await;
     let metrics = &pincer.engine.metrics;
     let (writes_before, deliveries_before) = (metrics.stdin_writes().len(), metrics.result_deliveries().len());
 
@@ -113,7 +141,7 @@ async fn bench_streaming(api: &FakeApi, n: usize) -> (Vec<Duration>, Vec<Duratio
     let result_deliveries = metrics.result_deliveries().split_off(deliveries_before);
     assert_eq!(pincer.session_events(&group).await, ["started"], "one process served every message");
     pincer.stop().await;
-    (samples, stdin_writes, result_deliveries)
+    Streaming { first, follow_ups: samples, stdin_writes, result_deliveries }
 }
 
 /// One message through pincer, from the router to the chat outbox.
@@ -227,7 +255,9 @@ impl Report {
         println!("Claude Code {} · {} cores · {} follow-up messages", self.cli_version, self.cores, self.messages);
         println!();
         println!("{:<34} {:>10} {:>10}", "follow-up latency (in -> result)", "median", "p95");
-        println!("{:<34} {:>7.1} ms {:>7.1} ms", "pincer streaming", ms(stream_p50), ms(stream_p95));
+        println!("{:<34} {:>7.1} ms {:>7.1} ms", "pincer streaming (sandboxed)", ms(stream_p50), ms(stream_p95));
+        let (plain_p50, plain_p95) = (percentile(&self.unconfined, 50.0), percentile(&self.unconfined, 95.0));
+        println!("{:<34} {:>7.1} ms {:>7.1} ms", "pincer streaming (mode none)", ms(plain_p50), ms(plain_p95));
         println!("{:<34} {:>7.1} ms {:>7.1} ms", "spawn `claude -p --resume`", ms(spawn_p50), ms(spawn_p95));
         println!("{:<34} {:>9.1}x {:>9.1}x", "ratio spawn / streaming", ratio_p50, ratio_p95);
         println!();
@@ -251,6 +281,16 @@ impl Report {
             ms(spawn_p95)
         );
         println!("- spawn / streaming: {ratio_p50:.1}x at the median, {ratio_p95:.1}x at p95");
+        println!(
+            "- follow-up latency, pincer streaming with mode none: median {:.1} ms, p95 {:.1} ms",
+            ms(percentile(&self.unconfined, 50.0)),
+            ms(percentile(&self.unconfined, 95.0))
+        );
+        println!(
+            "- first message (process start included): sandboxed {:.1} ms, mode none {:.1} ms",
+            ms(self.first.0),
+            ms(self.first.1)
+        );
         for (name, samples) in overhead {
             let (p50, p99) = (percentile(samples, 50.0), percentile(samples, 99.0));
             println!("- pincer {name}: p50 {:.0} µs, p99 {:.0} µs", us(p50), us(p99));

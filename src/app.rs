@@ -15,6 +15,7 @@ use crate::domain::{ApprovalRequest, GroupName, Outbound};
 use crate::groups;
 use crate::metrics::Metrics;
 use crate::router::Router;
+use crate::sandbox::Launcher;
 use crate::session::{SessionDeps, Slots};
 use crate::store::{GroupSettings, Store};
 
@@ -45,11 +46,13 @@ impl Engine {
         let (outbox, outbound) = async_channel::bounded(OUTBOX);
         let (approvals_tx, approvals) = async_channel::bounded(APPROVALS);
         let metrics = Arc::new(Metrics::default());
+        let config = Arc::new(config);
+        let launcher = Launcher::start(config.clone(), program, shutdown.clone()).await?;
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             slots: Slots::new(config.claude.max_live_sessions),
-            config: Arc::new(config),
-            program,
+            config,
+            launcher,
             outbox,
             approvals: approvals_tx,
             approval_ids: Default::default(),

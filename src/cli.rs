@@ -57,6 +57,8 @@ pub enum Cmd {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
+    /// Report which sandbox modes work here and why not, what `auto` picks, and the CLI found.
+    Doctor,
     /// Install the pinned Claude Code CLI from npm into the data directory, and a starter group.
     Setup {
         /// Install this CLI version instead of the pinned one.
@@ -171,6 +173,14 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
         Cmd::Groups { command: GroupsCmd::List } => list_groups(&config).await,
         Cmd::History { group, json, limit } => history(&config, &group, json, limit).await,
         Cmd::Setup { version } => setup(&config, &version).await,
+        Cmd::Doctor => {
+            let report = crate::sandbox::doctor::report(&config).await;
+            print!("{}", report.text);
+            if !report.ok {
+                bail!("the configured sandbox cannot start agents here (see above)");
+            }
+            Ok(())
+        }
     }
 }
 

@@ -15,6 +15,8 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+use crate::sandbox::{AnthropicConfig, SandboxConfig, SandboxMode};
+
 /// The default config file, looked up in the working directory.
 pub const DEFAULT_CONFIG_FILE: &str = "pincer.toml";
 
@@ -30,6 +32,8 @@ pub struct Config {
     pub claude: ClaudeConfig,
     pub console: ConsoleConfig,
     pub telegram: TelegramConfig,
+    pub sandbox: SandboxConfig,
+    pub anthropic: AnthropicConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -133,6 +137,8 @@ impl Default for Config {
             claude: ClaudeConfig::default(),
             console: ConsoleConfig { wait_limit: Duration::from_secs(600) },
             telegram: TelegramConfig::default(),
+            sandbox: SandboxConfig::default(),
+            anthropic: AnthropicConfig::default(),
         }
     }
 }
@@ -237,6 +243,27 @@ impl Config {
         if t.poll_timeout.is_zero() || t.poll_timeout > Duration::from_secs(50) {
             return Err(ConfigError::Rule { key: "telegram.poll_timeout", problem: "must be between 1s and 50s" });
         }
+        self.check_sandbox()
+    }
+
+    fn check_sandbox(&self) -> Result<(), ConfigError> {
+        let skips_unconfined = self
+            .sandbox
+            .groups
+            .keys()
+            .any(|g| self.sandbox.requested(g) == SandboxMode::None && self.sandbox.group(g).skip_permissions);
+        if skips_unconfined {
+            return Err(ConfigError::Rule {
+                key: "sandbox.groups.<name>.skip_permissions",
+                problem: "is only allowed for a group that runs in a sandbox, not with mode \"none\"",
+            });
+        }
+        if self.anthropic.base_url.as_deref().is_some_and(|u| url::Url::parse(u).is_err()) {
+            return Err(ConfigError::Rule {
+                key: "anthropic.base_url",
+                problem: "is not a URL (e.g. \"https://api.anthropic.com\")",
+            });
+        }
         Ok(())
     }
 
@@ -286,6 +313,22 @@ mod tests {
         assert!(err.contains("telegram.api_url"), "{err}");
         let err = from_toml("[telegram]\ntoken = \" \"\n").unwrap_err().to_string();
         assert!(err.contains("telegram.token"), "{err}");
+    }
+
+    #[test]
+    fn sandbox_keys_parse_and_skipping_prompts_needs_a_sandbox() {
+        let c = from_toml(
+            "[sandbox]\nmode = \"bwrap\"\n[sandbox.groups.family]\nskip_permissions = true\n\
+             [anthropic]\napi_key = \"sk-real\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.sandbox.requested("family"), SandboxMode::Bwrap);
+        assert!(c.sandbox.group("family").skip_permissions);
+        assert!(!format!("{c:?}").contains("sk-real"), "Debug must redact the key");
+        let err = from_toml("[sandbox.groups.family]\nmode = \"none\"\nskip_permissions = true\n").unwrap_err();
+        assert!(err.to_string().contains("skip_permissions"), "{err}");
+        let err = from_toml("[sandbox]\nmode = \"chroot\"\n").unwrap_err().to_string();
+        assert!(err.contains("mode"), "{err}");
     }
 
     #[test]

@@ -13,5 +13,6 @@ pub mod domain;
 pub mod groups;
 pub mod metrics;
 pub mod router;
+pub mod sandbox;
 pub mod session;
 pub mod store;

@@ -153,6 +153,18 @@ impl Drop for CliProcess {
     }
 }
 
+/// Runs a short helper tool (the sandbox probes, `docker rm`) to completion,
+/// killed when `limit` passes. Kept here so processes start in one module only.
+pub async fn run_tool(program: &str, args: &[String], limit: Duration) -> io::Result<std::process::Output> {
+    #[allow(clippy::disallowed_methods)] // the one place that starts processes
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    match tokio::time::timeout(limit, cmd.output()).await {
+        Ok(output) => output,
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, format!("`{program}` did not finish within {limit:?}"))),
+    }
+}
+
 async fn read_stdout(stdout: tokio::process::ChildStdout, tx: mpsc::Sender<StdoutLine>, label: String) {
     let mut reader = LineReader::new(BufReader::new(stdout), MAX_LINE_BYTES);
     loop {

@@ -14,14 +14,14 @@ use super::pending::Pending;
 use super::permission::{decide, summarize, Verdict};
 use super::{Command, SessionDeps, SessionStatus};
 use crate::claude::lines::LineRead;
-use crate::claude::process::{CliProcess, SpawnSpec, StdoutLine};
+use crate::claude::process::{CliProcess, StdoutLine};
 use crate::claude::protocol::{self, CliEvent, ControlRequest};
-use crate::claude::session_args;
 use crate::domain::{
     Approval, ApprovalAnswer, ApprovalRequest, GroupName, InboundId, Outbound, OutboundKind, PermissionDecision,
     TaskFrame, TurnResult,
 };
 use crate::groups;
+use crate::sandbox::proxy::KeyLease;
 use crate::store::{GroupRecord, InboundState};
 
 /// A live CLI process and what belongs to it.
@@ -36,6 +36,8 @@ struct Live {
     cost_so_far: f64,
     /// Held while the process lives: this is the `max_live_sessions` bound.
     _slot: OwnedSemaphorePermit,
+    /// The proxy accepts this process's placeholder key until it is dropped.
+    _lease: Option<KeyLease>,
 }
 
 /// How long a follow-up turn is expected after a background task ends. It
@@ -305,19 +307,15 @@ impl SessionActor {
             self.give_up(&text).await;
             return false;
         }
-        let global = groups_dir.join(groups::GLOBAL_DIR).join("CLAUDE.md");
-        let spec = SpawnSpec {
-            program: self.deps.program.clone(),
-            args: session_args(
-                &self.deps.config.claude,
-                resume.as_deref(),
-                global.exists().then_some(global.as_path()),
-            ),
-            cwd: groups_dir.join(self.group.as_str()),
-            env: self.deps.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            env_remove: vec!["CLAUDECODE".to_owned()],
-            label: self.group.to_string(),
+        let launch = match self.deps.launcher.launch(&self.group, resume.as_deref()).await {
+            Ok(launch) => launch,
+            Err(e) => {
+                tracing::error!(group = %self.group, %e, "cannot prepare the CLI's sandbox");
+                self.give_up(&format!("{e}. Your message was not answered; fix this, then send it again.")).await;
+                return false;
+            }
         };
+        let spec = launch.spec;
         match CliProcess::spawn(&spec) {
             Ok((process, lines)) => {
                 self.start_fresh = false;
@@ -332,6 +330,7 @@ impl SessionActor {
                     generation: self.generation,
                     cost_so_far: 0.0,
                     _slot: slot,
+                    _lease: launch.lease,
                 });
                 true
             }

@@ -11,7 +11,6 @@ mod slots;
 
 pub use slots::Slots;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -23,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId, Outbound};
 use crate::metrics::Metrics;
+use crate::sandbox::Launcher;
 use crate::store::{GroupRecord, Store};
 
 /// How many commands may wait for one group's actor.
@@ -32,8 +32,8 @@ const COMMAND_QUEUE: usize = 64;
 pub struct SessionDeps {
     pub store: Store,
     pub config: Arc<Config>,
-    /// The resolved `claude` executable.
-    pub program: PathBuf,
+    /// Builds each CLI process's command: its sandbox, environment and proxy key.
+    pub launcher: Launcher,
     /// Where replies and notices go; channel adapters read the other end.
     pub outbox: async_channel::Sender<Outbound>,
     /// Tool calls waiting for a person; channel adapters show and answer them.

@@ -10,5 +10,6 @@ mod crash;
 mod daemon;
 mod fake_bot;
 mod lifecycle;
+mod sandbox;
 mod session;
 mod telegram;

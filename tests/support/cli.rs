@@ -22,6 +22,9 @@ pub const ENV_TO_REMOVE: &[&str] = &[
     "ANTHROPIC_MODEL",
 ];
 
+/// The "real" API key of the tests: the fake API sees it, a sandboxed agent never does.
+pub const TEST_API_KEY: &str = "sk-ant-test";
+
 /// `$PINCER_TEST_CLAUDE`, else the CLI `pincer setup` installs into `data/claude`.
 pub fn claude_bin() -> PathBuf {
     if let Some(path) = std::env::var_os(CLAUDE_BIN_ENV) {
@@ -43,7 +46,7 @@ pub fn claude_bin() -> PathBuf {
 pub fn cli_env(base_url: &str, home: &Path) -> Vec<(String, String)> {
     [
         ("ANTHROPIC_BASE_URL", base_url.to_string()),
-        ("ANTHROPIC_API_KEY", "sk-ant-test".to_string()),
+        ("ANTHROPIC_API_KEY", TEST_API_KEY.to_string()),
         ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
         ("DISABLE_AUTOUPDATER", "1".to_string()),
         ("HOME", home.display().to_string()),

@@ -96,11 +96,18 @@ impl Reply {
 pub struct ApiRequest {
     body: Value,
     agent_id: Option<String>,
+    /// The `x-api-key` (or `Authorization`) header the request arrived with.
+    credential: Option<String>,
 }
 
 impl ApiRequest {
     pub fn new(body: Value, agent_id: Option<String>) -> Self {
-        ApiRequest { body, agent_id }
+        ApiRequest { body, agent_id, credential: None }
+    }
+
+    /// The key the request carried (`x-api-key`, else `Authorization`).
+    pub fn credential(&self) -> Option<&str> {
+        self.credential.as_deref()
     }
 
     /// The raw JSON body.
@@ -366,7 +373,10 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
         }
     };
     let agent_id = headers.get(AGENT_ID_HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);
-    let req = ApiRequest::new(body, agent_id);
+    let credential = ["x-api-key", "authorization"]
+        .iter()
+        .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()).map(str::to_string));
+    let req = ApiRequest { credential, ..ApiRequest::new(body, agent_id) };
     shared.requests.lock().unwrap().push(req.clone());
 
     let mut reply = (shared.script)(&req);

@@ -9,11 +9,12 @@ use std::time::Duration;
 use pincer::app::Engine;
 use pincer::config::{Config, Secret};
 use pincer::domain::{GroupName, Inbound, Outbound, Source};
+use pincer::sandbox::SandboxMode;
 use pincer::session::SessionStatus;
 use pincer::store::{GroupSettings, Store};
 use tokio_util::sync::CancellationToken;
 
-use super::cli::{claude_bin, cli_env};
+use super::cli::{claude_bin, cli_env, TEST_API_KEY};
 use super::fake_api::FakeApi;
 use super::fake_bot::FakeBot;
 
@@ -27,9 +28,12 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// A config that runs the real CLI against `api`.
+    /// A config that runs the real CLI against `api`, in the default sandbox
+    /// mode (`auto`: bwrap where it works), so every test runs confined.
     pub fn new(api: &FakeApi) -> Sandbox {
-        Self::with_program(claude_bin(), &api.base_url())
+        let mut sandbox = Self::with_program(claude_bin(), &api.base_url());
+        sandbox.config.sandbox.mode = SandboxMode::Auto;
+        sandbox
     }
 
     /// A config that runs `program` (the real CLI or a stand-in).
@@ -43,6 +47,12 @@ impl Sandbox {
         config.claude.env = cli_env(base_url, &home).into_iter().collect();
         config.claude.idle_timeout = Duration::from_secs(600);
         config.claude.shutdown_grace = Duration::from_secs(5);
+        // Sandboxed agents reach the API through pincer's credential proxy, which
+        // holds the key; unconfined ones get it from `claude.env` as before.
+        config.anthropic.base_url = Some(base_url.to_owned());
+        config.anthropic.api_key = Some(Secret::new(TEST_API_KEY));
+        // Stand-in programs live (and write their logs) in host temp dirs.
+        config.sandbox.mode = SandboxMode::None;
         Sandbox { dir, config }
     }
 

@@ -1,0 +1,227 @@
+//! The bubblewrap command line: a fresh mount namespace in which the agent sees
+//! only the sandbox layout, as a non-root uid, dying with pincer.
+//!
+//! Layout (paths inside the sandbox):
+//!
+//! | path | what | access |
+//! | --- | --- | --- |
+//! | `/workspace/group` | the group's folder (the cwd) | rw |
+//! | `/workspace/global` | `groups/global` | ro (rw with `writes_global`) |
+//! | `/workspace/extra/<name>` | allowlisted mounts | ro unless allowed |
+//! | `/home/agent` | `data_dir/homes/<group>`: the CLI's state, so `--resume` works | rw |
+//! | `/opt/claude` | the CLI installation | ro |
+//! | `/usr`, `/bin`, `/lib*`, `/sbin`, some of `/etc` | the host's system | ro |
+//! | `/etc/passwd`, `/etc/group` | an `agent` user (uid 1000) | ro |
+//! | `/tmp` | private tmpfs | rw |
+//! | `/proc`, `/dev` | the sandbox's own | |
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::mounts::Mount;
+use crate::claude::process::run_tool;
+
+pub const WORKSPACE: &str = "/workspace/group";
+pub const GLOBAL: &str = "/workspace/global";
+pub const EXTRA: &str = "/workspace/extra";
+pub const HOME: &str = "/home/agent";
+pub const CLI_DIR: &str = "/opt/claude";
+/// The agent's uid and gid inside the sandbox (not root, so the CLI accepts
+/// `--dangerously-skip-permissions`).
+pub const AGENT_ID: u32 = 1000;
+
+/// Top-level system paths: mirrored as symlinks on merged-/usr systems, else bound read-only.
+const SYSTEM_TOP: &[&str] = &["/bin", "/lib", "/lib32", "/lib64", "/sbin"];
+/// What of `/etc` the CLI, node and shell tools need; nothing with secrets.
+const ETC: &[&str] = &[
+    "/etc/alternatives",
+    "/etc/ca-certificates",
+    "/etc/hosts",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/resolv.conf",
+    "/etc/ssl",
+];
+
+/// How the host's system directories appear inside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SystemPath {
+    /// `--symlink target path` (e.g. `/bin -> usr/bin`).
+    Symlink { path: String, target: String },
+    /// `--ro-bind path path`.
+    Bind(String),
+    /// `--ro-bind-try path path`: skipped when missing.
+    BindTry(String),
+}
+
+/// Reads the host's layout of [`SYSTEM_TOP`] and [`ETC`].
+pub fn host_system() -> Vec<SystemPath> {
+    let mut out = vec![SystemPath::Bind("/usr".to_owned())];
+    for top in SYSTEM_TOP {
+        match std::fs::read_link(top) {
+            Ok(target) => {
+                out.push(SystemPath::Symlink { path: (*top).to_owned(), target: target.display().to_string() })
+            }
+            Err(_) if Path::new(top).is_dir() => out.push(SystemPath::Bind((*top).to_owned())),
+            Err(_) => {}
+        }
+    }
+    out.extend(ETC.iter().map(|p| SystemPath::BindTry((*p).to_owned())));
+    out
+}
+
+/// Everything one sandboxed CLI process is made of, in host paths.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub system: Vec<SystemPath>,
+    /// Holds the synthetic `passwd` and `group`.
+    pub etc_dir: PathBuf,
+    pub group_dir: PathBuf,
+    /// `groups/global` and whether it is writable.
+    pub global: Option<(PathBuf, bool)>,
+    pub home: PathBuf,
+    /// The folder of the CLI's executable, bound at [`CLI_DIR`].
+    pub cli_dir: PathBuf,
+    pub extra: Vec<Mount>,
+    pub env: Vec<(String, String)>,
+    /// The command as seen inside (`/opt/claude/claude …`).
+    pub command: Vec<String>,
+}
+
+/// The arguments of `bwrap` for `plan` (the program is `bwrap`).
+pub fn args(plan: &Plan) -> Vec<String> {
+    let mut a = Args::default();
+    let id = AGENT_ID.to_string();
+    a.push(&["--unshare-user", "--uid", &id, "--gid", &id]);
+    // Network stays shared: the agent reaches the credential proxy on loopback.
+    a.push(&["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
+    a.push(&["--die-with-parent", "--new-session", "--hostname", "sandbox"]);
+    a.system(&plan.system);
+    a.bind("--ro-bind", &plan.etc_dir.join("passwd"), "/etc/passwd");
+    a.bind("--ro-bind", &plan.etc_dir.join("group"), "/etc/group");
+    a.push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
+    a.bind("--ro-bind", &plan.cli_dir, CLI_DIR);
+    a.bind("--bind", &plan.home, HOME);
+    a.bind("--bind", &plan.group_dir, WORKSPACE);
+    if let Some((global, writable)) = &plan.global {
+        a.bind(if *writable { "--bind" } else { "--ro-bind" }, global, GLOBAL);
+    }
+    for m in &plan.extra {
+        a.bind(if m.writable { "--bind" } else { "--ro-bind" }, &m.host, &format!("{EXTRA}/{}", m.name));
+    }
+    a.push(&["--chdir", WORKSPACE, "--clearenv"]);
+    for (k, v) in &plan.env {
+        a.push(&["--setenv", k, v]);
+    }
+    a.push(&["--"]);
+    a.0.extend(plan.command.iter().cloned());
+    a.0
+}
+
+#[derive(Default)]
+struct Args(Vec<String>);
+
+impl Args {
+    fn system(&mut self, system: &[SystemPath]) {
+        for sys in system {
+            match sys {
+                SystemPath::Symlink { path, target } => self.push(&["--symlink", target, path]),
+                SystemPath::Bind(p) => self.push(&["--ro-bind", p, p]),
+                SystemPath::BindTry(p) => self.push(&["--ro-bind-try", p, p]),
+            }
+        }
+    }
+
+    fn push(&mut self, items: &[&str]) {
+        self.0.extend(items.iter().map(|s| (*s).to_owned()));
+    }
+
+    fn bind(&mut self, flag: &str, host: &Path, inside: &str) {
+        self.0.extend([flag.to_owned(), host.display().to_string(), inside.to_owned()]);
+    }
+}
+
+/// The synthetic account files: the agent is `agent` (1000) and nobody else exists.
+pub fn write_account_files(etc_dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(etc_dir)?;
+    let id = AGENT_ID;
+    std::fs::write(etc_dir.join("passwd"), format!("agent:x:{id}:{id}:agent:{HOME}:/bin/bash\n"))?;
+    std::fs::write(etc_dir.join("group"), format!("agent:x:{id}:\n"))
+}
+
+/// Whether bwrap can build this layout here: runs `true` inside the same
+/// namespaces and system binds the agent gets.
+pub async fn probe() -> Result<(), String> {
+    let bwrap =
+        which::which("bwrap").map_err(|_| "`bwrap` is not installed (apt-get install bubblewrap)".to_owned())?;
+    let id = AGENT_ID.to_string();
+    let mut a = Args::default();
+    a.push(&["--unshare-user", "--uid", &id, "--gid", &id, "--unshare-pid", "--die-with-parent"]);
+    a.system(&host_system());
+    a.push(&["--proc", "/proc", "--dev", "/dev", "--", "true"]);
+    let out = run_tool(&bwrap.display().to_string(), &a.0, Duration::from_secs(10)).await.map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        Err(format!(
+            "`bwrap` is installed but cannot create a sandbox here ({}): {}; user namespaces may be disabled \
+             (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)",
+            out.status,
+            stderr.trim()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            system: vec![
+                SystemPath::Bind("/usr".into()),
+                SystemPath::Symlink { path: "/bin".into(), target: "usr/bin".into() },
+                SystemPath::BindTry("/etc/ssl".into()),
+            ],
+            etc_dir: "/d/sandbox/etc".into(),
+            group_dir: "/g/alpha".into(),
+            global: Some(("/g/global".into(), false)),
+            home: "/d/homes/alpha".into(),
+            cli_dir: "/d/claude/bin".into(),
+            extra: vec![Mount { host: "/srv/photos".into(), name: "photos".into(), writable: false }],
+            env: vec![("HOME".into(), HOME.into())],
+            command: vec!["/opt/claude/claude".into(), "-p".into()],
+        }
+    }
+
+    fn has(args: &[String], window: &[&str]) -> bool {
+        args.windows(window.len()).any(|w| w.iter().zip(window).all(|(a, b)| a == b))
+    }
+
+    #[test]
+    fn the_layout_binds_only_what_the_agent_needs() {
+        let a = args(&plan());
+        assert!(has(&a, &["--unshare-user", "--uid", "1000", "--gid", "1000"]));
+        assert!(has(&a, &["--die-with-parent"]) && has(&a, &["--unshare-pid"]) && has(&a, &["--clearenv"]));
+        assert!(has(&a, &["--bind", "/g/alpha", WORKSPACE]));
+        assert!(has(&a, &["--ro-bind", "/g/global", GLOBAL]));
+        assert!(has(&a, &["--bind", "/d/homes/alpha", HOME]));
+        assert!(has(&a, &["--ro-bind", "/d/claude/bin", CLI_DIR]));
+        assert!(has(&a, &["--ro-bind", "/srv/photos", "/workspace/extra/photos"]));
+        assert!(has(&a, &["--symlink", "usr/bin", "/bin"]) && has(&a, &["--ro-bind-try", "/etc/ssl", "/etc/ssl"]));
+        assert!(has(&a, &["--tmpfs", "/tmp"]) && has(&a, &["--chdir", WORKSPACE]));
+        assert!(has(&a, &["--setenv", "HOME", HOME]));
+        // The command comes last, after `--`.
+        assert_eq!(&a[a.len() - 3..], ["--", "/opt/claude/claude", "-p"]);
+        // Nothing binds the host's root or the groups folder as a whole.
+        assert!(!a.iter().any(|x| x == "/" || x == "/g"));
+    }
+
+    #[test]
+    fn a_main_group_writes_global_memory() {
+        let mut p = plan();
+        p.global = Some(("/g/global".into(), true));
+        assert!(has(&args(&p), &["--bind", "/g/global", GLOBAL]));
+    }
+}

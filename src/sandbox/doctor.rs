@@ -1,0 +1,90 @@
+//! `pincer doctor`: which sandbox modes work on this machine and why not,
+//! what `auto` picks, the CLI found, and whether the proxy has a credential.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use super::{mounts, Availability, Confinement};
+use crate::claude::{self, process::run_tool};
+use crate::config::Config;
+
+/// The report, one finding per line. `ok` is false when the default mode
+/// cannot start agents.
+pub struct Report {
+    pub text: String,
+    pub ok: bool,
+}
+
+pub async fn report(config: &Config) -> Report {
+    let mut out = String::new();
+    let mut ok = true;
+    match claude::resolve_program(config) {
+        Ok(program) => {
+            let version = run_tool(&program.display().to_string(), &["--version".to_owned()], Duration::from_secs(30))
+                .await
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_else(|e| format!("--version failed: {e}"));
+            let _ = writeln!(out, "CLI: {} ({version})", program.display());
+        }
+        Err(e) => {
+            ok = false;
+            let _ = writeln!(out, "CLI: not found: {e}");
+        }
+    }
+    let availability = Availability::probe(true).await;
+    let line = |r: &Result<(), String>| match r {
+        Ok(()) => "works".to_owned(),
+        Err(why) => format!("does not work: {why}"),
+    };
+    let _ = writeln!(out, "bwrap: {}", line(&availability.bwrap));
+    let docker = match (&availability.docker, &config.sandbox.docker_image) {
+        (Ok(()), None) => "an engine answers, but sandbox.docker_image is not set".to_owned(),
+        (Ok(()), Some(image)) => format!("works (image {image})"),
+        (Err(why), _) => format!("does not work: {why}"),
+    };
+    let _ = writeln!(out, "docker: {docker}");
+    let image = config.sandbox.docker_image.as_deref();
+    match availability.resolve(config.sandbox.mode, image) {
+        Ok(Confinement::None) => {
+            let _ = writeln!(out, "sandbox.mode = {} -> none: {}", config.sandbox.mode, super::UNCONFINED_WARNING);
+        }
+        Ok(c) => {
+            let _ = writeln!(out, "sandbox.mode = {} -> {c}", config.sandbox.mode);
+        }
+        Err(e) => {
+            ok = false;
+            let _ = writeln!(out, "sandbox.mode = {}: {e}", config.sandbox.mode);
+        }
+    }
+    for (group, settings) in &config.sandbox.groups {
+        if let Some(mode) = settings.mode {
+            let resolved = availability.resolve(mode, image).map_or_else(|e| e.to_string(), |c| c.to_string());
+            let _ = writeln!(out, "group {group}: mode {mode} -> {resolved}");
+        }
+    }
+    let credential = if config.anthropic.api_key.is_some() {
+        "anthropic.api_key"
+    } else if config.anthropic.oauth_token.is_some() {
+        "anthropic.oauth_token"
+    } else if std::env::var_os("ANTHROPIC_API_KEY").is_some() {
+        "ANTHROPIC_API_KEY from the environment"
+    } else if std::env::var_os("CLAUDE_CODE_OAUTH_TOKEN").is_some() {
+        "CLAUDE_CODE_OAUTH_TOKEN from the environment"
+    } else {
+        "none: sandboxed agents cannot reach the API (set [anthropic] api_key)"
+    };
+    let _ = writeln!(out, "proxy credential: {credential}; upstream {}", config.anthropic.upstream());
+    if let Some(path) = &config.sandbox.mounts_file {
+        let protected = mounts::Protected(vec![config.data_dir.clone(), config.groups_dir.clone()]);
+        match mounts::load(path, &protected, &config.groups_dir) {
+            Ok(_) => {
+                let _ = writeln!(out, "mount allowlist {}: valid", path.display());
+            }
+            Err(e) => {
+                ok = false;
+                let _ = writeln!(out, "mount allowlist: {e}");
+            }
+        }
+    }
+    Report { text: out, ok }
+}

@@ -1,0 +1,93 @@
+//! The sandboxed agent's environment, built from an allowlist: nothing of
+//! pincer's own environment (the Telegram token, the API key, `PINCER_*`)
+//! is inherited.
+
+use std::collections::BTreeMap;
+
+/// Taken over from pincer's environment when set: locale and time zone only.
+const PASSED_THROUGH: &[&str] = &["LANG", "LC_ALL", "LC_CTYPE", "TZ"];
+
+/// Set by pincer itself; a `claude.env` entry of the same name is ignored.
+pub const RESERVED: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "HOME",
+    "PATH",
+    "USER",
+    "LOGNAME",
+];
+
+/// The agent's environment: a fixed base, the locale from `host`, the
+/// operator's `claude.env` (minus [`RESERVED`] names), and the proxy's
+/// address with this session's placeholder key.
+pub fn agent_env(
+    host: impl Fn(&str) -> Option<String>,
+    claude_env: &BTreeMap<String, String>,
+    home: &str,
+    proxy_url: &str,
+    placeholder: &str,
+) -> Vec<(String, String)> {
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    for name in PASSED_THROUGH {
+        if let Some(value) = host(name) {
+            env.insert((*name).to_owned(), value);
+        }
+    }
+    for (k, v) in claude_env {
+        if RESERVED.contains(&k.as_str()) {
+            tracing::debug!(key = %k, "claude.env entry ignored inside the sandbox: pincer sets it");
+        } else {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    let fixed = [
+        ("HOME", home),
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("USER", "agent"),
+        ("LOGNAME", "agent"),
+        ("SHELL", "/bin/bash"),
+        ("TMPDIR", "/tmp"),
+        ("ANTHROPIC_BASE_URL", proxy_url),
+        ("ANTHROPIC_API_KEY", placeholder),
+    ];
+    for (k, v) in fixed {
+        env.insert(k.to_owned(), v.to_owned());
+    }
+    env.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_allowlisted_names_reach_the_agent() {
+        let host = |name: &str| match name {
+            "LANG" => Some("C.UTF-8".to_owned()),
+            "PINCER_TELEGRAM__TOKEN" | "ANTHROPIC_API_KEY" => Some("secret".to_owned()),
+            _ => None,
+        };
+        let claude_env: BTreeMap<String, String> = [
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("ANTHROPIC_API_KEY", "sk-real"),
+            ("ANTHROPIC_BASE_URL", "https://elsewhere"),
+            ("HOME", "/root"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let env: BTreeMap<_, _> =
+            agent_env(host, &claude_env, "/home/agent", "http://127.0.0.1:9", "pincer-placeholder")
+                .into_iter()
+                .collect();
+        assert_eq!(env["LANG"], "C.UTF-8");
+        assert_eq!(env["DISABLE_AUTOUPDATER"], "1");
+        assert_eq!(env["ANTHROPIC_API_KEY"], "pincer-placeholder");
+        assert_eq!(env["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
+        assert_eq!(env["HOME"], "/home/agent");
+        assert!(!env.contains_key("PINCER_TELEGRAM__TOKEN"));
+        assert!(!env.values().any(|v| v == "secret" || v == "sk-real"), "{env:?}");
+    }
+}

@@ -1,0 +1,299 @@
+//! [`Launcher`]: decided once at startup (what works here, the proxy, the
+//! mount allowlist), then asked by each session actor for the [`SpawnSpec`]
+//! of its group's next CLI process.
+
+use std::path::{Path, PathBuf};
+
+use tokio_util::sync::CancellationToken;
+
+use super::mounts::{self, MountError, MountTable, Protected};
+use super::proxy::{Credential, KeyLease, Proxy, ProxyError};
+use super::{bwrap, docker, env, Availability, Confinement, SandboxMode};
+use crate::claude::process::SpawnSpec;
+use crate::claude::session_args;
+use crate::config::{Config, Secret};
+use crate::domain::GroupName;
+use crate::groups;
+
+/// A group's CLI cannot be started as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("sandbox mode `{mode}` does not work here: {why}")]
+    Unavailable { mode: &'static str, why: String },
+    #[error(
+        "group `{0}` has skip_permissions set, but its sandbox mode resolves to none: skipping permission \
+         prompts is only allowed inside a sandbox. Install bubblewrap, or remove sandbox.groups.{0}.skip_permissions"
+    )]
+    SkipOutsideSandbox(String),
+    #[error(
+        "no API credential for the sandbox's proxy: set [anthropic] api_key or oauth_token in pincer.toml \
+         (or ANTHROPIC_API_KEY / CLAUDE_CODE_OAUTH_TOKEN in pincer's environment)"
+    )]
+    NoCredential,
+    #[error("cannot prepare the sandbox of group `{group}`: {source}")]
+    Io { group: String, source: std::io::Error },
+    #[error(transparent)]
+    Mounts(#[from] MountError),
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
+}
+
+/// Said at every start when agents run unconfined: the risk, and the way out.
+pub const UNCONFINED_WARNING: &str = "agents run WITHOUT a sandbox (sandbox.mode resolves to none): each group's \
+    agent runs as pincer's user and can read and change every file pincer can, other groups' folders and pincer's \
+    secrets included. Install bubblewrap, or configure docker (see `pincer doctor`)";
+
+/// What a session actor starts, and what must live as long as the process.
+#[derive(Debug)]
+pub struct Launch {
+    pub spec: SpawnSpec,
+    pub confinement: Confinement,
+    /// The placeholder key the proxy accepts while this process lives.
+    pub lease: Option<KeyLease>,
+}
+
+/// Starts every group's CLI in its confinement.
+#[derive(Debug)]
+pub struct Launcher {
+    config: std::sync::Arc<Config>,
+    program: PathBuf,
+    availability: Availability,
+    /// `None` without a credential: sandboxed groups then refuse to start.
+    proxy: Option<Proxy>,
+    mounts: MountTable,
+    data_dir: PathBuf,
+    groups_dir: PathBuf,
+}
+
+impl Launcher {
+    /// Probes what works, loads the mount allowlist, starts the proxy (when a
+    /// credential is known), and cleans Docker orphans when docker is in use.
+    pub async fn start(
+        config: std::sync::Arc<Config>,
+        program: PathBuf,
+        shutdown: CancellationToken,
+    ) -> Result<Launcher, SandboxError> {
+        let sandbox = &config.sandbox;
+        let wants_docker = sandbox.docker_image.is_some()
+            && std::iter::once(sandbox.mode)
+                .chain(sandbox.groups.values().filter_map(|g| g.mode))
+                .any(|m| matches!(m, SandboxMode::Docker | SandboxMode::Auto));
+        let availability = Availability::probe(wants_docker).await;
+        let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
+        let groups_dir = std::path::absolute(&config.groups_dir).unwrap_or_else(|_| config.groups_dir.clone());
+        let mounts = match &sandbox.mounts_file {
+            Some(path) => mounts::load(path, &Protected(vec![data_dir.clone(), groups_dir.clone()]), &groups_dir)?,
+            None => MountTable::default(),
+        };
+        let proxy = match credential(&config) {
+            Some(c) => Some(Proxy::start(&config.anthropic.upstream(), c, shutdown).await?),
+            None => None,
+        };
+        let launcher = Launcher { config, program, availability, proxy, mounts, data_dir, groups_dir };
+        launcher.report();
+        // Skipping prompts is only safe confined: refuse to start rather than run such a group unconfined.
+        for (name, settings) in &launcher.config.sandbox.groups {
+            if settings.skip_permissions {
+                let asked = launcher.config.sandbox.requested(name);
+                let image = launcher.config.sandbox.docker_image.as_deref();
+                if launcher.availability.resolve(asked, image).is_ok_and(|c| c == Confinement::None) {
+                    return Err(SandboxError::SkipOutsideSandbox(name.clone()));
+                }
+            }
+        }
+        if wants_docker && launcher.availability.docker.is_ok() {
+            match docker::remove_orphans().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "removed agent containers left by an earlier pincer"),
+                Err(e) => tracing::warn!(%e, "cannot remove old agent containers"),
+            }
+        }
+        Ok(launcher)
+    }
+
+    /// Logs what the default mode resolves to; `none` names the risk.
+    fn report(&self) {
+        let sandbox = &self.config.sandbox;
+        match self.availability.resolve(sandbox.mode, sandbox.docker_image.as_deref()) {
+            Ok(Confinement::None) => {
+                tracing::warn!(bwrap = ?self.availability.bwrap.as_ref().err(), "{UNCONFINED_WARNING}")
+            }
+            Ok(mode) => tracing::info!(%mode, "agents run sandboxed"),
+            Err(e) => tracing::error!(%e, "groups without a mode of their own will not start"),
+        }
+        if self.proxy.is_none() {
+            tracing::warn!("{}", SandboxError::NoCredential);
+        }
+    }
+
+    pub fn availability(&self) -> &Availability {
+        &self.availability
+    }
+
+    /// What `group`'s CLI runs in.
+    pub fn resolve(&self, group: &GroupName) -> Result<Confinement, SandboxError> {
+        let sandbox = &self.config.sandbox;
+        let confinement =
+            self.availability.resolve(sandbox.requested(group.as_str()), sandbox.docker_image.as_deref())?;
+        if confinement == Confinement::None && sandbox.group(group.as_str()).skip_permissions {
+            return Err(SandboxError::SkipOutsideSandbox(group.to_string()));
+        }
+        Ok(confinement)
+    }
+
+    /// The next CLI process of `group`, resuming `resume` if given.
+    pub async fn launch(&self, group: &GroupName, resume: Option<&str>) -> Result<Launch, SandboxError> {
+        let confinement = self.resolve(group)?;
+        tracing::info!(%group, %confinement, "starting the group's CLI");
+        let global_host = self.groups_dir.join(groups::GLOBAL_DIR);
+        let has_global = global_host.join("CLAUDE.md").exists();
+        if confinement == Confinement::None {
+            let global = global_host.join("CLAUDE.md");
+            let spec = SpawnSpec {
+                program: self.program.clone(),
+                args: session_args(&self.config.claude, resume, has_global.then_some(global.as_path())),
+                cwd: self.groups_dir.join(group.as_str()),
+                env: self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                env_remove: unconfined_env_remove(),
+                label: group.to_string(),
+            };
+            return Ok(Launch { spec, confinement, lease: None });
+        }
+        let proxy = self.proxy.as_ref().ok_or(SandboxError::NoCredential)?;
+        let io = |source| SandboxError::Io { group: group.to_string(), source };
+        let home = self.data_dir.join("homes").join(group.as_str());
+        std::fs::create_dir_all(&home).map_err(io)?;
+        let lease = proxy.lease(group.as_str());
+        let settings = self.config.sandbox.group(group.as_str());
+        let inside_global = Path::new(bwrap::GLOBAL).join("CLAUDE.md");
+        let mut args = session_args(&self.config.claude, resume, has_global.then_some(inside_global.as_path()));
+        if settings.skip_permissions {
+            args.push("--dangerously-skip-permissions".to_owned());
+        }
+        let env = env::agent_env(
+            |name| std::env::var(name).ok(),
+            &self.config.claude.env,
+            bwrap::HOME,
+            &proxy.base_url(),
+            lease.key(),
+        );
+        let global = global_host.is_dir().then(|| (global_host.clone(), settings.writes_global));
+        let group_dir = self.groups_dir.join(group.as_str());
+        let extra = self.mounts.for_group(group.as_str()).to_vec();
+        let spec = match confinement {
+            Confinement::Bwrap => self.bwrap_spec(group, group_dir, global, home, extra, env, args).map_err(io)?,
+            Confinement::Docker => {
+                // A container of this group's previous process may linger (its
+                // client was killed); its name would make `docker run` fail.
+                docker::remove_container(group.as_str()).await;
+                self.docker_spec(group, group_dir, global, home, extra, env, args)
+            }
+            Confinement::None => unreachable!("handled above"),
+        };
+        Ok(Launch { spec, confinement, lease: Some(lease) })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn bwrap_spec(
+        &self,
+        group: &GroupName,
+        group_dir: PathBuf,
+        global: Option<(PathBuf, bool)>,
+        home: PathBuf,
+        extra: Vec<mounts::Mount>,
+        env: Vec<(String, String)>,
+        args: Vec<String>,
+    ) -> std::io::Result<SpawnSpec> {
+        let etc_dir = self.data_dir.join("sandbox/etc");
+        bwrap::write_account_files(&etc_dir)?;
+        // The installation's folder, found through symlinks (`.bin/claude`).
+        let real = std::fs::canonicalize(&self.program)?;
+        let (cli_dir, file) = match (real.parent(), real.file_name()) {
+            (Some(dir), Some(file)) => (dir.to_owned(), file.to_string_lossy().into_owned()),
+            _ => return Err(std::io::Error::other(format!("odd CLI path {}", real.display()))),
+        };
+        let mut command = vec![format!("{}/{file}", bwrap::CLI_DIR)];
+        command.extend(args);
+        let plan = bwrap::Plan {
+            system: bwrap::host_system(),
+            etc_dir,
+            group_dir: group_dir.clone(),
+            global,
+            home,
+            cli_dir,
+            extra,
+            env,
+            command,
+        };
+        Ok(SpawnSpec {
+            program: PathBuf::from("bwrap"),
+            args: bwrap::args(&plan),
+            cwd: group_dir,
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            label: group.to_string(),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn docker_spec(
+        &self,
+        group: &GroupName,
+        group_dir: PathBuf,
+        global: Option<(PathBuf, bool)>,
+        home: PathBuf,
+        extra: Vec<mounts::Mount>,
+        env: Vec<(String, String)>,
+        cli_args: Vec<String>,
+    ) -> SpawnSpec {
+        let plan = docker::Plan {
+            image: self.config.sandbox.docker_image.clone().unwrap_or_default(),
+            group: group.to_string(),
+            user: docker_user(),
+            group_dir: group_dir.clone(),
+            global,
+            home,
+            extra,
+            env,
+            cli_args,
+        };
+        SpawnSpec {
+            program: PathBuf::from("docker"),
+            args: docker::run_args(&plan),
+            cwd: group_dir,
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            label: group.to_string(),
+        }
+    }
+}
+
+/// The credential pincer holds: config first, then pincer's environment.
+fn credential(config: &Config) -> Option<Credential> {
+    let from_env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty()).map(Secret::new);
+    let a = &config.anthropic;
+    if let Some(key) = a.api_key.clone().or_else(|| from_env("ANTHROPIC_API_KEY")) {
+        return Some(Credential::ApiKey(key));
+    }
+    a.oauth_token.clone().or_else(|| from_env("CLAUDE_CODE_OAUTH_TOKEN")).map(Credential::OAuth)
+}
+
+/// Without a sandbox the CLI inherits pincer's environment; at least pincer's
+/// own settings (`PINCER_*`, where a Telegram token may be) and the nesting
+/// guard (`CLAUDECODE`) are taken out.
+fn unconfined_env_remove() -> Vec<String> {
+    let mut remove = vec!["CLAUDECODE".to_owned()];
+    remove.extend(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).filter(|k| k.starts_with("PINCER_")));
+    remove
+}
+
+/// The container's user: pincer's own when it is not root, else the image's
+/// `agent` (1000), so the CLI never runs as root.
+fn docker_user() -> String {
+    let (uid, gid) = (nix::unistd::getuid().as_raw(), nix::unistd::getgid().as_raw());
+    if uid == 0 {
+        format!("{id}:{id}", id = bwrap::AGENT_ID)
+    } else {
+        format!("{uid}:{gid}")
+    }
+}

@@ -1,0 +1,214 @@
+//! How a group's CLI is confined: `none`, `bwrap` (bubblewrap) or `docker`,
+//! and the credential proxy that keeps pincer's API credential outside.
+//!
+//! `mode = "auto"` resolves once at startup from what works on this machine
+//! ([`Availability`]): bubblewrap where it works, else Docker when an image is
+//! configured, else `none` with a warning. A group can ask for its own mode.
+//! [`Launcher`] turns a group and its resume id into the [`SpawnSpec`] that
+//! `claude::process` starts: the CLI's own command, wrapped in `bwrap …` or
+//! `docker run …`, with an environment built from an allowlist.
+//!
+//! [`SpawnSpec`]: crate::claude::process::SpawnSpec
+
+pub mod bwrap;
+pub mod docker;
+pub mod doctor;
+pub mod env;
+mod launch;
+pub mod mounts;
+pub mod proxy;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use launch::{Launch, Launcher, SandboxError, UNCONFINED_WARNING};
+
+use crate::config::Secret;
+
+/// What an operator asks for.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// bwrap where it works, else docker when `docker_image` is set, else none.
+    #[default]
+    Auto,
+    Bwrap,
+    Docker,
+    None,
+}
+
+impl fmt::Display for SandboxMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Bwrap => "bwrap",
+            SandboxMode::Docker => "docker",
+            SandboxMode::None => "none",
+        })
+    }
+}
+
+/// What a group's CLI actually runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Confinement {
+    Bwrap,
+    Docker,
+    None,
+}
+
+impl fmt::Display for Confinement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Confinement::Bwrap => "bwrap",
+            Confinement::Docker => "docker",
+            Confinement::None => "none",
+        })
+    }
+}
+
+/// `[sandbox]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    pub mode: SandboxMode,
+    /// The agent image for docker mode (see `container/Dockerfile`). Unset:
+    /// `auto` never picks docker, and `docker` is refused.
+    pub docker_image: Option<String>,
+    /// The mount allowlist (extra host folders per group). Must lie outside
+    /// every group folder. Unset: no extra mounts.
+    pub mounts_file: Option<PathBuf>,
+    /// Per-group overrides, keyed by group name.
+    pub groups: BTreeMap<String, GroupSandbox>,
+}
+
+/// `[sandbox.groups.<name>]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GroupSandbox {
+    /// This group's mode instead of `sandbox.mode`.
+    pub mode: Option<SandboxMode>,
+    /// Run the CLI with `--dangerously-skip-permissions` (no tool prompts).
+    /// Only inside a sandbox: refused when the group's mode resolves to none.
+    pub skip_permissions: bool,
+    /// `groups/global` is mounted read-write (a main group) instead of read-only.
+    pub writes_global: bool,
+}
+
+/// `[anthropic]`: the credential the proxy puts on the agent's requests, and
+/// where it sends them. Each falls back to pincer's environment
+/// (`ANTHROPIC_API_KEY`, `CLAUDE_CODE_OAUTH_TOKEN`, `ANTHROPIC_BASE_URL`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnthropicConfig {
+    pub api_key: Option<Secret>,
+    pub oauth_token: Option<Secret>,
+    /// The upstream Messages API. Unset: `ANTHROPIC_BASE_URL`, else Anthropic's.
+    pub base_url: Option<String>,
+}
+
+/// Anthropic's API, where the proxy forwards by default.
+pub const DEFAULT_UPSTREAM: &str = "https://api.anthropic.com";
+
+impl AnthropicConfig {
+    /// The upstream the proxy forwards to.
+    pub fn upstream(&self) -> String {
+        self.base_url
+            .clone()
+            .or_else(|| std::env::var("ANTHROPIC_BASE_URL").ok().filter(|u| !u.trim().is_empty()))
+            .unwrap_or_else(|| DEFAULT_UPSTREAM.to_owned())
+    }
+}
+
+impl SandboxConfig {
+    /// The mode `group` asks for.
+    pub fn requested(&self, group: &str) -> SandboxMode {
+        self.groups.get(group).and_then(|g| g.mode).unwrap_or(self.mode)
+    }
+
+    pub fn group(&self, group: &str) -> GroupSandbox {
+        self.groups.get(group).cloned().unwrap_or_default()
+    }
+}
+
+/// Which confinements work on this machine, and why not.
+#[derive(Clone, Debug)]
+pub struct Availability {
+    pub bwrap: Result<(), String>,
+    pub docker: Result<(), String>,
+}
+
+impl Availability {
+    /// Probes bwrap always, and docker only when `probe_docker` (its probe
+    /// talks to a daemon and may be slow).
+    pub async fn probe(probe_docker: bool) -> Availability {
+        let bwrap = bwrap::probe().await;
+        let docker = if probe_docker { docker::probe().await } else { Err("not probed".to_owned()) };
+        Availability { bwrap, docker }
+    }
+
+    /// Resolves what a group asked for. An explicit mode that does not work is
+    /// an error (never a silent fallback to none); `auto` falls back.
+    pub fn resolve(&self, asked: SandboxMode, docker_image: Option<&str>) -> Result<Confinement, SandboxError> {
+        match asked {
+            SandboxMode::None => Ok(Confinement::None),
+            SandboxMode::Bwrap => match &self.bwrap {
+                Ok(()) => Ok(Confinement::Bwrap),
+                Err(why) => Err(SandboxError::Unavailable { mode: "bwrap", why: why.clone() }),
+            },
+            SandboxMode::Docker => match (&self.docker, docker_image) {
+                (_, None) => Err(SandboxError::Unavailable {
+                    mode: "docker",
+                    why: "sandbox.docker_image is not set (build container/Dockerfile, then set it)".to_owned(),
+                }),
+                (Ok(()), Some(_)) => Ok(Confinement::Docker),
+                (Err(why), Some(_)) => Err(SandboxError::Unavailable { mode: "docker", why: why.clone() }),
+            },
+            SandboxMode::Auto => Ok(if self.bwrap.is_ok() {
+                Confinement::Bwrap
+            } else if docker_image.is_some() && self.docker.is_ok() {
+                Confinement::Docker
+            } else {
+                Confinement::None
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn avail(bwrap: bool, docker: bool) -> Availability {
+        let r = |ok: bool| if ok { Ok(()) } else { Err("missing".to_owned()) };
+        Availability { bwrap: r(bwrap), docker: r(docker) }
+    }
+
+    #[test]
+    fn auto_prefers_bwrap_then_a_configured_docker_then_none() {
+        let image = Some("pincer-agent");
+        assert_eq!(avail(true, true).resolve(SandboxMode::Auto, image).unwrap(), Confinement::Bwrap);
+        assert_eq!(avail(false, true).resolve(SandboxMode::Auto, image).unwrap(), Confinement::Docker);
+        assert_eq!(avail(false, true).resolve(SandboxMode::Auto, None).unwrap(), Confinement::None);
+        assert_eq!(avail(false, false).resolve(SandboxMode::Auto, image).unwrap(), Confinement::None);
+    }
+
+    #[test]
+    fn an_explicit_mode_that_does_not_work_is_an_error() {
+        let err = avail(false, true).resolve(SandboxMode::Bwrap, None).unwrap_err().to_string();
+        assert!(err.contains("bwrap") && err.contains("missing"), "{err}");
+        let err = avail(true, true).resolve(SandboxMode::Docker, None).unwrap_err().to_string();
+        assert!(err.contains("docker_image"), "{err}");
+        assert_eq!(avail(false, false).resolve(SandboxMode::None, None).unwrap(), Confinement::None);
+    }
+
+    #[test]
+    fn groups_override_the_default_mode() {
+        let mut config = SandboxConfig::default();
+        config.groups.insert("a".into(), GroupSandbox { mode: Some(SandboxMode::None), ..Default::default() });
+        assert_eq!(config.requested("a"), SandboxMode::None);
+        assert_eq!(config.requested("b"), SandboxMode::Auto);
+    }
+}

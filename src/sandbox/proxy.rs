@@ -1,0 +1,231 @@
+//! The credential proxy: the only place pincer's API credential is used.
+//!
+//! pincer serves HTTP on 127.0.0.1 (a free port). A sandboxed CLI gets
+//! `ANTHROPIC_BASE_URL` pointing here and a per-process placeholder as
+//! `ANTHROPIC_API_KEY`. A request must carry a placeholder that is still
+//! leased (in `x-api-key` or `Authorization: Bearer`); the proxy then swaps in
+//! the real credential, forwards the request to the upstream API, and streams
+//! the response back as it arrives (SSE included), status and headers as sent.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Secret;
+
+/// The largest request body forwarded (the CLI sends whole conversations).
+const MAX_REQUEST_BYTES: usize = 64 * 1024 * 1024;
+/// The beta the API requires on requests authorized with an OAuth token.
+const OAUTH_BETA: &str = "oauth-2025-04-20";
+
+/// What the proxy puts on forwarded requests.
+#[derive(Clone, Debug)]
+pub enum Credential {
+    /// Sent as `x-api-key`.
+    ApiKey(Secret),
+    /// Sent as `Authorization: Bearer`, with the OAuth beta.
+    OAuth(Secret),
+}
+
+/// Leased placeholders: key → the group it was issued to. A std `Mutex`: it
+/// is held for a map lookup only, never across an await.
+type Keys = Arc<Mutex<HashMap<String, String>>>;
+
+/// The running proxy. Stops when the shutdown token is cancelled.
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    keys: Keys,
+}
+
+/// A placeholder key valid while this lease lives (one CLI process).
+#[derive(Debug)]
+pub struct KeyLease {
+    key: String,
+    keys: Keys,
+}
+
+impl KeyLease {
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
+impl Drop for KeyLease {
+    fn drop(&mut self) {
+        self.keys.lock().expect("key map lock").remove(&self.key);
+    }
+}
+
+struct Shared {
+    keys: Keys,
+    upstream: String,
+    credential: Credential,
+    client: reqwest::Client,
+}
+
+/// The proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("the credential proxy cannot listen on 127.0.0.1: {0}")]
+    Bind(std::io::Error),
+    #[error("the credential proxy's HTTP client cannot be built: {0}")]
+    Client(reqwest::Error),
+}
+
+impl Proxy {
+    /// Binds 127.0.0.1 on a free port and serves until `shutdown`.
+    pub async fn start(
+        upstream: &str,
+        credential: Credential,
+        shutdown: CancellationToken,
+    ) -> Result<Proxy, ProxyError> {
+        let keys = Keys::default();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(ProxyError::Client)?;
+        let shared = Arc::new(Shared {
+            keys: keys.clone(),
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            credential,
+            client,
+        });
+        let app = Router::new().fallback(forward).with_state(shared);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(ProxyError::Bind)?;
+        let addr = listener.local_addr().map_err(ProxyError::Bind)?;
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
+            if let Err(e) = served {
+                tracing::error!(%e, "the credential proxy stopped");
+            }
+        });
+        tracing::info!(%addr, "credential proxy listening");
+        Ok(Proxy { addr, keys })
+    }
+
+    /// `http://127.0.0.1:PORT`, for the agent's `ANTHROPIC_BASE_URL`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A fresh placeholder for one process of `group`.
+    pub fn lease(&self, group: &str) -> KeyLease {
+        let key = format!("pincer-placeholder-{}", uuid::Uuid::new_v4().simple());
+        self.keys.lock().expect("key map lock").insert(key.clone(), group.to_owned());
+        KeyLease { key, keys: self.keys.clone() }
+    }
+}
+
+/// The placeholder a request carries, if any.
+fn presented(headers: &HeaderMap) -> Option<&str> {
+    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        return Some(key);
+    }
+    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
+}
+
+async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let group = presented(request.headers()).and_then(|k| shared.keys.lock().expect("key map lock").get(k).cloned());
+    let Some(group) = group else {
+        tracing::warn!(path = %request.uri().path(), "credential proxy: refused a request without a current placeholder key");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "pincer's credential proxy refused this request: its key is not a current placeholder issued by pincer",
+        );
+    };
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
+        Ok(body) => body,
+        Err(e) => return error(StatusCode::PAYLOAD_TOO_LARGE, "request_too_large", &format!("request body: {e}")),
+    };
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let url = format!("{}{path}", shared.upstream);
+    let mut headers = forwarded_headers(&parts.headers);
+    match &shared.credential {
+        Credential::ApiKey(key) => {
+            headers.insert("x-api-key", sensitive(key.expose()));
+        }
+        Credential::OAuth(token) => {
+            headers.insert(header::AUTHORIZATION, sensitive(&format!("Bearer {}", token.expose())));
+            let beta = match headers.get("anthropic-beta").and_then(|v| v.to_str().ok()) {
+                Some(b) if b.split(',').any(|x| x.trim() == OAUTH_BETA) => b.to_owned(),
+                Some(b) => format!("{b},{OAUTH_BETA}"),
+                None => OAUTH_BETA.to_owned(),
+            };
+            if let Ok(v) = HeaderValue::from_str(&beta) {
+                headers.insert("anthropic-beta", v);
+            }
+        }
+    }
+    let sent = shared.client.request(parts.method, &url).headers(headers).body(body).send().await;
+    let upstream = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(%group, %e, "credential proxy: the upstream API is unreachable");
+            return error(StatusCode::BAD_GATEWAY, "api_error", &format!("pincer's proxy cannot reach the API: {e}"));
+        }
+    };
+    let mut response = Response::builder().status(upstream.status().as_u16());
+    for (name, value) in upstream.headers() {
+        if !is_hop_by_hop(name) {
+            response = response.header(name, value);
+        }
+    }
+    response
+        .body(Body::from_stream(upstream.bytes_stream()))
+        .unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "api_error", &format!("bad upstream response: {e}")))
+}
+
+/// The request's headers minus hop-by-hop ones, the host, and every credential.
+fn forwarded_headers(incoming: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in incoming {
+        let dropped =
+            is_hop_by_hop(name) || name == header::HOST || name == header::AUTHORIZATION || name == "x-api-key";
+        if !dropped {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    const HOP: &[&str] = &[
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+    ];
+    HOP.contains(&name.as_str())
+}
+
+fn sensitive(value: &str) -> HeaderValue {
+    let mut v = HeaderValue::from_str(value).unwrap_or_else(|_| HeaderValue::from_static("invalid"));
+    v.set_sensitive(true);
+    v
+}
+
+/// An Anthropic-style error body, so the CLI shows the message.
+fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = serde_json::json!({ "type": "error", "error": { "type": kind, "message": message } });
+    (status, [("x-should-retry", "false")], axum::Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,132 @@
+//! The proxy against a local upstream that streams an SSE body in two parts,
+//! the second only after the client has read the first: a buffering proxy
+//! would never deliver the first part, so this proves streaming without timing.
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::{Credential, Proxy};
+use crate::config::Secret;
+
+const PART_ONE: &str = "event: message_start\ndata: {\"type\":\"message_start\"}\n\n";
+const PART_TWO: &str = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+
+struct Upstream {
+    url: String,
+    /// Headers of every request that reached the upstream.
+    seen: Arc<Mutex<Vec<HeaderMap>>>,
+    /// Releases the second part of the body.
+    release: Option<oneshot::Sender<()>>,
+}
+
+async fn upstream() -> Upstream {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (release, released) = oneshot::channel::<()>();
+    let released = Arc::new(Mutex::new(Some(released)));
+    let record = seen.clone();
+    let app = axum::Router::new().fallback(move |headers: HeaderMap| {
+        let record = record.clone();
+        let released = released.clone();
+        async move {
+            record.lock().unwrap().push(headers);
+            let (tx, rx) = mpsc::channel::<Result<String, std::io::Error>>(2);
+            let gate = released.lock().unwrap().take();
+            tokio::spawn(async move {
+                let _ = tx.send(Ok(PART_ONE.to_owned())).await;
+                if let Some(gate) = gate {
+                    let _ = gate.await;
+                }
+                let _ = tx.send(Ok(PART_TWO.to_owned())).await;
+            });
+            let stream = futures_util::stream::unfold(rx, |mut rx| async { rx.recv().await.map(|item| (item, rx)) });
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .header("request-id", "req_1")
+                .body(Body::from_stream(stream))
+                .unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Upstream { url, seen, release: Some(release) }
+}
+
+#[tokio::test]
+async fn streams_the_reply_and_swaps_the_placeholder_for_the_real_key() {
+    let mut up = upstream().await;
+    let shutdown = CancellationToken::new();
+    let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), shutdown.clone()).await.unwrap();
+    let lease = proxy.lease("alpha");
+    let client = reqwest::Client::new();
+    let mut response = client
+        .post(format!("{}/v1/messages?beta=true", proxy.base_url()))
+        .header("x-api-key", lease.key())
+        .header("anthropic-version", "2023-06-01")
+        .body("{\"stream\":true}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    assert_eq!(response.headers()["request-id"], "req_1");
+    let first = response.chunk().await.unwrap().unwrap();
+    assert_eq!(first, PART_ONE, "the first part arrives while the upstream still holds the second");
+    up.release.take().unwrap().send(()).unwrap();
+    let mut rest = Vec::new();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        rest.extend_from_slice(&chunk);
+    }
+    assert_eq!(String::from_utf8(rest).unwrap(), PART_TWO);
+
+    let seen = up.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0]["x-api-key"], "sk-real");
+    assert_eq!(seen[0]["anthropic-version"], "2023-06-01", "other headers pass unchanged");
+    assert!(!seen[0].contains_key("authorization"));
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn refuses_unknown_and_returned_placeholders() {
+    let up = upstream().await;
+    let proxy =
+        Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), CancellationToken::new()).await.unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("{}/v1/messages", proxy.base_url());
+    let wrong = client.post(&url).header("x-api-key", "sk-real").send().await.unwrap();
+    assert_eq!(wrong.status(), 401, "not even the real key is accepted from the agent's side");
+    let none = client.post(&url).send().await.unwrap();
+    assert_eq!(none.status(), 401);
+    let lease = proxy.lease("alpha");
+    let key = lease.key().to_owned();
+    drop(lease);
+    let returned = client.post(&url).bearer_auth(&key).send().await.unwrap();
+    assert_eq!(returned.status(), 401, "a process's key dies with it");
+    assert!(up.seen.lock().unwrap().is_empty(), "nothing refused reaches the upstream");
+}
+
+#[tokio::test]
+async fn an_oauth_token_goes_upstream_as_a_bearer_with_the_oauth_beta() {
+    let up = upstream().await;
+    let credential = Credential::OAuth(Secret::new("oauth-real"));
+    let proxy = Proxy::start(&up.url, credential, CancellationToken::new()).await.unwrap();
+    let lease = proxy.lease("alpha");
+    let sent = reqwest::Client::new()
+        .post(format!("{}/v1/messages", proxy.base_url()))
+        .bearer_auth(lease.key())
+        .header("anthropic-beta", "fine-grained-tool-streaming-2025-05-14")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200);
+    let seen = up.seen.lock().unwrap().clone();
+    assert_eq!(seen[0]["authorization"], "Bearer oauth-real");
+    assert!(!seen[0].contains_key("x-api-key"));
+    assert_eq!(seen[0]["anthropic-beta"], "fine-grained-tool-streaming-2025-05-14,oauth-2025-04-20");
+}

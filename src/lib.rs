@@ -13,5 +13,8 @@ pub mod domain;
 pub mod groups;
 pub mod metrics;
 pub mod router;
+pub mod scheduler;
 pub mod session;
 pub mod store;
+pub mod tasks_cli;
+pub mod tools;

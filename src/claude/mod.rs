@@ -5,6 +5,7 @@
 
 pub mod install;
 pub mod lines;
+pub mod mcp;
 pub mod process;
 pub mod protocol;
 
@@ -53,6 +54,9 @@ fn is_executable(path: &Path) -> bool {
 /// when a turn takes it in, which is how pincer knows which messages a
 /// crashed process had not answered yet.
 ///
+/// `--mcp-config` declares pincer's own tools as an in-process (`sdk`) MCP
+/// server: the CLI asks for them over the control protocol on this same pipe.
+///
 /// The shared memory (`groups/global/CLAUDE.md`) is not an ancestor of the
 /// group's folder, so the CLI would not load it by itself: it is appended to
 /// the system prompt from its file at every start.
@@ -67,6 +71,8 @@ pub fn session_args(config: &ClaudeConfig, resume: Option<&str>, global_memory: 
         "--permission-prompt-tool",
         "stdio",
         "--replay-user-messages",
+        "--mcp-config",
+        mcp::SERVER_CONFIG,
     ]
     .map(String::from)
     .to_vec();

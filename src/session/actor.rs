@@ -2,17 +2,17 @@
 //! stdout line, the child's exit, the idle deadline, shutdown) that owns the
 //! group's CLI child, what it still owes, and which tasks run in it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
 
 use super::pending::Pending;
 use super::permission::{decide, summarize, Verdict};
-use super::{Command, SessionDeps, SessionStatus};
+use super::{Command, SessionDeps, SessionStatus, TurnOutcome};
 use crate::claude::lines::LineRead;
 use crate::claude::process::{CliProcess, SpawnSpec, StdoutLine};
 use crate::claude::protocol::{self, CliEvent, ControlRequest};
@@ -93,6 +93,10 @@ pub(super) struct SessionActor {
     /// Crashes since the last good result; bounded by `max_restarts`.
     crashes: u32,
     next_request: u64,
+    /// A throwaway session (an isolated scheduled run): its session id is never stored.
+    isolated: bool,
+    /// Who waits to hear how the turn answering a message ended.
+    watchers: HashMap<InboundId, oneshot::Sender<TurnOutcome>>,
 }
 
 impl SessionActor {
@@ -128,7 +132,15 @@ impl SessionActor {
             start_fresh: false,
             crashes: 0,
             next_request: 0,
+            isolated: false,
+            watchers: HashMap::new(),
         }
+    }
+
+    /// Makes this a throwaway session (see `SessionHandle::spawn_isolated`).
+    pub(super) fn isolated(mut self) -> Self {
+        self.isolated = true;
+        self
     }
 
     pub(super) async fn run(mut self) {
@@ -217,7 +229,10 @@ impl SessionActor {
 
     async fn on_command(&mut self, cmd: Command) {
         match cmd {
-            Command::Message { id, msg, prompt } => {
+            Command::Message { id, msg, prompt, done } => {
+                if let Some(done) = done {
+                    self.watchers.insert(id, done);
+                }
                 self.pending.push(id, prompt, msg.accepted_at);
                 if self.ensure_live().await {
                     self.write_pending_tail().await;
@@ -412,6 +427,9 @@ impl SessionActor {
     /// Sets the session id the next process resumes, here and in the store.
     async fn store_session_id(&mut self, session_id: Option<String>) {
         self.session_id = session_id;
+        if self.isolated {
+            return;
+        }
         if let Err(e) = self.deps.store.set_session_id(&self.group, self.session_id.as_deref()).await {
             tracing::error!(group = %self.group, %e, "cannot store the session id");
         }
@@ -473,6 +491,8 @@ impl SessionActor {
         let answered = self.pending.answer();
         self.set_state(&answered, InboundState::Answered).await;
         let kind = if result.is_error { OutboundKind::Error } else { OutboundKind::Reply };
+        let outcome = TurnOutcome { is_error: result.is_error, text: result.chat_text(), cost_usd: cost };
+        self.tell_watchers(&answered, outcome);
         self.deliver(kind, result.chat_text()).await;
         self.deps.metrics.record_result_delivery(read_at.elapsed());
     }
@@ -494,6 +514,10 @@ impl SessionActor {
                         return;
                     }
                 }
+            }
+            ControlRequest::McpMessage { server_name, message } => {
+                let response = self.deps.tools.answer(&self.group, &server_name, &message).await;
+                protocol::mcp_response(&request_id, response)
             }
             ControlRequest::Other { subtype } => {
                 tracing::warn!(group = %self.group, %subtype, "answering an unsupported control request with an error");
@@ -712,8 +736,18 @@ impl SessionActor {
     async fn give_up(&mut self, text: &str) {
         let ids = self.pending.drain_ids();
         self.set_state(&ids, InboundState::Failed).await;
+        self.tell_watchers(&ids, TurnOutcome { is_error: true, text: text.to_owned(), cost_usd: None });
         self.log_event("gave_up", self.session_id.as_deref(), Some(text)).await;
         self.deliver(OutboundKind::Notice, text.to_owned()).await;
+    }
+
+    fn tell_watchers(&mut self, ids: &[InboundId], outcome: TurnOutcome) {
+        for id in ids {
+            if let Some(done) = self.watchers.remove(id) {
+                // The waiter may have given up (pincer stopping); nothing to tell then.
+                let _ = done.send(outcome.clone());
+            }
+        }
     }
 
     async fn deliver(&self, kind: OutboundKind, text: String) {

@@ -10,5 +10,7 @@ mod crash;
 mod daemon;
 mod fake_bot;
 mod lifecycle;
+mod schedule;
 mod session;
 mod telegram;
+mod tools;

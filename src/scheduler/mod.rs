@@ -89,6 +89,9 @@ struct Scheduler {
 impl Scheduler {
     async fn run(mut self) {
         tracing::info!(poll = ?self.deps.config.poll_interval, "scheduler started");
+        if let Err(e) = recover(&self.deps.store, Utc::now()).await {
+            tracing::error!(%e, "cannot check for runs a previous pincer left unfinished");
+        }
         loop {
             let wake = self.fire_due().await;
             tokio::select! {
@@ -215,6 +218,19 @@ impl Scheduler {
     }
 }
 
+/// Runs a killed pincer left unfinished are logged as failed, and their
+/// schedules (if still active) run again now: a run is never lost silently.
+async fn recover(store: &Store, now: DateTime<Utc>) -> Result<(), crate::store::StoreError> {
+    for id in store.abandon_unfinished_runs().await? {
+        let s = store.schedule(id).await?;
+        tracing::warn!(schedule = %id, group = %s.group, "a run was cut off when pincer last stopped; running it again");
+        if s.status == ScheduleStatus::Active {
+            store.set_schedule_state(id, ScheduleStatus::Active, Some(now)).await?;
+        }
+    }
+    Ok(())
+}
+
 /// `delay`, doubled for every further failure in a row, at most an hour.
 fn backoff(delay: Duration, failures: u32) -> Duration {
     delay.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1))).min(MAX_BACKOFF)
@@ -228,6 +244,35 @@ fn instant_at(at: DateTime<Utc>, now: DateTime<Utc>) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_run_cut_off_by_a_crash_is_logged_as_failed_and_due_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
+        let group: crate::domain::GroupName = "g".parse().unwrap();
+        store.add_group(&group, &crate::store::GroupSettings::default()).await.unwrap();
+        let at = Utc::now() + chrono::Duration::hours(1);
+        let new = crate::store::NewSchedule {
+            group,
+            prompt: "p".into(),
+            trigger: Trigger::Once(at),
+            context: schedule::ContextMode::Group,
+        };
+        let s = store.add_schedule(&new, Some(at)).await.unwrap();
+        // As `fire` leaves a once while it runs: started, nothing next.
+        store.schedule_started(s.id, Utc::now(), None).await.unwrap();
+        store.start_run(&s, Utc::now()).await.unwrap();
+
+        let now = Utc::now();
+        recover(&store, now).await.unwrap();
+        let runs = store.runs(s.id).await.unwrap();
+        assert_eq!(runs[0].outcome, "error");
+        assert!(runs[0].text.as_deref().unwrap().contains("killed or crashed"));
+        let s = store.schedule(s.id).await.unwrap();
+        assert!(s.is_due(now), "{s:?}");
+        recover(&store, now).await.unwrap();
+        assert_eq!(store.runs(s.id).await.unwrap().len(), 1, "recovered once");
+    }
 
     #[test]
     fn retries_back_off_and_stay_bounded() {

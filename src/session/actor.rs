@@ -764,7 +764,9 @@ impl SessionActor {
     }
 
     async fn log_event(&self, kind: &str, session_id: Option<&str>, detail: Option<&str>) {
-        if let Err(e) = self.deps.store.record_session_event(&self.group, kind, session_id, detail).await {
+        // A throwaway session's events must not read as the group's own session's.
+        let kind = if self.isolated { format!("isolated_{kind}") } else { kind.to_owned() };
+        if let Err(e) = self.deps.store.record_session_event(&self.group, &kind, session_id, detail).await {
             tracing::error!(group = %self.group, %e, "cannot store a session event");
         }
     }

@@ -164,6 +164,18 @@ impl Store {
         Ok(())
     }
 
+    /// Marks the runs a previous pincer left unfinished (it was killed) as
+    /// failed, and returns their schedules.
+    pub async fn abandon_unfinished_runs(&self) -> Result<Vec<ScheduleId>, StoreError> {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "UPDATE schedule_runs SET outcome = 'error', text = 'pincer stopped during this run (killed or crashed)'
+             WHERE outcome = 'running' RETURNING schedule_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().map(ScheduleId).collect())
+    }
+
     /// The run log of a schedule, oldest first.
     pub async fn runs(&self, id: ScheduleId) -> Result<Vec<RunRecord>, StoreError> {
         let rows = sqlx::query(

@@ -128,6 +128,9 @@ async fn an_isolated_run_leaves_the_groups_session_alone() {
     assert!(!isolated.all_text().contains("KIWI"), "a fresh session: the group's conversation is not in it");
     let task = pincer.store().schedule(task.id).await.unwrap();
     assert_eq!(task.status.as_str(), "completed", "a once is spent");
+    let events = pincer.session_events(&group).await;
+    assert!(events.starts_with(&["started".to_owned(), "isolated_started".to_owned()]), "{events:?}");
+    assert!(!events.contains(&"resumed".to_owned()), "{events:?}");
 
     // The group's own session goes on as before.
     pincer.send(&group, "and now?").await;

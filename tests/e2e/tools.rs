@@ -104,3 +104,27 @@ async fn a_group_cannot_touch_another_groups_task() {
     assert!(paused.text.contains("err=False") && paused.text.contains("[paused]"), "{paused:?}");
     pincer.stop().await;
 }
+
+/// 2.1.330 defers MCP tools: a real model loads their schemas with ToolSearch
+/// first. That needs no permission, and the schema it loads is ours.
+#[tokio::test]
+async fn the_model_loads_pincers_tool_schemas_through_tool_search() {
+    let api = FakeApi::start(fake_api::scripted(vec![(
+        "FIND",
+        Reply::tool_use("ToolSearch", json!({"query": "select:mcp__pincer__send_message", "max_results": 5})),
+    )]))
+    .await;
+    let sandbox = Sandbox::new(&api);
+    let group = sandbox.add_group("finder", Some(&[])).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "FIND it").await;
+    let out = pincer.next_outbound().await;
+    assert!(out.text.starts_with("AFTER_TOOL: TOOL_RESULT(err=False)"), "{out:?}");
+    assert!(pincer.store().decisions(&group).await.unwrap().is_empty(), "ToolSearch asks no permission");
+    let last = api.main_requests().pop().unwrap();
+    let tools = last.body()["tools"].as_array().unwrap().clone();
+    let ours = tools.iter().find(|t| t["name"] == "mcp__pincer__send_message").expect("the schema was loaded");
+    assert_eq!(ours["input_schema"]["required"], json!(["text"]), "{ours}");
+    pincer.stop().await;
+}

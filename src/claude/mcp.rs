@@ -15,6 +15,9 @@ pub const SERVER_NAME: &str = "pincer";
 /// so there is no file, no port and no extra process.
 pub const SERVER_CONFIG: &str = r#"{"mcpServers":{"pincer":{"type":"sdk","name":"pincer"}}}"#;
 
+/// The CLI's built-in tools that pincer's tools replace (`--disallowedTools`).
+pub const REPLACED_BUILTINS: &str = "CronCreate,CronDelete,CronList";
+
 /// What the model calls our tools: this prefix and the tool's name.
 pub const TOOL_PREFIX: &str = "mcp__pincer__";
 

@@ -37,6 +37,10 @@ async fn send_message_reaches_the_chat_before_the_turn_ends() {
     for name in ["send_message", "schedule_task", "list_tasks", "pause_task", "resume_task", "cancel_task"] {
         assert!(request.contains(&format!("mcp__pincer__{name}")), "{name} is offered");
     }
+    // The CLI's session-only cron tools are withheld, so the agent schedules through pincer.
+    // (Another tool's description still mentions the name, so look for it as a listed tool.)
+    assert!(!request.contains(r"\nCronCreate\n"), "CronCreate is not among the deferred tools");
+    assert!(request.contains(r"\nmcp__pincer__send_message"), "the deferred tools are listed one per line");
     let decisions = pincer.store().decisions(&group).await.unwrap();
     assert!(decisions.iter().any(|d| d.tool_name == "mcp__pincer__send_message" && d.allowed), "{decisions:?}");
     pincer.stop().await;

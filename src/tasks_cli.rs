@@ -57,6 +57,9 @@ pub async fn execute(command: TasksCmd, config: &Config) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
     let changed = match command {
         TasksCmd::Add(args) => {
+            if args.every.is_some() && args.tz.is_some() {
+                anyhow::bail!("--tz applies to --cron and --at; an --every interval needs no time zone");
+            }
             let tz = args.tz.as_deref().unwrap_or(&config.timezone);
             let trigger = match (&args.cron, &args.every, &args.at) {
                 (Some(cron), _, _) => Trigger::cron(cron, tz)?,

@@ -16,8 +16,10 @@ use crate::groups;
 use crate::metrics::Metrics;
 use crate::router::Router;
 use crate::sandbox::Launcher;
+use crate::scheduler::{self, SchedulerDeps, SchedulerHandle, SchedulerInbox};
 use crate::session::{SessionDeps, Slots};
 use crate::store::{GroupSettings, Store};
+use crate::tools::Toolbox;
 
 /// How many replies may wait for the channel adapters.
 const OUTBOX: usize = 256;
@@ -33,6 +35,10 @@ pub struct Engine {
     pub approvals: async_channel::Receiver<ApprovalRequest>,
     pub store: Store,
     pub metrics: Arc<Metrics>,
+    /// Wakes the scheduler when schedules change in this process.
+    pub scheduler: SchedulerHandle,
+    /// What the scheduler needs until [`Engine::start_scheduler`] starts it.
+    unstarted: Option<(SchedulerInbox, async_channel::Sender<Outbound>, crate::config::SchedulerConfig)>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 }
@@ -48,6 +54,9 @@ impl Engine {
         let metrics = Arc::new(Metrics::default());
         let config = Arc::new(config);
         let launcher = Launcher::start(config.clone(), program, shutdown.clone()).await?;
+        let (scheduler, inbox) = scheduler::channel();
+        let tools = Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone()));
+        let unstarted = Some((inbox, outbox.clone(), config.scheduler.clone()));
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             slots: Slots::new(config.claude.max_live_sessions),
@@ -57,11 +66,29 @@ impl Engine {
             approvals: approvals_tx,
             approval_ids: Default::default(),
             metrics: metrics.clone(),
+            tools,
             shutdown: shutdown.clone(),
         });
         let tracker = TaskTracker::new();
         let router = Router::new(deps, tracker.clone());
-        Ok(Engine { router, outbound, approvals, store, metrics, tracker, shutdown })
+        Ok(Engine { router, outbound, approvals, store, metrics, scheduler, unstarted, tracker, shutdown })
+    }
+
+    /// Starts firing scheduled prompts (`pincer run` does; `pincer chat` does not,
+    /// so a terminal chat never receives other groups' scheduled runs). Once only.
+    pub fn start_scheduler(&mut self) {
+        let Some((inbox, outbox, config)) = self.unstarted.take() else {
+            return;
+        };
+        let deps = SchedulerDeps {
+            store: self.store.clone(),
+            router: self.router.clone(),
+            outbox,
+            config,
+            tracker: self.tracker.clone(),
+            shutdown: self.shutdown.clone(),
+        };
+        scheduler::spawn(inbox, deps);
     }
 
     /// Stops every session (stdin closed, grace, then signals) and waits for
@@ -100,7 +127,8 @@ pub async fn register_group(
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let telegram_config = config.telegram.clone();
     let assistant = config.assistant_name.clone();
-    let engine = Engine::start(config, shutdown.clone()).await?;
+    let mut engine = Engine::start(config, shutdown.clone()).await?;
+    engine.start_scheduler();
     let groups = engine.store.groups().await?;
     let served = if telegram_config.token.is_some() {
         let channel = telegram::Telegram::connect(&telegram_config, &engine, &assistant).await?;

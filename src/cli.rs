@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::domain::GroupName;
 use crate::groups;
 use crate::store::{GroupRecord, GroupSettings, HistoryEntry, Store, StoreError, TelegramTarget};
+use crate::tasks_cli::{self, TasksCmd};
 
 /// The group `pincer setup` registers, so `pincer chat` works right away.
 pub const STARTER_GROUP: &str = "main";
@@ -46,6 +47,11 @@ pub enum Cmd {
     Groups {
         #[command(subcommand)]
         command: GroupsCmd,
+    },
+    /// Scheduled prompts: add, list, pause, resume, cancel, run now, and the run log.
+    Tasks {
+        #[command(subcommand)]
+        command: TasksCmd,
     },
     /// Print what was persisted for a group, oldest first.
     History {
@@ -109,6 +115,12 @@ pub struct GroupOptions {
     /// A Telegram user id who may approve tool calls in the chat (repeatable; /chatid tells yours).
     #[arg(long = "admin")]
     admins: Vec<i64>,
+    /// The main group: its agent may also act on other groups (message them, schedule for them, list them).
+    #[arg(long, conflicts_with = "not_main")]
+    main: bool,
+    /// No longer the main group.
+    #[arg(long)]
+    not_main: bool,
 }
 
 impl GroupOptions {
@@ -132,6 +144,9 @@ impl GroupOptions {
         }
         if !self.admins.is_empty() {
             settings.admins = self.admins.iter().map(i64::to_string).collect();
+        }
+        if self.main || self.not_main {
+            settings.main = self.main;
         }
         Ok(())
     }
@@ -171,6 +186,7 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
             Ok(())
         }
         Cmd::Groups { command: GroupsCmd::List } => list_groups(&config).await,
+        Cmd::Tasks { command } => tasks_cli::execute(command, &config).await,
         Cmd::History { group, json, limit } => history(&config, &group, json, limit).await,
         Cmd::Setup { version } => setup(&config, &version).await,
         Cmd::Doctor => {
@@ -210,7 +226,8 @@ fn describe(g: &GroupRecord, config: &Config) -> String {
         (true, _) => String::new(),
         (false, reason) => format!("\tINACTIVE ({})", reason.as_deref().unwrap_or("chat gone")),
     };
-    format!("{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{session}{state}", g.name)
+    let main = if s.main { "\tMAIN" } else { "" };
+    format!("{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{session}{state}{main}", g.name)
 }
 
 async fn list_groups(config: &Config) -> anyhow::Result<()> {

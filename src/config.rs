@@ -29,11 +29,14 @@ pub struct Config {
     pub groups_dir: PathBuf,
     /// The agent's name, used in the starter memory and (later) as the trigger.
     pub assistant_name: String,
+    /// IANA time zone for cron schedules without `--tz` and for local `--at` times.
+    pub timezone: String,
     pub claude: ClaudeConfig,
     pub console: ConsoleConfig,
     pub telegram: TelegramConfig,
     pub sandbox: SandboxConfig,
     pub anthropic: AnthropicConfig,
+    pub scheduler: SchedulerConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -119,6 +122,27 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// `[scheduler]`: scheduled prompts, served by `pincer run`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// How often schedules are re-read, to see changes made by another process
+    /// (`pincer tasks ...` while `pincer run` is up). The agent's tools wake it at once.
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// The wait before retrying a failed run; doubled for each failure in a row, at most 1h.
+    #[serde(with = "humantime_serde")]
+    pub retry_delay: Duration,
+    /// Retries of a failed run before pincer gives up on it until the next regular run.
+    pub max_retries: u32,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig { poll_interval: Duration::from_secs(30), retry_delay: Duration::from_secs(60), max_retries: 3 }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleConfig {
@@ -134,11 +158,13 @@ impl Default for Config {
             data_dir: PathBuf::from("data"),
             groups_dir: PathBuf::from("groups"),
             assistant_name: "Andy".to_owned(),
+            timezone: "UTC".to_owned(),
             claude: ClaudeConfig::default(),
             console: ConsoleConfig { wait_limit: Duration::from_secs(600) },
             telegram: TelegramConfig::default(),
             sandbox: SandboxConfig::default(),
             anthropic: AnthropicConfig::default(),
+            scheduler: SchedulerConfig::default(),
         }
     }
 }
@@ -221,6 +247,18 @@ impl Config {
         if self.assistant_name.trim().is_empty() {
             return Err(ConfigError::Rule { key: "assistant_name", problem: "must not be empty" });
         }
+        if !crate::scheduler::schedule::valid_zone(&self.timezone) {
+            return Err(ConfigError::Rule {
+                key: "timezone",
+                problem: "is not a known time zone: use an IANA name such as \"Europe/Berlin\" or \"UTC\"",
+            });
+        }
+        if self.scheduler.poll_interval.is_zero() || self.scheduler.retry_delay.is_zero() {
+            return Err(ConfigError::Rule {
+                key: "scheduler.poll_interval / scheduler.retry_delay",
+                problem: "must be longer than 0s (e.g. \"30s\")",
+            });
+        }
         let t = &self.telegram;
         if t.token.as_ref().is_some_and(|s| s.expose().trim().is_empty()) {
             return Err(ConfigError::Rule {
@@ -302,6 +340,14 @@ mod tests {
         assert!(err.contains("claude.max_live_sessions"), "{err}");
         let err = from_toml("[claude]\nidle_timout = \"1m\"\n").unwrap_err().to_string();
         assert!(err.contains("idle_timout"), "{err}");
+    }
+
+    #[test]
+    fn the_time_zone_and_scheduler_keys_are_checked() {
+        let c = from_toml("timezone = \"Europe/Berlin\"\n[scheduler]\npoll_interval = \"2s\"\n").unwrap();
+        assert_eq!((c.timezone.as_str(), c.scheduler.poll_interval), ("Europe/Berlin", Duration::from_secs(2)));
+        let err = from_toml("timezone = \"Berlin\"\n").unwrap_err().to_string();
+        assert!(err.contains("timezone"), "{err}");
     }
 
     #[test]

@@ -55,6 +55,8 @@ impl fmt::Display for GroupName {
 pub enum Source {
     Console,
     Telegram,
+    /// A scheduled prompt that came due (see `scheduler`).
+    Scheduled,
 }
 
 impl Source {
@@ -62,6 +64,7 @@ impl Source {
         match self {
             Source::Console => "console",
             Source::Telegram => "telegram",
+            Source::Scheduled => "scheduled",
         }
     }
 

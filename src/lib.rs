@@ -14,5 +14,8 @@ pub mod groups;
 pub mod metrics;
 pub mod router;
 pub mod sandbox;
+pub mod scheduler;
 pub mod session;
 pub mod store;
+pub mod tasks_cli;
+pub mod tools;

@@ -8,10 +8,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId};
-use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus};
+use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus, TurnOutcome};
 use crate::store::{InboundState, StoreError};
 
 /// At most this many missed chat messages are handed to the agent as context.
@@ -47,7 +48,40 @@ impl Router {
     /// Stores `msg`, then queues it for its group's session, after the chat
     /// messages the agent has not seen yet (see [`Router::observe`]).
     pub async fn send(&self, msg: Inbound) -> Result<InboundId, RouteError> {
-        let handle = self.session(&msg.group).await?;
+        self.send_to(&self.session(&msg.group).await?, msg, None).await
+    }
+
+    /// Like [`Router::send`], and `done` hears how the turn answering it ended.
+    pub async fn send_watched(
+        &self,
+        msg: Inbound,
+        done: oneshot::Sender<TurnOutcome>,
+    ) -> Result<InboundId, RouteError> {
+        self.send_to(&self.session(&msg.group).await?, msg, Some(done)).await
+    }
+
+    /// Stores `msg` and hands it to a throwaway session of its group (see
+    /// `SessionHandle::spawn_isolated`), which ends when the returned handle is dropped.
+    pub async fn send_isolated(
+        &self,
+        msg: Inbound,
+        done: oneshot::Sender<TurnOutcome>,
+    ) -> Result<(InboundId, SessionHandle), RouteError> {
+        let record = self.inner.deps.store.group(msg.group.as_str()).await?;
+        let handle = SessionHandle::spawn_isolated(&record, self.inner.deps.clone(), &self.inner.tracker);
+        let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;
+        // The chat's unread messages stay for the group's own session.
+        let prompt = msg.prompt(&[]);
+        handle.send(Command::Message { id, msg, prompt, done: Some(done) }).await?;
+        Ok((id, handle))
+    }
+
+    async fn send_to(
+        &self,
+        handle: &SessionHandle,
+        msg: Inbound,
+        done: Option<oneshot::Sender<TurnOutcome>>,
+    ) -> Result<InboundId, RouteError> {
         let store = &self.inner.deps.store;
         let id = store.insert_inbound(&msg, InboundState::Queued).await?;
         let (mut context, omitted) = store.take_context(&msg.group, CONTEXT_LIMIT).await?;
@@ -61,7 +95,7 @@ impl Router {
             context.insert(0, note);
         }
         let prompt = msg.prompt(&context);
-        handle.send(Command::Message { id, msg, prompt }).await?;
+        handle.send(Command::Message { id, msg, prompt, done }).await?;
         Ok(id)
     }
 

@@ -5,6 +5,7 @@
 
 pub mod install;
 pub mod lines;
+pub mod mcp;
 pub mod process;
 pub mod protocol;
 
@@ -53,6 +54,12 @@ fn is_executable(path: &Path) -> bool {
 /// when a turn takes it in, which is how pincer knows which messages a
 /// crashed process had not answered yet.
 ///
+/// `--mcp-config` declares pincer's own tools as an in-process (`sdk`) MCP
+/// server: the CLI asks for them over the control protocol on this same pipe.
+/// The CLI's own cron tools are withheld: their jobs live only as long as the
+/// process (which idles out) and skip `can_use_tool`, so the agent schedules
+/// through pincer's `schedule_task` instead.
+///
 /// The shared memory (`groups/global/CLAUDE.md`) is not an ancestor of the
 /// group's folder, so the CLI would not load it by itself: it is appended to
 /// the system prompt from its file at every start.
@@ -67,6 +74,10 @@ pub fn session_args(config: &ClaudeConfig, resume: Option<&str>, global_memory: 
         "--permission-prompt-tool",
         "stdio",
         "--replay-user-messages",
+        "--mcp-config",
+        mcp::SERVER_CONFIG,
+        "--disallowedTools",
+        mcp::REPLACED_BUILTINS,
     ]
     .map(String::from)
     .to_vec();

@@ -42,8 +42,19 @@ pub enum CliEvent {
 /// A control request from the CLI.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ControlRequest {
-    CanUseTool { tool_name: String, input: Value, tool_use_id: Option<String> },
-    Other { subtype: String },
+    CanUseTool {
+        tool_name: String,
+        input: Value,
+        tool_use_id: Option<String>,
+    },
+    /// A JSON-RPC message for one of our in-process MCP servers (`claude::mcp` reads it).
+    McpMessage {
+        server_name: String,
+        message: Value,
+    },
+    Other {
+        subtype: String,
+    },
 }
 
 /// Why a line could not be understood.
@@ -140,6 +151,10 @@ fn control_request(v: &Value) -> CliEvent {
             input: req.get("input").cloned().unwrap_or(Value::Null),
             tool_use_id: str_field(req, "tool_use_id"),
         },
+        "mcp_message" => ControlRequest::McpMessage {
+            server_name: str_field(req, "server_name").unwrap_or_default(),
+            message: req.get("message").cloned().unwrap_or(Value::Null),
+        },
         _ => ControlRequest::Other { subtype },
     };
     CliEvent::ControlRequest { request_id, request }
@@ -170,6 +185,11 @@ pub fn control_success(request_id: &str, response: Value) -> String {
         "response": {"subtype": "success", "request_id": request_id, "response": response},
     })
     .to_string()
+}
+
+/// The answer to an `mcp_message` request: the JSON-RPC response (`{}` for a notification).
+pub fn mcp_response(request_id: &str, message: Value) -> String {
+    control_success(request_id, json!({ "mcp_response": message }))
 }
 
 /// An error answer, for requests we cannot handle: the CLI would wait forever otherwise.

@@ -6,7 +6,7 @@
 //! | path | what | access |
 //! | --- | --- | --- |
 //! | `/workspace/group` | the group's folder (the cwd) | rw |
-//! | `/workspace/global` | `groups/global` | ro (rw with `writes_global`) |
+//! | `/workspace/global` | `groups/global` | ro (rw for the main group, or with `writes_global`) |
 //! | `/workspace/extra/<name>` | allowlisted mounts | ro unless allowed |
 //! | `/home/agent` | `data_dir/homes/<group>`: the CLI's state, so `--resume` works | rw |
 //! | `/opt/claude` | the CLI installation | ro |

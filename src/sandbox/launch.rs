@@ -142,7 +142,7 @@ impl Launcher {
     }
 
     /// The next CLI process of `group`, resuming `resume` if given.
-    pub async fn launch(&self, group: &GroupName, resume: Option<&str>) -> Result<Launch, SandboxError> {
+    pub async fn launch(&self, group: &GroupName, resume: Option<&str>, main: bool) -> Result<Launch, SandboxError> {
         let confinement = self.resolve(group)?;
         tracing::info!(%group, %confinement, "starting the group's CLI");
         let global_host = self.groups_dir.join(groups::GLOBAL_DIR);
@@ -177,7 +177,8 @@ impl Launcher {
             &proxy.base_url(),
             lease.key(),
         );
-        let global = global_host.is_dir().then(|| (global_host.clone(), settings.writes_global));
+        // The main group keeps the memory every group reads; others only read it.
+        let global = global_host.is_dir().then(|| (global_host.clone(), settings.writes_global || main));
         let group_dir = self.groups_dir.join(group.as_str());
         let extra = self.mounts.for_group(group.as_str()).to_vec();
         let spec = match confinement {

@@ -93,7 +93,7 @@ pub struct GroupSandbox {
     /// Run the CLI with `--dangerously-skip-permissions` (no tool prompts).
     /// Only inside a sandbox: refused when the group's mode resolves to none.
     pub skip_permissions: bool,
-    /// `groups/global` is mounted read-write (a main group) instead of read-only.
+    /// `groups/global` is mounted read-write for this group although it is not the main one.
     pub writes_global: bool,
 }
 

@@ -2,17 +2,17 @@
 //! stdout line, the child's exit, the idle deadline, shutdown) that owns the
 //! group's CLI child, what it still owes, and which tasks run in it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
 
 use super::pending::Pending;
 use super::permission::{decide, summarize, Verdict};
-use super::{Command, SessionDeps, SessionStatus};
+use super::{Command, SessionDeps, SessionStatus, TurnOutcome};
 use crate::claude::lines::LineRead;
 use crate::claude::process::{CliProcess, StdoutLine};
 use crate::claude::protocol::{self, CliEvent, ControlRequest};
@@ -73,6 +73,8 @@ pub(super) struct SessionActor {
     allowed_tools: Vec<String>,
     /// The group has people who answer approvals.
     has_admins: bool,
+    /// The main group's agent writes the shared memory in `groups/global`.
+    is_main: bool,
     answers_tx: mpsc::Sender<Answered>,
     answers: mpsc::Receiver<Answered>,
     generation: u64,
@@ -95,6 +97,10 @@ pub(super) struct SessionActor {
     /// Crashes since the last good result; bounded by `max_restarts`.
     crashes: u32,
     next_request: u64,
+    /// A throwaway session (an isolated scheduled run): its session id is never stored.
+    isolated: bool,
+    /// Who waits to hear how the turn answering a message ended.
+    watchers: HashMap<InboundId, oneshot::Sender<TurnOutcome>>,
 }
 
 impl SessionActor {
@@ -113,6 +119,7 @@ impl SessionActor {
             group: group.name.clone(),
             allowed_tools,
             has_admins: !group.settings.admins.is_empty(),
+            is_main: group.settings.main,
             answers_tx,
             answers,
             generation: 0,
@@ -130,7 +137,15 @@ impl SessionActor {
             start_fresh: false,
             crashes: 0,
             next_request: 0,
+            isolated: false,
+            watchers: HashMap::new(),
         }
+    }
+
+    /// Makes this a throwaway session (see `SessionHandle::spawn_isolated`).
+    pub(super) fn isolated(mut self) -> Self {
+        self.isolated = true;
+        self
     }
 
     pub(super) async fn run(mut self) {
@@ -219,7 +234,10 @@ impl SessionActor {
 
     async fn on_command(&mut self, cmd: Command) {
         match cmd {
-            Command::Message { id, msg, prompt } => {
+            Command::Message { id, msg, prompt, done } => {
+                if let Some(done) = done {
+                    self.watchers.insert(id, done);
+                }
                 self.pending.push(id, prompt, msg.accepted_at);
                 if self.ensure_live().await {
                     self.write_pending_tail().await;
@@ -307,7 +325,7 @@ impl SessionActor {
             self.give_up(&text).await;
             return false;
         }
-        let launch = match self.deps.launcher.launch(&self.group, resume.as_deref()).await {
+        let launch = match self.deps.launcher.launch(&self.group, resume.as_deref(), self.is_main).await {
             Ok(launch) => launch,
             Err(e) => {
                 tracing::error!(group = %self.group, %e, "cannot prepare the CLI's sandbox");
@@ -354,6 +372,7 @@ impl SessionActor {
                 self.allowed_tools =
                     record.settings.allowed_tools.unwrap_or_else(|| self.deps.config.claude.allowed_tools.clone());
                 self.has_admins = !record.settings.admins.is_empty();
+                self.is_main = record.settings.main;
             }
             Err(e) => {
                 tracing::warn!(group = %self.group, %e, "cannot re-read the group's settings; keeping the old ones")
@@ -411,6 +430,9 @@ impl SessionActor {
     /// Sets the session id the next process resumes, here and in the store.
     async fn store_session_id(&mut self, session_id: Option<String>) {
         self.session_id = session_id;
+        if self.isolated {
+            return;
+        }
         if let Err(e) = self.deps.store.set_session_id(&self.group, self.session_id.as_deref()).await {
             tracing::error!(group = %self.group, %e, "cannot store the session id");
         }
@@ -472,6 +494,8 @@ impl SessionActor {
         let answered = self.pending.answer();
         self.set_state(&answered, InboundState::Answered).await;
         let kind = if result.is_error { OutboundKind::Error } else { OutboundKind::Reply };
+        let outcome = TurnOutcome { is_error: result.is_error, text: result.chat_text(), cost_usd: cost };
+        self.tell_watchers(&answered, outcome);
         self.deliver(kind, result.chat_text()).await;
         self.deps.metrics.record_result_delivery(read_at.elapsed());
     }
@@ -493,6 +517,10 @@ impl SessionActor {
                         return;
                     }
                 }
+            }
+            ControlRequest::McpMessage { server_name, message } => {
+                let response = self.deps.tools.answer(&self.group, &server_name, &message).await;
+                protocol::mcp_response(&request_id, response)
             }
             ControlRequest::Other { subtype } => {
                 tracing::warn!(group = %self.group, %subtype, "answering an unsupported control request with an error");
@@ -711,8 +739,18 @@ impl SessionActor {
     async fn give_up(&mut self, text: &str) {
         let ids = self.pending.drain_ids();
         self.set_state(&ids, InboundState::Failed).await;
+        self.tell_watchers(&ids, TurnOutcome { is_error: true, text: text.to_owned(), cost_usd: None });
         self.log_event("gave_up", self.session_id.as_deref(), Some(text)).await;
         self.deliver(OutboundKind::Notice, text.to_owned()).await;
+    }
+
+    fn tell_watchers(&mut self, ids: &[InboundId], outcome: TurnOutcome) {
+        for id in ids {
+            if let Some(done) = self.watchers.remove(id) {
+                // The waiter may have given up (pincer stopping); nothing to tell then.
+                let _ = done.send(outcome.clone());
+            }
+        }
     }
 
     async fn deliver(&self, kind: OutboundKind, text: String) {
@@ -729,7 +767,9 @@ impl SessionActor {
     }
 
     async fn log_event(&self, kind: &str, session_id: Option<&str>, detail: Option<&str>) {
-        if let Err(e) = self.deps.store.record_session_event(&self.group, kind, session_id, detail).await {
+        // A throwaway session's events must not read as the group's own session's.
+        let kind = if self.isolated { format!("isolated_{kind}") } else { kind.to_owned() };
+        if let Err(e) = self.deps.store.record_session_event(&self.group, &kind, session_id, detail).await {
             tracing::error!(group = %self.group, %e, "cannot store a session event");
         }
     }

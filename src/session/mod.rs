@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -24,6 +24,7 @@ use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId, Outbound};
 use crate::metrics::Metrics;
 use crate::sandbox::Launcher;
 use crate::store::{GroupRecord, Store};
+use crate::tools::Toolbox;
 
 /// How many commands may wait for one group's actor.
 const COMMAND_QUEUE: usize = 64;
@@ -43,18 +44,34 @@ pub struct SessionDeps {
     /// Live CLI processes; waiting groups take turns.
     pub slots: Slots,
     pub metrics: Arc<Metrics>,
+    /// Pincer's own MCP tools, served to every session.
+    pub tools: Arc<Toolbox>,
     pub shutdown: CancellationToken,
 }
 
 /// What a session actor can be asked to do.
 #[derive(Debug)]
+// One command per chat message: boxing the message would buy nothing measurable.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// An inbound message, already stored under `id`; `prompt` is what the agent reads.
-    Message { id: InboundId, msg: Inbound, prompt: String },
+    /// `done` (a scheduled run's) hears how the turn that answers it ended.
+    Message { id: InboundId, msg: Inbound, prompt: String, done: Option<oneshot::Sender<TurnOutcome>> },
     /// Interrupt the current turn, if any.
     Interrupt,
     /// End the current CLI session; the next message starts a fresh one.
     NewSession,
+}
+
+/// How the turn that answered a message ended, for whoever waits on it (a
+/// scheduled run). A dropped sender means the session stopped first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TurnOutcome {
+    pub is_error: bool,
+    /// The result's chat text, or why pincer gave up on the message.
+    pub text: String,
+    /// The turn's own cost.
+    pub cost_usd: Option<f64>,
 }
 
 /// A snapshot of one group's session, published by its actor.
@@ -102,6 +119,19 @@ impl SessionHandle {
             watch::channel(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
         let queued = Arc::new(AtomicUsize::new(0));
         let actor = actor::SessionActor::new(group, deps, rx, status_tx, queued.clone());
+        tracker.spawn(actor.run());
+        SessionHandle { group: group.name.clone(), commands: tx, status: status_rx, queued }
+    }
+
+    /// Starts a throwaway session for `group`: it starts fresh, never stores
+    /// its session id, and ends once this handle (and its clones) is dropped
+    /// and its queue is empty. Isolated scheduled runs use it.
+    pub fn spawn_isolated(group: &GroupRecord, deps: Arc<SessionDeps>, tracker: &TaskTracker) -> SessionHandle {
+        let fresh = GroupRecord { session_id: None, ..group.clone() };
+        let (tx, rx) = async_channel::bounded(COMMAND_QUEUE);
+        let (status_tx, status_rx) = watch::channel(SessionStatus::default());
+        let queued = Arc::new(AtomicUsize::new(0));
+        let actor = actor::SessionActor::new(&fresh, deps, rx, status_tx, queued.clone()).isolated();
         tracker.spawn(actor.run());
         SessionHandle { group: group.name.clone(), commands: tx, status: status_rx, queued }
     }

@@ -1,7 +1,8 @@
 //! The `can_use_tool` policy: a group's allowed list, by exact name or by a
 //! prefix ending in `*` (`mcp__pincer__*`). A tool not on the list goes to the
 //! group's admins for approval when the group has any; otherwise it is denied
-//! with a message that tells the operator how to allow it.
+//! with a message that tells the operator how to allow it. Pincer's own tools
+//! (`mcp__pincer__*`) are always allowed.
 
 use serde_json::Value;
 
@@ -17,6 +18,11 @@ pub enum Verdict {
 }
 
 pub fn decide(group: &GroupName, tool_name: &str, allowed: &[String], has_admins: bool) -> Verdict {
+    // Pincer's own tools are allowed whatever the group's list says: they
+    // check for themselves what a group may do.
+    if tool_name.starts_with(crate::claude::mcp::TOOL_PREFIX) {
+        return Verdict::Allow;
+    }
     let matches = |rule: &String| match rule.strip_suffix('*') {
         Some(prefix) => tool_name.starts_with(prefix),
         None => rule == tool_name,
@@ -75,6 +81,7 @@ mod tests {
         assert!(matches!(decide(&g, "Write", &[], false), Verdict::Deny(_)));
         assert_eq!(decide(&g, "Write", &[], true), Verdict::Ask, "admins decide what the list does not");
         assert_eq!(decide(&g, "Bash", &allowed, true), Verdict::Allow);
+        assert_eq!(decide(&g, "mcp__pincer__schedule_task", &[], true), Verdict::Allow, "pincer's own tools");
     }
 
     #[test]

@@ -26,11 +26,20 @@ pub struct GroupSettings {
     /// Channel user ids who may answer tool approvals.
     pub admins: Vec<String>,
     pub telegram: Option<TelegramTarget>,
+    /// The main group's agent may act on other groups (`--main`).
+    pub main: bool,
 }
 
 impl Default for GroupSettings {
     fn default() -> Self {
-        GroupSettings { allowed_tools: None, trigger: None, requires_trigger: true, admins: Vec::new(), telegram: None }
+        GroupSettings {
+            allowed_tools: None,
+            trigger: None,
+            requires_trigger: true,
+            admins: Vec::new(),
+            telegram: None,
+            main: false,
+        }
     }
 }
 
@@ -48,7 +57,7 @@ pub struct GroupRecord {
 
 const SELECT_GROUP: &str = "
 SELECT g.name, g.created_at_us, g.session_id, g.allowed_tools, g.trigger, g.requires_trigger, g.admins,
-       g.active, g.inactive_reason, t.chat_id, t.topic_id
+       g.active, g.inactive_reason, t.chat_id, t.topic_id, g.is_main
   FROM groups g LEFT JOIN telegram_chats t ON t.group_name = g.name";
 
 impl Store {
@@ -159,11 +168,14 @@ async fn write_settings(
     settings: &GroupSettings,
 ) -> Result<(), StoreError> {
     let json = |list: &[String]| serde_json::to_string(list).expect("a list of strings serializes");
-    sqlx::query("UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ? WHERE name = ?")
-        .bind(settings.allowed_tools.as_deref().map(json))
-        .bind(&settings.trigger)
-        .bind(settings.requires_trigger)
-        .bind(json(&settings.admins))
+    sqlx::query(
+        "UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ?, is_main = ? WHERE name = ?",
+    )
+    .bind(settings.allowed_tools.as_deref().map(json))
+    .bind(&settings.trigger)
+    .bind(settings.requires_trigger)
+    .bind(json(&settings.admins))
+    .bind(settings.main)
         .bind(name.as_str())
         .execute(&mut **tx)
         .await?;
@@ -204,6 +216,7 @@ fn group_from_row(row: SqliteRow) -> GroupRecord {
             requires_trigger: row.get(5),
             admins: list(row.get(6)).unwrap_or_default(),
             telegram: chat_id.map(|chat_id| TelegramTarget { chat_id, topic_id: row.get(10) }),
+            main: row.get(11),
         },
         active: row.get(7),
         inactive_reason: row.get(8),

@@ -6,6 +6,7 @@
 
 mod groups;
 mod history;
+mod schedules;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -19,6 +20,7 @@ use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision,
 
 pub use groups::{GroupRecord, GroupSettings, TelegramTarget};
 pub use history::HistoryEntry;
+pub use schedules::{NewSchedule, RunId, RunRecord};
 
 /// What can go wrong talking to the store.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +29,8 @@ pub enum StoreError {
     GroupExists(GroupName),
     #[error("group `{0}` is not registered: add it with `pincer groups add {0}`")]
     UnknownGroup(String),
+    #[error("there is no scheduled task #{0}: `pincer tasks list` shows them")]
+    UnknownSchedule(i64),
     #[error("that Telegram chat (or topic) is already bound to group `{0}`")]
     ChatTaken(String),
     #[error("cannot open the database {path}: {source}")]

@@ -24,10 +24,16 @@ async fn piped_chat_prints_replies_and_waits_for_background_work() {
     assert_eq!(end, ChatEnd::Done);
     let printed = String::from_utf8(output).unwrap();
     let lines: Vec<_> = printed.lines().collect();
-    assert_eq!(lines.len(), 3, "the follow-up was waited for: {printed}");
-    assert_eq!(lines[0], "ECHO: hello");
-    assert!(lines[1].starts_with("AFTER_TOOL"), "{printed}");
-    assert_eq!(lines[2], "FOLLOWUP: saw task notification", "{printed}");
+    // Both lines are written before the CLI starts its first turn (it first runs
+    // the MCP handshake for pincer's tools), so "hello" may get a turn of its own
+    // or share the first one: results are per turn.
+    match lines.len() {
+        3 => assert_eq!(lines[0], "ECHO: hello"),
+        2 => assert!(api.main_requests()[0].all_text().contains("hello"), "hello reached the model"),
+        _ => panic!("two or three replies, the follow-up last: {printed}"),
+    }
+    assert!(lines[lines.len() - 2].starts_with("AFTER_TOOL"), "{printed}");
+    assert_eq!(lines[lines.len() - 1], "FOLLOWUP: saw task notification", "the follow-up was waited for: {printed}");
     pincer.stop().await;
 }
 

@@ -11,5 +11,7 @@ mod daemon;
 mod fake_bot;
 mod lifecycle;
 mod sandbox;
+mod schedule;
 mod session;
 mod telegram;
+mod tools;

@@ -10,6 +10,7 @@ use std::process::Stdio;
 use pincer::config::Secret;
 use pincer::domain::GroupName;
 use pincer::sandbox::{GroupSandbox, SandboxMode};
+use pincer::store::GroupSettings;
 use serde_json::json;
 
 use crate::support::cli::TEST_API_KEY;
@@ -191,12 +192,13 @@ async fn skip_permissions_runs_tools_without_asking_inside_the_sandbox() {
 }
 
 #[tokio::test]
-async fn a_group_that_writes_global_memory_can() {
+async fn the_main_group_writes_global_memory() {
     require_bwrap().await;
     let api = FakeApi::start(commands()).await;
-    let mut sandbox = Sandbox::new(&api);
-    sandbox.config.sandbox.groups.insert("main".into(), GroupSandbox { writes_global: true, ..Default::default() });
-    let group = sandbox.add_group("main", Some(&["Bash"])).await;
+    let sandbox = Sandbox::new(&api);
+    // Registered with `--main`: no sandbox setting needed for the shared memory.
+    let settings = GroupSettings { main: true, allowed_tools: Some(vec!["Bash".into()]), ..GroupSettings::default() };
+    let group = sandbox.add_group_with("boss", settings).await;
     let pincer = sandbox.start().await;
 
     let out = probe(&pincer, &group, "PROBE_WRITE_GLOBAL").await;

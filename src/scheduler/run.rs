@@ -1,0 +1,82 @@
+//! One run of a schedule: log its start, hand its prompt to the router like a
+//! chat message (marked as scheduled), wait for the turn that answers it, and
+//! log how it ended. The session delivers the result to the chat itself.
+
+use chrono::Utc;
+use tokio::sync::oneshot;
+
+use super::schedule::{ContextMode, Schedule, ScheduleId, ScheduleStatus};
+use super::SchedulerDeps;
+use crate::domain::{Inbound, Source};
+
+/// How a run ended, for the scheduler.
+pub(super) struct RunDone {
+    pub id: ScheduleId,
+    pub end: RunEnd,
+}
+
+pub(super) enum RunEnd {
+    Ok,
+    Failed(String),
+    /// Pincer stopped before the turn ended; the schedule runs again at the next start.
+    Stopped,
+}
+
+pub(super) async fn execute(deps: &SchedulerDeps, s: Schedule) -> RunDone {
+    let id = s.id;
+    let end = match deps.store.start_run(&s, Utc::now()).await {
+        Ok(run) => {
+            let (end, text, cost) = deliver(deps, &s).await;
+            let ok = matches!(end, RunEnd::Ok);
+            if let Err(e) = deps.store.finish_run(run, ok, &text, cost).await {
+                tracing::error!(schedule = %id, %e, "cannot log the end of a scheduled run");
+            }
+            end
+        }
+        Err(e) => RunEnd::Failed(format!("cannot log the run: {e}")),
+    };
+    if matches!(end, RunEnd::Stopped) {
+        run_again_at_start(deps, id).await;
+    }
+    RunDone { id, end }
+}
+
+/// Routes the prompt and waits for its turn: (how it ended, text for the log, cost).
+async fn deliver(deps: &SchedulerDeps, s: &Schedule) -> (RunEnd, String, Option<f64>) {
+    let text = format!("[Scheduled task #{}, {}] {}", s.id, s.trigger.describe(), s.prompt);
+    let msg = Inbound::new(s.group.clone(), Source::Scheduled, format!("scheduled task #{}", s.id), text);
+    let (done, outcome) = oneshot::channel();
+    // An isolated run's session lives as long as this handle.
+    let session = match s.context {
+        ContextMode::Group => deps.router.send_watched(msg, done).await.map(|_| None),
+        ContextMode::Isolated => deps.router.send_isolated(msg, done).await.map(|(_, handle)| Some(handle)),
+    };
+    let _session = match session {
+        Ok(session) => session,
+        Err(e) => {
+            let why = format!("could not hand the prompt to the agent: {e}");
+            return (RunEnd::Failed(why.clone()), why, None);
+        }
+    };
+    match outcome.await {
+        Ok(o) if o.is_error => (RunEnd::Failed(o.text.clone()), o.text, o.cost_usd),
+        Ok(o) => (RunEnd::Ok, o.text, o.cost_usd),
+        Err(_) => {
+            (RunEnd::Stopped, "pincer stopped before the run ended; it runs again at the next start".into(), None)
+        }
+    }
+}
+
+/// A run cut off by shutdown is due again, so the next start makes it up.
+async fn run_again_at_start(deps: &SchedulerDeps, id: ScheduleId) {
+    let result = async {
+        let s = deps.store.schedule(id).await?;
+        if s.status == ScheduleStatus::Active {
+            deps.store.set_schedule_state(id, ScheduleStatus::Active, Some(Utc::now())).await?;
+        }
+        Ok::<_, crate::store::StoreError>(())
+    };
+    if let Err(e) = result.await {
+        tracing::error!(schedule = %id, %e, "cannot mark a cut-off run to run again");
+    }
+}

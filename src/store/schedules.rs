@@ -1,0 +1,230 @@
+//! Scheduled prompts and their run log.
+
+use chrono::{DateTime, Utc};
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+
+use super::{now_us, Store, StoreError};
+use crate::domain::GroupName;
+use crate::scheduler::schedule::{ContextMode, Schedule, ScheduleId, ScheduleStatus, Trigger};
+
+/// A schedule before it has an id.
+#[derive(Clone, Debug)]
+pub struct NewSchedule {
+    pub group: GroupName,
+    pub prompt: String,
+    pub trigger: Trigger,
+    pub context: ContextMode,
+}
+
+/// Row id of one run of a schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunId(pub i64);
+
+/// One logged run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRecord {
+    pub id: RunId,
+    pub schedule_id: ScheduleId,
+    pub started: DateTime<Utc>,
+    pub ended: Option<DateTime<Utc>>,
+    pub duration_ms: Option<i64>,
+    /// `running`, `ok` or `error`.
+    pub outcome: String,
+    /// The result's text, or what went wrong.
+    pub text: Option<String>,
+    pub cost_usd: Option<f64>,
+}
+
+fn us(t: DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}
+
+fn time(us: Option<i64>) -> Option<DateTime<Utc>> {
+    us.and_then(DateTime::from_timestamp_micros)
+}
+
+const SELECT_SCHEDULE: &str = "SELECT id, group_name, prompt, kind, value, tz, context_mode, status, next_run_us, \
+                               last_run_us, failures FROM schedules";
+
+impl Store {
+    pub async fn add_schedule(&self, s: &NewSchedule, next_run: Option<DateTime<Utc>>) -> Result<Schedule, StoreError> {
+        self.group(s.group.as_str()).await?;
+        let id = sqlx::query(
+            "INSERT INTO schedules (group_name, created_at_us, prompt, kind, value, tz, context_mode, status, next_run_us)
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?)",
+        )
+        .bind(s.group.as_str())
+        .bind(now_us())
+        .bind(&s.prompt)
+        .bind(s.trigger.kind())
+        .bind(s.trigger.value())
+        .bind(s.trigger.tz())
+        .bind(s.context.as_str())
+        .bind(next_run.map(us))
+        .execute(&self.pool)
+        .await?
+        .last_insert_rowid();
+        self.schedule(ScheduleId(id)).await
+    }
+
+    pub async fn schedule(&self, id: ScheduleId) -> Result<Schedule, StoreError> {
+        let row = sqlx::query(&format!("{SELECT_SCHEDULE} WHERE id = ?")).bind(id.0).fetch_optional(&self.pool).await?;
+        row.and_then(schedule_from_row).ok_or(StoreError::UnknownSchedule(id.0))
+    }
+
+    /// The schedules of one group, or of all groups; cancelled ones left out.
+    pub async fn schedules(&self, group: Option<&GroupName>) -> Result<Vec<Schedule>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "{SELECT_SCHEDULE} WHERE status != 'cancelled' AND (? IS NULL OR group_name = ?) ORDER BY id"
+        ))
+        .bind(group.map(GroupName::as_str))
+        .bind(group.map(GroupName::as_str))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().filter_map(schedule_from_row).collect())
+    }
+
+    /// Schedules that may come due: active ones.
+    pub async fn active_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
+        let rows = sqlx::query(&format!("{SELECT_SCHEDULE} WHERE status = 'active' ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().filter_map(schedule_from_row).collect())
+    }
+
+    /// Sets a schedule's status and next run together.
+    pub async fn set_schedule_state(
+        &self,
+        id: ScheduleId,
+        status: ScheduleStatus,
+        next_run: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE schedules SET status = ?, next_run_us = ? WHERE id = ?")
+            .bind(status.as_str())
+            .bind(next_run.map(us))
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// A run starts now: the last run is now, the next one is `next_run`.
+    pub async fn schedule_started(
+        &self,
+        id: ScheduleId,
+        now: DateTime<Utc>,
+        next_run: Option<DateTime<Utc>>,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE schedules SET last_run_us = ?, next_run_us = ? WHERE id = ?")
+            .bind(us(now))
+            .bind(next_run.map(us))
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn set_schedule_failures(&self, id: ScheduleId, failures: u32) -> Result<(), StoreError> {
+        sqlx::query("UPDATE schedules SET failures = ? WHERE id = ?")
+            .bind(failures)
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn start_run(&self, schedule: &Schedule, started: DateTime<Utc>) -> Result<RunId, StoreError> {
+        let id = sqlx::query(
+            "INSERT INTO schedule_runs (schedule_id, group_name, started_us, outcome) VALUES (?, ?, ?, 'running')",
+        )
+        .bind(schedule.id.0)
+        .bind(schedule.group.as_str())
+        .bind(us(started))
+        .execute(&self.pool)
+        .await?
+        .last_insert_rowid();
+        Ok(RunId(id))
+    }
+
+    pub async fn finish_run(&self, run: RunId, ok: bool, text: &str, cost_usd: Option<f64>) -> Result<(), StoreError> {
+        let ended = Utc::now();
+        sqlx::query(
+            "UPDATE schedule_runs SET ended_us = ?, duration_ms = (? - started_us) / 1000, outcome = ?, text = ?, cost_usd = ?
+             WHERE id = ?",
+        )
+        .bind(us(ended))
+        .bind(us(ended))
+        .bind(if ok { "ok" } else { "error" })
+        .bind(text)
+        .bind(cost_usd)
+        .bind(run.0)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Marks the runs a previous pincer left unfinished (it was killed) as
+    /// failed, and returns their schedules.
+    pub async fn abandon_unfinished_runs(&self) -> Result<Vec<ScheduleId>, StoreError> {
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "UPDATE schedule_runs SET outcome = 'error', text = 'pincer stopped during this run (killed or crashed)'
+             WHERE outcome = 'running' RETURNING schedule_id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().map(ScheduleId).collect())
+    }
+
+    /// The run log of a schedule, oldest first.
+    pub async fn runs(&self, id: ScheduleId) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, schedule_id, started_us, ended_us, duration_ms, outcome, text, cost_usd
+               FROM schedule_runs WHERE schedule_id = ? ORDER BY id",
+        )
+        .bind(id.0)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| RunRecord {
+                id: RunId(r.get(0)),
+                schedule_id: ScheduleId(r.get(1)),
+                started: time(r.get(2)).unwrap_or_default(),
+                ended: time(r.get(3)),
+                duration_ms: r.get(4),
+                outcome: r.get(5),
+                text: r.get(6),
+                cost_usd: r.get(7),
+            })
+            .collect())
+    }
+}
+
+/// A row as a schedule; a row that no longer parses (edited by hand) is
+/// logged and skipped rather than failing every listing.
+fn schedule_from_row(row: SqliteRow) -> Option<Schedule> {
+    let id: i64 = row.get(0);
+    let kind: String = row.get(3);
+    let value: String = row.get(4);
+    let tz: Option<String> = row.get(5);
+    let trigger = match Trigger::parse(&kind, &value, tz.as_deref().unwrap_or("UTC")) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(schedule = id, %e, "skipping a stored schedule that does not parse");
+            return None;
+        }
+    };
+    let group: String = row.get(1);
+    Some(Schedule {
+        id: ScheduleId(id),
+        group: group.parse().ok()?,
+        prompt: row.get(2),
+        trigger,
+        context: ContextMode::parse(row.get::<&str, _>(6)).unwrap_or(ContextMode::Group),
+        status: ScheduleStatus::parse(row.get::<&str, _>(7)).unwrap_or(ScheduleStatus::Paused),
+        next_run: time(row.get(8)),
+        last_run: time(row.get(9)),
+        failures: row.get::<i64, _>(10).try_into().unwrap_or(0),
+    })
+}

@@ -1,0 +1,134 @@
+//! Pincer's own MCP tools, called by the real CLI over the control protocol:
+//! the scripted model calls `mcp__pincer__*` and pincer acts (or refuses).
+
+use pincer::domain::OutboundKind;
+use pincer::store::GroupSettings;
+use serde_json::json;
+
+use crate::support::fake_api::{self, FakeApi, Reply};
+use crate::support::harness::Sandbox;
+
+#[tokio::test]
+async fn send_message_reaches_the_chat_before_the_turn_ends() {
+    let script = fake_api::scripted(vec![(
+        "PING",
+        Reply::tool_use("mcp__pincer__send_message", json!({"text": "MIDTURN working on it"})),
+    )]);
+    let api = FakeApi::start(script).await;
+    let sandbox = Sandbox::new(&api);
+    // No allowed tools and no admins: pincer's own tools are allowed anyway.
+    let group = sandbox.add_group("chatty", Some(&[])).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "PING please").await;
+    let first = pincer.next_outbound().await;
+    assert_eq!((first.kind, first.text.as_str()), (OutboundKind::Reply, "MIDTURN working on it"));
+    assert_eq!(first.group, group);
+    let result = pincer.next_outbound().await;
+    assert!(
+        result.text.starts_with("AFTER_TOOL: TOOL_RESULT(err=False):sent to the chat of group chatty"),
+        "the model saw the tool's result after the message went out: {result:?}"
+    );
+
+    // The CLI named our tools to the model under the server's name. 2.1.330
+    // defers MCP tools: their names come in the conversation, their schemas
+    // only through ToolSearch, so look at the whole request.
+    let request = api.main_requests()[0].body().to_string();
+    for name in ["send_message", "schedule_task", "list_tasks", "pause_task", "resume_task", "cancel_task"] {
+        assert!(request.contains(&format!("mcp__pincer__{name}")), "{name} is offered");
+    }
+    // The CLI's session-only cron tools are withheld, so the agent schedules through pincer.
+    // (Another tool's description still mentions the name, so look for it as a listed tool.)
+    assert!(!request.contains(r"\nCronCreate\n"), "CronCreate is not among the deferred tools");
+    assert!(request.contains(r"\nmcp__pincer__send_message"), "the deferred tools are listed one per line");
+    let decisions = pincer.store().decisions(&group).await.unwrap();
+    assert!(decisions.iter().any(|d| d.tool_name == "mcp__pincer__send_message" && d.allowed), "{decisions:?}");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn only_the_main_group_may_schedule_for_another_group() {
+    let schedule_for_other = Reply::tool_use(
+        "mcp__pincer__schedule_task",
+        json!({"prompt": "OTHERTASK", "schedule_type": "interval", "schedule_value": "1h", "group": "other"}),
+    );
+    let api = FakeApi::start(fake_api::scripted(vec![("SCHEDOTHER", schedule_for_other)])).await;
+    let sandbox = Sandbox::new(&api);
+    let plain = sandbox.add_group("plain", None).await;
+    let boss = sandbox.add_group_with("boss", GroupSettings { main: true, ..GroupSettings::default() }).await;
+    let other = sandbox.add_group("other", None).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&plain, "SCHEDOTHER please").await;
+    let refused = pincer.next_outbound().await;
+    assert!(refused.text.contains("TOOL_RESULT(err=True)"), "an error tool result: {refused:?}");
+    assert!(refused.text.contains("only the main group's agent may target other groups"), "{refused:?}");
+    assert!(pincer.store().schedules(None).await.unwrap().is_empty(), "nothing was stored");
+
+    pincer.send(&boss, "SCHEDOTHER please").await;
+    let done = pincer.next_outbound().await;
+    assert!(done.text.contains("TOOL_RESULT(err=False):scheduled: #"), "{done:?}");
+    let stored = pincer.store().schedules(None).await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!((&stored[0].group, stored[0].prompt.as_str()), (&other, "OTHERTASK"));
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_group_cannot_touch_another_groups_task() {
+    let api = FakeApi::start(fake_api::scripted(vec![
+        ("PAUSEIT", Reply::tool_use("mcp__pincer__pause_task", json!({"id": 1}))),
+        ("LISTIT", Reply::tool_use("mcp__pincer__list_tasks", json!({}))),
+    ]))
+    .await;
+    let sandbox = Sandbox::new(&api);
+    let owner = sandbox.add_group("owner", None).await;
+    let intruder = sandbox.add_group("intruder", None).await;
+    let pincer = sandbox.start().await;
+    let trigger = pincer::scheduler::schedule::Trigger::interval("1h").unwrap();
+    let new = pincer::store::NewSchedule {
+        group: owner.clone(),
+        prompt: "OWNERS-TASK".into(),
+        trigger,
+        context: pincer::scheduler::schedule::ContextMode::Group,
+    };
+    pincer::scheduler::manage::add(pincer.store(), new).await.unwrap();
+
+    pincer.send(&intruder, "LISTIT").await;
+    let listed = pincer.next_outbound().await;
+    assert!(listed.text.contains("no scheduled tasks"), "another group's tasks are not listed: {listed:?}");
+    pincer.send(&intruder, "PAUSEIT").await;
+    let refused = pincer.next_outbound().await;
+    assert!(refused.text.contains("err=True") && refused.text.contains("belongs to another group"), "{refused:?}");
+    let task = &pincer.store().schedules(Some(&owner)).await.unwrap()[0];
+    assert_eq!(task.status.as_str(), "active", "the task was not paused");
+
+    pincer.send(&owner, "PAUSEIT").await;
+    let paused = pincer.next_outbound().await;
+    assert!(paused.text.contains("err=False") && paused.text.contains("[paused]"), "{paused:?}");
+    pincer.stop().await;
+}
+
+/// 2.1.330 defers MCP tools: a real model loads their schemas with ToolSearch
+/// first. That needs no permission, and the schema it loads is ours.
+#[tokio::test]
+async fn the_model_loads_pincers_tool_schemas_through_tool_search() {
+    let api = FakeApi::start(fake_api::scripted(vec![(
+        "FIND",
+        Reply::tool_use("ToolSearch", json!({"query": "select:mcp__pincer__send_message", "max_results": 5})),
+    )]))
+    .await;
+    let sandbox = Sandbox::new(&api);
+    let group = sandbox.add_group("finder", Some(&[])).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "FIND it").await;
+    let out = pincer.next_outbound().await;
+    assert!(out.text.starts_with("AFTER_TOOL: TOOL_RESULT(err=False)"), "{out:?}");
+    assert!(pincer.store().decisions(&group).await.unwrap().is_empty(), "ToolSearch asks no permission");
+    let last = api.main_requests().pop().unwrap();
+    let tools = last.body()["tools"].as_array().unwrap().clone();
+    let ours = tools.iter().find(|t| t["name"] == "mcp__pincer__send_message").expect("the schema was loaded");
+    assert_eq!(ours["input_schema"]["required"], json!(["text"]), "{ours}");
+    pincer.stop().await;
+}

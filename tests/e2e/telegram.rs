@@ -416,3 +416,32 @@ async fn a_webhook_receives_updates_and_refuses_a_wrong_secret() {
     assert!(api.main_requests().iter().all(|r| !r.all_text().contains("FORGED")));
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn scheduled_results_and_mid_turn_messages_reach_the_telegram_chat() {
+    let notify = fake_api::Reply::tool_use("mcp__pincer__send_message", serde_json::json!({"text": "MIDTURN on it"}));
+    let api = FakeApi::start(fake_api::scripted(vec![("NOTIFY", notify)])).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.config.scheduler.poll_interval = Duration::from_millis(300);
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+    let pincer = sandbox.spawn_daemon();
+
+    // The agent's send_message goes out before the turn's own reply.
+    bot.say(&team(), &alice(), "NOTIFY me when done");
+    let sent = bot.wait_sent(team().id, 2).await;
+    assert_eq!(sent[0].text, "MIDTURN on it");
+    assert!(sent[1].text.starts_with("AFTER_TOOL"), "{}", sent[1].text);
+
+    // A schedule added and run from the command line, beside the running daemon.
+    let run = |args: &[&str]| {
+        let cli = <pincer::cli::Cli as clap::Parser>::try_parse_from([&["pincer"], args].concat()).unwrap();
+        pincer::cli::execute(cli, sandbox.config.clone(), tokio_util::sync::CancellationToken::new())
+    };
+    run(&["tasks", "add", "team", "--every", "1d", "--prompt", "DAILY digest"]).await.unwrap();
+    run(&["tasks", "run-now", "1"]).await.unwrap();
+    let sent = bot.wait_sent(team().id, 3).await;
+    assert!(sent[2].text.contains("DAILY digest"), "{}", sent[2].text);
+    assert!(sent[2].text.starts_with("ECHO: [Scheduled task #1"), "{}", sent[2].text);
+    pincer.stop().await;
+}

@@ -9,6 +9,8 @@
 mod cli;
 #[path = "support/fake_api.rs"]
 mod fake_api;
+#[path = "support/serve.rs"]
+mod serve;
 
 use std::{process::Stdio, time::Duration};
 

@@ -181,30 +181,22 @@ impl Launcher {
         let global = global_host.is_dir().then(|| (global_host.clone(), settings.writes_global || main));
         let group_dir = self.groups_dir.join(group.as_str());
         let extra = self.mounts.for_group(group.as_str()).to_vec();
+        let parts = Parts { group_dir, global, home, extra, env, args };
         let spec = match confinement {
-            Confinement::Bwrap => self.bwrap_spec(group, group_dir, global, home, extra, env, args).map_err(io)?,
+            Confinement::Bwrap => self.bwrap_spec(group, parts).map_err(io)?,
             Confinement::Docker => {
                 // A container of this group's previous process may linger (its
                 // client was killed); its name would make `docker run` fail.
                 docker::remove_container(group.as_str()).await;
-                self.docker_spec(group, group_dir, global, home, extra, env, args)
+                self.docker_spec(group, parts)
             }
             Confinement::None => unreachable!("handled above"),
         };
         Ok(Launch { spec, confinement, lease: Some(lease) })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn bwrap_spec(
-        &self,
-        group: &GroupName,
-        group_dir: PathBuf,
-        global: Option<(PathBuf, bool)>,
-        home: PathBuf,
-        extra: Vec<mounts::Mount>,
-        env: Vec<(String, String)>,
-        args: Vec<String>,
-    ) -> std::io::Result<SpawnSpec> {
+    fn bwrap_spec(&self, group: &GroupName, parts: Parts) -> std::io::Result<SpawnSpec> {
+        let Parts { group_dir, global, home, extra, env, args } = parts;
         let etc_dir = self.data_dir.join("sandbox/etc");
         bwrap::write_account_files(&etc_dir)?;
         // The installation's folder, found through symlinks (`.bin/claude`).
@@ -236,17 +228,8 @@ impl Launcher {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn docker_spec(
-        &self,
-        group: &GroupName,
-        group_dir: PathBuf,
-        global: Option<(PathBuf, bool)>,
-        home: PathBuf,
-        extra: Vec<mounts::Mount>,
-        env: Vec<(String, String)>,
-        cli_args: Vec<String>,
-    ) -> SpawnSpec {
+    fn docker_spec(&self, group: &GroupName, parts: Parts) -> SpawnSpec {
+        let Parts { group_dir, global, home, extra, env, args: cli_args } = parts;
         let plan = docker::Plan {
             image: self.config.sandbox.docker_image.clone().unwrap_or_default(),
             group: group.to_string(),
@@ -267,6 +250,19 @@ impl Launcher {
             label: group.to_string(),
         }
     }
+}
+
+/// What a confined CLI process is made of, in host paths, whichever sandbox runs it.
+struct Parts {
+    group_dir: PathBuf,
+    /// `groups/global` and whether it is writable.
+    global: Option<(PathBuf, bool)>,
+    /// The CLI's private home (its sessions).
+    home: PathBuf,
+    extra: Vec<mounts::Mount>,
+    env: Vec<(String, String)>,
+    /// The CLI's own arguments.
+    args: Vec<String>,
 }
 
 /// The credential pincer holds: config first, then pincer's environment.

@@ -310,22 +310,7 @@ impl FakeApi {
             .route("/v1/messages/count_tokens", post(count_tokens))
             .fallback(fallback)
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake API");
-        let addr = listener.local_addr().expect("fake API address");
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            // Graceful shutdown also closes idle keep-alive connections, so a CLI
-            // still running after the FakeApi is dropped sees the API as gone
-            // instead of being served on a connection it kept open.
-            let result = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(e) = result {
-                eprintln!("fake API: server error: {e}");
-            }
-        });
+        let (addr, shutdown) = super::serve::serve_loopback(app, "fake API").await;
         FakeApi { addr, shared, _shutdown: shutdown }
     }
 

@@ -508,19 +508,7 @@ impl FakeBot {
         // Every path goes to one handler: the token and method are path
         // segments, and the method name is matched case-insensitively.
         let app = Router::new().fallback(handle).with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake Bot API");
-        let addr = listener.local_addr().expect("fake Bot API address");
-        let (shutdown, stopped) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let result = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
-            if let Err(e) = result {
-                eprintln!("fake Bot API: server error: {e}");
-            }
-        });
+        let (addr, shutdown) = super::serve::serve_loopback(app, "fake Bot API").await;
         tokio::spawn(deliver_to_webhook(shared.clone()));
         FakeBot { addr, shared, _shutdown: shutdown }
     }

@@ -7,3 +7,4 @@ pub mod cli;
 pub mod fake_api;
 pub mod fake_bot;
 pub mod harness;
+pub mod serve;

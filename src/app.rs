@@ -143,6 +143,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
         tokio::spawn(log_only(engine.outbound.clone(), engine.approvals.clone()))
     };
+    // After the channel is up: the notices and replies have somewhere to go.
+    if let Err(e) = engine.router.redeliver_unanswered().await {
+        tracing::error!(%e, "cannot send again the messages left unanswered before the restart");
+    }
     shutdown.cancelled().await;
     tracing::info!("shutting down");
     engine.stop().await;

@@ -68,6 +68,11 @@ impl Source {
         }
     }
 
+    /// The inverse of [`Source::as_str`], for stored messages.
+    pub fn parse(s: &str) -> Option<Source> {
+        [Source::Console, Source::Telegram, Source::Scheduled].into_iter().find(|source| source.as_str() == s)
+    }
+
     /// A chat with several people, where the agent must be told who speaks.
     fn is_chat(self) -> bool {
         matches!(self, Source::Telegram)

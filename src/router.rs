@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 
-use crate::domain::{ChatLine, GroupName, Inbound, InboundId};
+use crate::domain::{ChatLine, GroupName, Inbound, InboundId, Outbound, OutboundKind};
 use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus, TurnOutcome};
 use crate::store::{InboundState, StoreError};
 
@@ -97,6 +97,46 @@ impl Router {
         let prompt = msg.prompt(&context);
         handle.send(Command::Message { id, msg, prompt, done }).await?;
         Ok(id)
+    }
+
+    /// Sends again what a previous pincer accepted but never saw answered
+    /// (it stopped or died mid-turn), so a restart loses no message. Each
+    /// group's chat is told first. The messages go as they were written,
+    /// without the context they once carried (that was handed on already).
+    /// Returns how many were sent again.
+    pub async fn redeliver_unanswered(&self) -> Result<usize, RouteError> {
+        let store = &self.inner.deps.store;
+        let mut by_group: Vec<(GroupName, Vec<(InboundId, Inbound)>)> = Vec::new();
+        for (id, msg) in store.unanswered_inbound().await? {
+            match by_group.iter_mut().find(|(g, _)| *g == msg.group) {
+                Some((_, msgs)) => msgs.push((id, msg)),
+                None => by_group.push((msg.group.clone(), vec![(id, msg)])),
+            }
+        }
+        let mut sent = 0;
+        for (group, msgs) in by_group {
+            let handle = match self.session(&group).await {
+                Ok(handle) => handle,
+                Err(e) => {
+                    tracing::warn!(%group, %e, "cannot answer messages left from before the restart; marking them failed");
+                    let ids: Vec<InboundId> = msgs.iter().map(|(id, _)| *id).collect();
+                    store.set_inbound_state(&ids, InboundState::Failed).await?;
+                    continue;
+                }
+            };
+            let text = format!("pincer restarted before answering {} message(s) here; answering now.", msgs.len());
+            tracing::info!(%group, count = msgs.len(), "sending messages again that were not answered before the restart");
+            let notice = Outbound { group: group.clone(), kind: OutboundKind::Notice, text };
+            if self.inner.deps.outbox.send(notice).await.is_err() {
+                return Ok(sent);
+            }
+            for (id, msg) in msgs {
+                let prompt = msg.prompt(&[]);
+                handle.send(Command::Message { id, msg, prompt, done: None }).await?;
+                sent += 1;
+            }
+        }
+        Ok(sent)
     }
 
     /// Stores a chat message that is not addressed to the agent. The agent

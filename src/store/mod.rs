@@ -16,7 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
-use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, TaskFrame, TurnResult};
+use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source, TaskFrame, TurnResult};
 
 pub use groups::{GroupRecord, GroupSettings, TelegramTarget};
 pub use history::HistoryEntry;
@@ -171,6 +171,32 @@ impl Store {
             .collect();
         lines.reverse();
         Ok((lines, omitted))
+    }
+
+    /// Chat messages a previous pincer accepted for the agent but never saw
+    /// answered (queued or sent when it stopped), oldest first. Scheduled
+    /// prompts are not among them: the scheduler reruns its unfinished runs.
+    pub async fn unanswered_inbound(&self) -> Result<Vec<(InboundId, Inbound)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to FROM inbound
+              WHERE state IN ('queued', 'sent') AND source != 'scheduled' ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let (Ok(group), Some(source)) =
+                (row.get::<String, _>(1).parse::<GroupName>(), Source::parse(&row.get::<String, _>(2)))
+            else {
+                continue;
+            };
+            let mut msg = Inbound::new(group, source, row.get::<String, _>(3), row.get::<String, _>(5));
+            msg.sender_id = row.get(4);
+            msg.sent_at = row.get::<Option<i64>, _>(6).map_or(UNIX_EPOCH, from_unix_us);
+            msg.reply_to = row.get(7);
+            out.push((InboundId(row.get(0)), msg));
+        }
+        Ok(out)
     }
 
     pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {

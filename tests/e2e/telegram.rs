@@ -445,3 +445,36 @@ async fn scheduled_results_and_mid_turn_messages_reach_the_telegram_chat() {
     assert!(sent[2].text.starts_with("ECHO: [Scheduled task #1"), "{}", sent[2].text);
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn a_message_cut_off_by_a_restart_is_answered_after_it() {
+    let hang = fake_api::Reply::slow(Duration::from_secs(120), fake_api::Reply::text("too late"));
+    let stuck = FakeApi::start(fake_api::scripted(vec![("CUTOFF", hang)])).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = telegram_sandbox(&stuck, &bot).await;
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+
+    // pincer stops while the CLI still waits for the model.
+    let pincer = sandbox.spawn_daemon();
+    bot.say(&team(), &alice(), "CUTOFF question");
+    wait_requests(&stuck, 1).await;
+    pincer.stop().await;
+    assert!(bot.sent(team().id).is_empty(), "no answer before the restart");
+
+    // The next pincer (with a model that answers) sends it again and tells the chat.
+    let api = FakeApi::start(fake_api::echo()).await;
+    sandbox.config.anthropic.base_url = Some(api.base_url());
+    let pincer = sandbox.spawn_daemon();
+    let sent = bot.wait_sent(team().id, 2).await;
+    assert!(sent[0].text.contains("pincer restarted before answering 1 message"), "{}", sent[0].text);
+    assert!(sent[1].text.starts_with("ECHO: ") && sent[1].text.contains("CUTOFF question"), "{}", sent[1].text);
+    pincer.stop().await;
+
+    // Answered now, so a third start sends nothing again.
+    let pincer = sandbox.spawn_daemon();
+    bot.say(&team(), &alice(), "and MSG3");
+    let sent = bot.wait_sent(team().id, 3).await;
+    assert!(sent[2].text.contains("MSG3"), "{}", sent[2].text);
+    pincer.stop().await;
+    assert_eq!(bot.sent(team().id).len(), 3, "{:?}", bot.sent(team().id));
+}

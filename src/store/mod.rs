@@ -175,11 +175,12 @@ impl Store {
 
     /// Chat messages a previous pincer accepted for the agent but never saw
     /// answered (queued or sent when it stopped), oldest first. Scheduled
-    /// prompts are not among them: the scheduler reruns its unfinished runs.
+    /// prompts are not among them (the scheduler reruns its unfinished runs),
+    /// nor console lines (the terminal that typed them is gone).
     pub async fn unanswered_inbound(&self) -> Result<Vec<(InboundId, Inbound)>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to FROM inbound
-              WHERE state IN ('queued', 'sent') AND source != 'scheduled' ORDER BY id",
+              WHERE state IN ('queued', 'sent') AND source NOT IN ('scheduled', 'console') ORDER BY id",
         )
         .fetch_all(&self.pool)
         .await?;

@@ -294,6 +294,7 @@ fn render(entry: &HistoryEntry) -> String {
                 [task_id, task_type, status, description, summary].into_iter().filter_map(|p| p.as_deref()).collect();
             format!("{at}  task    {subtype}  {}", parts.join("  "))
         }
+        HistoryEntry::Message { sent_by, text, .. } => format!("{at}  message from {sent_by}'s agent: {text}"),
     }
 }
 

@@ -1,5 +1,5 @@
 //! A group's persisted history as one stream, oldest first: what came in,
-//! what each turn returned, and every task frame.
+//! what each turn returned, every task frame, and what the agent posted itself.
 
 use serde::Serialize;
 use sqlx::Row;
@@ -39,6 +39,13 @@ pub enum HistoryEntry {
         summary: Option<String>,
         description: Option<String>,
     },
+    /// Posted by an agent through the `send_message` tool, mid-turn.
+    Message {
+        at_us: i64,
+        /// The group whose agent sent it.
+        sent_by: String,
+        text: String,
+    },
 }
 
 impl HistoryEntry {
@@ -46,12 +53,13 @@ impl HistoryEntry {
         match self {
             HistoryEntry::Inbound { at_us, .. }
             | HistoryEntry::Result { at_us, .. }
-            | HistoryEntry::Task { at_us, .. } => *at_us,
+            | HistoryEntry::Task { at_us, .. }
+            | HistoryEntry::Message { at_us, .. } => *at_us,
         }
     }
 }
 
-// One UNION so that `--limit` cuts the newest N across all three kinds. The
+// One UNION so that `--limit` cuts the newest N across all kinds. The
 // columns are positional: a, b, c, d are kind-specific text columns.
 const HISTORY_SQL: &str = "
 SELECT * FROM (
@@ -64,11 +72,31 @@ SELECT * FROM (
     UNION ALL
     SELECT 'task', at_us, id, session_id, subtype, task_id, task_type, status, IFNULL(summary, '') || char(31) || IFNULL(description, ''), NULL, NULL, NULL
       FROM task_frames WHERE group_name = ?1
+    UNION ALL
+    SELECT 'message', at_us, id, sent_by, text, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+      FROM agent_messages WHERE group_name = ?1
     ORDER BY at_us DESC, id DESC
     LIMIT ?2
 ) ORDER BY at_us ASC, id ASC";
 
 impl Store {
+    /// Stores a message an agent posts to `group`'s chat with `send_message`.
+    pub async fn record_agent_message(
+        &self,
+        group: &GroupName,
+        sent_by: &GroupName,
+        text: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO agent_messages (group_name, at_us, sent_by, text) VALUES (?, ?, ?, ?)")
+            .bind(group.as_str())
+            .bind(super::now_us())
+            .bind(sent_by.as_str())
+            .bind(text)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// The newest `limit` entries of a group's history, oldest first.
     pub async fn history(&self, group: &GroupName, limit: u32) -> Result<Vec<HistoryEntry>, StoreError> {
         let rows = sqlx::query(HISTORY_SQL).bind(group.as_str()).bind(i64::from(limit)).fetch_all(&self.pool).await?;
@@ -101,6 +129,7 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
             cost_usd: row.get("cost"),
             duration_ms: row.get("dur"),
         },
+        "message" => HistoryEntry::Message { at_us, sent_by: a.unwrap_or_default(), text: b.unwrap_or_default() },
         _ => {
             let e: Option<String> = row.get("e");
             let f: Option<String> = row.get("f");

@@ -115,6 +115,8 @@ impl Toolbox {
     async fn send_message(&self, caller: &GroupRecord, args: &Value) -> ToolResult {
         let text = required(args, "text")?;
         let target = self.target(caller, optional(args, "group"), "send messages to").await?;
+        // Persist first, like every result.
+        self.store.record_agent_message(&target, &caller.name, text).await?;
         let out = Outbound { group: target.clone(), kind: OutboundKind::Reply, text: text.to_owned() };
         self.outbox
             .send(out)

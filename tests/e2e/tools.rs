@@ -2,7 +2,7 @@
 //! the scripted model calls `mcp__pincer__*` and pincer acts (or refuses).
 
 use pincer::domain::OutboundKind;
-use pincer::store::GroupSettings;
+use pincer::store::{GroupSettings, HistoryEntry};
 use serde_json::json;
 
 use crate::support::fake_api::{self, FakeApi, Reply};
@@ -43,6 +43,20 @@ async fn send_message_reaches_the_chat_before_the_turn_ends() {
     assert!(request.contains(r"\nmcp__pincer__send_message"), "the deferred tools are listed one per line");
     let decisions = pincer.store().decisions(&group).await.unwrap();
     assert!(decisions.iter().any(|d| d.tool_name == "mcp__pincer__send_message" && d.allowed), "{decisions:?}");
+    // The history shows the message between the question and the turn's result.
+    let history = pincer.store().history(&group, 100).await.unwrap();
+    let kinds: Vec<String> =
+        history.iter().map(|e| serde_json::to_value(e).unwrap()["kind"].as_str().unwrap().to_owned()).collect();
+    let at = kinds.iter().position(|k| k == "message").expect("the agent's message is in the history");
+    assert!(kinds[..at].contains(&"inbound".to_owned()) && kinds[at..].contains(&"result".to_owned()), "{kinds:?}");
+    assert_eq!(
+        history[at],
+        HistoryEntry::Message {
+            at_us: history[at].at_us(),
+            sent_by: "chatty".into(),
+            text: "MIDTURN working on it".into()
+        }
+    );
     pincer.stop().await;
 }
 

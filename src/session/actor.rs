@@ -22,7 +22,7 @@ use crate::domain::{
 };
 use crate::groups;
 use crate::sandbox::proxy::KeyLease;
-use crate::store::{GroupRecord, InboundState};
+use crate::store::{GroupRecord, GroupSettings, InboundState};
 
 /// A live CLI process and what belongs to it.
 struct Live {
@@ -68,13 +68,28 @@ struct Answered {
 /// How many approval answers may wait for the actor.
 const ANSWER_QUEUE: usize = 16;
 
-pub(super) struct SessionActor {
-    group: GroupName,
+/// What the group's settings decide for its session, re-read before each new process.
+struct Policy {
     allowed_tools: Vec<String>,
     /// The group has people who answer approvals.
     has_admins: bool,
     /// The main group's agent writes the shared memory in `groups/global`.
     is_main: bool,
+}
+
+impl Policy {
+    fn of(settings: &GroupSettings, default_tools: &[String]) -> Policy {
+        Policy {
+            allowed_tools: settings.allowed_tools.clone().unwrap_or_else(|| default_tools.to_vec()),
+            has_admins: !settings.admins.is_empty(),
+            is_main: settings.main,
+        }
+    }
+}
+
+pub(super) struct SessionActor {
+    group: GroupName,
+    policy: Policy,
     answers_tx: mpsc::Sender<Answered>,
     answers: mpsc::Receiver<Answered>,
     generation: u64,
@@ -111,15 +126,12 @@ impl SessionActor {
         status: watch::Sender<SessionStatus>,
         queued: Arc<AtomicUsize>,
     ) -> Self {
-        let allowed_tools =
-            group.settings.allowed_tools.clone().unwrap_or_else(|| deps.config.claude.allowed_tools.clone());
+        let policy = Policy::of(&group.settings, &deps.config.claude.allowed_tools);
         let slot_waiters = deps.slots.waiting();
         let (answers_tx, answers) = mpsc::channel(ANSWER_QUEUE);
         SessionActor {
             group: group.name.clone(),
-            allowed_tools,
-            has_admins: !group.settings.admins.is_empty(),
-            is_main: group.settings.main,
+            policy,
             answers_tx,
             answers,
             generation: 0,
@@ -325,7 +337,7 @@ impl SessionActor {
             self.give_up(&text).await;
             return false;
         }
-        let launch = match self.deps.launcher.launch(&self.group, resume.as_deref(), self.is_main).await {
+        let launch = match self.deps.launcher.launch(&self.group, resume.as_deref(), self.policy.is_main).await {
             Ok(launch) => launch,
             Err(e) => {
                 tracing::error!(group = %self.group, %e, "cannot prepare the CLI's sandbox");
@@ -368,12 +380,7 @@ impl SessionActor {
     /// the next process on without restarting pincer.
     async fn reload_settings(&mut self) {
         match self.deps.store.group(self.group.as_str()).await {
-            Ok(record) => {
-                self.allowed_tools =
-                    record.settings.allowed_tools.unwrap_or_else(|| self.deps.config.claude.allowed_tools.clone());
-                self.has_admins = !record.settings.admins.is_empty();
-                self.is_main = record.settings.main;
-            }
+            Ok(record) => self.policy = Policy::of(&record.settings, &self.deps.config.claude.allowed_tools),
             Err(e) => {
                 tracing::warn!(group = %self.group, %e, "cannot re-read the group's settings; keeping the old ones")
             }
@@ -494,16 +501,17 @@ impl SessionActor {
         let answered = self.pending.answer();
         self.set_state(&answered, InboundState::Answered).await;
         let kind = if result.is_error { OutboundKind::Error } else { OutboundKind::Reply };
-        let outcome = TurnOutcome { is_error: result.is_error, text: result.chat_text(), cost_usd: cost };
+        let text = result.chat_text();
+        let outcome = TurnOutcome { is_error: result.is_error, text: text.clone(), cost_usd: cost };
         self.tell_watchers(&answered, outcome);
-        self.deliver(kind, result.chat_text()).await;
+        self.deliver(kind, text).await;
         self.deps.metrics.record_result_delivery(read_at.elapsed());
     }
 
     async fn on_control_request(&mut self, request_id: String, request: ControlRequest) {
         let line = match request {
             ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
-                match decide(&self.group, &tool_name, &self.allowed_tools, self.has_admins) {
+                match decide(&self.group, &tool_name, &self.policy.allowed_tools, self.policy.has_admins) {
                     Verdict::Allow => {
                         let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
                         self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, None).await
@@ -578,7 +586,7 @@ impl SessionActor {
             return;
         }
         if answer.verdict == Approval::AlwaysAllow {
-            self.allowed_tools.push(tool_name.clone());
+            self.policy.allowed_tools.push(tool_name.clone());
             let default = &self.deps.config.claude.allowed_tools;
             if let Err(e) = self.deps.store.allow_tool(&self.group, &tool_name, default).await {
                 tracing::error!(group = %self.group, %e, "cannot store an always-allowed tool");

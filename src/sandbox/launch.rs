@@ -92,13 +92,10 @@ impl Launcher {
         let launcher = Launcher { config, program, availability, proxy, mounts, data_dir, groups_dir };
         launcher.report();
         // Skipping prompts is only safe confined: refuse to start rather than run such a group unconfined.
-        for (name, settings) in &launcher.config.sandbox.groups {
-            if settings.skip_permissions {
-                let asked = launcher.config.sandbox.requested(name);
-                let image = launcher.config.sandbox.docker_image.as_deref();
-                if launcher.availability.resolve(asked, image).is_ok_and(|c| c == Confinement::None) {
-                    return Err(SandboxError::SkipOutsideSandbox(name.clone()));
-                }
+        // (A mode that does not work here fails only its group, when it starts.)
+        for name in launcher.config.sandbox.groups.keys() {
+            if let Err(e @ SandboxError::SkipOutsideSandbox(_)) = launcher.resolve(name) {
+                return Err(e);
             }
         }
         if wants_docker && launcher.availability.docker.is_ok() {
@@ -130,20 +127,20 @@ impl Launcher {
         &self.availability
     }
 
-    /// What `group`'s CLI runs in.
-    pub fn resolve(&self, group: &GroupName) -> Result<Confinement, SandboxError> {
+    /// What `group`'s CLI runs in; a group that skips permission prompts is
+    /// refused when that is no sandbox.
+    pub fn resolve(&self, group: &str) -> Result<Confinement, SandboxError> {
         let sandbox = &self.config.sandbox;
-        let confinement =
-            self.availability.resolve(sandbox.requested(group.as_str()), sandbox.docker_image.as_deref())?;
-        if confinement == Confinement::None && sandbox.group(group.as_str()).skip_permissions {
-            return Err(SandboxError::SkipOutsideSandbox(group.to_string()));
+        let confinement = self.availability.resolve(sandbox.requested(group), sandbox.docker_image.as_deref())?;
+        if confinement == Confinement::None && sandbox.group(group).skip_permissions {
+            return Err(SandboxError::SkipOutsideSandbox(group.to_owned()));
         }
         Ok(confinement)
     }
 
     /// The next CLI process of `group`, resuming `resume` if given.
     pub async fn launch(&self, group: &GroupName, resume: Option<&str>, main: bool) -> Result<Launch, SandboxError> {
-        let confinement = self.resolve(group)?;
+        let confinement = self.resolve(group.as_str())?;
         tracing::info!(%group, %confinement, "starting the group's CLI");
         let global_host = self.groups_dir.join(groups::GLOBAL_DIR);
         let has_global = global_host.join("CLAUDE.md").exists();

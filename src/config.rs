@@ -266,18 +266,12 @@ impl Config {
                 problem: "is empty: set the token @BotFather gave you, or remove the key",
             });
         }
-        if t.api_url.as_deref().is_some_and(|u| url::Url::parse(u).is_err()) {
-            return Err(ConfigError::Rule {
-                key: "telegram.api_url",
-                problem: "is not a URL (e.g. \"http://127.0.0.1:8081/\")",
-            });
-        }
-        if t.webhook_url.as_deref().is_some_and(|u| url::Url::parse(u).is_err()) {
-            return Err(ConfigError::Rule {
-                key: "telegram.webhook_url",
-                problem: "is not a URL (e.g. \"https://bot.example.com/telegram\")",
-            });
-        }
+        check_url(t.api_url.as_deref(), "telegram.api_url", "is not a URL (e.g. \"http://127.0.0.1:8081/\")")?;
+        check_url(
+            t.webhook_url.as_deref(),
+            "telegram.webhook_url",
+            "is not a URL (e.g. \"https://bot.example.com/telegram\")",
+        )?;
         if t.poll_timeout.is_zero() || t.poll_timeout > Duration::from_secs(50) {
             return Err(ConfigError::Rule { key: "telegram.poll_timeout", problem: "must be between 1s and 50s" });
         }
@@ -296,18 +290,24 @@ impl Config {
                 problem: "is only allowed for a group that runs in a sandbox, not with mode \"none\"",
             });
         }
-        if self.anthropic.base_url.as_deref().is_some_and(|u| url::Url::parse(u).is_err()) {
-            return Err(ConfigError::Rule {
-                key: "anthropic.base_url",
-                problem: "is not a URL (e.g. \"https://api.anthropic.com\")",
-            });
-        }
-        Ok(())
+        check_url(
+            self.anthropic.base_url.as_deref(),
+            "anthropic.base_url",
+            "is not a URL (e.g. \"https://api.anthropic.com\")",
+        )
     }
 
     /// The SQLite file inside `data_dir`.
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("pincer.db")
+    }
+}
+
+/// A set URL key must parse; `problem` shows the user an example.
+fn check_url(value: Option<&str>, key: &'static str, problem: &'static str) -> Result<(), ConfigError> {
+    match value {
+        Some(u) if url::Url::parse(u).is_err() => Err(ConfigError::Rule { key, problem }),
+        _ => Ok(()),
     }
 }
 

@@ -169,16 +169,17 @@ async fn write_settings(
 ) -> Result<(), StoreError> {
     let json = |list: &[String]| serde_json::to_string(list).expect("a list of strings serializes");
     sqlx::query(
-        "UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ?, is_main = ? WHERE name = ?",
+        "UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ?, is_main = ?
+          WHERE name = ?",
     )
     .bind(settings.allowed_tools.as_deref().map(json))
     .bind(&settings.trigger)
     .bind(settings.requires_trigger)
     .bind(json(&settings.admins))
     .bind(settings.main)
-        .bind(name.as_str())
-        .execute(&mut **tx)
-        .await?;
+    .bind(name.as_str())
+    .execute(&mut **tx)
+    .await?;
     sqlx::query("DELETE FROM telegram_chats WHERE group_name = ?").bind(name.as_str()).execute(&mut **tx).await?;
     if let Some(target) = settings.telegram {
         let taken: Option<String> = sqlx::query_scalar(

@@ -34,7 +34,7 @@ use crate::app::Engine;
 use crate::config::TelegramConfig;
 use crate::domain::{ApprovalRequest, Outbound};
 use crate::router::Router;
-use crate::store::Store;
+use crate::store::{Store, TelegramTarget};
 
 /// The bot as pincer uses it: every request goes through the rate limiter.
 type TgBot = Throttle<Bot>;
@@ -160,6 +160,13 @@ impl Telegram {
         shared.typing.stop_all();
         result
     }
+}
+
+/// The forum topic a target posts into, as the Bot API takes it. A topic id
+/// never exceeds a message id, so one that does not fit is no topic.
+fn thread_of(target: TelegramTarget) -> Option<teloxide::types::ThreadId> {
+    let topic = i32::try_from(target.topic_id?).ok()?;
+    Some(teloxide::types::ThreadId(teloxide::types::MessageId(topic)))
 }
 
 async fn dispatch<L>(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use teloxide::prelude::*;
-use teloxide::types::{InlineKeyboardMarkup, MessageId, ParseMode, ThreadId};
+use teloxide::types::{InlineKeyboardMarkup, MessageId, ParseMode};
 use teloxide::{ApiError, RequestError};
 use tokio::sync::mpsc;
 use tokio_util::task::TaskTracker;
@@ -128,8 +128,8 @@ async fn send_chunk(
         if html {
             request = request.parse_mode(ParseMode::Html);
         }
-        if let Some(topic) = target.topic_id.and_then(|t| i32::try_from(t).ok()) {
-            request = request.message_thread_id(ThreadId(MessageId(topic)));
+        if let Some(thread) = super::thread_of(target) {
+            request = request.message_thread_id(thread);
         }
         if let Some(markup) = keyboard.clone() {
             request = request.reply_markup(markup);

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use teloxide::prelude::*;
-use teloxide::types::{ChatAction, MessageId, ThreadId};
+use teloxide::types::ChatAction;
 use tokio::task::JoinHandle;
 
 use super::TgBot;
@@ -42,8 +42,8 @@ impl Typing {
 async fn indicate(bot: TgBot, target: TelegramTarget, mut session: SessionHandle) {
     while session.turn_in_progress() {
         let mut action = bot.send_chat_action(ChatId(target.chat_id), ChatAction::Typing);
-        if let Some(topic) = target.topic_id.and_then(|t| i32::try_from(t).ok()) {
-            action = action.message_thread_id(ThreadId(MessageId(topic)));
+        if let Some(thread) = super::thread_of(target) {
+            action = action.message_thread_id(thread);
         }
         if let Err(e) = action.await {
             tracing::debug!(chat_id = target.chat_id, %e, "cannot show the typing indicator");

@@ -584,3 +584,160 @@ async fn the_fake_answers_malformed_requests_like_telegram_without_falling_over(
     assert_eq!(query.status().as_u16(), 200);
     assert_eq!(fake.sent(5)[0].text, "hi");
 }
+
+/// A plain client for what teloxide hides: statuses and bodies, without its
+/// 10 s sleep on a 5xx.
+fn http() -> reqwest::Client {
+    teloxide::net::default_reqwest_settings().build().expect("an HTTP client")
+}
+
+/// POSTs `method` with a JSON body; returns the status and the body text.
+async fn call_raw(http: &reqwest::Client, fake: &FakeBot, method: &str, body: Value) -> (u16, String) {
+    let url = format!("{}/bot123:TEST/{method}", fake.api_url());
+    let request = http.post(url).header("content-type", "application/json").body(body.to_string());
+    let response = request.send().await.unwrap_or_else(|e| panic!("{method}: {e}"));
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_else(|e| panic!("{method} body: {e}")))
+}
+
+/// What the fake recorded of each call of `method`: its error, `None` if it worked.
+fn outcomes(fake: &FakeBot, method: &str) -> Vec<Option<String>> {
+    fake.calls_to(method).into_iter().map(|c| c.error).collect()
+}
+
+fn network_error<T: std::fmt::Debug>(result: Result<T, RequestError>) -> Arc<reqwest::Error> {
+    match result {
+        Err(RequestError::Network(e)) => e,
+        other => panic!("expected a network error, got {other:?}"),
+    }
+}
+
+/// A short fault window: one call made at once lands in it even on a busy machine.
+const WINDOW: Duration = Duration::from_secs(1);
+
+/// Sleeps until a window opened before `opened` is over, however long the calls
+/// in it took.
+async fn outlive_window(opened: Instant) {
+    tokio::time::sleep_until((opened + WINDOW + Duration::from_millis(10)).into()).await;
+}
+
+#[tokio::test]
+async fn an_outage_answers_the_proxy_page_then_recovers_after_its_window() {
+    let fake = FakeBot::start().await;
+    let http = http();
+    let hello = json!({ "chat_id": team().id, "text": "hello" });
+    fake.outage(&["SendMessage"], 502, WINDOW);
+    let opened = Instant::now();
+    let (status, page) = call_raw(&http, &fake, "sendMessage", hello.clone()).await;
+    assert_eq!(status, 502);
+    assert!(page.starts_with("<html>") && page.contains("502 Bad Gateway"), "{page}");
+    assert!(fake.sent(team().id).is_empty(), "a refused call sends nothing");
+
+    outlive_window(opened).await;
+    let (status, _) = call_raw(&http, &fake, "sendMessage", hello).await;
+    assert_eq!(status, 200);
+    assert_eq!(fake.sent(team().id).len(), 1);
+    assert_eq!(outcomes(&fake, "sendMessage"), [Some("fault: 502".to_owned()), None]);
+}
+
+#[tokio::test]
+async fn an_outage_of_no_named_method_hits_every_method_until_ended() {
+    let fake = FakeBot::start().await;
+    let http = http();
+    fake.outage(&["sendMessage"], 502, Duration::from_secs(600));
+    assert_eq!(call_raw(&http, &fake, "getMe", json!({})).await.0, 200, "getMe is not in that outage");
+
+    fake.outage(&[], 503, Duration::from_secs(600));
+    assert_eq!(call_raw(&http, &fake, "getUpdates", json!({ "timeout": 5 })).await.0, 503);
+    assert_eq!(call_raw(&http, &fake, "getMe", json!({})).await.0, 503);
+    fake.end_faults();
+    assert_eq!(call_raw(&http, &fake, "getMe", json!({})).await.0, 200);
+    let hello = json!({ "chat_id": team().id, "text": "hello" });
+    assert_eq!(call_raw(&http, &fake, "sendMessage", hello).await.0, 200, "every outage ended");
+    assert_eq!(outcomes(&fake, "getUpdates"), [Some("fault: 503".to_owned())]);
+    assert_eq!(outcomes(&fake, "getMe"), [None, Some("fault: 503".to_owned()), None]);
+}
+
+/// Takes teloxide's 10 s: what pincer sees of a 5xx is this, and only this late.
+#[tokio::test]
+async fn teloxide_reports_a_5xx_only_after_its_delay_and_without_the_status() {
+    let fake = FakeBot::start().await;
+    let bot = client(&fake);
+    fake.outage(&["sendMessage"], 502, Duration::from_secs(600));
+    fake.fail_next("getMe", FakeError::custom(500, "Internal Server Error"));
+    let started = Instant::now();
+    let (page, json) = tokio::join!(bot.send_message(ChatId(team().id), "hello"), bot.get_me());
+    assert!(started.elapsed() >= Duration::from_secs(10), "teloxide's DELAY_ON_SERVER_ERROR is 10 s");
+    match page {
+        Err(RequestError::InvalidJson { raw, .. }) => assert!(raw.contains("502 Bad Gateway"), "{raw}"),
+        other => panic!("expected the proxy page as invalid JSON, got {other:?}"),
+    }
+    assert!(matches!(&json, Err(RequestError::Api(ApiError::Unknown(d))) if d == "Internal Server Error"), "{json:?}");
+    assert!(fake.sent(team().id).is_empty());
+}
+
+#[tokio::test]
+async fn a_dropped_connection_is_a_network_error_and_sends_nothing() {
+    let fake = FakeBot::start().await;
+    let bot = client(&fake);
+    // A pooled connection first: a request lost on a reused connection must not be resent.
+    bot.get_me().await.unwrap();
+    fake.drop_next("sendMessage");
+    let lost = network_error(bot.send_message(ChatId(team().id), "one").await);
+    assert!(!lost.is_timeout(), "closed, not timed out: {lost:?}");
+    assert!(fake.sent(team().id).is_empty(), "nothing was sent, nor resent");
+    bot.send_message(ChatId(team().id), "two").await.unwrap();
+    let sent = fake.sent(team().id);
+    assert_eq!(sent.iter().map(|s| s.text.as_str()).collect::<Vec<_>>(), ["two"]);
+    assert_eq!(outcomes(&fake, "sendMessage"), [Some("fault: connection dropped".to_owned()), None]);
+}
+
+#[tokio::test]
+async fn connections_drop_for_a_window_then_calls_work_again() {
+    let fake = FakeBot::start().await;
+    let bot = client(&fake);
+    fake.drop_connections(&[], WINDOW);
+    let opened = Instant::now();
+    network_error(bot.get_updates().timeout(5).await);
+    outlive_window(opened).await;
+    assert!(bot.get_updates().timeout(0).await.unwrap().is_empty());
+    assert_eq!(outcomes(&fake, "getUpdates"), [Some("fault: connection dropped".to_owned()), None]);
+}
+
+#[tokio::test]
+async fn a_hung_call_is_never_answered_and_has_no_effect_until_released() {
+    let fake = FakeBot::start().await;
+    let bot = client(&fake);
+    fake.hang_next("sendMessage");
+    let mut hung = tokio::spawn({
+        let bot = bot.clone();
+        async move { bot.send_message(ChatId(team().id), "one").await }
+    });
+    fake.wait_for("the send to come in", |f| !f.calls_to("sendMessage").is_empty()).await;
+    let waited = tokio::time::timeout(Duration::from_secs(1), &mut hung).await;
+    assert!(waited.is_err(), "a hung call is not answered: {waited:?}");
+    bot.get_me().await.expect("other calls are answered meanwhile");
+    assert!(fake.sent(team().id).is_empty(), "a hung call has no effect");
+    assert_eq!(outcomes(&fake, "sendMessage"), [Some("fault: hung".to_owned())]);
+
+    fake.release_hangs();
+    let closed = network_error(hung.await.unwrap());
+    assert!(!closed.is_timeout(), "released by the fake, not by the client's timeout: {closed:?}");
+    bot.send_message(ChatId(team().id), "two").await.unwrap();
+    assert_eq!(fake.sent(team().id).iter().map(|s| s.text.as_str()).collect::<Vec<_>>(), ["two"]);
+}
+
+#[tokio::test]
+async fn dropping_the_fake_ends_calls_hung_by_a_window() {
+    let fake = FakeBot::start().await;
+    let bot = client(&fake);
+    fake.hang_calls(&[], Duration::from_secs(600));
+    let hung = tokio::spawn({
+        let bot = bot.clone();
+        async move { bot.get_me().await }
+    });
+    fake.wait_for("getMe to come in", |f| !f.calls_to("getMe").is_empty()).await;
+    drop(fake);
+    let closed = network_error(hung.await.unwrap());
+    assert!(!closed.is_timeout(), "ended by the fake going away, not by the client's timeout: {closed:?}");
+}

@@ -31,9 +31,36 @@
 //! - While a webhook is set, queued updates are POSTed to it (with the
 //!   `X-Telegram-Bot-Api-Secret-Token` header) instead of served to `getUpdates`.
 //!
+//! Network faults are injected on demand, for tests of retries and outages. A
+//! faulted call has no effect (no message is created), is recorded with
+//! `ok: false` and an `error` naming the fault, and wakes [`FakeBot::wait_for`].
+//! What teloxide-core 0.13 (teloxide 0.17, `Bot::new`'s default client) makes
+//! of each, which the timing of tests depends on:
+//! - [`FakeBot::outage`] answers a 5xx status with the HTML page Telegram's
+//!   nginx front gives (`<html>…502 Bad Gateway…`). On any 5xx status
+//!   teloxide's `process_response` first sleeps `DELAY_ON_SERVER_ERROR`, 10 s,
+//!   inside the request future, then fails to parse the page as JSON: the call
+//!   ends after ≥ 10 s with `RequestError::InvalidJson { raw: "<html>…" }` (the
+//!   status is lost). A 5xx with Telegram's JSON body ([`FakeBot::fail_next`]
+//!   with [`FakeError::custom`]) sleeps as long and ends with
+//!   `RequestError::Api(ApiError::Unknown(description))`. So a client that
+//!   retries at once, one call at a time, makes one attempt per 10 s of outage
+//!   (plus the last one, failed if the outage ended during its sleep).
+//! - [`FakeBot::drop_connections`] and [`FakeBot::drop_next`] close the
+//!   connection without an answer: `RequestError::Network` at once (hyper's
+//!   "connection closed before message completed"; reqwest does not resend a
+//!   request it had written).
+//! - [`FakeBot::hang_next`] and [`FakeBot::hang_calls`] never answer until
+//!   [`FakeBot::release_hangs`] or the fake is dropped, then close the
+//!   connection. teloxide's default client gives up first, after its 17 s total
+//!   timeout (`default_reqwest_settings`), with `RequestError::Network` (a
+//!   timeout), and the fake never learns that it did.
+//!
+//! Faults act between the bot and the API only: updates still reach a webhook.
+//!
 //! Not modelled: file uploads, inline mode, MarkdownV2 parsing (its text is
 //! counted as is), HTTPS-only webhooks, rate limits (inject them with
-//! [`FakeBot::fail_next`]).
+//! [`FakeBot::fail_next`]), a call that takes effect but whose answer is lost.
 #![allow(dead_code)]
 
 use std::{
@@ -46,13 +73,15 @@ use std::{
 
 use axum::{
     body::Bytes,
-    extract::State,
+    extract::{ConnectInfo, State},
     http::{header, HeaderMap, StatusCode, Uri},
     response::{IntoResponse, Response},
     Json, Router,
 };
 use serde_json::{json, Map, Value};
 use tokio::sync::{oneshot, Notify};
+
+use super::serve::Cutter;
 
 /// The bot's user id, as `getMe` reports it.
 pub const BOT_ID: i64 = 7_000_000_001;
@@ -254,7 +283,8 @@ pub struct Call {
     pub ok: bool,
     /// The `description` of a failed call.
     pub error: Option<String>,
-    /// When the answer was given (for a long poll: when it returned).
+    /// When the answer was given (for a long poll: when it returned; for a
+    /// hung call: when it came in).
     pub at: Instant,
 }
 
@@ -305,6 +335,60 @@ pub enum FakeError {
 impl FakeError {
     pub fn custom(code: u16, description: &str) -> FakeError {
         FakeError::Custom { code, description: description.to_owned() }
+    }
+}
+
+/// A fault of the network or of Telegram's front, set by [`FakeBot::outage`],
+/// [`FakeBot::drop_connections`], [`FakeBot::hang_next`] and the like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NetFault {
+    /// Answered with this 5xx status and the proxy's HTML page.
+    Status(u16),
+    /// The connection is closed without an answer.
+    Drop,
+    /// Not answered until released, then the connection is closed.
+    Hang,
+}
+
+impl NetFault {
+    /// The `error` of the recorded call.
+    fn describe(self) -> String {
+        match self {
+            NetFault::Status(code) => format!("fault: {code}"),
+            NetFault::Drop => "fault: connection dropped".to_owned(),
+            NetFault::Hang => "fault: hung".to_owned(),
+        }
+    }
+}
+
+/// Which calls a [`NetFault`] hits, and for how long.
+#[derive(Debug)]
+struct FaultRule {
+    fault: NetFault,
+    /// Lowercased method names; empty: every method.
+    methods: Vec<String>,
+    /// The end of a window; `None`: until the calls are used up or it is ended.
+    until: Option<Instant>,
+    /// How many calls it still hits; `None`: every call in the window.
+    calls_left: Option<u32>,
+}
+
+impl FaultRule {
+    fn window(fault: NetFault, methods: &[&str], window: Duration) -> FaultRule {
+        let methods = methods.iter().map(|m| m.to_ascii_lowercase()).collect();
+        FaultRule { fault, methods, until: Some(Instant::now() + window), calls_left: None }
+    }
+
+    fn next_call(fault: NetFault, method: &str) -> FaultRule {
+        FaultRule { fault, methods: vec![method.to_ascii_lowercase()], until: None, calls_left: Some(1) }
+    }
+
+    fn is_over(&self, now: Instant) -> bool {
+        self.until.is_some_and(|until| now >= until) || self.calls_left == Some(0)
+    }
+
+    fn hits(&self, method: &str) -> bool {
+        self.methods.is_empty() || self.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
     }
 }
 
@@ -436,6 +520,10 @@ struct Inner {
     membership: HashMap<i64, Membership>,
     /// One-shot faults by lowercased method name.
     faults: HashMap<String, VecDeque<FakeError>>,
+    /// Network faults, the oldest first; the first that hits a call applies.
+    net_faults: Vec<FaultRule>,
+    /// Bumped by every release, so a hung call knows it may end.
+    releases: u64,
     /// Callback query ids, and whether they were answered.
     callbacks: HashMap<String, bool>,
     next_callback: u64,
@@ -451,6 +539,8 @@ struct Shared {
     updates: Notify,
     /// A call was recorded or the chats changed: wakes `wait_for`.
     activity: Notify,
+    /// Hung calls were released or the fake dropped: wakes hung calls.
+    released: Notify,
 }
 
 impl Shared {
@@ -460,13 +550,15 @@ impl Shared {
     }
 
     fn record(&self, method: &str, params: Value, outcome: &Outcome) {
-        let call = Call {
-            method: method.to_owned(),
-            params,
-            ok: outcome.is_ok(),
-            error: outcome.as_ref().err().map(|e| e.description.clone()),
-            at: Instant::now(),
-        };
+        self.push_call(method, params, outcome.as_ref().err().map(|e| e.description.clone()));
+    }
+
+    fn record_fault(&self, method: &str, params: Value, fault: NetFault) {
+        self.push_call(method, params, Some(fault.describe()));
+    }
+
+    fn push_call(&self, method: &str, params: Value, error: Option<String>) {
+        let call = Call { method: method.to_owned(), params, ok: error.is_none(), error, at: Instant::now() };
         self.lock().calls.push(call);
         self.activity.notify_waiters();
     }
@@ -496,6 +588,8 @@ impl FakeBot {
                 calls: Vec::new(),
                 membership: HashMap::new(),
                 faults: HashMap::new(),
+                net_faults: Vec::new(),
+                releases: 0,
                 callbacks: HashMap::new(),
                 next_callback: 1,
                 webhook: None,
@@ -504,11 +598,13 @@ impl FakeBot {
             }),
             updates: Notify::new(),
             activity: Notify::new(),
+            released: Notify::new(),
         });
         // Every path goes to one handler: the token and method are path
         // segments, and the method name is matched case-insensitively.
         let app = Router::new().fallback(handle).with_state(shared.clone());
-        let (addr, shutdown) = super::serve::serve_loopback(app, "fake Bot API").await;
+        // Cuttable, so a call can lose its connection instead of being answered.
+        let (addr, shutdown) = super::serve::serve_loopback_cuttable(app, "fake Bot API").await;
         tokio::spawn(deliver_to_webhook(shared.clone()));
         FakeBot { addr, shared, _shutdown: shutdown }
     }
@@ -643,9 +739,71 @@ impl FakeBot {
     }
 
     /// The next call of `method` (any case) fails with `error`, before any other
-    /// check. Several stack up, first in first out.
+    /// check but the network faults. Several stack up, first in first out.
     pub fn fail_next(&self, method: &str, error: FakeError) {
         self.shared.lock().faults.entry(method.to_ascii_lowercase()).or_default().push_back(error);
+    }
+
+    /// For `window`, every call of `methods` (any case; none: every method,
+    /// `getUpdates` included) is answered with HTTP `status` (a 5xx) and the
+    /// HTML page Telegram's proxy gives. See the module doc for teloxide's 10 s
+    /// sleep on a 5xx. Ended early by [`Self::end_faults`].
+    pub fn outage(&self, methods: &[&str], status: u16, window: Duration) {
+        assert!((500..=599).contains(&status), "fake Bot API: an outage answers 5xx, not {status}");
+        self.add_fault(FaultRule::window(NetFault::Status(status), methods, window));
+    }
+
+    /// For `window`, every call of `methods` (none: every method) has its
+    /// connection closed without an answer: `RequestError::Network` in teloxide.
+    pub fn drop_connections(&self, methods: &[&str], window: Duration) {
+        self.add_fault(FaultRule::window(NetFault::Drop, methods, window));
+    }
+
+    /// The next call of `method` (any case) has its connection closed without
+    /// an answer. Several stack up, one call each.
+    pub fn drop_next(&self, method: &str) {
+        self.add_fault(FaultRule::next_call(NetFault::Drop, method));
+    }
+
+    /// The next call of `method` (any case) is taken in and never answered,
+    /// until [`Self::release_hangs`] or the fake is dropped; it has no effect.
+    /// Recorded as it comes in, so [`Self::wait_for`] sees it hang.
+    pub fn hang_next(&self, method: &str) {
+        self.add_fault(FaultRule::next_call(NetFault::Hang, method));
+    }
+
+    /// For `window`, every call of `methods` (none: every method) hangs as
+    /// with [`Self::hang_next`].
+    pub fn hang_calls(&self, methods: &[&str], window: Duration) {
+        self.add_fault(FaultRule::window(NetFault::Hang, methods, window));
+    }
+
+    /// Ends the calls hanging now by closing their connections (they stay
+    /// without effect), and cancels the hangs still to come, so later calls
+    /// get through.
+    pub fn release_hangs(&self) {
+        {
+            let mut inner = self.shared.lock();
+            inner.net_faults.retain(|rule| rule.fault != NetFault::Hang);
+            inner.releases += 1;
+        }
+        self.shared.released.notify_waiters();
+    }
+
+    /// Ends every fault: outages, dropped connections, hangs (released as by
+    /// [`Self::release_hangs`]) and the [`Self::fail_next`] ones not used yet.
+    pub fn end_faults(&self) {
+        {
+            let mut inner = self.shared.lock();
+            inner.net_faults.clear();
+            inner.faults.clear();
+            inner.releases += 1;
+        }
+        self.shared.released.notify_waiters();
+    }
+
+    fn add_fault(&self, rule: FaultRule) {
+        self.shared.lock().net_faults.push(rule);
     }
 
     /// Every request so far, in the order they were answered.
@@ -757,10 +915,23 @@ impl Drop for FakeBot {
         // not wait out a poll timeout.
         self.shared.lock().closed = true;
         self.shared.updates.notify_waiters();
+        // Hung calls too, as a server that goes away closes their connections.
+        self.shared.released.notify_waiters();
     }
 }
 
 impl Inner {
+    /// The network fault that hits this call of `method`, if any, used up.
+    fn take_net_fault(&mut self, method: &str) -> Option<NetFault> {
+        let now = Instant::now();
+        self.net_faults.retain(|rule| !rule.is_over(now));
+        let rule = self.net_faults.iter_mut().find(|rule| rule.hits(method))?;
+        if let Some(left) = &mut rule.calls_left {
+            *left -= 1;
+        }
+        Some(rule.fault)
+    }
+
     fn chat(&self, id: i64) -> TgChat {
         self.chats.get(&id).cloned().unwrap_or_else(|| TgChat::guess(id))
     }
@@ -1268,7 +1439,13 @@ fn respond(outcome: &Outcome) -> Response {
     }
 }
 
-async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(cutter): ConnectInfo<Cutter>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let Some((token, raw_method)) = split_path(uri.path()) else {
         // What Telegram answers for a path that is no method call at all.
         let outcome = Err(TgError { code: 404, description: "Not Found".into(), retry_after: None });
@@ -1284,6 +1461,14 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
             return respond(&outcome);
         }
     };
+    // Read in one go with the fault, so a release in between is not missed.
+    let (fault, releases) = {
+        let mut inner = shared.lock();
+        (inner.take_net_fault(&method), inner.releases)
+    };
+    if let Some(fault) = fault {
+        return inject(&shared, fault, &method, params, releases, &cutter).await;
+    }
     let outcome =
         if !token.split_once(':').is_some_and(|(id, _)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())) {
             Err(TgError { code: 401, description: "Unauthorized".into(), retry_after: None })
@@ -1304,6 +1489,59 @@ async fn handle(State(shared): State<Arc<Shared>>, uri: Uri, headers: HeaderMap,
         };
     shared.record(&method, params, &outcome);
     respond(&outcome)
+}
+
+/// Answers a call hit by a network fault, before it could have any effect.
+async fn inject(
+    shared: &Shared,
+    fault: NetFault,
+    method: &str,
+    params: Value,
+    releases: u64,
+    cutter: &Cutter,
+) -> Response {
+    // Recorded first: a hung call would otherwise never show.
+    shared.record_fault(method, params, fault);
+    match fault {
+        NetFault::Status(code) => proxy_page(code),
+        NetFault::Drop => cut(cutter),
+        NetFault::Hang => {
+            wait_for_release(shared, releases).await;
+            cut(cutter)
+        }
+    }
+}
+
+/// What Telegram's nginx front answers when the Bot API behind it is down.
+fn proxy_page(code: u16) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY);
+    let title = format!("{} {}", status.as_u16(), status.canonical_reason().unwrap_or("Error"));
+    let page = format!(
+        "<html>\r\n<head><title>{title}</title></head>\r\n<body>\r\n<center><h1>{title}</h1></center>\r\n\
+         <hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n"
+    );
+    (status, [(header::CONTENT_TYPE, "text/html"), (header::SERVER, "nginx/1.18.0")], page).into_response()
+}
+
+/// Closes the call's connection; the response returned is never written.
+fn cut(cutter: &Cutter) -> Response {
+    cutter.cut();
+    StatusCode::SERVICE_UNAVAILABLE.into_response()
+}
+
+/// Waits until hangs are released after `releases`, or the fake is dropped.
+async fn wait_for_release(shared: &Shared, releases: u64) {
+    loop {
+        let mut woken = pin!(shared.released.notified());
+        woken.as_mut().enable();
+        {
+            let inner = shared.lock();
+            if inner.closed || inner.releases != releases {
+                return;
+            }
+        }
+        woken.await;
+    }
 }
 
 /// A long poll: holds the request until an update is there or `timeout` passes.

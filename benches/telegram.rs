@@ -27,7 +27,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use pincer::channel::telegram::format;
-use pincer::store::{GroupSettings, TelegramTarget};
+use pincer::domain::ChatAddress;
+use pincer::store::GroupSettings;
 
 use support::fake_api::{echo, FakeApi};
 use support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
@@ -77,8 +78,8 @@ async fn bench_round_trip(n: usize) {
     sandbox.use_telegram(&bot);
     let user = TgUser { id: 7, first_name: "Bench".into(), username: None };
     let chat = TgChat { id: user.id, kind: ChatKind::Private, title: user.first_name.clone() };
-    let target = TelegramTarget { chat_id: chat.id, topic_id: None };
-    let settings = GroupSettings { telegram: Some(target), requires_trigger: false, ..GroupSettings::default() };
+    let target = ChatAddress::telegram(chat.id, None);
+    let settings = GroupSettings { chat: Some(target), requires_trigger: false, ..GroupSettings::default() };
     sandbox.add_group_with("bench", settings).await;
     let daemon = sandbox.spawn_daemon();
 

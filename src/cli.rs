@@ -10,12 +10,12 @@ use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{self, Engine};
-use crate::channel::console::{self, ChatEnd, ConsoleOptions};
+use crate::channel::console::{ChatEnd, ConsoleOptions};
 use crate::claude::install;
 use crate::config::Config;
-use crate::domain::GroupName;
+use crate::domain::{ChatAddress, GroupName};
 use crate::groups;
-use crate::store::{GroupRecord, GroupSettings, HistoryEntry, Store, StoreError, TelegramTarget};
+use crate::store::{Delivery, GroupRecord, GroupSettings, HistoryEntry, Store, StoreError};
 use crate::tasks_cli::{self, TasksCmd};
 
 /// The group `pincer setup` registers, so `pincer chat` works right away.
@@ -86,9 +86,9 @@ pub enum GroupsCmd {
         name: String,
         #[command(flatten)]
         options: GroupOptions,
-        /// Unbind the group from its Telegram chat.
-        #[arg(long, conflicts_with = "telegram")]
-        no_telegram: bool,
+        /// Unbind the group from its chat (its replies then wait for `pincer chat NAME`).
+        #[arg(long = "no-chat", alias = "no-telegram", conflicts_with = "telegram")]
+        no_chat: bool,
     },
     /// List registered groups.
     List,
@@ -130,7 +130,7 @@ impl GroupOptions {
             settings.allowed_tools = Some(self.allow.clone());
         }
         if let Some(chat_id) = self.telegram {
-            settings.telegram = Some(TelegramTarget { chat_id, topic_id: self.topic });
+            settings.chat = Some(ChatAddress::telegram(chat_id, self.topic));
         }
         if let Some(trigger) = &self.trigger {
             if trigger.trim().is_empty() {
@@ -173,12 +173,12 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
             println!("{}", describe(&store.group(name.as_str()).await?, &config));
             Ok(())
         }
-        Cmd::Groups { command: GroupsCmd::Set { name, options, no_telegram } } => {
+        Cmd::Groups { command: GroupsCmd::Set { name, options, no_chat } } => {
             let store = app::open_store(&config).await?;
             let mut record = store.group(&name).await?;
             options.apply(&mut record.settings)?;
-            if no_telegram {
-                record.settings.telegram = None;
+            if no_chat {
+                record.settings.chat = None;
             }
             store.save_group_settings(&record.name, &record.settings).await?;
             println!("{}", describe(&store.group(&name).await?, &config));
@@ -209,11 +209,7 @@ async fn add_group(store: &Store, config: &Config, name: &str, settings: &GroupS
 /// One line per group for `groups list` (tab-separated).
 fn describe(g: &GroupRecord, config: &Config) -> String {
     let s = &g.settings;
-    let chat = match s.telegram {
-        Some(TelegramTarget { chat_id, topic_id: Some(topic) }) => format!("telegram {chat_id} topic {topic}"),
-        Some(TelegramTarget { chat_id, topic_id: None }) => format!("telegram {chat_id}"),
-        None => "no chat".to_owned(),
-    };
+    let chat = s.chat.as_ref().map_or_else(|| "no chat".to_owned(), ChatAddress::to_string);
     let trigger = match (&s.trigger, s.requires_trigger) {
         (_, false) => "every message".to_owned(),
         (Some(t), true) => format!("trigger {t}"),
@@ -249,9 +245,9 @@ async fn chat(config: Config, group: &str, wait: Option<Duration>, shutdown: Can
         sender: std::env::var("USER").unwrap_or_else(|_| "console".to_owned()),
         wait_limit: wait.unwrap_or(config.console.wait_limit),
     };
-    let engine = Engine::start(config, shutdown.clone()).await?;
+    let engine = Engine::start_console(config, opts.group.clone(), shutdown.clone()).await?;
     let input = BufReader::new(tokio::io::stdin());
-    let end = console::chat(&engine, &opts, input, tokio::io::stdout(), shutdown).await;
+    let end = app::console_chat(&engine, &opts, input, tokio::io::stdout(), shutdown).await;
     engine.stop().await;
     match end? {
         ChatEnd::Done | ChatEnd::Shutdown => Ok(()),
@@ -278,15 +274,18 @@ fn render(entry: &HistoryEntry) -> String {
         HistoryEntry::Inbound { source, sender, text, state, .. } => {
             format!("{at}  in      {source}/{sender} ({state}): {text}")
         }
-        HistoryEntry::Result { subtype, is_error, text, cost_usd, duration_ms, session_id, origin, .. } => {
+        HistoryEntry::Result {
+            subtype, is_error, text, cost_usd, duration_ms, session_id, origin, delivery, ..
+        } => {
             let mark = if *is_error { "error" } else { "result" };
             let cost = cost_usd.map_or_else(String::new, |c| format!("  ${c:.4}"));
             let dur = duration_ms.map_or_else(String::new, |d| format!("  {d}ms"));
             let origin = origin.as_ref().map_or_else(String::new, |o| format!("  ({o})"));
             let session = session_id.as_deref().unwrap_or("-");
             format!(
-                "{at}  {mark:<6}  {subtype}{cost}{dur}{origin}  session {session}: {}",
-                text.as_deref().unwrap_or("")
+                "{at}  {mark:<6}  {subtype}{cost}{dur}{origin}  session {session}: {}{}",
+                text.as_deref().unwrap_or(""),
+                delivered(delivery)
             )
         }
         HistoryEntry::Task { subtype, task_id, task_type, status, summary, description, .. } => {
@@ -294,8 +293,16 @@ fn render(entry: &HistoryEntry) -> String {
                 [task_id, task_type, status, description, summary].into_iter().filter_map(|p| p.as_deref()).collect();
             format!("{at}  task    {subtype}  {}", parts.join("  "))
         }
-        HistoryEntry::Message { sent_by, text, .. } => format!("{at}  message from {sent_by}'s agent: {text}"),
+        HistoryEntry::Message { sent_by, text, delivery, .. } => {
+            format!("{at}  message from {sent_by}'s agent: {text}{}", delivered(delivery))
+        }
+        HistoryEntry::Notice { text, delivery, .. } => format!("{at}  pincer  {text}{}", delivered(delivery)),
     }
+}
+
+/// `  [delivered (telegram -100123)]`: the delivery state after a message for the chat.
+fn delivered(delivery: &Option<Delivery>) -> String {
+    delivery.as_ref().map_or_else(String::new, |d| format!("  [{d}]"))
 }
 
 async fn setup(config: &Config, version: &str) -> anyhow::Result<()> {

@@ -37,6 +37,7 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     pub anthropic: AnthropicConfig,
     pub scheduler: SchedulerConfig,
+    pub delivery: DeliveryConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -143,6 +144,25 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// `[delivery]`: how replies reach the chats through the outbox.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryConfig {
+    /// The pause after a send failed for a passing reason (network, 5xx);
+    /// doubled for each failure in a row, up to `retry_cap`. Retries go on
+    /// for as long as the failure lasts.
+    #[serde(with = "humantime_serde")]
+    pub retry_first: Duration,
+    #[serde(with = "humantime_serde")]
+    pub retry_cap: Duration,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        DeliveryConfig { retry_first: Duration::from_secs(1), retry_cap: Duration::from_secs(60) }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ConsoleConfig {
@@ -165,6 +185,7 @@ impl Default for Config {
             sandbox: SandboxConfig::default(),
             anthropic: AnthropicConfig::default(),
             scheduler: SchedulerConfig::default(),
+            delivery: DeliveryConfig::default(),
         }
     }
 }
@@ -257,6 +278,13 @@ impl Config {
             return Err(ConfigError::Rule {
                 key: "scheduler.poll_interval / scheduler.retry_delay",
                 problem: "must be longer than 0s (e.g. \"30s\")",
+            });
+        }
+        let d = &self.delivery;
+        if d.retry_first.is_zero() || d.retry_cap < d.retry_first {
+            return Err(ConfigError::Rule {
+                key: "delivery.retry_first / delivery.retry_cap",
+                problem: "retry_first must be longer than 0s and retry_cap at least as long (e.g. \"1s\" and \"1m\")",
             });
         }
         let t = &self.telegram;

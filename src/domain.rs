@@ -50,11 +50,73 @@ impl fmt::Display for GroupName {
     }
 }
 
+/// A channel pincer delivers to: the terminal of `pincer chat`, or a chat platform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Platform {
+    /// `pincer chat NAME`; also where a group without a chat keeps its replies.
+    Console,
+    Telegram,
+}
+
+impl Platform {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Console => "console",
+            Platform::Telegram => "telegram",
+        }
+    }
+
+    /// The inverse of [`Platform::as_str`], for stored rows.
+    pub fn parse(s: &str) -> Option<Platform> {
+        [Platform::Console, Platform::Telegram].into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One chat on one platform, or one thread of it (a Telegram forum topic):
+/// where a group lives and where its replies go. `chat` and `thread` are the
+/// platform's own ids as text; only the platform's adapter reads them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChatAddress {
+    pub platform: Platform,
+    pub chat: String,
+    pub thread: Option<String>,
+}
+
+impl ChatAddress {
+    /// The terminal of a group: where a group without a chat keeps its replies.
+    pub fn console(group: &GroupName) -> ChatAddress {
+        ChatAddress { platform: Platform::Console, chat: group.as_str().to_owned(), thread: None }
+    }
+
+    /// A Telegram chat id, and maybe a forum topic of it.
+    pub fn telegram(chat_id: i64, topic: Option<i64>) -> ChatAddress {
+        ChatAddress { platform: Platform::Telegram, chat: chat_id.to_string(), thread: topic.map(|t| t.to_string()) }
+    }
+}
+
+impl fmt::Display for ChatAddress {
+    /// `telegram -1001234 topic 7`, `console main`: as `groups list` shows it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.platform, self.chat)?;
+        match &self.thread {
+            Some(thread) => write!(f, " topic {thread}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Where an inbound message came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
     Console,
-    Telegram,
+    /// A person in a chat on a platform.
+    Chat(Platform),
     /// A scheduled prompt that came due (see `scheduler`).
     Scheduled,
 }
@@ -63,19 +125,23 @@ impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Console => "console",
-            Source::Telegram => "telegram",
+            Source::Chat(platform) => platform.as_str(),
             Source::Scheduled => "scheduled",
         }
     }
 
     /// The inverse of [`Source::as_str`], for stored messages.
     pub fn parse(s: &str) -> Option<Source> {
-        [Source::Console, Source::Telegram, Source::Scheduled].into_iter().find(|source| source.as_str() == s)
+        match s {
+            "console" => Some(Source::Console),
+            "scheduled" => Some(Source::Scheduled),
+            other => Platform::parse(other).map(Source::Chat),
+        }
     }
 
     /// A chat with several people, where the agent must be told who speaks.
     fn is_chat(self) -> bool {
-        matches!(self, Source::Telegram)
+        matches!(self, Source::Chat(_))
     }
 }
 
@@ -167,14 +233,7 @@ impl ChatLine {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct InboundId(pub i64);
 
-/// What the agent says back to a group's chat.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outbound {
-    pub group: GroupName,
-    pub kind: OutboundKind,
-    pub text: String,
-}
-
+/// What a message for a chat is: the kinds of outbox rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutboundKind {
     /// The text of a successful turn.
@@ -183,6 +242,26 @@ pub enum OutboundKind {
     Error,
     /// Pincer itself speaking: restarts, failures, what to do next.
     Notice,
+    /// Pincer answering a chat command (`/status`, `/help`).
+    Answer,
+}
+
+impl OutboundKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboundKind::Reply => "reply",
+            OutboundKind::Error => "error",
+            OutboundKind::Notice => "notice",
+            OutboundKind::Answer => "answer",
+        }
+    }
+
+    /// The inverse of [`OutboundKind::as_str`], for stored rows.
+    pub fn parse(s: &str) -> Option<OutboundKind> {
+        [OutboundKind::Reply, OutboundKind::Error, OutboundKind::Notice, OutboundKind::Answer]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
 }
 
 /// One `result` frame: the end of a CLI turn.
@@ -307,7 +386,7 @@ mod tests {
         let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
         let console = Inbound::new(g.clone(), Source::Console, "console", "hi");
         assert_eq!(console.prompt(&[]), "hi");
-        let mut msg = Inbound::new(g, Source::Telegram, "Alice", "@Andy what did we decide?");
+        let mut msg = Inbound::new(g, Source::Chat(Platform::Telegram), "Alice", "@Andy what did we decide?");
         msg.sent_at = at;
         assert_eq!(msg.prompt(&[]), "[2023-11-14 22:13 UTC] Alice: @Andy what did we decide?");
         let missed =

@@ -12,6 +12,7 @@ pub mod config;
 pub mod domain;
 pub mod groups;
 pub mod metrics;
+pub mod outbox;
 pub mod router;
 pub mod sandbox;
 pub mod scheduler;

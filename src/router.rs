@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 
-use crate::domain::{ChatLine, GroupName, Inbound, InboundId, Outbound, OutboundKind};
+use crate::domain::{ChatLine, GroupName, Inbound, InboundId};
 use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus, TurnOutcome};
 use crate::store::{InboundState, StoreError};
 
@@ -25,6 +25,15 @@ pub enum RouteError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Closed(#[from] SessionClosed),
+}
+
+/// What `/status` tells about a group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupStatus {
+    pub session: SessionStatus,
+    pub cost_usd: f64,
+    /// Replies in the outbox that have not reached the chat yet.
+    pub waiting_replies: u64,
 }
 
 /// Cloneable access to every group's session.
@@ -126,10 +135,7 @@ impl Router {
             };
             let text = format!("pincer restarted before answering {} message(s) here; answering now.", msgs.len());
             tracing::info!(%group, count = msgs.len(), "sending messages again that were not answered before the restart");
-            let notice = Outbound { group: group.clone(), kind: OutboundKind::Notice, text };
-            if self.inner.deps.outbox.send(notice).await.is_err() {
-                return Ok(sent);
-            }
+            self.inner.deps.outbox.notice(&group, &text).await;
             for (id, msg) in msgs {
                 let prompt = msg.prompt(&[]);
                 handle.send(Command::Message { id, msg, prompt, done: None }).await?;
@@ -155,12 +161,13 @@ impl Router {
         Ok(self.session(group).await?.send(Command::NewSession).await?)
     }
 
-    /// The group's session as its actor last published it, and what its
-    /// turns have cost so far.
-    pub async fn status(&self, group: &GroupName) -> Result<(SessionStatus, f64), RouteError> {
-        let status = self.session(group).await?.status();
-        let cost = self.inner.deps.store.group_cost(group).await?;
-        Ok((status, cost))
+    /// The group's session as its actor last published it, what its turns
+    /// have cost so far, and how many replies wait for its chat.
+    pub async fn status(&self, group: &GroupName) -> Result<GroupStatus, RouteError> {
+        let session = self.session(group).await?.status();
+        let cost_usd = self.inner.deps.store.group_cost(group).await?;
+        let waiting_replies = self.inner.deps.outbox.waiting(group).await?;
+        Ok(GroupStatus { session, cost_usd, waiting_replies })
     }
 
     /// The group's session handle, starting its actor on first use.

@@ -1,6 +1,9 @@
 //! The console channel behind `pincer chat`: each input line is an inbound
 //! message, and every reply is printed when it arrives, including replies that
-//! background work produces later by itself.
+//! background work produces later by itself. Replies come from the outbox
+//! like any chat's (the group's console address), and are marked delivered
+//! once printed; replies that waited for the console (a group without a
+//! chat, served by `pincer run`) are printed first.
 //!
 //! When input ends (a pipe, or Ctrl-D) the chat keeps printing until the
 //! session has nothing in flight, up to a wait limit, so
@@ -8,12 +11,13 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::Engine;
-use crate::domain::{GroupName, Inbound, Outbound, OutboundKind, Source};
+use super::{ApprovalAsk, Ports};
+use crate::domain::{ChatAddress, GroupName, Inbound, OutboundKind, Source};
+use crate::store::OutboxRow;
 
 /// How a console chat is run.
 #[derive(Clone, Debug)]
@@ -36,9 +40,11 @@ pub enum ChatEnd {
     Shutdown,
 }
 
-/// Runs a console chat with one group until input ends (and work settles) or shutdown.
+/// Runs a console chat with one group until input ends (and work settles) or
+/// shutdown. `asks` are the approval requests of the group.
 pub async fn chat<R, W>(
-    engine: &Engine,
+    ports: &Ports,
+    mut asks: mpsc::Receiver<ApprovalAsk>,
     opts: &ConsoleOptions,
     input: R,
     mut output: W,
@@ -48,15 +54,16 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut session = engine.router.session(&opts.group).await?;
+    let mut session = ports.router.session(&opts.group).await?;
+    let here = ChatAddress::console(&opts.group);
+    let mut written = ports.outbox.subscribe();
+    print_waiting(ports, &here, &mut output).await?;
     let mut lines = input.lines();
     let mut give_up_at: Option<tokio::time::Instant> = None;
     loop {
         if give_up_at.is_some() && !session.busy() {
-            // Replies are handed over before the status says "idle": take the last ones.
-            while let Ok(out) = engine.outbound.try_recv() {
-                print(&mut output, &opts.group, &out).await?;
-            }
+            // Replies are stored before the status says "idle": take the last ones.
+            print_waiting(ports, &here, &mut output).await?;
             return Ok(ChatEnd::Done);
         }
         let deadline = async {
@@ -67,24 +74,21 @@ where
         };
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(ChatEnd::Shutdown),
-            out = engine.outbound.recv() => {
-                let out = out.context("the session engine stopped")?;
-                print(&mut output, &opts.group, &out).await?;
-            }
-            Ok(request) = engine.approvals.recv() => {
+            _ = written.changed() => print_waiting(ports, &here, &mut output).await?,
+            Some(ask) = asks.recv() => {
                 // The console has no admins: say what was asked, and deny it.
                 let note = format!(
                     "[pincer] the agent asked to use {} ({}); tools that need an admin's approval are answered \
-                     only in the group's Telegram chat, so it was denied\n",
-                    request.tool_name, request.summary
+                     only in the group's chat, so it was denied\n",
+                    ask.request.tool_name, ask.request.summary
                 );
                 output.write_all(note.as_bytes()).await?;
-                drop(request.respond);
+                drop(ask);
             }
             line = lines.next_line(), if give_up_at.is_none() => match line {
                 Ok(Some(text)) if text.trim().is_empty() => {}
                 Ok(Some(text)) => {
-                    engine.router.send(Inbound::new(opts.group.clone(), Source::Console, &opts.sender, text)).await?;
+                    ports.router.send(Inbound::new(opts.group.clone(), Source::Console, &opts.sender, text)).await?;
                 }
                 Ok(None) | Err(_) => give_up_at = Some(tokio::time::Instant::now() + opts.wait_limit),
             },
@@ -103,14 +107,20 @@ where
     }
 }
 
-async fn print<W: AsyncWrite + Unpin>(output: &mut W, group: &GroupName, out: &Outbound) -> anyhow::Result<()> {
-    if &out.group != group {
-        return Ok(());
+/// Prints every reply waiting for the console, oldest first, marking each delivered.
+async fn print_waiting<W: AsyncWrite + Unpin>(ports: &Ports, here: &ChatAddress, output: &mut W) -> anyhow::Result<()> {
+    while let Some(row) = ports.outbox.next(here).await? {
+        print(output, &row).await?;
+        ports.outbox.delivered(row.id, 1).await?;
     }
-    let text = match out.kind {
-        OutboundKind::Reply => format!("{}\n", out.text),
-        OutboundKind::Error => format!("[error] {}\n", out.text),
-        OutboundKind::Notice => format!("[pincer] {}\n", out.text),
+    Ok(())
+}
+
+async fn print<W: AsyncWrite + Unpin>(output: &mut W, row: &OutboxRow) -> anyhow::Result<()> {
+    let text = match row.kind {
+        OutboundKind::Reply | OutboundKind::Answer => format!("{}\n", row.text),
+        OutboundKind::Error => format!("[error] {}\n", row.text),
+        OutboundKind::Notice => format!("[pincer] {}\n", row.text),
     };
     output.write_all(text.as_bytes()).await?;
     output.flush().await?;

@@ -1,5 +1,133 @@
-//! Channel adapters: where inbound messages come from and replies go. Each
-//! adapter translates its own wire types into [`crate::domain`] types at the edge.
+//! The boundary between pincer's core and the chat platforms.
+//!
+//! A platform adapter (`telegram`, the `console`) provides:
+//! - delivery: [`Deliver`] turns an outbox message into the platform's parts
+//!   and sends one part to a [`ChatAddress`], saying whether a failure is
+//!   worth retrying ([`DeliveryError`]); [`delivery::run`] drives it from the
+//!   outbox, per chat, in order, with retries;
+//! - approvals: it receives the [`ApprovalAsk`]s of its own chats (routed by
+//!   each group's binding in [`approvals::route`]), shows them and reports
+//!   the answer;
+//! - inbound: it reports chat messages and commands to the [`Router`] and
+//!   shows activity (typing) while a turn runs.
+//!
+//! The core gives it [`Ports`]: the router, the [`Directory`] of groups and
+//! the outbox, never the whole engine. Platform wire types stay inside their
+//! adapter; across this boundary everything is `ChatAddress`, `Inbound`,
+//! `Outbound`.
 
+pub mod approvals;
 pub mod console;
+pub mod delivery;
+pub mod retry;
 pub mod telegram;
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::domain::{ApprovalRequest, ChatAddress, GroupName, OutboundKind, Platform};
+use crate::outbox::Outbox;
+use crate::router::Router;
+use crate::store::{GroupRecord, Store, StoreError};
+
+/// What a platform adapter does to put outbox messages in its chats.
+pub trait Deliver: Send + Sync + 'static {
+    /// One message as the platform sends it (rendered, within its size limit).
+    type Part: Send + Sync + 'static;
+
+    /// The platform whose outbox rows this adapter delivers.
+    const PLATFORM: Platform;
+
+    /// The parts a message is sent as, in order. Must be the same for the same
+    /// input: after a restart, the parts already delivered are skipped by count.
+    fn parts(&self, kind: OutboundKind, text: &str) -> Vec<Self::Part>;
+
+    /// Sends one part to a chat.
+    fn send(&self, to: &ChatAddress, part: &Self::Part) -> impl Future<Output = Result<(), DeliveryError>> + Send;
+}
+
+/// Why a part did not reach its chat.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    /// Worth trying again: a network error, a timeout, a 5xx, a rate limit
+    /// (`retry_after`: how long the platform asked to wait).
+    #[error("{why}")]
+    Transient { why: String, retry_after: Option<Duration> },
+    /// The bot can no longer post there (kicked, blocked, chat deleted): the
+    /// group goes inactive and its replies wait until it is back.
+    #[error("the chat is gone: {0}")]
+    ChatGone(String),
+    /// The chat has a new address on its platform; the rows follow it.
+    #[error("the chat moved to {0}")]
+    Moved(ChatAddress),
+    /// The platform will never take this message; the next ones go on.
+    #[error("refused: {0}")]
+    Rejected(String),
+}
+
+impl DeliveryError {
+    pub fn transient(why: impl Into<String>) -> DeliveryError {
+        DeliveryError::Transient { why: why.into(), retry_after: None }
+    }
+}
+
+/// A tool call to show in a chat: the request, where its group lives, and who may answer.
+#[derive(Debug)]
+pub struct ApprovalAsk {
+    pub to: ChatAddress,
+    /// Channel user ids of the group's admins.
+    pub admins: Vec<String>,
+    pub request: ApprovalRequest,
+}
+
+/// What the core gives a platform adapter.
+#[derive(Clone)]
+pub struct Ports {
+    /// Chat messages and commands in.
+    pub router: Router,
+    pub directory: Directory,
+    pub outbox: Outbox,
+}
+
+/// Which group lives where, and whether its chat still has the bot.
+#[derive(Clone, Debug)]
+pub struct Directory {
+    store: Store,
+    outbox: Outbox,
+}
+
+impl Directory {
+    pub fn new(store: Store, outbox: Outbox) -> Directory {
+        Directory { store, outbox }
+    }
+
+    /// The group bound to a chat (or to the thread of it the message came from).
+    pub async fn group_for(&self, at: &ChatAddress) -> Result<Option<GroupRecord>, StoreError> {
+        self.store.group_for_chat(at).await
+    }
+
+    pub async fn group(&self, name: &GroupName) -> Result<GroupRecord, StoreError> {
+        self.store.group(name.as_str()).await
+    }
+
+    pub async fn groups(&self) -> Result<Vec<GroupRecord>, StoreError> {
+        self.store.groups().await
+    }
+
+    /// The group's chat has the bot again (its replies go out now), or lost
+    /// it (`why`): its replies then wait.
+    pub async fn set_reachable(&self, group: &GroupName, reachable: bool, why: Option<&str>) -> Result<(), StoreError> {
+        self.store.set_group_active(group, reachable, why).await?;
+        if reachable {
+            self.outbox.wake();
+        }
+        Ok(())
+    }
+
+    /// A chat got a new id on its platform; bindings and waiting replies follow.
+    pub async fn chat_moved(&self, platform: Platform, from: &str, to: &str) -> Result<(), StoreError> {
+        self.store.move_chat(platform, from, to).await?;
+        self.outbox.wake();
+        Ok(())
+    }
+}

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::SchedulerConfig;
-use crate::domain::{Outbound, OutboundKind};
+use crate::outbox::Outbox;
 use crate::router::Router;
 use crate::store::Store;
 use run::{RunDone, RunEnd};
@@ -58,7 +58,7 @@ pub struct SchedulerDeps {
     pub store: Store,
     pub router: Router,
     /// Where notices about failed runs go.
-    pub outbox: async_channel::Sender<Outbound>,
+    pub outbox: Outbox,
     pub config: SchedulerConfig,
     pub tracker: TaskTracker,
     pub shutdown: CancellationToken,
@@ -210,10 +210,7 @@ impl Scheduler {
             )
         };
         tracing::warn!(schedule = %s.id, group = %s.group, failures, "a scheduled run failed");
-        let notice = Outbound { group: s.group.clone(), kind: OutboundKind::Notice, text };
-        if self.deps.outbox.send(notice).await.is_err() {
-            tracing::warn!(group = %s.group, "no channel is listening; a failure notice was logged only");
-        }
+        self.deps.outbox.notice(&s.group, &text).await;
         Ok(())
     }
 }

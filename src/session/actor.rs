@@ -17,8 +17,7 @@ use crate::claude::lines::LineRead;
 use crate::claude::process::{CliProcess, StdoutLine};
 use crate::claude::protocol::{self, CliEvent, ControlRequest};
 use crate::domain::{
-    Approval, ApprovalAnswer, ApprovalRequest, GroupName, InboundId, Outbound, OutboundKind, PermissionDecision,
-    TaskFrame, TurnResult,
+    Approval, ApprovalAnswer, ApprovalRequest, GroupName, InboundId, PermissionDecision, TaskFrame, TurnResult,
 };
 use crate::groups;
 use crate::sandbox::proxy::KeyLease;
@@ -268,11 +267,9 @@ impl SessionActor {
                 // (if any) go to the fresh one.
                 self.stop_live("new_session").await;
                 self.store_session_id(None).await;
-                self.deliver(
-                    OutboundKind::Notice,
+                self.notice(
                     "Started a fresh session: the agent no longer remembers this conversation (it stays in pincer's \
-                     history). Its memory file CLAUDE.md is kept."
-                        .into(),
+                     history). Its memory file CLAUDE.md is kept.",
                 )
                 .await;
                 if !self.pending.is_empty() {
@@ -483,12 +480,14 @@ impl SessionActor {
             }
             None => total,
         });
-        if let Err(e) = self.deps.store.record_result(&self.group, &result, cost, raw).await {
+        // A vanished session's result is only stored: the chat hears about the fresh start instead.
+        let missing_session = protocol::is_missing_session(&result);
+        if let Err(e) = self.deps.outbox.result(&self.group, &result, cost, raw, !missing_session).await {
             tracing::error!(group = %self.group, %e, "cannot store a result");
         }
         self.in_turn = false;
         self.follow_up_until = None;
-        if protocol::is_missing_session(&result) {
+        if missing_session {
             // The process exits by itself; on_exit starts a fresh one for what is pending.
             tracing::warn!(group = %self.group, session = ?self.session_id, "the stored session no longer exists; starting fresh");
             self.log_event("resume_failed", self.session_id.as_deref(), Some(&result.errors.join("; "))).await;
@@ -500,11 +499,8 @@ impl SessionActor {
         self.note_session_id(result.session_id.clone()).await;
         let answered = self.pending.answer();
         self.set_state(&answered, InboundState::Answered).await;
-        let kind = if result.is_error { OutboundKind::Error } else { OutboundKind::Reply };
-        let text = result.chat_text();
-        let outcome = TurnOutcome { is_error: result.is_error, text: text.clone(), cost_usd: cost };
+        let outcome = TurnOutcome { is_error: result.is_error, text: result.chat_text(), cost_usd: cost };
         self.tell_watchers(&answered, outcome);
-        self.deliver(kind, text).await;
         self.deps.metrics.record_result_delivery(read_at.elapsed());
     }
 
@@ -647,11 +643,7 @@ impl SessionActor {
         }
         if self.start_fresh {
             self.log_event("fresh", None, None).await;
-            self.deliver(
-                OutboundKind::Notice,
-                "The previous conversation could not be found, so a fresh session was started.".into(),
-            )
-            .await;
+            self.notice("The previous conversation could not be found, so a fresh session was started.").await;
             if !self.pending.is_empty() {
                 self.restart().await;
             }
@@ -661,9 +653,7 @@ impl SessionActor {
             let kind = if tasks_lost { "crashed" } else { "exited" };
             self.log_event(kind, self.session_id.as_deref(), Some(&status_text)).await;
             if tasks_lost {
-                self.deliver(
-                    OutboundKind::Notice,
-                    format!("The agent stopped unexpectedly ({status_text}) while background work was running; that work is lost."),
+                self.notice(format!("The agent stopped unexpectedly ({status_text}) while background work was running; that work is lost."),
                 )
                 .await;
             }
@@ -681,10 +671,9 @@ impl SessionActor {
             self.crashes = 0;
             return;
         }
-        self.deliver(
-            OutboundKind::Notice,
-            format!("The agent stopped unexpectedly ({status_text}); restarting it and resending your message."),
-        )
+        self.notice(format!(
+            "The agent stopped unexpectedly ({status_text}); restarting it and resending your message."
+        ))
         .await;
         // Back off a little more on every crash in a row.
         let backoff = Duration::from_millis(250) * 2u32.pow(self.crashes - 1);
@@ -749,7 +738,7 @@ impl SessionActor {
         self.set_state(&ids, InboundState::Failed).await;
         self.tell_watchers(&ids, TurnOutcome { is_error: true, text: text.to_owned(), cost_usd: None });
         self.log_event("gave_up", self.session_id.as_deref(), Some(text)).await;
-        self.deliver(OutboundKind::Notice, text.to_owned()).await;
+        self.notice(text).await;
     }
 
     fn tell_watchers(&mut self, ids: &[InboundId], outcome: TurnOutcome) {
@@ -761,11 +750,8 @@ impl SessionActor {
         }
     }
 
-    async fn deliver(&self, kind: OutboundKind, text: String) {
-        let out = Outbound { group: self.group.clone(), kind, text };
-        if self.deps.outbox.send(out).await.is_err() {
-            tracing::warn!(group = %self.group, "no channel is listening; a reply was stored but not delivered");
-        }
+    async fn notice(&self, text: impl AsRef<str>) {
+        self.deps.outbox.notice(&self.group, text.as_ref()).await;
     }
 
     async fn set_state(&self, ids: &[InboundId], state: InboundState) {

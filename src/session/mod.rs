@@ -20,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId, Outbound};
+use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId};
 use crate::metrics::Metrics;
+use crate::outbox::Outbox;
 use crate::sandbox::Launcher;
 use crate::store::{GroupRecord, Store};
 use crate::tools::Toolbox;
@@ -35,8 +36,8 @@ pub struct SessionDeps {
     pub config: Arc<Config>,
     /// Builds each CLI process's command: its sandbox, environment and proxy key.
     pub launcher: Launcher,
-    /// Where replies and notices go; channel adapters read the other end.
-    pub outbox: async_channel::Sender<Outbound>,
+    /// Where results, notices and the agents' posts go: stored, then delivered.
+    pub outbox: Outbox,
     /// Tool calls waiting for a person; channel adapters show and answer them.
     pub approvals: async_channel::Sender<ApprovalRequest>,
     /// The next approval id (unique within this process).

@@ -1,18 +1,11 @@
-//! Registered groups: their settings, their chat binding, and whether their
-//! chat still has the bot.
+//! Registered groups: their settings, the chat each is bound to (one platform,
+//! one chat, maybe one thread), and whether that chat still has the bot.
 
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
 use super::{now_us, Store, StoreError};
-use crate::domain::GroupName;
-
-/// A Telegram chat, or one forum topic of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TelegramTarget {
-    pub chat_id: i64,
-    pub topic_id: Option<i64>,
-}
+use crate::domain::{ChatAddress, GroupName, Platform};
 
 /// What an operator chooses for a group (`pincer groups add/set`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,7 +18,8 @@ pub struct GroupSettings {
     pub requires_trigger: bool,
     /// Channel user ids who may answer tool approvals.
     pub admins: Vec<String>,
-    pub telegram: Option<TelegramTarget>,
+    /// The chat the group lives in; `None`: only `pincer chat` reaches it.
+    pub chat: Option<ChatAddress>,
     /// The main group's agent may act on other groups (`--main`).
     pub main: bool,
 }
@@ -37,7 +31,7 @@ impl Default for GroupSettings {
             trigger: None,
             requires_trigger: true,
             admins: Vec::new(),
-            telegram: None,
+            chat: None,
             main: false,
         }
     }
@@ -57,8 +51,8 @@ pub struct GroupRecord {
 
 const SELECT_GROUP: &str = "
 SELECT g.name, g.created_at_us, g.session_id, g.allowed_tools, g.trigger, g.requires_trigger, g.admins,
-       g.active, g.inactive_reason, t.chat_id, t.topic_id, g.is_main
-  FROM groups g LEFT JOIN telegram_chats t ON t.group_name = g.name";
+       g.active, g.inactive_reason, b.platform, b.chat, b.thread, g.is_main
+  FROM groups g LEFT JOIN chat_bindings b ON b.group_name = g.name";
 
 impl Store {
     /// Registers a group. Fails if the name or its chat is taken.
@@ -97,31 +91,34 @@ impl Store {
         Ok(rows.into_iter().map(group_from_row).collect())
     }
 
-    /// The group a Telegram message belongs to: the one bound to its topic,
+    /// The group a chat message belongs to: the one bound to its thread,
     /// else the one bound to the whole chat.
-    pub async fn group_for_telegram(
-        &self,
-        chat_id: i64,
-        topic_id: Option<i64>,
-    ) -> Result<Option<GroupRecord>, StoreError> {
+    pub async fn group_for_chat(&self, at: &ChatAddress) -> Result<Option<GroupRecord>, StoreError> {
         let row = sqlx::query(&format!(
-            "{SELECT_GROUP} WHERE t.chat_id = ? AND (t.topic_id = ? OR t.topic_id IS NULL)
-              ORDER BY t.topic_id IS NULL LIMIT 1"
+            "{SELECT_GROUP} WHERE b.platform = ? AND b.chat = ? AND (b.thread = ? OR b.thread IS NULL)
+              ORDER BY b.thread IS NULL LIMIT 1"
         ))
-        .bind(chat_id)
-        .bind(topic_id)
+        .bind(at.platform.as_str())
+        .bind(&at.chat)
+        .bind(&at.thread)
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(group_from_row))
     }
 
-    /// A Telegram group became a supergroup: its chat id changed.
-    pub async fn move_telegram_chat(&self, from: i64, to: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE telegram_chats SET chat_id = ? WHERE chat_id = ?")
-            .bind(to)
-            .bind(from)
-            .execute(&self.pool)
-            .await?;
+    /// A chat got a new id on its platform (a Telegram group that became a
+    /// supergroup): its bindings and the replies waiting for it follow.
+    pub async fn move_chat(&self, platform: Platform, from: &str, to: &str) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        for table in ["chat_bindings", "outbox"] {
+            sqlx::query(&format!("UPDATE {table} SET chat = ?1 WHERE platform = ?2 AND chat = ?3"))
+                .bind(to)
+                .bind(platform.as_str())
+                .bind(from)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -180,32 +177,39 @@ async fn write_settings(
     .bind(name.as_str())
     .execute(&mut **tx)
     .await?;
-    sqlx::query("DELETE FROM telegram_chats WHERE group_name = ?").bind(name.as_str()).execute(&mut **tx).await?;
-    if let Some(target) = settings.telegram {
+    sqlx::query("DELETE FROM chat_bindings WHERE group_name = ?").bind(name.as_str()).execute(&mut **tx).await?;
+    if let Some(at) = &settings.chat {
         let taken: Option<String> = sqlx::query_scalar(
-            "SELECT group_name FROM telegram_chats WHERE chat_id = ? AND COALESCE(topic_id, 0) = COALESCE(?, 0)",
+            "SELECT group_name FROM chat_bindings WHERE platform = ? AND chat = ? AND COALESCE(thread, '') = COALESCE(?, '')",
         )
-        .bind(target.chat_id)
-        .bind(target.topic_id)
+        .bind(at.platform.as_str())
+        .bind(&at.chat)
+        .bind(&at.thread)
         .fetch_optional(&mut **tx)
         .await?;
         if let Some(other) = taken {
             return Err(StoreError::ChatTaken(other));
         }
-        sqlx::query("INSERT INTO telegram_chats (group_name, chat_id, topic_id) VALUES (?, ?, ?)")
+        sqlx::query("INSERT INTO chat_bindings (group_name, platform, chat, thread) VALUES (?, ?, ?, ?)")
             .bind(name.as_str())
-            .bind(target.chat_id)
-            .bind(target.topic_id)
+            .bind(at.platform.as_str())
+            .bind(&at.chat)
+            .bind(&at.thread)
             .execute(&mut **tx)
             .await?;
     }
-    Ok(())
+    super::outbox::follow_binding(tx, name).await
 }
 
 fn group_from_row(row: SqliteRow) -> GroupRecord {
     let name: String = row.get(0);
     let list = |json: Option<String>| json.and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok());
-    let chat_id: Option<i64> = row.get(9);
+    let platform: Option<String> = row.get(9);
+    let chat = platform.as_deref().and_then(Platform::parse).map(|platform| ChatAddress {
+        platform,
+        chat: row.get(10),
+        thread: row.get(11),
+    });
     GroupRecord {
         // Names were validated before they were stored.
         name: name.parse().expect("stored group names are valid"),
@@ -216,8 +220,8 @@ fn group_from_row(row: SqliteRow) -> GroupRecord {
             trigger: row.get(4),
             requires_trigger: row.get(5),
             admins: list(row.get(6)).unwrap_or_default(),
-            telegram: chat_id.map(|chat_id| TelegramTarget { chat_id, topic_id: row.get(10) }),
-            main: row.get(11),
+            chat,
+            main: row.get(12),
         },
         active: row.get(7),
         inactive_reason: row.get(8),

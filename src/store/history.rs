@@ -1,9 +1,11 @@
 //! A group's persisted history as one stream, oldest first: what came in,
-//! what each turn returned, every task frame, and what the agent posted itself.
+//! what each turn returned, every task frame, what the agent posted itself,
+//! pincer's own notices, and how far each message for the chat got.
 
 use serde::Serialize;
 use sqlx::Row;
 
+use super::outbox::{enqueue_in, Carries, Enqueue, OutboxId};
 use super::{Store, StoreError};
 use crate::domain::GroupName;
 
@@ -28,6 +30,8 @@ pub enum HistoryEntry {
         cost_usd: Option<f64>,
         duration_ms: Option<i64>,
         origin: Option<String>,
+        /// `None` for a result with nothing to deliver (a vanished session).
+        delivery: Option<Delivery>,
     },
     Task {
         at_us: i64,
@@ -45,7 +49,35 @@ pub enum HistoryEntry {
         /// The group whose agent sent it.
         sent_by: String,
         text: String,
+        delivery: Option<Delivery>,
     },
+    /// Pincer itself speaking in the chat: restarts, failures, what to do.
+    Notice {
+        at_us: i64,
+        text: String,
+        delivery: Option<Delivery>,
+    },
+}
+
+/// How far a message for the chat got (its outbox row).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Delivery {
+    /// `queued`, `delivered` or `failed`.
+    pub state: String,
+    /// Where it goes, e.g. `telegram -1001234 topic 7`.
+    pub to: String,
+    /// Why the last try failed (for `failed`: why it was given up).
+    pub error: Option<String>,
+}
+
+impl std::fmt::Display for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.state.as_str(), &self.error) {
+            ("queued", Some(e)) => write!(f, "queued for {}, last try failed: {e}", self.to),
+            ("failed", Some(e)) => write!(f, "failed ({}): {e}", self.to),
+            (state, _) => write!(f, "{state} ({})", self.to),
+        }
+    }
 }
 
 impl HistoryEntry {
@@ -54,47 +86,60 @@ impl HistoryEntry {
             HistoryEntry::Inbound { at_us, .. }
             | HistoryEntry::Result { at_us, .. }
             | HistoryEntry::Task { at_us, .. }
-            | HistoryEntry::Message { at_us, .. } => *at_us,
+            | HistoryEntry::Message { at_us, .. }
+            | HistoryEntry::Notice { at_us, .. } => *at_us,
         }
     }
 }
 
 // One UNION so that `--limit` cuts the newest N across all kinds. The
-// columns are positional: a, b, c, d are kind-specific text columns.
+// columns are positional: a, b, c, d are kind-specific text columns; ds, dt,
+// de are the delivery (outbox) state, address and error.
 const HISTORY_SQL: &str = "
 SELECT * FROM (
     SELECT 'inbound' AS kind, at_us, id, source AS a, sender AS b, text AS c, state AS d,
-           NULL AS e, NULL AS f, NULL AS is_error, NULL AS cost, NULL AS dur
+           NULL AS e, NULL AS f, NULL AS is_error, NULL AS cost, NULL AS dur, NULL AS ds, NULL AS dt, NULL AS de
       FROM inbound WHERE group_name = ?1
     UNION ALL
-    SELECT 'result', at_us, id, session_id, subtype, text, origin, NULL, NULL, is_error, cost_usd, duration_ms
-      FROM results WHERE group_name = ?1
+    SELECT 'result', r.at_us, r.id, r.session_id, r.subtype, r.text, r.origin, NULL, NULL, r.is_error, r.cost_usd,
+           r.duration_ms, o.state, o.platform || ' ' || o.chat || IFNULL(' topic ' || o.thread, ''), o.last_error
+      FROM results r LEFT JOIN outbox o ON o.result_id = r.id WHERE r.group_name = ?1
     UNION ALL
-    SELECT 'task', at_us, id, session_id, subtype, task_id, task_type, status, IFNULL(summary, '') || char(31) || IFNULL(description, ''), NULL, NULL, NULL
+    SELECT 'task', at_us, id, session_id, subtype, task_id, task_type, status, IFNULL(summary, '') || char(31) || IFNULL(description, ''), NULL, NULL, NULL, NULL, NULL, NULL
       FROM task_frames WHERE group_name = ?1
     UNION ALL
-    SELECT 'message', at_us, id, sent_by, text, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-      FROM agent_messages WHERE group_name = ?1
+    SELECT 'message', m.at_us, m.id, m.sent_by, m.text, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           o.state, o.platform || ' ' || o.chat || IFNULL(' topic ' || o.thread, ''), o.last_error
+      FROM agent_messages m LEFT JOIN outbox o ON o.agent_message_id = m.id WHERE m.group_name = ?1
+    UNION ALL
+    SELECT 'notice', at_us, id, text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+           state, platform || ' ' || chat || IFNULL(' topic ' || thread, ''), last_error
+      FROM outbox WHERE group_name = ?1 AND result_id IS NULL AND agent_message_id IS NULL
     ORDER BY at_us DESC, id DESC
     LIMIT ?2
 ) ORDER BY at_us ASC, id ASC";
 
 impl Store {
-    /// Stores a message an agent posts to `group`'s chat with `send_message`.
+    /// Stores a message an agent posts to `group`'s chat with `send_message`,
+    /// and its outbox row, in one transaction.
     pub async fn record_agent_message(
         &self,
         group: &GroupName,
         sent_by: &GroupName,
-        text: &str,
-    ) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO agent_messages (group_name, at_us, sent_by, text) VALUES (?, ?, ?, ?)")
+        out: Enqueue<'_>,
+    ) -> Result<OutboxId, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query("INSERT INTO agent_messages (group_name, at_us, sent_by, text) VALUES (?, ?, ?, ?)")
             .bind(group.as_str())
             .bind(super::now_us())
             .bind(sent_by.as_str())
-            .bind(text)
-            .execute(&self.pool)
+            .bind(out.text)
+            .execute(&mut *tx)
             .await?;
-        Ok(())
+        let carries = Carries { result_id: None, agent_message_id: Some(done.last_insert_rowid()) };
+        let id = enqueue_in(&mut tx, group, out, carries).await?;
+        tx.commit().await?;
+        Ok(id)
     }
 
     /// The newest `limit` entries of a group's history, oldest first.
@@ -111,6 +156,11 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
     let b: Option<String> = row.get("b");
     let c: Option<String> = row.get("c");
     let d: Option<String> = row.get("d");
+    let delivery = row.get::<Option<String>, _>("ds").map(|state| Delivery {
+        state,
+        to: row.get::<Option<String>, _>("dt").unwrap_or_default(),
+        error: row.get("de"),
+    });
     match kind.as_str() {
         "inbound" => HistoryEntry::Inbound {
             at_us,
@@ -128,8 +178,12 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
             is_error: row.get::<Option<bool>, _>("is_error").unwrap_or(false),
             cost_usd: row.get("cost"),
             duration_ms: row.get("dur"),
+            delivery,
         },
-        "message" => HistoryEntry::Message { at_us, sent_by: a.unwrap_or_default(), text: b.unwrap_or_default() },
+        "message" => {
+            HistoryEntry::Message { at_us, sent_by: a.unwrap_or_default(), text: b.unwrap_or_default(), delivery }
+        }
+        "notice" => HistoryEntry::Notice { at_us, text: a.unwrap_or_default(), delivery },
         _ => {
             let e: Option<String> = row.get("e");
             let f: Option<String> = row.get("f");

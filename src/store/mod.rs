@@ -6,6 +6,7 @@
 
 mod groups;
 mod history;
+mod outbox;
 mod schedules;
 
 use std::path::Path;
@@ -18,8 +19,9 @@ use sqlx::{Row, SqlitePool};
 
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source, TaskFrame, TurnResult};
 
-pub use groups::{GroupRecord, GroupSettings, TelegramTarget};
-pub use history::HistoryEntry;
+pub use groups::{GroupRecord, GroupSettings};
+pub use history::{Delivery, HistoryEntry};
+pub use outbox::{DeliveryState, Enqueue, OutboxId, OutboxRow};
 pub use schedules::{NewSchedule, RunId, RunRecord};
 
 /// What can go wrong talking to the store.
@@ -31,7 +33,7 @@ pub enum StoreError {
     UnknownGroup(String),
     #[error("there is no scheduled task #{0}: `pincer tasks list` shows them")]
     UnknownSchedule(i64),
-    #[error("that Telegram chat (or topic) is already bound to group `{0}`")]
+    #[error("that chat (or topic) is already bound to group `{0}`: unbind it there first")]
     ChatTaken(String),
     #[error("cannot open the database {path}: {source}")]
     Open { path: String, source: sqlx::Error },
@@ -211,15 +213,19 @@ impl Store {
         Ok(())
     }
 
-    /// Stores a result; `cost_usd` is this turn's own share of the CLI's running total.
+    /// Stores a result; `cost_usd` is this turn's own share of the CLI's
+    /// running total. `out`, if any, goes into the outbox in the same
+    /// transaction, so a stored result is never without its delivery.
     pub async fn record_result(
         &self,
         group: &GroupName,
         r: &TurnResult,
         cost_usd: Option<f64>,
         raw: &str,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
+        out: Option<Enqueue<'_>>,
+    ) -> Result<Option<OutboxId>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
             "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
@@ -235,9 +241,17 @@ impl Store {
         .bind(&r.origin)
         .bind(raw)
         .bind(cost_usd)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(())
+        let queued = match out {
+            Some(out) => {
+                let carries = outbox::Carries { result_id: Some(done.last_insert_rowid()), agent_message_id: None };
+                Some(outbox::enqueue_in(&mut tx, group, out, carries).await?)
+            }
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(queued)
     }
 
     /// What the group's turns have cost so far, in USD.

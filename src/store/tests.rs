@@ -1,7 +1,7 @@
 //! Store tests against a real SQLite file in a temp dir.
 
 use super::*;
-use crate::domain::{Inbound, Source};
+use crate::domain::{ChatAddress, Inbound, Platform, Source};
 
 async fn temp_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
@@ -55,7 +55,7 @@ async fn history_merges_kinds_in_order_and_limits_to_newest() {
         origin: None,
         errors: vec![],
     };
-    store.record_result(&g, &result, Some(0.25), "{}").await.unwrap();
+    store.record_result(&g, &result, Some(0.25), "{}", None).await.unwrap();
 
     let all = store.history(&g, 100).await.unwrap();
     let kinds: Vec<_> = all.iter().map(|e| serde_json::to_value(e).unwrap()["kind"].clone()).collect();
@@ -73,25 +73,29 @@ async fn history_merges_kinds_in_order_and_limits_to_newest() {
 }
 
 #[tokio::test]
-async fn telegram_bindings_prefer_the_topic_and_stay_unique() {
+async fn chat_bindings_prefer_the_thread_and_stay_unique() {
     let (_dir, store) = temp_store().await;
-    let whole = TelegramTarget { chat_id: -100, topic_id: None };
-    let topic = TelegramTarget { chat_id: -100, topic_id: Some(7) };
-    let bind = |target| GroupSettings { telegram: Some(target), ..GroupSettings::default() };
-    store.add_group(&group("whole"), &bind(whole)).await.unwrap();
-    store.add_group(&group("topic"), &bind(topic)).await.unwrap();
-    let taken = store.add_group(&group("dup"), &bind(whole)).await.unwrap_err();
+    let whole = ChatAddress::telegram(-100, None);
+    let topic = ChatAddress::telegram(-100, Some(7));
+    let bind = |at: &ChatAddress| GroupSettings { chat: Some(at.clone()), ..GroupSettings::default() };
+    store.add_group(&group("whole"), &bind(&whole)).await.unwrap();
+    store.add_group(&group("topic"), &bind(&topic)).await.unwrap();
+    let taken = store.add_group(&group("dup"), &bind(&whole)).await.unwrap_err();
     assert!(matches!(&taken, StoreError::ChatTaken(g) if g == "whole"), "{taken}");
     assert!(matches!(store.group("dup").await, Err(StoreError::UnknownGroup(_))), "a failed add leaves nothing");
 
-    let find = |topic| store.group_for_telegram(-100, topic);
+    let find = |topic| store.group_for_chat_owned(ChatAddress::telegram(-100, topic));
     assert_eq!(find(Some(7)).await.unwrap().unwrap().name.as_str(), "topic");
     assert_eq!(find(Some(8)).await.unwrap().unwrap().name.as_str(), "whole");
     assert_eq!(find(None).await.unwrap().unwrap().name.as_str(), "whole");
-    assert!(store.group_for_telegram(-200, None).await.unwrap().is_none());
+    assert!(store.group_for_chat(&ChatAddress::telegram(-200, None)).await.unwrap().is_none());
+    let console = ChatAddress::console(&group("whole"));
+    assert!(store.group_for_chat(&console).await.unwrap().is_none(), "another platform, same id text");
 
-    store.move_telegram_chat(-100, -1001).await.unwrap();
-    assert_eq!(store.group_for_telegram(-1001, Some(7)).await.unwrap().unwrap().name.as_str(), "topic");
+    store.move_chat(Platform::Telegram, "-100", "-1001").await.unwrap();
+    let moved = store.group_for_chat(&ChatAddress::telegram(-1001, Some(7))).await.unwrap().unwrap();
+    assert_eq!(moved.name.as_str(), "topic");
+    assert_eq!(moved.settings.chat, Some(ChatAddress::telegram(-1001, Some(7))));
 
     let g = group("whole");
     store.set_group_active(&g, false, Some("bot was kicked")).await.unwrap();
@@ -104,13 +108,55 @@ async fn telegram_bindings_prefer_the_topic_and_stay_unique() {
     assert_eq!(tools, vec!["Read".to_owned(), "Bash".to_owned()]);
 }
 
+impl Store {
+    /// `group_for_chat` taking its address by value, for closures in tests.
+    async fn group_for_chat_owned(&self, at: ChatAddress) -> Result<Option<GroupRecord>, StoreError> {
+        self.group_for_chat(&at).await
+    }
+}
+
+#[tokio::test]
+async fn telegram_chats_of_an_older_store_become_chat_bindings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pincer.db");
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let mut before = sqlx::migrate!("./migrations");
+    before.migrations = before.migrations.iter().filter(|m| m.version < 5).cloned().collect::<Vec<_>>().into();
+    before.run(&pool).await.unwrap();
+    for (name, chat, topic) in [("a", -100_i64, None), ("b", -100, Some(7_i64)), ("c", 42, None)] {
+        sqlx::query("INSERT INTO groups (name, created_at_us) VALUES (?, 0)").bind(name).execute(&pool).await.unwrap();
+        sqlx::query("INSERT INTO telegram_chats (group_name, chat_id, topic_id) VALUES (?, ?, ?)")
+            .bind(name)
+            .bind(chat)
+            .bind(topic)
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    pool.close().await;
+
+    let store = Store::open(&path).await.unwrap();
+    let chats: Vec<_> = store.groups().await.unwrap().into_iter().map(|g| g.settings.chat).collect();
+    assert_eq!(
+        chats,
+        [
+            Some(ChatAddress::telegram(-100, None)),
+            Some(ChatAddress::telegram(-100, Some(7))),
+            Some(ChatAddress::telegram(42, None))
+        ]
+    );
+    let found = store.group_for_chat(&ChatAddress::telegram(-100, Some(7))).await.unwrap().unwrap();
+    assert_eq!(found.name.as_str(), "b");
+}
+
 #[tokio::test]
 async fn observed_messages_are_taken_once_as_context() {
     let (_dir, store) = temp_store().await;
     let g = group("chat");
     store.add_group(&g, &GroupSettings::default()).await.unwrap();
     for text in ["one", "two", "three"] {
-        let msg = Inbound::new(g.clone(), Source::Telegram, "Bob", text);
+        let msg = Inbound::new(g.clone(), Source::Chat(crate::domain::Platform::Telegram), "Bob", text);
         store.insert_inbound(&msg, InboundState::Observed).await.unwrap();
     }
     let (lines, omitted) = store.take_context(&g, 2).await.unwrap();

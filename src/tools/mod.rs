@@ -12,7 +12,8 @@ mod specs;
 use serde_json::Value;
 
 use crate::claude::mcp::{self, McpRequest, ToolOutput};
-use crate::domain::{GroupName, Outbound, OutboundKind};
+use crate::domain::GroupName;
+use crate::outbox::Outbox;
 use crate::scheduler::manage::{self, ManageError};
 use crate::scheduler::schedule::{ContextMode, Schedule, ScheduleId, Trigger};
 use crate::scheduler::SchedulerHandle;
@@ -21,7 +22,7 @@ use crate::store::{GroupRecord, NewSchedule, Store};
 /// What the tools act on, shared by every session.
 pub struct Toolbox {
     store: Store,
-    outbox: async_channel::Sender<Outbound>,
+    outbox: Outbox,
     scheduler: SchedulerHandle,
     /// The configured zone for cron expressions and local times.
     timezone: String,
@@ -50,12 +51,7 @@ enum Change {
 }
 
 impl Toolbox {
-    pub fn new(
-        store: Store,
-        outbox: async_channel::Sender<Outbound>,
-        scheduler: SchedulerHandle,
-        timezone: String,
-    ) -> Toolbox {
+    pub fn new(store: Store, outbox: Outbox, scheduler: SchedulerHandle, timezone: String) -> Toolbox {
         Toolbox { store, outbox, scheduler, timezone }
     }
 
@@ -115,13 +111,8 @@ impl Toolbox {
     async fn send_message(&self, caller: &GroupRecord, args: &Value) -> ToolResult {
         let text = required(args, "text")?;
         let target = self.target(caller, optional(args, "group"), "send messages to").await?;
-        // Persist first, like every result.
-        self.store.record_agent_message(&target, &caller.name, text).await?;
-        let out = Outbound { group: target.clone(), kind: OutboundKind::Reply, text: text.to_owned() };
-        self.outbox
-            .send(out)
-            .await
-            .map_err(|_| ToolError::BadInput("pincer is shutting down; the message was not sent".into()))?;
+        // Stored with its outbox row, like every result: it reaches the chat even across a restart.
+        self.outbox.agent_message(&target, &caller.name, text).await?;
         Ok(format!("sent to the chat of group {target}"))
     }
 

@@ -3,7 +3,8 @@
 
 use std::process::Stdio;
 
-use pincer::channel::console::{chat, ChatEnd, ConsoleOptions};
+use pincer::app::console_chat;
+use pincer::channel::console::{ChatEnd, ConsoleOptions};
 use tokio::io::AsyncWriteExt;
 
 use crate::support::cli::{claude_bin, cli_env};
@@ -20,7 +21,7 @@ async fn piped_chat_prints_replies_and_waits_for_background_work() {
     let input: &[u8] = b"hello\n\nplease run BGBASH now\n";
     let mut output = Vec::new();
 
-    let end = chat(&pincer.engine, &opts, input, &mut output, pincer.shutdown.clone()).await.unwrap();
+    let end = console_chat(&pincer.engine, &opts, input, &mut output, pincer.shutdown.clone()).await.unwrap();
     assert_eq!(end, ChatEnd::Done);
     let printed = String::from_utf8(output).unwrap();
     let lines: Vec<_> = printed.lines().collect();

@@ -6,17 +6,17 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use pincer::domain::{GroupName, Outbound, OutboundKind};
+use pincer::domain::{GroupName, OutboundKind};
 use pincer::scheduler::manage;
 use pincer::scheduler::schedule::{ContextMode, Schedule, ScheduleId, Trigger};
-use pincer::store::{HistoryEntry, NewSchedule, RunRecord, Store};
+use pincer::store::{HistoryEntry, NewSchedule, OutboxRow, RunRecord, Store};
 use serde_json::json;
 
 use crate::support::fake_api::{self, FakeApi, Reply};
 use crate::support::harness::{Running, Sandbox, PATIENCE};
 
 /// The next outbound whose text contains `needle`; earlier ones are returned too.
-async fn outbound_containing(pincer: &Running, needle: &str) -> (Outbound, Vec<Outbound>) {
+async fn outbound_containing(pincer: &Running, needle: &str) -> (OutboxRow, Vec<OutboxRow>) {
     let mut before = Vec::new();
     loop {
         let out = pincer.next_outbound().await;

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use pincer::store::{GroupSettings, TelegramTarget};
+use pincer::domain::ChatAddress;
+use pincer::store::GroupSettings;
 
 use crate::support::fake_api::{self, FakeApi, Reply};
 use crate::support::fake_bot::{ChatKind, FakeBot, Incoming, TgChat, TgUser, BOT_USERNAME};
@@ -27,7 +28,7 @@ fn bob() -> TgUser {
 }
 
 fn bound(chat: &TgChat, topic: Option<i64>) -> GroupSettings {
-    GroupSettings { telegram: Some(TelegramTarget { chat_id: chat.id, topic_id: topic }), ..GroupSettings::default() }
+    GroupSettings { chat: Some(ChatAddress::telegram(chat.id, topic)), ..GroupSettings::default() }
 }
 
 /// A sandbox whose daemon serves Telegram through `bot`.

@@ -49,14 +49,13 @@ async fn send_message_reaches_the_chat_before_the_turn_ends() {
         history.iter().map(|e| serde_json::to_value(e).unwrap()["kind"].as_str().unwrap().to_owned()).collect();
     let at = kinds.iter().position(|k| k == "message").expect("the agent's message is in the history");
     assert!(kinds[..at].contains(&"inbound".to_owned()) && kinds[at..].contains(&"result".to_owned()), "{kinds:?}");
-    assert_eq!(
-        history[at],
-        HistoryEntry::Message {
-            at_us: history[at].at_us(),
-            sent_by: "chatty".into(),
-            text: "MIDTURN working on it".into()
+    match &history[at] {
+        HistoryEntry::Message { sent_by, text, delivery: Some(delivery), .. } => {
+            assert_eq!((sent_by.as_str(), text.as_str()), ("chatty", "MIDTURN working on it"));
+            assert_eq!(delivery.to, "console chatty", "a group without a chat keeps it for its console");
         }
-    );
+        other => panic!("expected the agent's message with its delivery, got {other:?}"),
+    }
     pincer.stop().await;
 }
 

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use pincer::app::Engine;
 use pincer::config::{Config, Secret};
-use pincer::domain::{GroupName, Inbound, Outbound, Source};
+use pincer::domain::{GroupName, Inbound, Source};
 use pincer::sandbox::SandboxMode;
 use pincer::session::SessionStatus;
-use pincer::store::{GroupSettings, Store};
+use pincer::store::{GroupSettings, OutboxId, OutboxRow, Store};
 use tokio_util::sync::CancellationToken;
 
 use super::cli::{claude_bin, cli_env, TEST_API_KEY};
@@ -122,13 +122,17 @@ impl Daemon {
 pub struct Running {
     pub engine: Engine,
     pub shutdown: CancellationToken,
+    /// The last outbox row [`Running::next_outbound`] returned.
+    seen: std::sync::Mutex<OutboxId>,
 }
 
 impl Running {
     pub async fn start(config: Config) -> Running {
         let shutdown = CancellationToken::new();
         let engine = Engine::start(config, shutdown.clone()).await.expect("engine starts");
-        Running { engine, shutdown }
+        // Only what this engine queues: a restarted one reads the same store.
+        let seen = engine.store.outbox_last_id().await.expect("the outbox is readable");
+        Running { engine, shutdown, seen: std::sync::Mutex::new(seen) }
     }
 
     pub fn store(&self) -> &Store {
@@ -143,12 +147,22 @@ impl Running {
             .expect("message routed");
     }
 
-    /// The next thing delivered to any chat; panics after [`PATIENCE`].
-    pub async fn next_outbound(&self) -> Outbound {
-        tokio::time::timeout(PATIENCE, self.engine.outbound.recv())
-            .await
-            .expect("an outbound message within the patience limit")
-            .expect("the outbox is open")
+    /// The next message queued for any chat (the outbox, read in order);
+    /// panics after [`PATIENCE`].
+    pub async fn next_outbound(&self) -> OutboxRow {
+        let mut written = self.engine.outbox.subscribe();
+        let next = async {
+            loop {
+                let after = *self.seen.lock().unwrap();
+                if let Some(row) = self.store().outbox_after(after, 1).await.unwrap().pop() {
+                    *self.seen.lock().unwrap() = row.id;
+                    return row;
+                }
+                // Woken by every write; the timeout only guards against a missed wake.
+                let _ = tokio::time::timeout(Duration::from_millis(200), written.changed()).await;
+            }
+        };
+        tokio::time::timeout(PATIENCE, next).await.expect("an outbound message within the patience limit")
     }
 
     /// Waits until the group's status satisfies `pred`.

@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex};
 
 use teloxide::prelude::*;
 use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{format, outbound, Shared};
+use super::{format, outbound, Shared, TelegramTarget};
+use crate::channel::ApprovalAsk;
 use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest};
 
 /// A button press, as carried in `callback_data` (`ap:<id>:<a|d|A>`, well
@@ -97,35 +98,24 @@ impl Waiting {
 }
 
 /// Shows each approval request in its group's chat until pincer stops.
-pub(super) async fn run(
-    shared: Arc<Shared>,
-    requests: async_channel::Receiver<ApprovalRequest>,
-    shutdown: CancellationToken,
-) {
+pub(super) async fn run(shared: Arc<Shared>, mut asks: mpsc::Receiver<ApprovalAsk>, shutdown: CancellationToken) {
     loop {
         tokio::select! {
-            Ok(request) = requests.recv() => { tokio::spawn(ask(shared.clone(), request)); }
+            Some(ask_) = asks.recv() => { tokio::spawn(ask(shared.clone(), ask_)); }
             _ = shutdown.cancelled() => return,
             else => return,
         }
     }
 }
 
-async fn ask(shared: Arc<Shared>, request: ApprovalRequest) {
+async fn ask(shared: Arc<Shared>, ask: ApprovalAsk) {
+    let ApprovalAsk { to, admins, request } = ask;
     let ApprovalRequest { id, group, tool_name, summary, timeout, mut respond } = request;
-    let record = match shared.store.group(group.as_str()).await {
-        Ok(record) => record,
-        Err(e) => {
-            tracing::error!(%group, %e, "cannot look up the group of an approval request; denied");
-            return;
-        }
-    };
-    let Some(target) = record.settings.telegram.filter(|_| record.active) else {
-        tracing::warn!(%group, tool = %tool_name, "the group has no reachable Telegram chat to ask in; denied");
+    let Some(target) = TelegramTarget::from_address(&to) else {
+        tracing::error!(%group, chat = %to, "an approval request for a chat that is not Telegram's; denied");
         return;
     };
     let (decide, decided) = oneshot::channel();
-    let admins = record.settings.admins.clone();
     shared.approvals.lock().insert(id, Entry { chat_id: target.chat_id, admins, decide });
 
     let question = format!(
@@ -139,7 +129,7 @@ async fn ask(shared: Arc<Shared>, request: ApprovalRequest) {
         vec![button("Allow", Approval::Allow), button("Deny", Approval::Deny)],
         vec![button("Always allow", Approval::AlwaysAllow)],
     ]);
-    let message = match outbound::send(&shared, target, &question, Some(keyboard)).await {
+    let message = match outbound::post(&shared.bot, target, &question, Some(keyboard)).await {
         Ok(Some(message)) => message,
         Ok(None) | Err(_) => {
             tracing::error!(%group, tool = %tool_name, "cannot post an approval request; denied");

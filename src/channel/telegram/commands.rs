@@ -7,8 +7,8 @@ use teloxide::utils::command::BotCommands;
 
 use super::inbound::ChatMessage;
 use super::{outbound, Shared};
-use crate::router::Router;
-use crate::session::SessionStatus;
+use crate::domain::OutboundKind;
+use crate::router::GroupStatus;
 use crate::store::GroupRecord;
 
 #[derive(BotCommands, Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +26,9 @@ pub(super) enum Cmd {
     Help,
 }
 
-/// `/chatid`: answered in any chat, registered or not, since it is how a chat gets registered.
+/// `/chatid`: answered in any chat, registered or not, since it is how a chat
+/// gets registered. The one message not sent through the outbox: a chat
+/// without a group has none, and the answer is worth nothing later.
 pub(super) async fn chat_id(shared: &Shared, chat: &ChatMessage) -> anyhow::Result<()> {
     let topic = chat.target.topic_id.map_or_else(String::new, |t| format!(" --topic {t}"));
     let you = chat.sender_id.map_or_else(String::new, |id| format!("\nYour user id: {id} (for --admin {id})"));
@@ -36,28 +38,22 @@ pub(super) async fn chat_id(shared: &Shared, chat: &ChatMessage) -> anyhow::Resu
         chat.target.topic_id.map_or_else(String::new, |t| format!(", topic {t}")),
         chat.target.chat_id,
     );
-    outbound::say_to(shared, chat.target, &text).await;
+    if let Err(e) = outbound::post(&shared.bot, chat.target, &text, None).await {
+        tracing::warn!(chat_id = chat.target.chat_id, %e, "cannot answer /chatid");
+    }
     Ok(())
 }
 
 /// Runs a command in a registered group's chat.
-pub(super) async fn run(
-    shared: &Shared,
-    router: &Router,
-    group: &GroupRecord,
-    chat: &ChatMessage,
-    cmd: Cmd,
-) -> anyhow::Result<()> {
+pub(super) async fn run(shared: &Shared, group: &GroupRecord, chat: &ChatMessage, cmd: Cmd) -> anyhow::Result<()> {
+    let router = &shared.ports.router;
     let admins = &group.settings.admins;
     let is_admin = chat.sender_id.is_some_and(|id| admins.contains(&id.to_string()));
     let text = match cmd {
         Cmd::Stop | Cmd::New if !admins.is_empty() && !is_admin => {
             "Only this group's admins can stop the agent or start a fresh session.".to_owned()
         }
-        Cmd::Status => {
-            let (status, cost) = router.status(&group.name).await?;
-            describe(&status, cost)
-        }
+        Cmd::Status => describe(&router.status(&group.name).await?),
         Cmd::Stop => {
             let busy = router.session(&group.name).await?.status().in_turn;
             router.interrupt(&group.name).await?;
@@ -71,12 +67,13 @@ pub(super) async fn run(
         Cmd::Chatid => return chat_id(shared, chat).await,
         Cmd::Help => Cmd::descriptions().to_string(),
     };
-    outbound::say(shared, group, &text).await;
+    shared.ports.outbox.say(&group.name, OutboundKind::Answer, &text).await;
     Ok(())
 }
 
 /// `/status` text.
-fn describe(status: &SessionStatus, cost: f64) -> String {
+fn describe(group: &GroupStatus) -> String {
+    let status = &group.session;
     let session = match (status.live, status.live_since, &status.session_id) {
         (true, Some(since), _) => format!("live since {} ({} ago)", clock(since), ago(since)),
         (true, None, _) => "live".to_owned(),
@@ -88,9 +85,13 @@ fn describe(status: &SessionStatus, cost: f64) -> String {
         0 => String::new(),
         n => format!(", {n} message(s) waiting for an answer"),
     };
+    let replies = match group.waiting_replies {
+        0 => String::new(),
+        n => format!("\nReplies waiting to reach this chat: {n}"),
+    };
     format!(
-        "Session: {session}\nAgent: {turn}{pending}\nBackground tasks running: {}\nCost so far: ${cost:.4}",
-        status.running_tasks
+        "Session: {session}\nAgent: {turn}{pending}\nBackground tasks running: {}{replies}\nCost so far: ${:.4}",
+        status.running_tasks, group.cost_usd
     )
 }
 
@@ -107,6 +108,7 @@ fn ago(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::SessionStatus;
 
     #[test]
     fn commands_parse_with_and_without_the_bot_name() {
@@ -126,12 +128,15 @@ mod tests {
             in_turn: true,
             running_tasks: 2,
         };
-        let text = describe(&status, 0.01234);
+        let text = describe(&GroupStatus { session: status, cost_usd: 0.01234, waiting_replies: 3 });
         assert!(text.contains("live since"), "{text}");
         assert!(text.contains("working on a turn, 1 message(s) waiting"), "{text}");
         assert!(text.contains("Background tasks running: 2"), "{text}");
         assert!(text.contains("$0.0123"), "{text}");
-        let idle = describe(&SessionStatus { session_id: Some("s".into()), ..SessionStatus::default() }, 0.0);
+        assert!(text.contains("Replies waiting to reach this chat: 3"), "{text}");
+        let session = SessionStatus { session_id: Some("s".into()), ..SessionStatus::default() };
+        let idle = describe(&GroupStatus { session, cost_usd: 0.0, waiting_replies: 0 });
+        assert!(!idle.contains("Replies waiting"), "{idle}");
         assert!(idle.contains("resumes the conversation"), "{idle}");
     }
 }

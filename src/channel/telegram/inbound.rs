@@ -13,10 +13,9 @@ use teloxide::types::{ChatMemberUpdated, MessageEntityKind};
 use teloxide::utils::command::BotCommands;
 
 use super::commands::{self, Cmd};
-use super::{approvals, Shared};
-use crate::domain::{Inbound, Source};
-use crate::router::Router;
-use crate::store::{GroupRecord, TelegramTarget};
+use super::{approvals, Shared, TelegramTarget};
+use crate::domain::{Inbound, Platform, Source};
+use crate::store::GroupRecord;
 
 type HandlerResult = anyhow::Result<()>;
 
@@ -114,11 +113,12 @@ impl UnknownChats {
     }
 }
 
-pub(super) async fn on_message(msg: Message, shared: Arc<Shared>, router: Router) -> HandlerResult {
+pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResult {
+    let directory = &shared.ports.directory;
     if let Some(to) = msg.migrate_to_chat_id() {
         // A group became a supergroup: same chat, new id.
         tracing::info!(from = msg.chat.id.0, to = to.0, "a Telegram group moved to a new chat id");
-        shared.store.move_telegram_chat(msg.chat.id.0, to.0).await?;
+        directory.chat_moved(Platform::Telegram, &msg.chat.id.0.to_string(), &to.0.to_string()).await?;
         return Ok(());
     }
     let Some(chat) = ChatMessage::from_telegram(&msg, &shared.me) else {
@@ -128,7 +128,7 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>, router: Router
     if command == Some(Cmd::Chatid) {
         return commands::chat_id(&shared, &chat).await;
     }
-    let Some(group) = shared.store.group_for_telegram(chat.target.chat_id, chat.target.topic_id).await? else {
+    let Some(group) = directory.group_for(&chat.target.address()).await? else {
         if shared.unknown_chats.first_sight(chat.target.chat_id) {
             tracing::warn!(
                 chat_id = chat.target.chat_id,
@@ -144,15 +144,16 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>, router: Router
     if !group.active {
         // The bot receives messages again, so it is back in the chat.
         tracing::info!(group = %group.name, "the group's Telegram chat is reachable again");
-        shared.store.set_group_active(&group.name, true, None).await?;
+        directory.set_reachable(&group.name, true, None).await?;
     }
     if let Some(cmd) = command {
-        return commands::run(&shared, &router, &group, &chat, cmd).await;
+        return commands::run(&shared, &group, &chat, cmd).await;
     }
-    let mut inbound = Inbound::new(group.name.clone(), Source::Telegram, &chat.sender_name, &chat.text);
+    let mut inbound = Inbound::new(group.name.clone(), Source::Chat(Platform::Telegram), &chat.sender_name, &chat.text);
     inbound.sender_id = chat.sender_id.map(|id| id.to_string());
     inbound.sent_at = chat.sent_at;
     inbound.reply_to = chat.reply_to.clone();
+    let router = &shared.ports.router;
     if !engages(&chat, &group, &shared.assistant) {
         router.observe(&inbound).await?;
         return Ok(());
@@ -160,7 +161,7 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>, router: Router
     if let Err(e) = router.send(inbound).await {
         tracing::error!(group = %group.name, %e, "cannot hand a message to the group's session");
         let text = format!("pincer could not take this message ({e}). Please send it again in a moment.");
-        super::outbound::say(&shared, &group, &text).await;
+        shared.ports.outbox.notice(&group.name, &text).await;
         return Ok(());
     }
     let session = router.session(&group.name).await?;
@@ -191,12 +192,15 @@ pub(super) async fn on_membership(update: ChatMemberUpdated, shared: Arc<Shared>
         return Ok(());
     }
     let present = member.is_present();
-    for group in shared.store.groups().await? {
-        if group.settings.telegram.is_some_and(|t| t.chat_id == update.chat.id.0) && group.active != present {
+    let here = TelegramTarget { chat_id: update.chat.id.0, topic_id: None }.address();
+    for group in shared.ports.directory.groups().await? {
+        let bound_here =
+            group.settings.chat.as_ref().is_some_and(|c| c.platform == here.platform && c.chat == here.chat);
+        if bound_here && group.active != present {
             let reason =
                 (!present).then(|| format!("the bot was removed from the chat by {}", update.from.full_name()));
             tracing::info!(group = %group.name, present, "the bot's membership in the group's chat changed");
-            shared.store.set_group_active(&group.name, present, reason.as_deref()).await?;
+            shared.ports.directory.set_reachable(&group.name, present, reason.as_deref()).await?;
         }
     }
     Ok(())

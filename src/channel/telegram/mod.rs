@@ -1,10 +1,12 @@
-//! The Telegram channel (teloxide): registered chats in, replies and approval
-//! prompts out. teloxide types stop here; the core sees only domain types.
+//! The Telegram channel (teloxide): registered chats in, the Telegram outbox
+//! and approval prompts out. teloxide types stop here; across the boundary
+//! this adapter speaks `ChatAddress`, `Inbound` and outbox rows.
 //!
 //! Three loops run while pincer serves Telegram:
 //! - teloxide's dispatcher (long polling or a webhook) hands each update to
 //!   [`inbound`], one worker per chat, so chats never wait for each other;
-//! - [`outbound`] delivers what the sessions say, one worker per group;
+//! - `channel::delivery` drains the Telegram outbox through [`outbound`],
+//!   one worker per chat;
 //! - [`approvals`] shows tool calls that need an admin, with buttons.
 //!
 //! Rate limits are teloxide's `Throttle` adaptor, which also waits out and
@@ -28,13 +30,14 @@ use teloxide::error_handlers::LoggingErrorHandler;
 use teloxide::prelude::*;
 use teloxide::update_listeners::{webhooks, Polling, UpdateListener};
 use teloxide::utils::command::BotCommands;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::Engine;
+use super::delivery::{self, OutboxLedger};
+use super::retry::RetryPolicy;
+use super::{ApprovalAsk, Ports};
 use crate::config::TelegramConfig;
-use crate::domain::{ApprovalRequest, Outbound};
-use crate::router::Router;
-use crate::store::{Store, TelegramTarget};
+use crate::domain::{ChatAddress, Platform};
 
 /// The bot as pincer uses it: every request goes through the rate limiter.
 type TgBot = Throttle<Bot>;
@@ -42,13 +45,43 @@ type TgBot = Throttle<Bot>;
 /// How many updates may wait for one chat's worker.
 const CHAT_QUEUE: usize = 64;
 
-/// What the handlers and delivery workers share. It holds no [`Router`]:
-/// the engine's outbox closes only when every router is gone, and delivery
-/// must keep running until then.
+/// A Telegram chat, or one forum topic of it: a [`ChatAddress`] as the Bot API takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct TelegramTarget {
+    chat_id: i64,
+    topic_id: Option<i64>,
+}
+
+impl TelegramTarget {
+    fn address(self) -> ChatAddress {
+        ChatAddress::telegram(self.chat_id, self.topic_id)
+    }
+
+    /// `None` for another platform's address, or ids that are not Telegram's.
+    fn from_address(at: &ChatAddress) -> Option<TelegramTarget> {
+        if at.platform != Platform::Telegram {
+            return None;
+        }
+        let topic_id = match &at.thread {
+            Some(thread) => Some(thread.parse().ok()?),
+            None => None,
+        };
+        Some(TelegramTarget { chat_id: at.chat.parse().ok()?, topic_id })
+    }
+
+    /// The forum topic it posts into, as the Bot API takes it. A topic id
+    /// never exceeds a message id, so one that does not fit is no topic.
+    fn thread(self) -> Option<teloxide::types::ThreadId> {
+        let topic = i32::try_from(self.topic_id?).ok()?;
+        Some(teloxide::types::ThreadId(teloxide::types::MessageId(topic)))
+    }
+}
+
+/// What the update handlers and the approval loop share.
 struct Shared {
     bot: TgBot,
     me: teloxide::types::Me,
-    store: Store,
+    ports: Ports,
     assistant: String,
     approvals: approvals::Waiting,
     typing: typing::Typing,
@@ -58,14 +91,11 @@ struct Shared {
 /// A connected bot, ready to serve.
 pub struct Telegram {
     shared: Arc<Shared>,
-    router: Router,
-    outbound: async_channel::Receiver<Outbound>,
-    approvals: async_channel::Receiver<ApprovalRequest>,
 }
 
 impl Telegram {
     /// Checks the token with `getMe` and registers the bot's commands.
-    pub async fn connect(config: &TelegramConfig, engine: &Engine, assistant: &str) -> anyhow::Result<Telegram> {
+    pub async fn connect(config: &TelegramConfig, ports: Ports, assistant: &str) -> anyhow::Result<Telegram> {
         let token = config.token.as_ref().context("[telegram] token is not set")?;
         let mut bot = Bot::new(token.expose());
         if let Some(url) = &config.api_url {
@@ -93,18 +123,13 @@ impl Telegram {
         let shared = Arc::new(Shared {
             bot,
             me,
-            store: engine.store.clone(),
+            ports,
             assistant: assistant.to_owned(),
             approvals: approvals::Waiting::default(),
             typing: typing::Typing::default(),
             unknown_chats: inbound::UnknownChats::default(),
         });
-        Ok(Telegram {
-            shared,
-            router: engine.router.clone(),
-            outbound: engine.outbound.clone(),
-            approvals: engine.approvals.clone(),
-        })
+        Ok(Telegram { shared })
     }
 
     /// The bot's @username.
@@ -112,20 +137,29 @@ impl Telegram {
         self.shared.me.username()
     }
 
-    /// Serves until `shutdown`: updates in, replies and approvals out. After
-    /// shutdown it stops taking updates, then delivers what the sessions still
-    /// say while they close, until the engine's outbox closes.
-    pub async fn serve(self, config: TelegramConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let Telegram { shared, router, outbound, approvals } = self;
-        let delivery = tokio::spawn(outbound::run(shared.clone(), outbound));
-        let asking = tokio::spawn(approvals::run(shared.clone(), approvals, shutdown.clone()));
+    /// Serves until `shutdown`: updates in, the outbox and approvals out.
+    /// Updates stop at `shutdown`; delivery goes on until `stop_delivery`, so
+    /// what the sessions say while they close still goes out.
+    pub async fn serve(
+        self,
+        config: TelegramConfig,
+        asks: mpsc::Receiver<ApprovalAsk>,
+        retry: RetryPolicy,
+        shutdown: CancellationToken,
+        stop_delivery: CancellationToken,
+    ) -> anyhow::Result<()> {
+        let Telegram { shared } = self;
+        let sender = Arc::new(outbound::Sender { bot: shared.bot.clone() });
+        let ledger = OutboxLedger { outbox: shared.ports.outbox.clone(), directory: shared.ports.directory.clone() };
+        let delivery = tokio::spawn(delivery::run(sender, ledger, retry, stop_delivery));
+        let asking = tokio::spawn(approvals::run(shared.clone(), asks, shutdown.clone()));
 
         let handler = dptree::entry()
             .branch(Update::filter_message().endpoint(inbound::on_message))
             .branch(Update::filter_callback_query().endpoint(inbound::on_callback))
             .branch(Update::filter_my_chat_member().endpoint(inbound::on_membership));
         let mut dispatcher = Dispatcher::builder(shared.bot.clone(), handler)
-            .dependencies(dptree::deps![shared.clone(), router])
+            .dependencies(dptree::deps![shared.clone()])
             .default_handler(|update| async move { tracing::trace!(?update, "ignored an update") })
             .error_handler(LoggingErrorHandler::with_custom_text("a Telegram update handler failed"))
             .worker_queue_size(CHAT_QUEUE)
@@ -150,7 +184,6 @@ impl Telegram {
             }
         };
         stopper.abort();
-        // The dispatcher held routers; dropping it lets the outbox close once the sessions are done.
         drop(dispatcher);
         if !shutdown.is_cancelled() {
             tracing::error!("Telegram updates stopped unexpectedly; pincer keeps delivering replies");
@@ -160,13 +193,6 @@ impl Telegram {
         shared.typing.stop_all();
         result
     }
-}
-
-/// The forum topic a target posts into, as the Bot API takes it. A topic id
-/// never exceeds a message id, so one that does not fit is no topic.
-fn thread_of(target: TelegramTarget) -> Option<teloxide::types::ThreadId> {
-    let topic = i32::try_from(target.topic_id?).ok()?;
-    Some(teloxide::types::ThreadId(teloxide::types::MessageId(topic)))
 }
 
 async fn dispatch<L>(

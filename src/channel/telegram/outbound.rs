@@ -1,105 +1,84 @@
-//! Delivery to Telegram: what the sessions say goes to each group's chat (and
-//! forum topic), rendered from Markdown and split to Telegram's limit, in
-//! order within a group and concurrently across groups.
+//! Sending to Telegram: outbox messages rendered from Markdown and split to
+//! Telegram's limit ([`Sender`] is this platform's [`Deliver`]), and the
+//! direct posts that are not outbox messages (approval prompts, `/chatid` in
+//! a chat that has no group).
 //!
-//! A chat the bot has lost (blocked, kicked, deleted) marks its group inactive
-//! instead of failing on every reply; the replies stay in the store.
-
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
+//! Every Bot API error is sorted here into what delivery does next: try again
+//! (network, 5xx, `RetryAfter`), pause the group (the bot lost the chat),
+//! follow the chat (a group became a supergroup), or give the message up.
 
 use teloxide::prelude::*;
 use teloxide::types::{InlineKeyboardMarkup, MessageId, ParseMode};
 use teloxide::{ApiError, RequestError};
-use tokio::sync::mpsc;
-use tokio_util::task::TaskTracker;
 
 use super::format::{self, Chunk};
-use super::Shared;
-use crate::domain::{GroupName, Outbound, OutboundKind};
-use crate::store::{GroupRecord, TelegramTarget};
+use super::{TelegramTarget, TgBot};
+use crate::channel::{Deliver, DeliveryError};
+use crate::domain::{ChatAddress, OutboundKind, Platform};
 
-/// How many replies may wait for one group's delivery worker.
-const GROUP_QUEUE: usize = 32;
-/// Sends retried after a network error, with a growing pause.
-const NETWORK_RETRIES: u32 = 4;
+/// Delivers the Telegram outbox.
+pub(super) struct Sender {
+    pub bot: TgBot,
+}
 
-/// Hands each reply to its group's worker until the engine's outbox closes,
-/// then waits for the workers to finish what they hold.
-pub(super) async fn run(shared: Arc<Shared>, outbound: async_channel::Receiver<Outbound>) {
-    let mut workers: HashMap<GroupName, mpsc::Sender<Outbound>> = HashMap::new();
-    let tracker = TaskTracker::new();
-    while let Ok(out) = outbound.recv().await {
-        let worker = workers.entry(out.group.clone()).or_insert_with(|| {
-            let (tx, rx) = mpsc::channel(GROUP_QUEUE);
-            tracker.spawn(group_worker(shared.clone(), rx));
-            tx
-        });
-        if worker.send(out).await.is_err() {
-            tracing::error!("a Telegram delivery worker stopped; a reply was stored but not sent");
+impl Deliver for Sender {
+    type Part = Chunk;
+    const PLATFORM: Platform = Platform::Telegram;
+
+    fn parts(&self, kind: OutboundKind, text: &str) -> Vec<Chunk> {
+        format::render(&decorate(kind, text))
+    }
+
+    async fn send(&self, to: &ChatAddress, part: &Chunk) -> Result<(), DeliveryError> {
+        let Some(target) = TelegramTarget::from_address(to) else {
+            return Err(DeliveryError::Rejected(format!("{to} is not a Telegram chat id")));
+        };
+        match send_chunk(&self.bot, target, part, None).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(classify(e, target)),
         }
     }
-    drop(workers);
-    tracker.close();
-    tracker.wait().await;
 }
 
-async fn group_worker(shared: Arc<Shared>, mut replies: mpsc::Receiver<Outbound>) {
-    while let Some(out) = replies.recv().await {
-        let group = match shared.store.group(out.group.as_str()).await {
-            Ok(group) => group,
-            Err(e) => {
-                tracing::error!(group = %out.group, %e, "cannot look up the group of a reply");
-                continue;
-            }
-        };
-        let text = match out.kind {
-            OutboundKind::Reply => out.text,
-            OutboundKind::Error => format!("⚠️ {}", out.text),
-            OutboundKind::Notice => format!("ℹ️ {}", out.text),
-        };
-        say(&shared, &group, &text).await;
+/// How a kind of message looks in the chat.
+fn decorate(kind: OutboundKind, text: &str) -> String {
+    match kind {
+        OutboundKind::Reply | OutboundKind::Answer => text.to_owned(),
+        OutboundKind::Error => format!("⚠️ {text}"),
+        OutboundKind::Notice => format!("ℹ️ {text}"),
     }
 }
 
-/// Sends `markdown` to a group's chat, if it has one the bot can still reach.
-pub(super) async fn say(shared: &Shared, group: &GroupRecord, markdown: &str) {
-    let Some(target) = group.settings.telegram else {
-        tracing::debug!(group = %group.name, "the group has no Telegram chat; the reply stays in the store");
-        return;
-    };
-    if !group.active {
-        tracing::warn!(group = %group.name, reason = ?group.inactive_reason, "the group's chat is gone; the reply stays in the store");
-        return;
-    }
-    match send(shared, target, markdown, None).await {
-        Ok(_) => {}
-        Err(RequestError::MigrateToChatId(to)) => {
-            tracing::info!(group = %group.name, to = to.0, "the group's chat became a supergroup; following it");
-            if let Err(e) = shared.store.move_telegram_chat(target.chat_id, to.0).await {
-                tracing::error!(group = %group.name, %e, "cannot store the group's new chat id");
-            }
-            let moved = TelegramTarget { chat_id: to.0, ..target };
-            if let Err(e) = send(shared, moved, markdown, None).await {
-                lost_chat(shared, group, &e).await;
-            }
+/// What delivery does about a failed send.
+fn classify(e: RequestError, target: TelegramTarget) -> DeliveryError {
+    match e {
+        RequestError::MigrateToChatId(to) => DeliveryError::Moved(TelegramTarget { chat_id: to.0, ..target }.address()),
+        RequestError::RetryAfter(after) => {
+            DeliveryError::Transient { why: e.to_string(), retry_after: Some(after.duration()) }
         }
-        Err(e) => lost_chat(shared, group, &e).await,
+        RequestError::Network(_) | RequestError::Io(_) => DeliveryError::transient(e.to_string()),
+        ref gone if chat_is_gone(gone) => DeliveryError::ChatGone(e.to_string()),
+        // teloxide reports an answer it cannot parse (a proxy's HTML error
+        // page for a 502) as InvalidJson: a passing failure, not ours.
+        RequestError::InvalidJson { .. } => DeliveryError::transient(e.to_string()),
+        RequestError::Api(ApiError::Unknown(ref text)) if is_server_side(text) => {
+            DeliveryError::transient(e.to_string())
+        }
+        other => DeliveryError::Rejected(other.to_string()),
     }
 }
 
-/// Sends `markdown` to a chat (registered or not); failures are only logged.
-pub(super) async fn say_to(shared: &Shared, target: TelegramTarget, markdown: &str) {
-    if let Err(e) = send(shared, target, markdown, None).await {
-        tracing::warn!(chat_id = target.chat_id, %e, "cannot answer in a Telegram chat");
-    }
+/// Error descriptions of Telegram's own trouble (it answers 5xx with JSON too).
+fn is_server_side(description: &str) -> bool {
+    ["Internal Server Error", "Bad Gateway", "Service Unavailable", "Gateway Timeout"]
+        .iter()
+        .any(|s| description.contains(s))
 }
 
-/// Sends `markdown` as one or more messages; `keyboard` goes on the last one.
-/// Returns the id of the last message sent.
-pub(super) async fn send(
-    shared: &Shared,
+/// Posts `markdown` now, outside the outbox (a prompt with buttons; a chat
+/// with no group). Returns the id of the last message sent.
+pub(super) async fn post(
+    bot: &TgBot,
     target: TelegramTarget,
     markdown: &str,
     keyboard: Option<InlineKeyboardMarkup>,
@@ -109,26 +88,26 @@ pub(super) async fn send(
     let mut last = None;
     for (i, chunk) in chunks.into_iter().enumerate() {
         let markup = if i + 1 == count { keyboard.clone() } else { None };
-        last = Some(send_chunk(shared, target, &chunk, markup).await?);
+        last = Some(send_chunk(bot, target, &chunk, markup).await?);
     }
     Ok(last)
 }
 
+/// Sends one chunk, once; as plain text if Telegram rejects our HTML.
 async fn send_chunk(
-    shared: &Shared,
+    bot: &TgBot,
     target: TelegramTarget,
     chunk: &Chunk,
     keyboard: Option<InlineKeyboardMarkup>,
 ) -> Result<MessageId, RequestError> {
-    let mut attempt = 0;
     let mut html = true;
     loop {
         let text = if html { &chunk.html } else { &chunk.plain };
-        let mut request = shared.bot.send_message(ChatId(target.chat_id), text.clone());
+        let mut request = bot.send_message(ChatId(target.chat_id), text.clone());
         if html {
             request = request.parse_mode(ParseMode::Html);
         }
-        if let Some(thread) = super::thread_of(target) {
+        if let Some(thread) = target.thread() {
             request = request.message_thread_id(thread);
         }
         if let Some(markup) = keyboard.clone() {
@@ -141,18 +120,13 @@ async fn send_chunk(
                 tracing::warn!(chat_id = target.chat_id, %why, "Telegram rejected the formatting; sending plain text");
                 html = false;
             }
-            Err(RequestError::Network(e)) if attempt < NETWORK_RETRIES => {
-                attempt += 1;
-                tracing::warn!(chat_id = target.chat_id, %e, attempt, "sending to Telegram failed; retrying");
-                tokio::time::sleep(Duration::from_millis(500) * 2u32.pow(attempt)).await;
-            }
             Err(e) => return Err(e),
         }
     }
 }
 
 /// Whether an error means the bot can no longer post in the chat.
-pub(super) fn chat_is_gone(e: &RequestError) -> bool {
+fn chat_is_gone(e: &RequestError) -> bool {
     match e {
         RequestError::Api(api) => match api {
             ApiError::BotBlocked
@@ -170,30 +144,53 @@ pub(super) fn chat_is_gone(e: &RequestError) -> bool {
     }
 }
 
-/// Handles a failed send: a lost chat deactivates its group, anything else is logged.
-async fn lost_chat(shared: &Shared, group: &GroupRecord, e: &RequestError) {
-    if chat_is_gone(e) {
-        tracing::warn!(group = %group.name, %e, "the bot lost the group's Telegram chat; marking the group inactive");
-        if let Err(e) = shared.store.set_group_active(&group.name, false, Some(&e.to_string())).await {
-            tracing::error!(group = %group.name, %e, "cannot mark the group inactive");
-        }
-    } else {
-        tracing::error!(group = %group.name, %e, "cannot send a reply to Telegram; it stays in the store");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const AT: TelegramTarget = TelegramTarget { chat_id: -5, topic_id: Some(7) };
+
+    fn kind(e: RequestError) -> &'static str {
+        match classify(e, AT) {
+            DeliveryError::Transient { .. } => "transient",
+            DeliveryError::ChatGone(_) => "gone",
+            DeliveryError::Moved(_) => "moved",
+            DeliveryError::Rejected(_) => "rejected",
+        }
+    }
+
     #[test]
     fn lost_chats_are_told_apart_from_passing_trouble() {
-        assert!(chat_is_gone(&RequestError::Api(ApiError::BotBlocked)));
-        assert!(chat_is_gone(&RequestError::Api(ApiError::BotKickedFromSupergroup)));
-        assert!(chat_is_gone(&RequestError::Api(ApiError::Unknown(
-            "Forbidden: bot was kicked from the group chat".into()
-        ))));
-        assert!(!chat_is_gone(&RequestError::Api(ApiError::MessageIsTooLong)));
-        assert!(!chat_is_gone(&RequestError::RetryAfter(teloxide::types::Seconds::from_seconds(3))));
+        assert_eq!(kind(RequestError::Api(ApiError::BotBlocked)), "gone");
+        assert_eq!(kind(RequestError::Api(ApiError::BotKickedFromSupergroup)), "gone");
+        assert_eq!(
+            kind(RequestError::Api(ApiError::Unknown("Forbidden: bot was kicked from the group chat".into()))),
+            "gone"
+        );
+        assert_eq!(kind(RequestError::Api(ApiError::MessageIsTooLong)), "rejected");
+        assert_eq!(kind(RequestError::Api(ApiError::Unknown("Bad Gateway".into()))), "transient");
+        assert_eq!(kind(RequestError::Io(std::io::Error::other("reset").into())), "transient");
+        let after = RequestError::RetryAfter(teloxide::types::Seconds::from_seconds(3));
+        assert_eq!(
+            classify(after, AT),
+            DeliveryError::Transient {
+                why: "Retry after 3s".into(),
+                retry_after: Some(std::time::Duration::from_secs(3))
+            }
+        );
+    }
+
+    #[test]
+    fn a_migrated_chat_keeps_its_topic() {
+        let moved = classify(RequestError::MigrateToChatId(ChatId(-1_005)), AT);
+        assert_eq!(moved, DeliveryError::Moved(ChatAddress::telegram(-1_005, Some(7))));
+    }
+
+    #[test]
+    fn notices_and_errors_are_marked_and_replies_are_not() {
+        assert_eq!(decorate(OutboundKind::Reply, "hi"), "hi");
+        assert_eq!(decorate(OutboundKind::Answer, "Session: live"), "Session: live");
+        assert_eq!(decorate(OutboundKind::Error, "x"), "⚠️ x");
+        assert_eq!(decorate(OutboundKind::Notice, "x"), "ℹ️ x");
     }
 }

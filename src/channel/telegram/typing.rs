@@ -10,10 +10,9 @@ use teloxide::prelude::*;
 use teloxide::types::ChatAction;
 use tokio::task::JoinHandle;
 
-use super::TgBot;
+use super::{TelegramTarget, TgBot};
 use crate::domain::GroupName;
 use crate::session::SessionHandle;
-use crate::store::TelegramTarget;
 
 /// How often the action is repeated (Telegram shows it for ~5 s).
 const REPEAT: Duration = Duration::from_secs(4);
@@ -42,7 +41,7 @@ impl Typing {
 async fn indicate(bot: TgBot, target: TelegramTarget, mut session: SessionHandle) {
     while session.turn_in_progress() {
         let mut action = bot.send_chat_action(ChatId(target.chat_id), ChatAction::Typing);
-        if let Some(thread) = super::thread_of(target) {
+        if let Some(thread) = target.thread() {
             action = action.message_thread_id(thread);
         }
         if let Err(e) = action.await {

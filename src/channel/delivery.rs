@@ -1,0 +1,276 @@
+//! Delivery: drains a platform's outbox into its chats.
+//!
+//! One worker per chat sends that chat's rows oldest first, part by part,
+//! recording each part as it lands, so a restart goes on after the last part
+//! that reached the chat and never sends one twice (the one exception: pincer
+//! dies after the platform took a part and before it was recorded).
+//! Chats do not wait for each other. Passing failures are retried for as long
+//! as they last ([`RetryPolicy`]); a chat that is gone pauses its group; a
+//! message the platform refuses for good is marked failed and the next goes on.
+//!
+//! Work is found in the store, not in memory: the workers are woken when
+//! something is written and rescan now and then, so rows left by a previous
+//! pincer (even one killed mid-send) are delivered too.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::retry::RetryPolicy;
+use super::{Deliver, DeliveryError, Directory};
+use crate::domain::{ChatAddress, GroupName, Platform};
+use crate::outbox::Outbox;
+use crate::store::{OutboxId, OutboxRow, StoreError};
+
+/// How often the outbox is read again without being woken: catches rows
+/// written by another process, and a chat whose group came back.
+const RESCAN: Duration = Duration::from_secs(5);
+
+/// Where delivery reads its work and records its progress: the outbox and the
+/// group directory in pincer, a fake in the unit tests.
+pub trait Ledger: Clone + Send + Sync + 'static {
+    fn waiting_chats(&self, platform: Platform) -> impl Future<Output = Result<Vec<ChatAddress>, StoreError>> + Send;
+    fn next(&self, to: &ChatAddress) -> impl Future<Output = Result<Option<OutboxRow>, StoreError>> + Send;
+    fn parts_done(&self, id: OutboxId, parts: u32) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn delivered(&self, id: OutboxId, parts: u32) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn attempt_failed(&self, id: OutboxId, why: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn failed(&self, id: OutboxId, why: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn chat_gone(&self, group: &GroupName, why: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn chat_moved(&self, from: &ChatAddress, to: &ChatAddress) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Changes when there may be new work.
+    fn subscribe(&self) -> watch::Receiver<u64>;
+}
+
+/// The real ledger: the store's outbox and group directory.
+#[derive(Clone, Debug)]
+pub struct OutboxLedger {
+    pub outbox: Outbox,
+    pub directory: Directory,
+}
+
+impl Ledger for OutboxLedger {
+    async fn waiting_chats(&self, platform: Platform) -> Result<Vec<ChatAddress>, StoreError> {
+        self.outbox.waiting_chats(platform).await
+    }
+    async fn next(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        self.outbox.next(to).await
+    }
+    async fn parts_done(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
+        self.outbox.parts_done(id, parts).await
+    }
+    async fn delivered(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
+        self.outbox.delivered(id, parts).await
+    }
+    async fn attempt_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
+        self.outbox.attempt_failed(id, why).await
+    }
+    async fn failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
+        self.outbox.failed(id, why).await
+    }
+    async fn chat_gone(&self, group: &GroupName, why: &str) -> Result<(), StoreError> {
+        self.directory.set_reachable(group, false, Some(why)).await
+    }
+    async fn chat_moved(&self, from: &ChatAddress, to: &ChatAddress) -> Result<(), StoreError> {
+        self.directory.chat_moved(from.platform, &from.chat, &to.chat).await
+    }
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.outbox.subscribe()
+    }
+}
+
+/// Delivers `D::PLATFORM`'s outbox until `stop`. A send in flight when
+/// `stop` comes is abandoned; its row stays queued for the next run.
+pub async fn run<D: Deliver, L: Ledger>(adapter: Arc<D>, ledger: L, policy: RetryPolicy, stop: CancellationToken) {
+    let mut written = ledger.subscribe();
+    let mut workers: HashMap<ChatAddress, Arc<Notify>> = HashMap::new();
+    let tracker = TaskTracker::new();
+    loop {
+        match ledger.waiting_chats(D::PLATFORM).await {
+            Ok(chats) => {
+                for chat in chats {
+                    let wake = workers.entry(chat.clone()).or_insert_with(|| {
+                        let wake = Arc::new(Notify::new());
+                        let worker = Worker {
+                            adapter: adapter.clone(),
+                            ledger: ledger.clone(),
+                            policy,
+                            stop: stop.clone(),
+                            to: chat,
+                        };
+                        tracker.spawn(worker.run(wake.clone()));
+                        wake
+                    });
+                    // Stores a permit when the worker is busy: it looks again when done.
+                    wake.notify_one();
+                }
+            }
+            Err(e) => tracing::error!(platform = %D::PLATFORM, %e, "cannot read the outbox; trying again"),
+        }
+        tokio::select! {
+            changed = written.changed() => if changed.is_err() { written = ledger.subscribe() },
+            _ = tokio::time::sleep(RESCAN) => {}
+            _ = stop.cancelled() => break,
+        }
+    }
+    tracker.close();
+    tracker.wait().await;
+}
+
+/// What became of a row.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    /// Done with it (delivered or failed for good): on to the next.
+    Next,
+    /// The chat is gone or moved: wait to be woken.
+    Pause,
+    Stop,
+}
+
+/// Delivers one chat's rows, in order.
+struct Worker<D, L> {
+    adapter: Arc<D>,
+    ledger: L,
+    policy: RetryPolicy,
+    stop: CancellationToken,
+    to: ChatAddress,
+}
+
+impl<D: Deliver, L: Ledger> Worker<D, L> {
+    async fn run(self, wake: Arc<Notify>) {
+        loop {
+            tokio::select! {
+                _ = wake.notified() => {}
+                _ = self.stop.cancelled() => return,
+            }
+            if self.drain().await == Flow::Stop {
+                return;
+            }
+        }
+    }
+
+    /// Delivers rows until none is left (or the chat pauses).
+    async fn drain(&self) -> Flow {
+        let mut store_failures = 0;
+        loop {
+            let row = match self.ledger.next(&self.to).await {
+                Ok(Some(row)) => row,
+                Ok(None) => return Flow::Pause,
+                Err(e) => {
+                    store_failures += 1;
+                    tracing::error!(chat = %self.to, %e, "cannot read the outbox; trying again");
+                    if !self.nap(self.policy.pause(store_failures, None)).await {
+                        return Flow::Stop;
+                    }
+                    continue;
+                }
+            };
+            store_failures = 0;
+            match self.deliver(row).await {
+                Flow::Next => {}
+                other => return other,
+            }
+        }
+    }
+
+    /// Sends the row's parts that are not in the chat yet.
+    async fn deliver(&self, row: OutboxRow) -> Flow {
+        let parts = self.adapter.parts(row.kind, &row.text);
+        let total = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+        let mut done = row.parts_done.min(total);
+        let mut failures = 0;
+        while let Some(part) = parts.get(done as usize) {
+            let sent = tokio::select! {
+                sent = self.adapter.send(&row.to, part) => sent,
+                _ = self.stop.cancelled() => return Flow::Stop,
+            };
+            match sent {
+                Ok(()) => {
+                    done += 1;
+                    failures = 0;
+                    if done < total && !self.record(|| self.ledger.parts_done(row.id, done)).await {
+                        return Flow::Stop;
+                    }
+                }
+                Err(DeliveryError::Transient { why, retry_after }) => {
+                    failures += 1;
+                    let pause = self.policy.pause(failures, retry_after);
+                    tracing::warn!(
+                        chat = %self.to, group = %row.group, part = done + 1, parts = total, failures, %why,
+                        "sending to the chat failed; trying again in {}", humantime::format_duration(pause)
+                    );
+                    if let Err(e) = self.ledger.attempt_failed(row.id, &why).await {
+                        tracing::error!(chat = %self.to, %e, "cannot record a failed delivery");
+                    }
+                    if !self.nap(pause).await {
+                        return Flow::Stop;
+                    }
+                }
+                Err(DeliveryError::ChatGone(why)) => {
+                    tracing::warn!(chat = %self.to, group = %row.group, %why, "the bot lost the group's chat; its replies wait until it is back");
+                    let _ = self.ledger.attempt_failed(row.id, &why).await;
+                    if let Err(e) = self.ledger.chat_gone(&row.group, &why).await {
+                        tracing::error!(group = %row.group, %e, "cannot mark the group inactive");
+                    }
+                    return Flow::Pause;
+                }
+                Err(DeliveryError::Moved(to)) => {
+                    tracing::info!(from = %self.to, %to, group = %row.group, "the chat moved; its replies follow");
+                    if !self.record(|| self.ledger.chat_moved(&self.to, &to)).await {
+                        return Flow::Stop;
+                    }
+                    return Flow::Pause;
+                }
+                Err(DeliveryError::Rejected(why)) => {
+                    tracing::error!(chat = %self.to, group = %row.group, %why, "the chat refused a message for good; it is marked failed");
+                    let ok = self.record(|| self.ledger.failed(row.id, &why)).await;
+                    return if ok { Flow::Next } else { Flow::Stop };
+                }
+            }
+        }
+        if !self.record(|| self.ledger.delivered(row.id, total)).await {
+            return Flow::Stop;
+        }
+        if row.attempts > 0 || failures > 0 {
+            tracing::info!(chat = %self.to, group = %row.group, "delivered after earlier failures");
+        }
+        Flow::Next
+    }
+
+    /// Records progress, trying until the store takes it: a part counted as
+    /// not sent would be sent again. False when stopped first.
+    async fn record<F, Fut>(&self, write: F) -> bool
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<(), StoreError>>,
+    {
+        let mut failures = 0;
+        loop {
+            match write().await {
+                Ok(()) => return true,
+                Err(e) => {
+                    failures += 1;
+                    tracing::error!(chat = %self.to, %e, "cannot record a delivery; trying again");
+                    if !self.nap(self.policy.pause(failures, None)).await {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sleeps; false when stopped first.
+    async fn nap(&self, pause: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => true,
+            _ = self.stop.cancelled() => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,332 @@
+//! Delivery's states and retries with paused time: a scripted platform and an
+//! in-memory ledger, driven through the same `run` pincer uses.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Mutex;
+
+use tokio::time::Instant;
+
+use super::*;
+use crate::domain::OutboundKind;
+use crate::store::DeliveryState;
+
+/// A platform whose parts are the `|`-separated pieces of the text, and whose
+/// sends answer from a script (then succeed).
+#[derive(Default)]
+struct Scripted {
+    script: Mutex<VecDeque<Result<(), DeliveryError>>>,
+    /// Every try: when, where, which part, and whether it landed.
+    tries: Mutex<Vec<(Instant, ChatAddress, String, bool)>>,
+    /// Sends to this part never answer.
+    hang_on: Mutex<Option<String>>,
+}
+
+impl Scripted {
+    fn answer(&self, outcomes: impl IntoIterator<Item = Result<(), DeliveryError>>) {
+        self.script.lock().unwrap().extend(outcomes);
+    }
+
+    /// The parts that reached a chat, in order.
+    fn landed(&self) -> Vec<String> {
+        self.tries.lock().unwrap().iter().filter(|t| t.3).map(|t| t.2.clone()).collect()
+    }
+
+    /// The pauses between consecutive tries, in whole seconds.
+    fn gaps(&self) -> Vec<u64> {
+        let tries = self.tries.lock().unwrap();
+        tries.windows(2).map(|w| (w[1].0 - w[0].0).as_secs()).collect()
+    }
+}
+
+impl Deliver for Scripted {
+    type Part = String;
+    const PLATFORM: Platform = Platform::Telegram;
+
+    fn parts(&self, _kind: OutboundKind, text: &str) -> Vec<String> {
+        text.split('|').map(str::to_owned).collect()
+    }
+
+    async fn send(&self, to: &ChatAddress, part: &String) -> Result<(), DeliveryError> {
+        if self.hang_on.lock().unwrap().as_deref() == Some(part.as_str()) {
+            std::future::pending::<()>().await;
+        }
+        let outcome = self.script.lock().unwrap().pop_front().unwrap_or(Ok(()));
+        self.tries.lock().unwrap().push((Instant::now(), to.clone(), part.clone(), outcome.is_ok()));
+        outcome
+    }
+}
+
+/// The outbox and directory, in memory.
+#[derive(Clone)]
+struct Memory {
+    state: Arc<Mutex<MemoryState>>,
+    written: Arc<watch::Sender<u64>>,
+}
+
+#[derive(Default)]
+struct MemoryState {
+    rows: Vec<OutboxRow>,
+    inactive: HashSet<GroupName>,
+    /// What delivery recorded, in order, e.g. `parts 1/1`, `delivered 1`.
+    log: Vec<String>,
+}
+
+impl Memory {
+    fn new() -> Memory {
+        Memory { state: Arc::default(), written: Arc::new(watch::channel(0).0) }
+    }
+
+    fn add(&self, group: &str, chat: i64, text: &str) -> OutboxId {
+        let mut state = self.state.lock().unwrap();
+        let id = OutboxId(state.rows.len() as i64 + 1);
+        state.rows.push(OutboxRow {
+            id,
+            group: group.parse().unwrap(),
+            at_us: 0,
+            kind: OutboundKind::Reply,
+            text: text.to_owned(),
+            to: ChatAddress::telegram(chat, None),
+            state: DeliveryState::Queued,
+            parts_done: 0,
+            attempts: 0,
+            last_error: None,
+        });
+        drop(state);
+        self.written.send_modify(|n| *n += 1);
+        id
+    }
+
+    fn row(&self, id: OutboxId) -> OutboxRow {
+        self.state.lock().unwrap().rows.iter().find(|r| r.id == id).unwrap().clone()
+    }
+
+    fn log(&self) -> Vec<String> {
+        self.state.lock().unwrap().log.clone()
+    }
+
+    fn reactivate(&self, group: &str) {
+        self.state.lock().unwrap().inactive.remove(&group.parse::<GroupName>().unwrap());
+        self.written.send_modify(|n| *n += 1);
+    }
+
+    fn update(&self, id: OutboxId, note: String, change: impl FnOnce(&mut OutboxRow)) {
+        let mut state = self.state.lock().unwrap();
+        state.log.push(note);
+        change(state.rows.iter_mut().find(|r| r.id == id).unwrap());
+    }
+
+    fn deliverable(&self, row: &OutboxRow) -> bool {
+        row.state == DeliveryState::Queued && !self.state.lock().unwrap().inactive.contains(&row.group)
+    }
+}
+
+impl Ledger for Memory {
+    async fn waiting_chats(&self, _platform: Platform) -> Result<Vec<ChatAddress>, StoreError> {
+        let rows = self.state.lock().unwrap().rows.clone();
+        let mut chats: Vec<ChatAddress> = rows.iter().filter(|r| self.deliverable(r)).map(|r| r.to.clone()).collect();
+        chats.dedup();
+        Ok(chats)
+    }
+    async fn next(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        let rows = self.state.lock().unwrap().rows.clone();
+        Ok(rows.into_iter().find(|r| &r.to == to && self.deliverable(r)))
+    }
+    async fn parts_done(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
+        self.update(id, format!("{} parts {parts}", id.0), |r| r.parts_done = parts);
+        Ok(())
+    }
+    async fn delivered(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
+        self.update(id, format!("{} delivered {parts}", id.0), |r| {
+            r.parts_done = parts;
+            r.state = DeliveryState::Delivered;
+        });
+        Ok(())
+    }
+    async fn attempt_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
+        self.update(id, format!("{} attempt failed: {why}", id.0), |r| {
+            r.attempts += 1;
+            r.last_error = Some(why.to_owned());
+        });
+        Ok(())
+    }
+    async fn failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
+        self.update(id, format!("{} failed: {why}", id.0), |r| r.state = DeliveryState::Failed);
+        Ok(())
+    }
+    async fn chat_gone(&self, group: &GroupName, why: &str) -> Result<(), StoreError> {
+        let mut state = self.state.lock().unwrap();
+        state.log.push(format!("{group} gone: {why}"));
+        state.inactive.insert(group.clone());
+        Ok(())
+    }
+    async fn chat_moved(&self, from: &ChatAddress, to: &ChatAddress) -> Result<(), StoreError> {
+        let mut state = self.state.lock().unwrap();
+        state.log.push(format!("moved {} -> {}", from.chat, to.chat));
+        for row in state.rows.iter_mut().filter(|r| &r.to == from) {
+            row.to = to.clone();
+        }
+        drop(state);
+        self.written.send_modify(|n| *n += 1);
+        Ok(())
+    }
+    fn subscribe(&self) -> watch::Receiver<u64> {
+        self.written.subscribe()
+    }
+}
+
+const POLICY: RetryPolicy = RetryPolicy { first: Duration::from_secs(1), cap: Duration::from_secs(60) };
+
+fn start(adapter: &Arc<Scripted>, ledger: &Memory) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(run(adapter.clone(), ledger.clone(), POLICY, stop.clone()));
+    (stop, task)
+}
+
+/// Lets (paused) time pass until `done` holds; panics after a simulated day.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(86_400);
+    while !done() {
+        assert!(Instant::now() < give_up, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn transient(why: &str) -> Result<(), DeliveryError> {
+    Err(DeliveryError::transient(why))
+}
+
+#[tokio::test(start_paused = true)]
+async fn passing_failures_are_retried_with_doubling_pauses_until_the_part_lands() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer([transient("502"), transient("502"), transient("reset"), Ok(())]);
+    let id = ledger.add("team", -1, "hello");
+    let (stop, task) = start(&adapter, &ledger);
+
+    until("delivered", || ledger.row(id).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.landed(), ["hello"], "sent once it worked, and only once");
+    assert_eq!(adapter.gaps(), [1, 2, 4]);
+    let row = ledger.row(id);
+    assert_eq!((row.attempts, row.last_error.as_deref()), (3, Some("reset")));
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_outage_is_waited_out_with_pauses_capped_and_nothing_dropped() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer(std::iter::repeat_with(|| transient("503")).take(12));
+    let first = ledger.add("team", -1, "first");
+    let second = ledger.add("team", -1, "second");
+    let (stop, task) = start(&adapter, &ledger);
+
+    until("both delivered", || ledger.row(second).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.landed(), ["first", "second"], "in order, after the outage");
+    assert_eq!(adapter.gaps()[..12], [1, 2, 4, 8, 16, 32, 60, 60, 60, 60, 60, 60]);
+    assert_eq!(ledger.row(first).attempts, 12);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_platform_asking_to_wait_is_obeyed() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    let asked = DeliveryError::Transient { why: "429".into(), retry_after: Some(Duration::from_secs(17)) };
+    adapter.answer([Err(asked)]);
+    let id = ledger.add("team", -1, "hi");
+    let (stop, task) = start(&adapter, &ledger);
+    until("delivered", || ledger.row(id).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.gaps(), [17]);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_message_cut_midway_goes_on_from_the_part_that_failed() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer([Ok(()), transient("reset"), transient("reset")]);
+    let id = ledger.add("team", -1, "one|two|three");
+    let (stop, task) = start(&adapter, &ledger);
+    until("delivered", || ledger.row(id).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.landed(), ["one", "two", "three"], "no part twice, none lost");
+    assert_eq!(
+        ledger.log(),
+        ["1 parts 1", "1 attempt failed: reset", "1 attempt failed: reset", "1 parts 2", "1 delivered 3"]
+    );
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn delivery_after_a_restart_skips_the_parts_already_in_the_chat() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    let id = ledger.add("team", -1, "one|two|three");
+    ledger.update(id, "left by the previous pincer".into(), |r| r.parts_done = 2);
+    let (stop, task) = start(&adapter, &ledger);
+    until("delivered", || ledger.row(id).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.landed(), ["three"]);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_chat_pauses_its_group_until_it_is_back_and_other_chats_go_on() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer([Err(DeliveryError::ChatGone("bot was kicked".into()))]);
+    let kicked = ledger.add("team", -1, "to the lost chat");
+    let later = ledger.add("team", -1, "later");
+    let (stop, task) = start(&adapter, &ledger);
+    until("group paused", || ledger.log().iter().any(|l| l == "team gone: bot was kicked")).await;
+    let other = ledger.add("other", -2, "elsewhere");
+    until("other chat served", || ledger.row(other).state == DeliveryState::Delivered).await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(ledger.row(kicked).state, DeliveryState::Queued, "its replies wait");
+    assert_eq!(ledger.row(kicked).last_error.as_deref(), Some("bot was kicked"));
+    assert_eq!(adapter.landed(), ["elsewhere"]);
+
+    ledger.reactivate("team");
+    until("back and delivered", || ledger.row(later).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.landed(), ["elsewhere", "to the lost chat", "later"]);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_message_is_marked_failed_and_the_next_one_goes() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer([Err(DeliveryError::Rejected("message is too long".into()))]);
+    let refused = ledger.add("team", -1, "huge");
+    let next = ledger.add("team", -1, "small");
+    let (stop, task) = start(&adapter, &ledger);
+    until("next delivered", || ledger.row(next).state == DeliveryState::Delivered).await;
+    assert_eq!(ledger.row(refused).state, DeliveryState::Failed);
+    assert_eq!(adapter.landed(), ["small"]);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_moved_chat_takes_its_waiting_replies_along() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer([Err(DeliveryError::Moved(ChatAddress::telegram(-1_001, None)))]);
+    let id = ledger.add("team", -1, "hi");
+    let (stop, task) = start(&adapter, &ledger);
+    until("delivered", || ledger.row(id).state == DeliveryState::Delivered).await;
+    let tries = adapter.tries.lock().unwrap().clone();
+    assert_eq!(tries.last().unwrap().1, ChatAddress::telegram(-1_001, None));
+    assert_eq!(ledger.log()[0], "moved -1 -> -1001");
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_abandons_a_hung_send_and_leaves_the_row_queued() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    *adapter.hang_on.lock().unwrap() = Some("stuck".into());
+    let id = ledger.add("team", -1, "stuck");
+    let (stop, task) = start(&adapter, &ledger);
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    stop.cancel();
+    task.await.unwrap();
+    assert_eq!(ledger.row(id).state, DeliveryState::Queued, "the next run sends it");
+    assert!(adapter.landed().is_empty());
+}

@@ -1,0 +1,127 @@
+//! The one path to a chat. Results, pincer's notices and the agents' posts
+//! are written to the store's outbox (in the same transaction as what they
+//! carry) and then the delivery workers of the chat's platform are woken; no
+//! message for a chat travels only in memory.
+//!
+//! Delivery itself (`channel::delivery`) reads the outbox back, per chat, in
+//! order, and marks what reached the chat.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::domain::{ChatAddress, GroupName, OutboundKind, Platform, TurnResult};
+use crate::store::{Enqueue, GroupRecord, OutboxId, OutboxRow, Store, StoreError};
+
+/// Cloneable handle to the outbox; every clone wakes the same deliverers.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    store: Store,
+    /// `pincer chat NAME`: this group's replies go to the terminal, not its chat.
+    console: Option<GroupName>,
+    /// Bumped after every write; deliverers and the console watch it.
+    written: Arc<watch::Sender<u64>>,
+}
+
+impl Outbox {
+    pub fn new(store: Store, console: Option<GroupName>) -> Outbox {
+        Outbox { store, console, written: Arc::new(watch::channel(0).0) }
+    }
+
+    /// Where the group's messages go from this process: its console under
+    /// `pincer chat`, else its chat, else its console.
+    pub fn address_of(&self, group: &GroupRecord) -> ChatAddress {
+        match &group.settings.chat {
+            Some(chat) if self.console.as_ref() != Some(&group.name) => chat.clone(),
+            _ => ChatAddress::console(&group.name),
+        }
+    }
+
+    fn enqueue<'a>(&self, group: &GroupName, kind: OutboundKind, text: &'a str) -> Enqueue<'a> {
+        Enqueue { kind, text, console: self.console.as_ref() == Some(group) }
+    }
+
+    /// Stores a result and, when `deliver`, its text for the chat, together.
+    pub async fn result(
+        &self,
+        group: &GroupName,
+        result: &TurnResult,
+        cost_usd: Option<f64>,
+        raw: &str,
+        deliver: bool,
+    ) -> Result<Option<OutboxId>, StoreError> {
+        let kind = if result.is_error { OutboundKind::Error } else { OutboundKind::Reply };
+        let text = result.chat_text();
+        let out = deliver.then(|| self.enqueue(group, kind, &text));
+        let id = self.store.record_result(group, result, cost_usd, raw, out).await?;
+        self.wake();
+        Ok(id)
+    }
+
+    /// Stores a post an agent made with `send_message`, and queues it.
+    pub async fn agent_message(&self, to: &GroupName, sent_by: &GroupName, text: &str) -> Result<OutboxId, StoreError> {
+        let id = self.store.record_agent_message(to, sent_by, self.enqueue(to, OutboundKind::Reply, text)).await?;
+        self.wake();
+        Ok(id)
+    }
+
+    /// Queues pincer's own words for a group's chat.
+    pub async fn notice(&self, group: &GroupName, text: &str) {
+        self.say(group, OutboundKind::Notice, text).await;
+    }
+
+    /// Queues a message that is stored nowhere else (a notice, a command's
+    /// answer). A store failure is logged: it is never worth failing the
+    /// caller's work for.
+    pub async fn say(&self, group: &GroupName, kind: OutboundKind, text: &str) {
+        match self.store.enqueue(group, self.enqueue(group, kind, text)).await {
+            Ok(_) => self.wake(),
+            Err(e) => tracing::error!(%group, %e, text, "cannot queue a message for the chat"),
+        }
+    }
+
+    /// Wakes the deliverers: something was queued, or a chat is reachable again.
+    pub fn wake(&self) {
+        self.written.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes whenever the outbox may hold something new to deliver.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.written.subscribe()
+    }
+
+    /// How many replies wait for the group's chat.
+    pub async fn waiting(&self, group: &GroupName) -> Result<u64, StoreError> {
+        self.store.queued_count(group).await
+    }
+
+    /// The chats of `platform` that have replies waiting (of active groups).
+    pub async fn waiting_chats(&self, platform: Platform) -> Result<Vec<ChatAddress>, StoreError> {
+        self.store.queued_chats(platform).await
+    }
+
+    /// The oldest reply waiting for `to`.
+    pub async fn next(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        self.store.next_queued(to).await
+    }
+
+    /// `parts` parts of the row are in the chat.
+    pub async fn parts_done(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
+        self.store.outbox_parts_done(id, parts).await
+    }
+
+    /// All `parts` parts are in the chat.
+    pub async fn delivered(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
+        self.store.outbox_delivered(id, parts).await
+    }
+
+    /// A try failed for a passing reason; the row stays queued.
+    pub async fn attempt_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
+        self.store.outbox_attempt_failed(id, why).await
+    }
+
+    /// The platform refused the row for good.
+    pub async fn failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
+        self.store.outbox_failed(id, why).await
+    }
+}

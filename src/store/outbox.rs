@@ -1,0 +1,272 @@
+//! The outbox: every message for a chat, stored before any send is tried, with
+//! how far its delivery got.
+//!
+//! A row is written in the same transaction as what it carries (a result, an
+//! agent's post), addressed to the group's chat as bound at that moment (or
+//! its console when it has none). It moves with the group's binding while it
+//! waits. Its states: `queued` → `delivered`, or `failed` when the platform
+//! refused it for good; `parts_done` counts the parts already in the chat.
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, Sqlite, Transaction};
+
+use super::{now_us, Store, StoreError};
+use crate::domain::{ChatAddress, GroupName, OutboundKind, Platform};
+
+/// Row id of an outbox entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OutboxId(pub i64);
+
+/// What to put in the outbox beside a stored result or post.
+#[derive(Clone, Copy, Debug)]
+pub struct Enqueue<'a> {
+    pub kind: OutboundKind,
+    pub text: &'a str,
+    /// To the group's console whatever its binding (`pincer chat NAME` serves it).
+    pub console: bool,
+}
+
+/// One outbox entry as a delivery worker (or `pincer history`) sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxRow {
+    pub id: OutboxId,
+    pub group: GroupName,
+    pub at_us: i64,
+    pub kind: OutboundKind,
+    pub text: String,
+    pub to: ChatAddress,
+    pub state: DeliveryState,
+    pub parts_done: u32,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+}
+
+/// Where an outbox entry is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliveryState {
+    Queued,
+    Delivered,
+    Failed,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Queued => "queued",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+        }
+    }
+
+    fn parse(s: &str) -> DeliveryState {
+        match s {
+            "delivered" => DeliveryState::Delivered,
+            "failed" => DeliveryState::Failed,
+            _ => DeliveryState::Queued,
+        }
+    }
+}
+
+/// The address is resolved here, from the binding as it is when the row is
+/// written, so a reply can never be addressed from a stale copy of it.
+const ENQUEUE_SQL: &str = "
+INSERT INTO outbox (group_name, at_us, kind, text, platform, chat, thread, result_id, agent_message_id)
+SELECT g.name, ?2, ?3, ?4,
+       CASE WHEN ?5 OR b.platform IS NULL THEN 'console' ELSE b.platform END,
+       CASE WHEN ?5 OR b.platform IS NULL THEN g.name ELSE b.chat END,
+       CASE WHEN ?5 OR b.platform IS NULL THEN NULL ELSE b.thread END,
+       ?6, ?7
+  FROM groups g LEFT JOIN chat_bindings b ON b.group_name = g.name
+ WHERE g.name = ?1";
+
+const SELECT_ROW: &str = "
+SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread, o.state, o.parts_done,
+       o.attempts, o.last_error
+  FROM outbox o";
+
+/// What an outbox row carries besides its text.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Carries {
+    pub result_id: Option<i64>,
+    pub agent_message_id: Option<i64>,
+}
+
+/// Writes one outbox row inside `tx`.
+pub(super) async fn enqueue_in(
+    tx: &mut Transaction<'_, Sqlite>,
+    group: &GroupName,
+    out: Enqueue<'_>,
+    carries: Carries,
+) -> Result<OutboxId, StoreError> {
+    let done = sqlx::query(ENQUEUE_SQL)
+        .bind(group.as_str())
+        .bind(now_us())
+        .bind(out.kind.as_str())
+        .bind(out.text)
+        .bind(out.console)
+        .bind(carries.result_id)
+        .bind(carries.agent_message_id)
+        .execute(&mut **tx)
+        .await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::UnknownGroup(group.to_string()));
+    }
+    Ok(OutboxId(done.last_insert_rowid()))
+}
+
+/// After a group's binding changed: its waiting replies go to the new chat
+/// (from their first part), or to its console when it has no chat any more.
+/// Replies that were waiting for the console stay there: they were never
+/// meant for a chat.
+pub(super) async fn follow_binding(tx: &mut Transaction<'_, Sqlite>, group: &GroupName) -> Result<(), StoreError> {
+    let bound: Option<(String, String, Option<String>)> =
+        sqlx::query_as("SELECT platform, chat, thread FROM chat_bindings WHERE group_name = ?")
+            .bind(group.as_str())
+            .fetch_optional(&mut **tx)
+            .await?;
+    let (platform, chat, thread) = bound.unwrap_or_else(|| ("console".into(), group.to_string(), None));
+    sqlx::query(
+        "UPDATE outbox SET platform = ?1, chat = ?2, thread = ?3, parts_done = 0
+          WHERE group_name = ?4 AND state = 'queued' AND platform != 'console'
+            AND NOT (platform = ?1 AND chat = ?2 AND thread IS ?3)",
+    )
+    .bind(platform)
+    .bind(chat)
+    .bind(thread)
+    .bind(group.as_str())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+impl Store {
+    /// Puts a message (a notice, or anything not stored elsewhere) in the outbox.
+    pub async fn enqueue(&self, group: &GroupName, out: Enqueue<'_>) -> Result<OutboxId, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let id = enqueue_in(&mut tx, group, out, Carries::default()).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// The chats of `platform` with replies waiting, whose groups are active.
+    pub async fn queued_chats(&self, platform: Platform) -> Result<Vec<ChatAddress>, StoreError> {
+        let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+            "SELECT DISTINCT o.chat, o.thread FROM outbox o JOIN groups g ON g.name = o.group_name
+              WHERE o.state = 'queued' AND o.platform = ? AND g.active",
+        )
+        .bind(platform.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|(chat, thread)| ChatAddress { platform, chat, thread }).collect())
+    }
+
+    /// The oldest reply waiting for a chat, unless its group is inactive.
+    pub async fn next_queued(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        let row = sqlx::query(&format!(
+            "{SELECT_ROW} JOIN groups g ON g.name = o.group_name
+              WHERE o.state = 'queued' AND o.platform = ? AND o.chat = ? AND o.thread IS ? AND g.active
+              ORDER BY o.id LIMIT 1"
+        ))
+        .bind(to.platform.as_str())
+        .bind(&to.chat)
+        .bind(&to.thread)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.and_then(row_from))
+    }
+
+    /// Outbox rows after `after` (any chat, any state), oldest first, at most `limit`.
+    pub async fn outbox_after(&self, after: OutboxId, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
+        let rows = sqlx::query(&format!("{SELECT_ROW} WHERE o.id > ? ORDER BY o.id LIMIT ?"))
+            .bind(after.0)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().filter_map(row_from).collect())
+    }
+
+    /// One outbox row, whatever its state.
+    pub async fn outbox_row(&self, id: OutboxId) -> Result<Option<OutboxRow>, StoreError> {
+        let row = sqlx::query(&format!("{SELECT_ROW} WHERE o.id = ?")).bind(id.0).fetch_optional(&self.pool).await?;
+        Ok(row.and_then(row_from))
+    }
+
+    /// The newest outbox row's id (`OutboxId(0)` when there is none).
+    pub async fn outbox_last_id(&self) -> Result<OutboxId, StoreError> {
+        let id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM outbox").fetch_one(&self.pool).await?;
+        Ok(OutboxId(id.unwrap_or(0)))
+    }
+
+    /// How many replies wait for the group's chat.
+    pub async fn queued_count(&self, group: &GroupName) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE group_name = ? AND state = 'queued'")
+            .bind(group.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// `parts` of the row's parts are in the chat now.
+    pub async fn outbox_parts_done(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET parts_done = ?, last_error = NULL WHERE id = ? AND state = 'queued'")
+            .bind(i64::from(parts))
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The whole row is in the chat.
+    pub async fn outbox_delivered(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox SET state = 'delivered', parts_done = ?, delivered_at_us = ?, last_error = NULL
+              WHERE id = ?",
+        )
+        .bind(i64::from(parts))
+        .bind(now_us())
+        .bind(id.0)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A try failed: counted, with why, and the row stays queued.
+    pub async fn outbox_attempt_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?")
+            .bind(why)
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The platform refused the row for good.
+    pub async fn outbox_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ? WHERE id = ?")
+            .bind(why)
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+fn row_from(row: SqliteRow) -> Option<OutboxRow> {
+    let group: String = row.get(1);
+    let platform: String = row.get(5);
+    Some(OutboxRow {
+        id: OutboxId(row.get(0)),
+        group: group.parse().ok()?,
+        at_us: row.get(2),
+        kind: OutboundKind::parse(&row.get::<String, _>(3))?,
+        text: row.get(4),
+        to: ChatAddress { platform: Platform::parse(&platform)?, chat: row.get(6), thread: row.get(7) },
+        state: DeliveryState::parse(&row.get::<String, _>(8)),
+        parts_done: u32::try_from(row.get::<i64, _>(9)).unwrap_or(0),
+        attempts: u32::try_from(row.get::<i64, _>(10)).unwrap_or(0),
+        last_error: row.get(11),
+    })
+}
+
+#[cfg(test)]
+mod tests;

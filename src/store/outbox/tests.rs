@@ -1,0 +1,165 @@
+//! The outbox's states against a real SQLite file: what a row is addressed
+//! to, how it moves, and how far its delivery got.
+
+use super::*;
+use crate::domain::TurnResult;
+use crate::store::{GroupSettings, HistoryEntry};
+
+async fn temp_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
+    (dir, store)
+}
+
+fn group(name: &str) -> GroupName {
+    name.parse().unwrap()
+}
+
+fn bound(chat: i64) -> GroupSettings {
+    GroupSettings { chat: Some(ChatAddress::telegram(chat, None)), ..GroupSettings::default() }
+}
+
+fn reply(text: &str) -> Enqueue<'_> {
+    Enqueue { kind: OutboundKind::Reply, text, console: false }
+}
+
+fn result(text: &str) -> TurnResult {
+    TurnResult {
+        session_id: Some("s".into()),
+        subtype: "success".into(),
+        is_error: false,
+        text: Some(text.into()),
+        total_cost_usd: None,
+        duration_ms: None,
+        num_turns: None,
+        origin: None,
+        errors: vec![],
+    }
+}
+
+#[tokio::test]
+async fn rows_are_addressed_by_the_binding_when_written() {
+    let (_dir, store) = temp_store().await;
+    store.add_group(&group("team"), &bound(-100)).await.unwrap();
+    store.add_group(&group("solo"), &GroupSettings::default()).await.unwrap();
+
+    let to_chat = store.enqueue(&group("team"), reply("hi")).await.unwrap();
+    let to_console = store.enqueue(&group("solo"), reply("hi")).await.unwrap();
+    let forced = store.enqueue(&group("team"), Enqueue { console: true, ..reply("typed") }).await.unwrap();
+    let row = |id| store.outbox_row(id);
+    assert_eq!(row(to_chat).await.unwrap().unwrap().to, ChatAddress::telegram(-100, None));
+    assert_eq!(row(to_console).await.unwrap().unwrap().to, ChatAddress::console(&group("solo")));
+    assert_eq!(row(forced).await.unwrap().unwrap().to, ChatAddress::console(&group("team")));
+    let missing = store.enqueue(&group("nobody"), reply("hi")).await.unwrap_err();
+    assert!(matches!(missing, StoreError::UnknownGroup(_)), "{missing}");
+}
+
+#[tokio::test]
+async fn a_result_and_its_row_are_written_together() {
+    let (_dir, store) = temp_store().await;
+    let g = group("team");
+    store.add_group(&g, &bound(-100)).await.unwrap();
+    let id = store.record_result(&g, &result("answer"), None, "{}", Some(reply("answer"))).await.unwrap().unwrap();
+    assert!(store.record_result(&g, &result("quiet"), None, "{}", None).await.unwrap().is_none());
+    // A row for a group that does not exist fails the whole step: no result without its delivery.
+    let ghost = group("ghost");
+    assert!(store.record_result(&ghost, &result("x"), None, "{}", Some(reply("x"))).await.is_err());
+
+    let history = store.history(&g, 10).await.unwrap();
+    let deliveries: Vec<Option<String>> = history
+        .iter()
+        .map(|e| match e {
+            HistoryEntry::Result { delivery, .. } => delivery.as_ref().map(ToString::to_string),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(deliveries, [Some("queued (telegram -100)".to_owned()), None]);
+
+    store.outbox_attempt_failed(id, "Bad Gateway").await.unwrap();
+    let row = store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!((row.state, row.attempts, row.last_error.as_deref()), (DeliveryState::Queued, 1, Some("Bad Gateway")));
+    store.outbox_parts_done(id, 1).await.unwrap();
+    store.outbox_delivered(id, 2).await.unwrap();
+    let row = store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!((row.state, row.parts_done, row.last_error), (DeliveryState::Delivered, 2, None));
+    let history = store.history(&g, 10).await.unwrap();
+    assert!(matches!(&history[0], HistoryEntry::Result { delivery: Some(d), .. } if d.state == "delivered"));
+}
+
+#[tokio::test]
+async fn each_chat_is_served_oldest_first_and_an_inactive_group_waits() {
+    let (_dir, store) = temp_store().await;
+    store.add_group(&group("a"), &bound(-1)).await.unwrap();
+    store.add_group(&group("b"), &bound(-2)).await.unwrap();
+    let a1 = store.enqueue(&group("a"), reply("a1")).await.unwrap();
+    let b1 = store.enqueue(&group("b"), reply("b1")).await.unwrap();
+    let a2 = store.enqueue(&group("a"), reply("a2")).await.unwrap();
+    let mut chats = store.queued_chats(Platform::Telegram).await.unwrap();
+    chats.sort();
+    assert_eq!(chats, [ChatAddress::telegram(-1, None), ChatAddress::telegram(-2, None)]);
+    assert!(store.queued_chats(Platform::Console).await.unwrap().is_empty());
+
+    let store = &store;
+    let next = |chat| async move { store.next_queued(&ChatAddress::telegram(chat, None)).await.unwrap().map(|r| r.id) };
+    assert_eq!(next(-1).await, Some(a1));
+    store.outbox_failed(a1, "refused").await.unwrap();
+    assert_eq!(next(-1).await, Some(a2), "a failed row does not hold the chat up");
+    assert_eq!(store.outbox_row(a1).await.unwrap().unwrap().state, DeliveryState::Failed);
+
+    store.set_group_active(&group("b"), false, Some("kicked")).await.unwrap();
+    assert_eq!(next(-2).await, None, "an inactive group's replies wait");
+    assert_eq!(store.queued_chats(Platform::Telegram).await.unwrap(), [ChatAddress::telegram(-1, None)]);
+    assert_eq!(store.queued_count(&group("b")).await.unwrap(), 1);
+    store.set_group_active(&group("b"), true, None).await.unwrap();
+    assert_eq!(next(-2).await, Some(b1));
+}
+
+#[tokio::test]
+async fn waiting_rows_follow_the_binding_and_a_moved_chat() {
+    let (_dir, store) = temp_store().await;
+    let g = group("team");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    let for_console = store.enqueue(&g, reply("before any chat")).await.unwrap();
+    store.save_group_settings(&g, &bound(-100)).await.unwrap();
+    let waiting = store.enqueue(&g, reply("long")).await.unwrap();
+    store.outbox_parts_done(waiting, 2).await.unwrap();
+    let delivered = store.enqueue(&g, reply("done")).await.unwrap();
+    store.outbox_delivered(delivered, 1).await.unwrap();
+
+    store.save_group_settings(&g, &bound(-200)).await.unwrap();
+    let row = store.outbox_row(waiting).await.unwrap().unwrap();
+    assert_eq!((row.to, row.parts_done), (ChatAddress::telegram(-200, None), 0), "all its parts go to the new chat");
+    let console = store.outbox_row(for_console).await.unwrap().unwrap();
+    assert_eq!(console.to, ChatAddress::console(&g), "console replies never move into a chat");
+    assert_eq!(store.outbox_row(delivered).await.unwrap().unwrap().to, ChatAddress::telegram(-100, None));
+
+    store.outbox_parts_done(waiting, 1).await.unwrap();
+    store.save_group_settings(&g, &bound(-200)).await.unwrap();
+    assert_eq!(store.outbox_row(waiting).await.unwrap().unwrap().parts_done, 1, "same chat: progress kept");
+
+    store.move_chat(Platform::Telegram, "-200", "-100200").await.unwrap();
+    let row = store.outbox_row(waiting).await.unwrap().unwrap();
+    assert_eq!((row.to, row.parts_done), (ChatAddress::telegram(-100_200, None), 1), "same chat, new id");
+
+    store.save_group_settings(&g, &GroupSettings::default()).await.unwrap();
+    assert_eq!(store.outbox_row(waiting).await.unwrap().unwrap().to, ChatAddress::console(&g));
+}
+
+#[tokio::test]
+async fn notices_and_agent_posts_show_in_history_with_their_delivery() {
+    let (_dir, store) = temp_store().await;
+    let g = group("team");
+    store.add_group(&g, &bound(-100)).await.unwrap();
+    let notice = store.enqueue(&g, Enqueue { kind: OutboundKind::Notice, ..reply("restarting") }).await.unwrap();
+    store.outbox_failed(notice, "Bad Request: message thread not found").await.unwrap();
+    store.record_agent_message(&g, &g, reply("from the agent")).await.unwrap();
+    let history = store.history(&g, 10).await.unwrap();
+    match &history[..] {
+        [HistoryEntry::Notice { text, delivery: Some(n), .. }, HistoryEntry::Message { delivery: Some(m), .. }] => {
+            assert_eq!(text, "restarting");
+            assert_eq!(n.to_string(), "failed (telegram -100): Bad Request: message thread not found");
+            assert_eq!(m.state, "queued");
+        }
+        other => panic!("{other:?}"),
+    }
+}

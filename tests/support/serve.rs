@@ -4,6 +4,8 @@
 //! [`serve_loopback_cuttable`] also lets a handler close its own connection
 //! without answering ([`Cutter`]), the way a dying proxy or a broken network
 //! does, which no HTTP response can imitate.
+// Some binaries (cli_smoke) include this file without the fake Bot API that cuts connections.
+#![allow(dead_code)]
 
 use std::{
     io,

@@ -8,6 +8,7 @@ mod support;
 mod console;
 mod crash;
 mod daemon;
+mod delivery;
 mod fake_bot;
 mod lifecycle;
 mod sandbox;

@@ -355,6 +355,8 @@ async fn a_group_whose_bot_was_kicked_goes_inactive_and_comes_back() {
     assert!(inactive.inactive_reason.unwrap().contains("kicked"));
     let attempts = bot.calls().iter().filter(|c| c.method == "sendMessage").count();
     assert_eq!(attempts, 1, "no retrying forever");
+    let group = "team".parse().unwrap();
+    assert_eq!(store.queued_count(&group).await.unwrap(), 1, "the reply waits in the outbox");
 
     bot.set_member_status(&team(), "member");
     tokio::time::timeout(PATIENCE, async {
@@ -364,7 +366,10 @@ async fn a_group_whose_bot_was_kicked_goes_inactive_and_comes_back() {
     })
     .await
     .expect("the group is active again once the bot is back");
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains("hello MSG1"), "the waiting reply went out once the bot was back");
     pincer.stop().await;
+    assert_eq!(bot.sent(team().id).len(), 1, "{:?}", bot.sent(team().id));
 }
 
 #[tokio::test]

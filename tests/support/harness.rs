@@ -97,6 +97,20 @@ impl Sandbox {
         Daemon { task, shutdown }
     }
 
+    /// Writes the config as `pincer.toml` in the temp dir, for the `pincer`
+    /// binary (`pincer --config FILE run`); returns its path.
+    pub fn write_config(&self) -> PathBuf {
+        let path = self.root().join("pincer.toml");
+        std::fs::write(&path, toml::to_string(&self.config).expect("the config serializes")).unwrap();
+        path
+    }
+
+    /// Makes delivery retry quickly, so a test sees a reply soon after a fault ends.
+    pub fn fast_retries(&mut self) {
+        self.config.delivery.retry_first = Duration::from_millis(200);
+        self.config.delivery.retry_cap = Duration::from_secs(2);
+    }
+
     /// Opens the store beside a running daemon (SQLite in WAL mode allows it).
     pub async fn store(&self) -> Store {
         pincer::app::open_store(&self.config).await.unwrap()

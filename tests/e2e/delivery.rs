@@ -1,0 +1,207 @@
+//! Delivery through the outbox, end to end: the whole daemon with real
+//! teloxide against the fake Bot API, which injects the faults (an outage,
+//! dropped connections, a hung call), and the real CLI against the fake
+//! Messages API. Every reply must reach its chat once, whatever happened on
+//! the way.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use pincer::domain::ChatAddress;
+use pincer::store::{GroupSettings, HistoryEntry, Store};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::support::fake_api::{self, FakeApi, Reply};
+use crate::support::fake_bot::{ChatKind, FakeBot, Sent, TgChat, TgUser};
+use crate::support::harness::{Sandbox, PATIENCE};
+
+/// Long enough for a 40 s outage, teloxide's 10 s pause after each 5xx, and a retry.
+const THROUGH_AN_OUTAGE: Duration = Duration::from_secs(150);
+
+fn team() -> TgChat {
+    TgChat { id: -100_300, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
+}
+
+fn alice() -> TgUser {
+    TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
+}
+
+/// A daemon config serving `chat` as group `team` (every message engages),
+/// with quick delivery retries.
+async fn serving(api: &FakeApi, bot: &FakeBot, chat: &TgChat) -> Sandbox {
+    let mut sandbox = Sandbox::new(api);
+    sandbox.use_telegram(bot);
+    sandbox.fast_retries();
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(chat.id, None)),
+        requires_trigger: false,
+        ..Default::default()
+    };
+    sandbox.add_group_with("team", settings).await;
+    sandbox
+}
+
+/// Waits until the chat holds `n` messages from the bot, for up to `limit`.
+async fn sent_within(bot: &FakeBot, chat: i64, n: usize, limit: Duration) -> Vec<Sent> {
+    tokio::time::timeout(limit, async {
+        loop {
+            let sent = bot.sent(chat);
+            if sent.len() >= n {
+                return sent;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{n} message(s) in chat {chat} within {limit:?}: {:?}", bot.sent(chat)))
+}
+
+/// Long enough after a delivery for a duplicate (a retry after success) to show.
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
+/// `(ok, error)` of each `sendMessage` the bot tried.
+fn send_tries(bot: &FakeBot) -> Vec<(bool, Option<String>)> {
+    bot.calls_to("sendMessage").into_iter().map(|c| (c.ok, c.error)).collect()
+}
+
+/// The delivery states of the group's results, as `pincer history` shows them.
+async fn result_deliveries(store: &Store) -> Vec<String> {
+    let group: pincer::domain::GroupName = "team".parse().unwrap();
+    let history = store.history(&group, 100).await.unwrap();
+    history
+        .into_iter()
+        .filter_map(|e| match e {
+            HistoryEntry::Result { delivery, .. } => Some(delivery.map_or("none".into(), |d| d.state)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_reply_produced_during_a_40s_outage_arrives_after_it_exactly_once() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = serving(&api, &bot, &team()).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.outage(&["sendMessage"], 502, Duration::from_secs(40));
+    bot.say(&team(), &alice(), "during the OUTAGE");
+    let sent = sent_within(&bot, team().id, 1, THROUGH_AN_OUTAGE).await;
+    assert!(sent[0].text.contains("during the OUTAGE"), "{}", sent[0].text);
+    settle().await;
+    assert_eq!(bot.sent(team().id).len(), 1, "exactly once: {:?}", bot.sent(team().id));
+
+    let tries = send_tries(&bot);
+    assert!(tries.len() >= 2, "tried during the outage, then after it: {tries:?}");
+    assert!(tries[..tries.len() - 1].iter().all(|t| t.1.as_deref() == Some("fault: 502")), "{tries:?}");
+    assert!(tries.last().unwrap().0, "{tries:?}");
+    assert_eq!(result_deliveries(&sandbox.store().await).await, ["delivered"]);
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_reply_produced_while_connections_drop_arrives_later() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = serving(&api, &bot, &team()).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.drop_connections(&["sendMessage"], Duration::from_secs(5));
+    bot.say(&team(), &alice(), "while the NETWORK drops");
+    let sent = sent_within(&bot, team().id, 1, PATIENCE).await;
+    assert!(sent[0].text.contains("while the NETWORK drops"), "{}", sent[0].text);
+    settle().await;
+    assert_eq!(bot.sent(team().id).len(), 1, "exactly once: {:?}", bot.sent(team().id));
+    let tries = send_tries(&bot);
+    assert!(tries.iter().any(|t| t.1.as_deref() == Some("fault: connection dropped")), "{tries:?}");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_long_reply_cut_by_an_outage_midway_is_completed_without_repeating_a_part() {
+    let paragraph = "word ".repeat(150);
+    let long: String = (0..12).map(|i| format!("Paragraph {i}: {paragraph}\n\n")).collect();
+    let api = FakeApi::start(fake_api::scripted(vec![("LONG", Reply::text(long.clone()))])).await;
+    let bot = FakeBot::start().await;
+    // A private chat: Telegram (and teloxide's Throttle) allow one message a
+    // second there, so the outage below starts between two parts.
+    let user = alice();
+    let private = TgChat::private(&user);
+    let sandbox = serving(&api, &bot, &private).await;
+    let pincer = sandbox.spawn_daemon();
+    let parts = pincer::channel::telegram::format::render(long.trim()).len();
+    assert!(parts >= 3, "the reply is long enough to be cut: {parts} parts");
+
+    bot.say(&private, &user, "LONG please");
+    bot.wait_for("the first part", |bot| !bot.sent(private.id).is_empty()).await;
+    bot.outage(&["sendMessage"], 503, Duration::from_secs(5));
+    let sent = sent_within(&bot, private.id, parts, THROUGH_AN_OUTAGE).await;
+    settle().await;
+    let sent_now = bot.sent(private.id);
+    assert_eq!(sent_now.len(), parts, "every part once: {:?}", sent_now.iter().map(|s| &s.text).collect::<Vec<_>>());
+    for i in 0..12 {
+        let holding = sent.iter().filter(|s| s.text.contains(&format!("Paragraph {i}:"))).count();
+        assert_eq!(holding, 1, "paragraph {i} arrived once");
+    }
+    let tries = send_tries(&bot);
+    let first_fault = tries.iter().position(|t| !t.0).expect("the outage cut the reply");
+    assert!(first_fault >= 1 && first_fault < tries.len() - 1, "cut midway: {tries:?}");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn pincer_killed_while_a_send_hangs_delivers_it_on_the_next_run_once() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = serving(&api, &bot, &team()).await;
+    let config = sandbox.write_config();
+
+    #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .arg("--config")
+        .arg(&config)
+        .arg("run")
+        .current_dir(sandbox.root())
+        .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap()).lines();
+    let ready = async {
+        while let Some(line) = log.next_line().await.unwrap() {
+            if line.contains("pincer is running") {
+                return;
+            }
+        }
+        panic!("pincer exited before it was running");
+    };
+    tokio::time::timeout(PATIENCE, ready).await.expect("pincer starts");
+    // Keep reading its log, so it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+
+    bot.hang_next("sendMessage");
+    bot.say(&team(), &alice(), "answer me BEFORE the crash");
+    bot.wait_for("the reply's send to hang", |bot| {
+        bot.calls_to("sendMessage").iter().any(|c| c.error.as_deref() == Some("fault: hung"))
+    })
+    .await;
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGKILL).unwrap();
+    child.wait().await.unwrap();
+    bot.release_hangs();
+    assert!(bot.sent(team().id).is_empty(), "nothing reached the chat before the kill");
+
+    let pincer = sandbox.spawn_daemon();
+    let sent = sent_within(&bot, team().id, 1, PATIENCE).await;
+    assert!(sent[0].text.contains("answer me BEFORE the crash"), "{}", sent[0].text);
+    settle().await;
+    let sent = bot.sent(team().id);
+    assert_eq!(sent.len(), 1, "once, and no restart notice (the message was answered): {sent:?}");
+    assert_eq!(api.main_requests().len(), 1, "the answer came from the store, not a second turn");
+    pincer.stop().await;
+}

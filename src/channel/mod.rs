@@ -13,8 +13,8 @@
 //!
 //! The core gives it [`Ports`]: the router, the [`Directory`] of groups and
 //! the outbox, never the whole engine. Platform wire types stay inside their
-//! adapter; across this boundary everything is `ChatAddress`, `Inbound`,
-//! `Outbound`.
+//! adapter; across this boundary everything is a `ChatAddress`, an `Inbound`,
+//! or an outbox row (`OutboundKind` + text).
 
 pub mod approvals;
 pub mod console;

@@ -249,7 +249,7 @@ impl Report {
         let (stream_p50, stream_p95) = (percentile(&self.streaming, 50.0), percentile(&self.streaming, 95.0));
         let (spawn_p50, spawn_p95) = (percentile(&self.spawned, 50.0), percentile(&self.spawned, 95.0));
         let (ratio_p50, ratio_p95) = (ms(spawn_p50) / ms(stream_p50), ms(spawn_p95) / ms(stream_p95));
-        let overhead = [("stdin write", &self.stdin_writes), ("result delivery", &self.result_deliveries)];
+        let overhead = [("stdin write", &self.stdin_writes), ("result stored + queued", &self.result_deliveries)];
 
         println!();
         println!("Claude Code {} · {} cores · {} follow-up messages", self.cli_version, self.cores, self.messages);

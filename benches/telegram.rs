@@ -13,6 +13,11 @@
 //!   `Throttle` never holds a reply back (its defaults: one message a second per
 //!   chat, 20 a minute per chat, 10 a minute per supergroup): what is measured is
 //!   pincer, teloxide and the CLI, not the limiter.
+//! - **Result → delivered:** from the result being stored (`results.at_us`) to
+//!   the fake Bot API answering the `sendMessage` that carried it, per round
+//!   trip: what a reply costs between the CLI's answer and the chat. Measured
+//!   the same way on any pincer (it needs only the store's result times and the
+//!   fake's call times), so it compares the in-memory path with the outbox.
 //!
 //! Run (N defaults to 15 round trips, 19 at most):
 //!
@@ -24,11 +29,12 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pincer::channel::telegram::format;
 use pincer::domain::ChatAddress;
-use pincer::store::GroupSettings;
+use pincer::domain::GroupName;
+use pincer::store::{GroupSettings, HistoryEntry};
 
 use support::fake_api::{echo, FakeApi};
 use support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
@@ -82,6 +88,8 @@ async fn bench_round_trip(n: usize) {
     let settings = GroupSettings { chat: Some(target), requires_trigger: false, ..GroupSettings::default() };
     sandbox.add_group_with("bench", settings).await;
     let daemon = sandbox.spawn_daemon();
+    // Pairs a wall-clock time with an Instant, to compare the fake's call times with the store's.
+    let wall_clock = (SystemTime::now(), Instant::now());
 
     bot.say(&chat, &user, "warm-up");
     bot.wait_sent(chat.id, 1).await;
@@ -94,10 +102,50 @@ async fn bench_round_trip(n: usize) {
         samples.push(start.elapsed());
     }
     daemon.stop().await;
+    let delivered = result_to_delivered(&sandbox, &bot, wall_clock).await;
+    print_row(&format!("chat round trip (fake Bot API → pincer → real CLI → sendMessage), {n} messages"), samples);
+    print_row(&format!("result → delivered (result stored → sendMessage answered), {n} replies"), delivered);
+}
+
+/// Per reply after the warm-up: the fake's answer to its `sendMessage`, minus
+/// the time its result was stored.
+async fn result_to_delivered(sandbox: &Sandbox, bot: &FakeBot, wall_clock: (SystemTime, Instant)) -> Vec<Duration> {
+    let store = sandbox.store().await;
+    let group: GroupName = "bench".parse().expect("a group name");
+    let results: Vec<i64> = store
+        .history(&group, 1000)
+        .await
+        .expect("the history")
+        .iter()
+        .filter_map(|e| match e {
+            HistoryEntry::Result { at_us, .. } => Some(*at_us),
+            _ => None,
+        })
+        .collect();
+    let sends: Vec<Instant> = bot.calls_to("sendMessage").into_iter().filter(|c| c.ok).map(|c| c.at).collect();
+    assert_eq!(results.len(), sends.len(), "one reply per result");
+    let us = |at: Instant| {
+        let wall = wall_clock.0 + at.duration_since(wall_clock.1);
+        wall.duration_since(UNIX_EPOCH).expect("after 1970").as_micros() as i64
+    };
+    results
+        .iter()
+        .zip(&sends)
+        .skip(1)
+        .map(|(stored, sent)| Duration::from_micros((us(*sent) - stored).max(0) as u64))
+        .collect()
+}
+
+fn print_row(title: &str, mut samples: Vec<Duration>) {
     samples.sort();
+    let n = samples.len();
     let at = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-    println!("\nchat round trip (fake Bot API → pincer → real CLI → sendMessage), {n} messages");
+    println!("\n{title}");
     println!("| median | p95 | max |");
     println!("| --- | --- | --- |");
     println!("| {:.1?} | {:.1?} | {:.1?} |", at(0.5), at(0.95), samples[n - 1]);
+    println!(
+        "samples_ms {}",
+        samples.iter().map(|d| format!("{:.2}", d.as_secs_f64() * 1000.0)).collect::<Vec<_>>().join(" ")
+    );
 }

@@ -13,7 +13,7 @@ const RING: usize = 4096;
 pub struct Metrics {
     /// Inbound accepted by the router → its line written to the CLI's stdin.
     stdin_write: Mutex<VecDeque<Duration>>,
-    /// A result line read from stdout → stored and handed to the chat.
+    /// A result line read from stdout → stored with its outbox row (one transaction).
     result_delivery: Mutex<VecDeque<Duration>>,
     /// stdout lines skipped: not JSON, unknown shape, over the size cap.
     skipped_lines: AtomicU64,

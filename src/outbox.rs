@@ -41,18 +41,17 @@ impl Outbox {
         Enqueue { kind, text, console: self.console.as_ref() == Some(group) }
     }
 
-    /// Stores a result and, when `deliver`, its text for the chat, together.
+    /// Stores a result and, when there is one, its text for the chat, together.
     pub async fn result(
         &self,
         group: &GroupName,
         result: &TurnResult,
         cost_usd: Option<f64>,
         raw: &str,
-        deliver: bool,
+        chat_text: Option<&str>,
     ) -> Result<Option<OutboxId>, StoreError> {
         let kind = if result.is_error { OutboundKind::Error } else { OutboundKind::Reply };
-        let text = result.chat_text();
-        let out = deliver.then(|| self.enqueue(group, kind, &text));
+        let out = chat_text.map(|text| self.enqueue(group, kind, text));
         let id = self.store.record_result(group, result, cost_usd, raw, out).await?;
         self.wake();
         Ok(id)

@@ -482,7 +482,9 @@ impl SessionActor {
         });
         // A vanished session's result is only stored: the chat hears about the fresh start instead.
         let missing_session = protocol::is_missing_session(&result);
-        if let Err(e) = self.deps.outbox.result(&self.group, &result, cost, raw, !missing_session).await {
+        let text = result.chat_text();
+        let chat_text = (!missing_session).then_some(text.as_str());
+        if let Err(e) = self.deps.outbox.result(&self.group, &result, cost, raw, chat_text).await {
             tracing::error!(group = %self.group, %e, "cannot store a result");
         }
         self.in_turn = false;
@@ -499,7 +501,7 @@ impl SessionActor {
         self.note_session_id(result.session_id.clone()).await;
         let answered = self.pending.answer();
         self.set_state(&answered, InboundState::Answered).await;
-        let outcome = TurnOutcome { is_error: result.is_error, text: result.chat_text(), cost_usd: cost };
+        let outcome = TurnOutcome { is_error: result.is_error, text, cost_usd: cost };
         self.tell_watchers(&answered, outcome);
         self.deps.metrics.record_result_delivery(read_at.elapsed());
     }

@@ -42,6 +42,8 @@ use crate::domain::{ChatAddress, Platform};
 /// The bot as pincer uses it: every request goes through the rate limiter.
 type TgBot = Throttle<Bot>;
 
+type TgDispatcher = Dispatcher<TgBot, anyhow::Error, teloxide::dispatching::DefaultKey>;
+
 /// How many updates may wait for one chat's worker.
 const CHAT_QUEUE: usize = 64;
 
@@ -165,28 +167,15 @@ impl Telegram {
             .worker_queue_size(CHAT_QUEUE)
             .build();
         let stopper = stop_on(dispatcher.shutdown_token(), shutdown.clone());
-        let result = match &config.webhook_url {
-            Some(url) => {
-                let mut options = webhooks::Options::new(config.webhook_listen, url.parse()?);
-                if let Some(secret) = &config.webhook_secret {
-                    options = options.secret_token(secret.expose().to_owned());
-                }
-                let listener = webhooks::axum(shared.bot.clone(), options)
-                    .await
-                    .with_context(|| format!("cannot set the Telegram webhook to {url}"))?;
-                tracing::info!(%url, listen = %config.webhook_listen, "receiving Telegram updates through the webhook");
-                dispatch(&mut dispatcher, listener).await
-            }
-            None => {
-                let listener =
-                    Polling::builder(shared.bot.clone()).timeout(config.poll_timeout).delete_webhook().await.build();
-                dispatch(&mut dispatcher, listener).await
-            }
-        };
+        let result = receive(&shared, &config, &mut dispatcher).await;
         stopper.abort();
         drop(dispatcher);
-        if !shutdown.is_cancelled() {
-            tracing::error!("Telegram updates stopped unexpectedly; pincer keeps delivering replies");
+        match &result {
+            Err(e) => tracing::error!("cannot receive Telegram updates: {e:#}; pincer keeps delivering replies"),
+            Ok(()) if !shutdown.is_cancelled() => {
+                tracing::error!("Telegram updates stopped unexpectedly; pincer keeps delivering replies")
+            }
+            Ok(()) => {}
         }
         let _ = delivery.await;
         asking.abort();
@@ -195,10 +184,30 @@ impl Telegram {
     }
 }
 
-async fn dispatch<L>(
-    dispatcher: &mut Dispatcher<TgBot, anyhow::Error, teloxide::dispatching::DefaultKey>,
-    listener: L,
-) -> anyhow::Result<()>
+/// Receives updates until the dispatcher stops: by webhook when
+/// `webhook_url` is set, else by long polling.
+async fn receive(shared: &Shared, config: &TelegramConfig, dispatcher: &mut TgDispatcher) -> anyhow::Result<()> {
+    match &config.webhook_url {
+        Some(url) => {
+            let mut options = webhooks::Options::new(config.webhook_listen, url.parse()?);
+            if let Some(secret) = &config.webhook_secret {
+                options = options.secret_token(secret.expose().to_owned());
+            }
+            let listener = webhooks::axum(shared.bot.clone(), options)
+                .await
+                .with_context(|| format!("cannot set the Telegram webhook to {url}"))?;
+            tracing::info!(%url, listen = %config.webhook_listen, "receiving Telegram updates through the webhook");
+            dispatch(dispatcher, listener).await
+        }
+        None => {
+            let listener =
+                Polling::builder(shared.bot.clone()).timeout(config.poll_timeout).delete_webhook().await.build();
+            dispatch(dispatcher, listener).await
+        }
+    }
+}
+
+async fn dispatch<L>(dispatcher: &mut TgDispatcher, listener: L) -> anyhow::Result<()>
 where
     L: UpdateListener + Send,
     L::Err: std::fmt::Debug + Send,

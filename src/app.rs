@@ -13,6 +13,7 @@ use crate::channel::approvals::{self, Askers};
 use crate::channel::console::{self, ChatEnd, ConsoleOptions};
 use crate::channel::retry::RetryPolicy;
 use crate::channel::telegram::Telegram;
+use crate::channel::whatsapp::{self, Hook, Real, ServeOptions, WaClient, WhatsApp};
 use crate::channel::{Directory, Ports};
 use crate::claude;
 use crate::config::Config;
@@ -157,36 +158,103 @@ pub async fn register_group(
     Ok(())
 }
 
-/// The daemon: serves Telegram (when `[telegram] token` is set) until
-/// `shutdown` is cancelled, then stops cleanly: sessions first, then what
-/// they said is delivered for up to `claude.shutdown_grace`; whatever is
-/// still waiting then goes out at the next start.
+/// A WhatsApp connection for the daemon to serve: a client, the crate's
+/// events in order, and what starts the real client once the adapter can
+/// take its messages (`None` for a test's connection, which needs no start).
+pub struct WhatsAppSource<C> {
+    pub client: Arc<C>,
+    pub events: async_channel::Receiver<Arc<whatsapp_rust::types::events::Event>>,
+    pub start: Option<StartWhatsApp<C>>,
+}
+
+/// Starts the linked device's client, given the adapter that takes its messages.
+pub type StartWhatsApp<C> = Box<dyn FnOnce(&WhatsApp<C>) -> whatsapp::link::Running + Send>;
+
+/// The daemon: serves Telegram (when `[telegram] token` is set) and WhatsApp
+/// (when a device is linked) until `shutdown` is cancelled, then stops
+/// cleanly: sessions first, then what they said is delivered for up to
+/// `claude.shutdown_grace`; whatever is still waiting then goes out at the
+/// next start.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let whatsapp = match open_whatsapp(&config).await {
+        Ok(source) => source,
+        Err(e) => {
+            // WhatsApp's trouble must not take Telegram down: say it, and serve the rest.
+            tracing::error!("WhatsApp is not served: {e:#}");
+            None
+        }
+    };
+    run_with(config, whatsapp, shutdown).await
+}
+
+/// The linked WhatsApp device, if there is one.
+async fn open_whatsapp(config: &Config) -> anyhow::Result<Option<WhatsAppSource<Real>>> {
+    if !whatsapp::link::device_stored(config) {
+        return Ok(None);
+    }
+    let hook = Hook::default();
+    let Some(linked) = whatsapp::link::open(config, hook.clone()).await? else {
+        return Ok(None);
+    };
+    tracing::info!(number = %linked.number(), "WhatsApp is linked");
+    let client = Arc::new(Real(linked.client.clone()));
+    let events = linked.events.clone();
+    let start = move |adapter: &WhatsApp<Real>| {
+        hook.set(adapter.clone());
+        linked.start()
+    };
+    Ok(Some(WhatsAppSource { client, events, start: Some(Box::new(start)) }))
+}
+
+/// [`run`] with a given WhatsApp connection (the tests' fake, or the linked device).
+pub async fn run_with<C: WaClient>(
+    config: Config,
+    whatsapp: Option<WhatsAppSource<C>>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let telegram_config = config.telegram.clone();
     let assistant = config.assistant_name.clone();
     let retry = RetryPolicy::of(&config.delivery);
     let grace = config.claude.shutdown_grace;
+    let silence_warning = config.whatsapp.silence_warning;
     let mut engine = Engine::start(config, shutdown.clone()).await?;
     engine.start_scheduler();
     let groups = engine.store.groups().await?;
     let mut askers = Askers::default();
     let stop_delivery = CancellationToken::new();
-    let served = if telegram_config.token.is_some() {
+    let mut served = Vec::new();
+    let telegram = if telegram_config.token.is_some() {
         let asks = askers.register(Platform::Telegram);
         let channel = Telegram::connect(&telegram_config, engine.ports(), &assistant).await?;
-        tracing::info!(groups = groups.len(), bot = %channel.username(), "pincer is running and serving Telegram; stop it with Ctrl-C or SIGTERM");
+        tracing::info!(bot = %channel.username(), "serving Telegram");
+        served.push(Platform::Telegram);
         Some(tokio::spawn(channel.serve(telegram_config, asks, retry, shutdown.clone(), stop_delivery.clone())))
     } else {
-        let waiting = engine.outbox.waiting_chats(Platform::Telegram).await?.len();
-        tracing::warn!(
-            groups = groups.len(),
-            chats_with_replies_waiting = waiting,
-            "no chat channel is configured, so replies wait in the outbox (`pincer history NAME` shows them): \
-             set [telegram] token in pincer.toml (or PINCER_TELEGRAM__TOKEN) to serve Telegram"
-        );
-        tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
         None
     };
+    let whatsapp = whatsapp.map(|source| {
+        let asks = askers.register(Platform::WhatsApp);
+        let adapter = WhatsApp::new(source.client, engine.ports(), &assistant);
+        let running = source.start.map(|start| start(&adapter));
+        let options = ServeOptions { retry, silence_warning };
+        let serving = adapter.serve(source.events, asks, options, shutdown.clone(), stop_delivery.clone());
+        served.push(Platform::WhatsApp);
+        tracing::info!("serving WhatsApp");
+        tokio::spawn(async move {
+            serving.await;
+            if let Some(running) = running {
+                running.stop().await;
+            }
+        })
+    });
+    if served.is_empty() {
+        tracing::warn!(
+            "no chat channel is configured, so replies wait in the outbox (`pincer history NAME` shows them): \
+             set [telegram] token in pincer.toml (or PINCER_TELEGRAM__TOKEN), or link WhatsApp with \
+             `pincer whatsapp link`"
+        );
+    }
+    tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
     let routing = approvals::route(
         engine.approvals.clone(),
         askers,
@@ -195,18 +263,21 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         shutdown.clone(),
     );
     tokio::spawn(routing);
-    // After the channel is up: the notices and replies have somewhere to go.
+    // After the channels are up: the notices and replies have somewhere to go.
     if let Err(e) = engine.router.redeliver_unanswered().await {
         tracing::error!(%e, "cannot send again the messages left unanswered before the restart");
     }
     shutdown.cancelled().await;
     tracing::info!("shutting down");
     engine.stop_sessions().await;
-    if served.is_some() {
-        drain(&engine.outbox, Platform::Telegram, grace).await;
-    }
+    drain(&engine.outbox, &served, grace).await;
     stop_delivery.cancel();
-    let result = match served {
+    if let Some(whatsapp) = whatsapp {
+        if let Err(e) = whatsapp.await {
+            tracing::error!("the WhatsApp channel task failed: {e}");
+        }
+    }
+    let result = match telegram {
         Some(served) => served.await.unwrap_or_else(|e| Err(anyhow::anyhow!("the chat channel task failed: {e}"))),
         None => Ok(()),
     };
@@ -241,17 +312,25 @@ where
     end
 }
 
-/// Waits (up to `limit`) until nothing deliverable waits for `platform`.
-async fn drain(outbox: &Outbox, platform: Platform, limit: Duration) {
+/// Waits (up to `limit`) until nothing deliverable waits for the platforms.
+async fn drain(outbox: &Outbox, platforms: &[Platform], limit: Duration) {
     let mut written = outbox.subscribe();
+    let waiting = || async {
+        for platform in platforms {
+            if outbox.waiting_chats(*platform).await.is_ok_and(|chats| !chats.is_empty()) {
+                return true;
+            }
+        }
+        false
+    };
     let waited = tokio::time::timeout(limit, async {
-        while outbox.waiting_chats(platform).await.is_ok_and(|chats| !chats.is_empty()) {
+        while waiting().await {
             // Woken by new rows; polled for rows that were delivered.
             let _ = tokio::time::timeout(Duration::from_millis(50), written.changed()).await;
         }
     })
     .await;
     if waited.is_err() {
-        tracing::warn!(%platform, "replies were still waiting at shutdown; they are delivered at the next start");
+        tracing::warn!("replies were still waiting at shutdown; they are delivered at the next start");
     }
 }

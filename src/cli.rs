@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{self, Engine};
 use crate::channel::console::{ChatEnd, ConsoleOptions};
+use crate::channel::whatsapp::link;
 use crate::claude::install;
 use crate::config::Config;
 use crate::domain::{ChatAddress, GroupName};
@@ -48,6 +49,11 @@ pub enum Cmd {
         #[command(subcommand)]
         command: GroupsCmd,
     },
+    /// Link pincer to a WhatsApp account as a device, see the link, or undo it.
+    Whatsapp {
+        #[command(subcommand)]
+        command: WhatsappCmd,
+    },
     /// Scheduled prompts: add, list, pause, resume, cancel, run now, and the run log.
     Tasks {
         #[command(subcommand)]
@@ -74,6 +80,22 @@ pub enum Cmd {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum WhatsappCmd {
+    /// Pair pincer as a linked device: shows a QR code to scan with the phone (or a pairing code
+    /// with --phone), waits for the pairing, says which number it is linked as. `pincer run`
+    /// then serves WhatsApp.
+    Link {
+        /// Pair by a code entered on the phone instead of a QR code: the account's number, with country code.
+        #[arg(long)]
+        phone: Option<String>,
+    },
+    /// The linked number, whether the running pincer is connected, and the last message seen.
+    Status,
+    /// Remove the device from the account (when WhatsApp can be reached) and delete its keys here.
+    Unlink,
+}
+
+#[derive(Debug, Subcommand)]
 pub enum GroupsCmd {
     /// Register a group and create its folder with a starter CLAUDE.md.
     Add {
@@ -87,7 +109,7 @@ pub enum GroupsCmd {
         #[command(flatten)]
         options: GroupOptions,
         /// Unbind the group from its chat (its replies then wait for `pincer chat NAME`).
-        #[arg(long = "no-chat", alias = "no-telegram", conflicts_with = "telegram")]
+        #[arg(long = "no-chat", alias = "no-telegram", conflicts_with_all = ["telegram", "whatsapp"])]
         no_chat: bool,
     },
     /// List registered groups.
@@ -106,15 +128,19 @@ pub struct GroupOptions {
     /// Bind only this forum topic (thread id) of the chat.
     #[arg(long, requires = "telegram")]
     topic: Option<i64>,
+    /// Bind the group to this WhatsApp group, by its JID (…@g.us; /chatid in the group tells it).
+    #[arg(long, conflicts_with = "telegram")]
+    whatsapp: Option<String>,
     /// What a message must start with to engage the agent (default: @<assistant_name>).
     #[arg(long, conflicts_with = "no_trigger")]
     trigger: Option<String>,
     /// Every message engages the agent, not just triggered ones.
     #[arg(long)]
     no_trigger: bool,
-    /// A Telegram user id who may approve tool calls in the chat (repeatable; /chatid tells yours).
-    #[arg(long = "admin")]
-    admins: Vec<i64>,
+    /// Who may approve tool calls in the chat (repeatable): a Telegram user id
+    /// (/chatid tells yours) or a WhatsApp phone number with country code.
+    #[arg(long = "admin", allow_hyphen_values = true)]
+    admins: Vec<String>,
     /// The main group: its agent may also act on other groups (message them, schedule for them, list them).
     #[arg(long, conflicts_with = "not_main")]
     main: bool,
@@ -132,6 +158,9 @@ impl GroupOptions {
         if let Some(chat_id) = self.telegram {
             settings.chat = Some(ChatAddress::telegram(chat_id, self.topic));
         }
+        if let Some(jid) = &self.whatsapp {
+            settings.chat = Some(ChatAddress::whatsapp_group(jid)?);
+        }
         if let Some(trigger) = &self.trigger {
             if trigger.trim().is_empty() {
                 bail!("--trigger must not be empty; use --no-trigger to engage on every message");
@@ -143,13 +172,26 @@ impl GroupOptions {
             settings.requires_trigger = false;
         }
         if !self.admins.is_empty() {
-            settings.admins = self.admins.iter().map(i64::to_string).collect();
+            settings.admins = self.admins.iter().map(|a| admin_id(a)).collect::<anyhow::Result<_>>()?;
         }
         if self.main || self.not_main {
             settings.main = self.main;
         }
         Ok(())
     }
+}
+
+/// An admin as stored: the digits of a Telegram user id or of a phone number
+/// (`+49 151 1234-5678` → `4915112345678`, the user part of its WhatsApp JID).
+fn admin_id(given: &str) -> anyhow::Result<String> {
+    let digits: String = given.chars().filter(|c| !matches!(c, '+' | ' ' | '-' | '(' | ')')).collect();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        bail!(
+            "--admin {given:?}: give a Telegram user id (digits; /chatid in the chat tells yours) or a WhatsApp \
+             phone number with its country code, e.g. +4915112345678"
+        );
+    }
+    Ok(digits)
 }
 
 /// Runs one subcommand.
@@ -187,17 +229,32 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
         }
         Cmd::Groups { command: GroupsCmd::List } => list_groups(&config).await,
         Cmd::Tasks { command } => tasks_cli::execute(command, &config).await,
+        Cmd::Whatsapp { command } => whatsapp(&config, command).await,
         Cmd::History { group, json, limit } => history(&config, &group, json, limit).await,
         Cmd::Setup { version } => setup(&config, &version).await,
         Cmd::Doctor => {
             let report = crate::sandbox::doctor::report(&config).await;
             print!("{}", report.text);
+            let whatsapp = link::status(&config).await.unwrap_or_else(|e| format!("cannot tell: {e:#}"));
+            println!("whatsapp: {}", whatsapp.replace('\n', "; "));
             if !report.ok {
                 bail!("the configured sandbox cannot start agents here (see above)");
             }
             Ok(())
         }
     }
+}
+
+async fn whatsapp(config: &Config, command: WhatsappCmd) -> anyhow::Result<()> {
+    match command {
+        WhatsappCmd::Link { phone } => {
+            let number = link::link(config, phone.as_deref(), &mut std::io::stdout()).await?;
+            println!("linked as +{number}; `pincer run` serves WhatsApp now (groups: `pincer groups add NAME --whatsapp JID`)");
+        }
+        WhatsappCmd::Status => println!("{}", link::status(config).await?),
+        WhatsappCmd::Unlink => println!("{}", link::unlink(config).await?),
+    }
+    Ok(())
 }
 
 async fn add_group(store: &Store, config: &Config, name: &str, settings: &GroupSettings) -> anyhow::Result<GroupName> {

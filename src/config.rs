@@ -38,6 +38,7 @@ pub struct Config {
     pub anthropic: AnthropicConfig,
     pub scheduler: SchedulerConfig,
     pub delivery: DeliveryConfig,
+    pub whatsapp: WhatsAppConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -144,6 +145,40 @@ impl Default for SchedulerConfig {
     }
 }
 
+/// `[whatsapp]`: pincer as a linked device of a WhatsApp account.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WhatsAppConfig {
+    /// The device's keys and state: its own SQLite file, outside every
+    /// group's sandbox. Relative paths are inside `data_dir`.
+    pub device_db: PathBuf,
+    /// Warn when a connected session has received no message for this long.
+    #[serde(with = "humantime_serde")]
+    pub silence_warning: Duration,
+    /// How long `pincer whatsapp link` waits to reach WhatsApp before it gives up.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// How long `pincer whatsapp link` waits for the phone to pair, once connected.
+    #[serde(with = "humantime_serde")]
+    pub pair_timeout: Duration,
+    /// Another WhatsApp WebSocket URL (the tests use a closed loopback port).
+    /// Unset: WhatsApp's own. When set, pincer also pins the client version,
+    /// so no request goes to WhatsApp's web server for it.
+    pub server_url: Option<String>,
+}
+
+impl Default for WhatsAppConfig {
+    fn default() -> Self {
+        WhatsAppConfig {
+            device_db: PathBuf::from("whatsapp.db"),
+            silence_warning: Duration::from_secs(6 * 3600),
+            connect_timeout: Duration::from_secs(30),
+            pair_timeout: Duration::from_secs(180),
+            server_url: None,
+        }
+    }
+}
+
 /// `[delivery]`: how replies reach the chats through the outbox.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +221,7 @@ impl Default for Config {
             anthropic: AnthropicConfig::default(),
             scheduler: SchedulerConfig::default(),
             delivery: DeliveryConfig::default(),
+            whatsapp: WhatsAppConfig::default(),
         }
     }
 }
@@ -280,6 +316,13 @@ impl Config {
                 problem: "must be longer than 0s (e.g. \"30s\")",
             });
         }
+        let w = &self.whatsapp;
+        if w.silence_warning.is_zero() || w.connect_timeout.is_zero() || w.pair_timeout.is_zero() {
+            return Err(ConfigError::Rule {
+                key: "whatsapp.silence_warning / whatsapp.connect_timeout / whatsapp.pair_timeout",
+                problem: "must be longer than 0s (e.g. \"6h\", \"30s\", \"3m\")",
+            });
+        }
         let d = &self.delivery;
         if d.retry_first.is_zero() || d.retry_cap < d.retry_first {
             return Err(ConfigError::Rule {
@@ -326,6 +369,11 @@ impl Config {
     }
 
     /// The SQLite file inside `data_dir`.
+    /// The WhatsApp device store (`whatsapp.device_db`, inside `data_dir` when relative).
+    pub fn whatsapp_db_path(&self) -> PathBuf {
+        self.data_dir.join(&self.whatsapp.device_db)
+    }
+
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("pincer.db")
     }

@@ -56,6 +56,7 @@ pub enum Platform {
     /// `pincer chat NAME`; also where a group without a chat keeps its replies.
     Console,
     Telegram,
+    WhatsApp,
 }
 
 impl Platform {
@@ -63,12 +64,13 @@ impl Platform {
         match self {
             Platform::Console => "console",
             Platform::Telegram => "telegram",
+            Platform::WhatsApp => "whatsapp",
         }
     }
 
     /// The inverse of [`Platform::as_str`], for stored rows.
     pub fn parse(s: &str) -> Option<Platform> {
-        [Platform::Console, Platform::Telegram].into_iter().find(|p| p.as_str() == s)
+        [Platform::Console, Platform::Telegram, Platform::WhatsApp].into_iter().find(|p| p.as_str() == s)
     }
 }
 
@@ -97,6 +99,36 @@ impl ChatAddress {
     /// A Telegram chat id, and maybe a forum topic of it.
     pub fn telegram(chat_id: i64, topic: Option<i64>) -> ChatAddress {
         ChatAddress { platform: Platform::Telegram, chat: chat_id.to_string(), thread: topic.map(|t| t.to_string()) }
+    }
+}
+
+/// Why a string is not a WhatsApp group JID.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "{jid:?} is not a WhatsApp group JID: it looks like 120363012345678901@g.us (digits, maybe one '-', then @g.us); \
+     send /chatid in the group to see it"
+)]
+pub struct InvalidGroupJid {
+    pub jid: String,
+}
+
+impl ChatAddress {
+    /// A WhatsApp group, by its JID (`120363012345678901@g.us`; older groups
+    /// are `<creator's number>-<seconds>@g.us`).
+    pub fn whatsapp_group(jid: &str) -> Result<ChatAddress, InvalidGroupJid> {
+        let invalid = || InvalidGroupJid { jid: jid.to_owned() };
+        let user = jid.trim().strip_suffix("@g.us").ok_or_else(invalid)?;
+        let mut parts = user.split('-');
+        let digits = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        let first_ok = digits(parts.next());
+        let rest_ok = match parts.next() {
+            None => true,
+            second => digits(second) && parts.next().is_none(),
+        };
+        if !(first_ok && rest_ok) {
+            return Err(invalid());
+        }
+        Ok(ChatAddress { platform: Platform::WhatsApp, chat: jid.trim().to_owned(), thread: None })
     }
 }
 
@@ -161,6 +193,9 @@ pub struct Inbound {
     pub reply_to: Option<String>,
     /// When pincer accepted the message; used only for latency metrics.
     pub accepted_at: Instant,
+    /// The platform's id of the message, where it may deliver one twice
+    /// (WhatsApp after a reconnect): a second copy is refused when stored.
+    pub external_id: Option<String>,
 }
 
 impl Inbound {
@@ -174,6 +209,7 @@ impl Inbound {
             sent_at: SystemTime::now(),
             reply_to: None,
             accepted_at: Instant::now(),
+            external_id: None,
         }
     }
 
@@ -398,6 +434,17 @@ mod tests {
             "{prompt}"
         );
         assert!(prompt.ends_with("Alice: @Andy what did we decide?"), "{prompt}");
+    }
+
+    #[test]
+    fn whatsapp_group_jids_are_checked() {
+        for ok in ["120363012345678901@g.us", "4915112345678-1612345678@g.us"] {
+            assert_eq!(ChatAddress::whatsapp_group(ok).unwrap().chat, ok);
+        }
+        for bad in ["120363@s.whatsapp.net", "@g.us", "12a@g.us", "1-2-3@g.us", "1-@g.us", "-1@g.us", "120363"] {
+            let e = ChatAddress::whatsapp_group(bad).unwrap_err();
+            assert!(e.to_string().contains("120363012345678901@g.us"), "{e}");
+        }
     }
 
     #[test]

@@ -27,6 +27,13 @@ pub enum RouteError {
     Closed(#[from] SessionClosed),
 }
 
+impl RouteError {
+    /// The message was a second copy of one already taken (same platform id): nothing to do.
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self, RouteError::Store(StoreError::Duplicate(_)))
+    }
+}
+
 /// What `/status` tells about a group.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupStatus {

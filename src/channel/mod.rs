@@ -21,6 +21,8 @@ pub mod console;
 pub mod delivery;
 pub mod retry;
 pub mod telegram;
+mod text;
+pub mod whatsapp;
 
 use std::future::Future;
 use std::time::Duration;
@@ -29,6 +31,8 @@ use crate::domain::{ApprovalRequest, ChatAddress, GroupName, OutboundKind, Platf
 use crate::outbox::Outbox;
 use crate::router::Router;
 use crate::store::{GroupRecord, Store, StoreError};
+
+pub use text::{describe_status, starts_with_word};
 
 /// What a platform adapter does to put outbox messages in its chats.
 pub trait Deliver: Send + Sync + 'static {
@@ -122,6 +126,32 @@ impl Directory {
             self.outbox.wake();
         }
         Ok(())
+    }
+
+    /// Remembers a message pincer sent (its platform id).
+    pub async fn record_sent(&self, to: &ChatAddress, message_id: &str) -> Result<(), StoreError> {
+        self.store.record_sent(to, message_id).await
+    }
+
+    /// Whether pincer sent the message with this id to this chat.
+    pub async fn was_sent(&self, at: &ChatAddress, message_id: &str) -> Result<bool, StoreError> {
+        self.store.was_sent(at, message_id).await
+    }
+
+    /// Records how a platform's connection is doing, for `status` and `doctor`.
+    pub async fn set_health(
+        &self,
+        platform: Platform,
+        state: &str,
+        detail: Option<&str>,
+        linked_as: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.store.set_channel_health(platform, state, detail, linked_as).await
+    }
+
+    /// A message came in from the platform just now.
+    pub async fn note_inbound(&self, platform: Platform) -> Result<(), StoreError> {
+        self.store.note_inbound(platform).await
     }
 
     /// A chat got a new id on its platform; bindings and waiting replies follow.

@@ -4,6 +4,7 @@
 //! embedded at build time and applied when the store opens. Every write that
 //! the session engine depends on ("persist first") goes through here.
 
+mod channels;
 mod groups;
 mod history;
 mod outbox;
@@ -19,6 +20,7 @@ use sqlx::{Row, SqlitePool};
 
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source, TaskFrame, TurnResult};
 
+pub use channels::ChannelHealth;
 pub use groups::{GroupRecord, GroupSettings};
 pub use history::{Delivery, HistoryEntry};
 pub use outbox::{DeliveryState, Enqueue, OutboxId, OutboxRow};
@@ -35,6 +37,8 @@ pub enum StoreError {
     UnknownSchedule(i64),
     #[error("that chat (or topic) is already bound to group `{0}`: unbind it there first")]
     ChatTaken(String),
+    #[error("message {0} was already received")]
+    Duplicate(String),
     #[error("cannot open the database {path}: {source}")]
     Open { path: String, source: sqlx::Error },
     #[error("cannot migrate the database: {0}")]
@@ -95,7 +99,7 @@ fn unix_us(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
-fn from_unix_us(us: i64) -> SystemTime {
+pub fn from_unix_us(us: i64) -> SystemTime {
     UNIX_EPOCH + std::time::Duration::from_micros(u64::try_from(us).unwrap_or(0))
 }
 
@@ -125,11 +129,13 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// Stores a message in its first state: `Queued` for the agent, or `Observed`.
+    /// Stores a message in its first state: `Queued` for the agent, or
+    /// `Observed`. A second copy of a message with the same platform id
+    /// (`external_id`) is refused with [`StoreError::Duplicate`].
     pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
-        let id = sqlx::query(
-            "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        let done = sqlx::query(
+            "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         )
         .bind(msg.group.as_str())
         .bind(now_us())
@@ -140,9 +146,13 @@ impl Store {
         .bind(unix_us(msg.sent_at))
         .bind(&msg.reply_to)
         .bind(state.as_str())
+        .bind(&msg.external_id)
         .execute(&self.pool)
         .await?;
-        Ok(InboundId(id.last_insert_rowid()))
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
+        }
+        Ok(InboundId(done.last_insert_rowid()))
     }
 
     /// Takes the group's observed messages (the newest `limit`, oldest first)

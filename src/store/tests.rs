@@ -168,3 +168,42 @@ async fn observed_messages_are_taken_once_as_context() {
     assert_eq!(omitted, 0);
     assert_eq!(store.group_cost(&g).await.unwrap(), 0.0);
 }
+
+#[tokio::test]
+async fn a_second_copy_of_a_platform_message_is_refused() {
+    let (_dir, store) = temp_store().await;
+    let g = group("wa");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    let mut msg = Inbound::new(g.clone(), Source::Chat(Platform::WhatsApp), "Bob", "hi");
+    msg.external_id = Some("3EB0ABC".into());
+    store.insert_inbound(&msg, InboundState::Queued).await.unwrap();
+    let again = store.insert_inbound(&msg, InboundState::Observed).await.unwrap_err();
+    assert!(matches!(&again, StoreError::Duplicate(id) if id == "3EB0ABC"), "{again}");
+    let other_platform = Inbound { source: Source::Chat(Platform::Telegram), ..msg.clone() };
+    store.insert_inbound(&other_platform, InboundState::Queued).await.unwrap();
+    let without_id = Inbound { external_id: None, ..msg };
+    store.insert_inbound(&without_id, InboundState::Queued).await.unwrap();
+    store.insert_inbound(&without_id, InboundState::Queued).await.unwrap();
+}
+
+#[tokio::test]
+async fn sent_ids_and_channel_health_are_kept() {
+    let (_dir, store) = temp_store().await;
+    let g = group("wa");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    let at = ChatAddress::whatsapp_group("120363001@g.us").unwrap();
+    assert!(!store.was_sent(&at, "3EB0").await.unwrap());
+    store.record_sent(&at, "3EB0").await.unwrap();
+    store.record_sent(&at, "3EB0").await.unwrap();
+    assert!(store.was_sent(&at, "3EB0").await.unwrap());
+    assert!(!store.was_sent(&ChatAddress::whatsapp_group("120363002@g.us").unwrap(), "3EB0").await.unwrap());
+
+    assert_eq!(store.channel_health(Platform::WhatsApp).await.unwrap(), None);
+    store.set_channel_health(Platform::WhatsApp, "connected", None, Some("4915112345678")).await.unwrap();
+    store.note_inbound(Platform::WhatsApp).await.unwrap();
+    store.set_channel_health(Platform::WhatsApp, "logged_out", Some("logged out on the phone"), None).await.unwrap();
+    let health = store.channel_health(Platform::WhatsApp).await.unwrap().unwrap();
+    assert_eq!((health.state.as_str(), health.linked_as.as_deref()), ("logged_out", Some("4915112345678")));
+    assert_eq!(health.detail.as_deref(), Some("logged out on the phone"));
+    assert!(health.last_inbound_us.is_some());
+}

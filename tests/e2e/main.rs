@@ -16,3 +16,4 @@ mod schedule;
 mod session;
 mod telegram;
 mod tools;
+mod whatsapp;

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::cli::{claude_bin, cli_env, TEST_API_KEY};
 use super::fake_api::FakeApi;
 use super::fake_bot::FakeBot;
+use super::fake_wa::FakeWa;
 
 /// How long a test waits for something the CLI does (a turn takes well under a second).
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -109,6 +110,14 @@ impl Sandbox {
     pub fn fast_retries(&mut self) {
         self.config.delivery.retry_first = Duration::from_millis(200);
         self.config.delivery.retry_cap = Duration::from_secs(2);
+    }
+
+    /// Runs the whole daemon with a fake WhatsApp connection (`app::run_with`,
+    /// which `app::run` calls with the linked device).
+    pub fn spawn_daemon_with_whatsapp(&self, wa: &FakeWa) -> Daemon {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(pincer::app::run_with(self.config.clone(), Some(wa.source()), shutdown.clone()));
+        Daemon { task, shutdown }
     }
 
     /// Opens the store beside a running daemon (SQLite in WAL mode allows it).

@@ -6,5 +6,6 @@
 pub mod cli;
 pub mod fake_api;
 pub mod fake_bot;
+pub mod fake_wa;
 pub mod harness;
 pub mod serve;

@@ -1,14 +1,12 @@
 //! The bot's commands. They are registered with `setMyCommands`, so Telegram
 //! offers them in the chat's command menu.
 
-use std::time::SystemTime;
-
 use teloxide::utils::command::BotCommands;
 
 use super::inbound::ChatMessage;
 use super::{outbound, Shared};
+use crate::channel::describe_status;
 use crate::domain::OutboundKind;
-use crate::router::GroupStatus;
 use crate::store::GroupRecord;
 
 #[derive(BotCommands, Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +51,7 @@ pub(super) async fn run(shared: &Shared, group: &GroupRecord, chat: &ChatMessage
         Cmd::Stop | Cmd::New if !admins.is_empty() && !is_admin => {
             "Only this group's admins can stop the agent or start a fresh session.".to_owned()
         }
-        Cmd::Status => describe(&router.status(&group.name).await?),
+        Cmd::Status => describe_status(&router.status(&group.name).await?),
         Cmd::Stop => {
             let busy = router.session(&group.name).await?.status().in_turn;
             router.interrupt(&group.name).await?;
@@ -71,44 +69,9 @@ pub(super) async fn run(shared: &Shared, group: &GroupRecord, chat: &ChatMessage
     Ok(())
 }
 
-/// `/status` text.
-fn describe(group: &GroupStatus) -> String {
-    let status = &group.session;
-    let session = match (status.live, status.live_since, &status.session_id) {
-        (true, Some(since), _) => format!("live since {} ({} ago)", clock(since), ago(since)),
-        (true, None, _) => "live".to_owned(),
-        (false, _, Some(_)) => "not running; the next message resumes the conversation".to_owned(),
-        (false, _, None) => "none yet; the next message starts one".to_owned(),
-    };
-    let turn = if status.in_turn { "working on a turn" } else { "idle" };
-    let pending = match status.pending {
-        0 => String::new(),
-        n => format!(", {n} message(s) waiting for an answer"),
-    };
-    let replies = match group.waiting_replies {
-        0 => String::new(),
-        n => format!("\nReplies waiting to reach this chat: {n}"),
-    };
-    format!(
-        "Session: {session}\nAgent: {turn}{pending}\nBackground tasks running: {}{replies}\nCost so far: ${:.4}",
-        status.running_tasks, group.cost_usd
-    )
-}
-
-fn clock(t: SystemTime) -> String {
-    let stamp = humantime::format_rfc3339_seconds(t).to_string();
-    stamp.get(11..16).map_or(stamp.clone(), |hm| format!("{hm} UTC"))
-}
-
-fn ago(t: SystemTime) -> String {
-    let secs = SystemTime::now().duration_since(t).map_or(0, |d| d.as_secs());
-    humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::SessionStatus;
 
     #[test]
     fn commands_parse_with_and_without_the_bot_name() {
@@ -116,27 +79,5 @@ mod tests {
         assert_eq!(Cmd::parse("/stop@pincer_bot", "pincer_bot").ok(), Some(Cmd::Stop));
         assert!(Cmd::parse("/stop@other_bot", "pincer_bot").is_err(), "another bot's command is not ours");
         assert!(Cmd::parse("stop", "pincer_bot").is_err());
-    }
-
-    #[test]
-    fn status_says_what_runs_and_the_cost() {
-        let status = SessionStatus {
-            live: true,
-            live_since: Some(SystemTime::now()),
-            session_id: Some("s".into()),
-            pending: 1,
-            in_turn: true,
-            running_tasks: 2,
-        };
-        let text = describe(&GroupStatus { session: status, cost_usd: 0.01234, waiting_replies: 3 });
-        assert!(text.contains("live since"), "{text}");
-        assert!(text.contains("working on a turn, 1 message(s) waiting"), "{text}");
-        assert!(text.contains("Background tasks running: 2"), "{text}");
-        assert!(text.contains("$0.0123"), "{text}");
-        assert!(text.contains("Replies waiting to reach this chat: 3"), "{text}");
-        let session = SessionStatus { session_id: Some("s".into()), ..SessionStatus::default() };
-        let idle = describe(&GroupStatus { session, cost_usd: 0.0, waiting_replies: 0 });
-        assert!(!idle.contains("Replies waiting"), "{idle}");
-        assert!(idle.contains("resumes the conversation"), "{idle}");
     }
 }

@@ -77,15 +77,7 @@ pub(super) fn engages(msg: &ChatMessage, group: &GroupRecord, assistant: &str) -
         return true;
     }
     let trigger = group.settings.trigger.clone().unwrap_or_else(|| format!("@{assistant}"));
-    starts_with_word(msg.text.trim_start(), &trigger)
-}
-
-fn starts_with_word(text: &str, word: &str) -> bool {
-    let Some(head) = text.get(..word.len()) else {
-        return false;
-    };
-    let rest = &text[word.len()..];
-    head.to_lowercase() == word.to_lowercase() && !rest.chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_')
+    crate::channel::starts_with_word(msg.text.trim_start(), &trigger)
 }
 
 /// Chats seen without a group, so each is logged once. Bounded: past the cap

@@ -1,0 +1,87 @@
+//! What every chat adapter reads and says the same way: the trigger rule and
+//! the `/status` answer.
+
+use std::time::SystemTime;
+
+use crate::router::GroupStatus;
+
+/// Whether `text` starts with `word` as a whole word, in any case: `@Andy,`
+/// and `@andy hi` start with `@Andy`, `@Andyx` does not.
+pub fn starts_with_word(text: &str, word: &str) -> bool {
+    let Some(head) = text.get(..word.len()) else {
+        return false;
+    };
+    let rest = &text[word.len()..];
+    head.to_lowercase() == word.to_lowercase() && !rest.chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// `/status` text.
+pub fn describe_status(group: &GroupStatus) -> String {
+    let status = &group.session;
+    let session = match (status.live, status.live_since, &status.session_id) {
+        (true, Some(since), _) => format!("live since {} ({} ago)", clock(since), ago(since)),
+        (true, None, _) => "live".to_owned(),
+        (false, _, Some(_)) => "not running; the next message resumes the conversation".to_owned(),
+        (false, _, None) => "none yet; the next message starts one".to_owned(),
+    };
+    let turn = if status.in_turn { "working on a turn" } else { "idle" };
+    let pending = match status.pending {
+        0 => String::new(),
+        n => format!(", {n} message(s) waiting for an answer"),
+    };
+    let replies = match group.waiting_replies {
+        0 => String::new(),
+        n => format!("\nReplies waiting to reach this chat: {n}"),
+    };
+    format!(
+        "Session: {session}\nAgent: {turn}{pending}\nBackground tasks running: {}{replies}\nCost so far: ${:.4}",
+        status.running_tasks, group.cost_usd
+    )
+}
+
+fn clock(t: SystemTime) -> String {
+    let stamp = humantime::format_rfc3339_seconds(t).to_string();
+    stamp.get(11..16).map_or(stamp.clone(), |hm| format!("{hm} UTC"))
+}
+
+fn ago(t: SystemTime) -> String {
+    let secs = SystemTime::now().duration_since(t).map_or(0, |d| d.as_secs());
+    humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SessionStatus;
+
+    #[test]
+    fn status_says_what_runs_and_the_cost() {
+        let status = SessionStatus {
+            live: true,
+            live_since: Some(SystemTime::now()),
+            session_id: Some("s".into()),
+            pending: 1,
+            in_turn: true,
+            running_tasks: 2,
+        };
+        let text = describe_status(&GroupStatus { session: status, cost_usd: 0.01234, waiting_replies: 3 });
+        assert!(text.contains("live since"), "{text}");
+        assert!(text.contains("working on a turn, 1 message(s) waiting"), "{text}");
+        assert!(text.contains("Background tasks running: 2"), "{text}");
+        assert!(text.contains("$0.0123"), "{text}");
+        assert!(text.contains("Replies waiting to reach this chat: 3"), "{text}");
+        let session = SessionStatus { session_id: Some("s".into()), ..SessionStatus::default() };
+        let idle = describe_status(&GroupStatus { session, cost_usd: 0.0, waiting_replies: 0 });
+        assert!(!idle.contains("Replies waiting"), "{idle}");
+        assert!(idle.contains("resumes the conversation"), "{idle}");
+    }
+
+    #[test]
+    fn a_trigger_is_a_whole_leading_word() {
+        assert!(starts_with_word("@Andy hi", "@Andy"));
+        assert!(starts_with_word("@ANDY", "@Andy"));
+        assert!(!starts_with_word("@Andyx", "@Andy"));
+        assert!(!starts_with_word("@An", "@Andy"));
+        assert!(starts_with_word("hey bot, go", "hey bot"));
+    }
+}

@@ -1,0 +1,206 @@
+//! Tool approvals without buttons (ordinary WhatsApp accounts have none):
+//! pincer posts the tool, a short view of its input and a four-character code;
+//! an admin answers `allow CODE`, `deny CODE` or `always CODE`, or replies to
+//! the prompt with one of those words. Anyone else is told they are not an
+//! admin and nothing changes. The session denies when no answer comes within
+//! `approval_timeout`; this module then says so in the chat.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::client::WaClient;
+use super::Shared;
+use crate::channel::ApprovalAsk;
+use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest};
+
+/// Letters and digits that cannot be mistaken for each other when typed.
+const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+
+/// A prompt in a group, waiting for an admin.
+struct Entry {
+    chat: String,
+    /// The prompt's message id, once posted: a reply to it answers it.
+    prompt_id: Option<String>,
+    admins: Vec<String>,
+    decide: oneshot::Sender<ApprovalAnswer>,
+}
+
+/// Prompts waiting for an answer, by code. Bounded by the engine's approval
+/// queue: every entry is one tool call the CLI is waiting on.
+#[derive(Default)]
+pub(super) struct Waiting(Mutex<HashMap<String, Entry>>);
+
+/// Who answered, as the adapter knows them.
+pub(super) struct Answerer<'a> {
+    /// The sender's phone number (digits), when WhatsApp tells it.
+    pub number: Option<&'a str>,
+    pub name: &'a str,
+}
+
+impl Waiting {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a prompt for `chat` under a fresh code.
+    fn open(&self, chat: &str, admins: Vec<String>, decide: oneshot::Sender<ApprovalAnswer>) -> String {
+        let mut waiting = self.lock();
+        let code = loop {
+            let code = code();
+            if !waiting.contains_key(&code) {
+                break code;
+            }
+        };
+        waiting.insert(code.clone(), Entry { chat: chat.to_owned(), prompt_id: None, admins, decide });
+        code
+    }
+
+    fn posted(&self, code: &str, prompt_id: String) {
+        if let Some(entry) = self.lock().get_mut(code) {
+            entry.prompt_id = Some(prompt_id);
+        }
+    }
+
+    fn forget(&self, code: &str) {
+        self.lock().remove(code);
+    }
+
+    /// The code of the prompt a message replies to, if it is one.
+    pub fn code_of_prompt(&self, chat: &str, prompt_id: &str) -> Option<String> {
+        let waiting = self.lock();
+        waiting
+            .iter()
+            .find(|(_, e)| e.chat == chat && e.prompt_id.as_deref() == Some(prompt_id))
+            .map(|(c, _)| c.clone())
+    }
+
+    /// Handles an answer in `chat`; returns what the chat is told.
+    pub fn answer(&self, chat: &str, code: &str, verdict: Approval, by: &Answerer<'_>) -> String {
+        let mut waiting = self.lock();
+        let Some(entry) = waiting.get(code).filter(|e| e.chat == chat) else {
+            return format!("No tool request {code} is waiting here (it was answered or timed out).");
+        };
+        if !by.number.is_some_and(|n| entry.admins.iter().any(|a| a == n)) {
+            tracing::info!(code, by = by.name, "a non-admin answered a tool request; refused");
+            return format!("Sorry {}, only this group's admins can answer tool requests.", by.name);
+        }
+        let Some(entry) = waiting.remove(code) else {
+            return format!("No tool request {code} is waiting here.");
+        };
+        let number = by.number.unwrap_or_default();
+        let answer = ApprovalAnswer { verdict, by: format!("whatsapp:{number} ({})", by.name) };
+        match entry.decide.send(answer) {
+            Ok(()) => match verdict {
+                Approval::Allow => format!("✅ {code} allowed by {}.", by.name),
+                Approval::Deny => format!("❌ {code} denied by {}.", by.name),
+                Approval::AlwaysAllow => {
+                    format!("✅ {code} allowed by {}, now and from now on in this group.", by.name)
+                }
+            },
+            Err(_) => format!("Tool request {code} is no longer waiting."),
+        }
+    }
+}
+
+/// A random four-character code.
+fn code() -> String {
+    let bytes = uuid::Uuid::new_v4().into_bytes();
+    bytes[..4].iter().map(|b| CODE_ALPHABET[usize::from(*b) % CODE_ALPHABET.len()] as char).collect()
+}
+
+/// Shows each approval request in its group until pincer stops.
+pub(super) async fn run<C: WaClient>(
+    shared: Arc<Shared<C>>,
+    mut asks: mpsc::Receiver<ApprovalAsk>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            Some(next) = asks.recv() => { tokio::spawn(ask(shared.clone(), next)); }
+            _ = shutdown.cancelled() => return,
+            else => return,
+        }
+    }
+}
+
+async fn ask<C: WaClient>(shared: Arc<Shared<C>>, ask: ApprovalAsk) {
+    let ApprovalAsk { to, admins, request } = ask;
+    let ApprovalRequest { group, tool_name, summary, timeout, mut respond, .. } = request;
+    let (decide, decided) = oneshot::channel();
+    let code = shared.approvals.open(&to.chat, admins, decide);
+    let question = format!(
+        "🔐 The agent wants to use *{tool_name}*:\n```\n{}\n```\nAn admin of this group answers *allow {code}*, \
+         *deny {code}* or *always {code}* (or replies to this message with allow, deny or always). \
+         Without an answer within {} it is denied.",
+        summary.replace("```", "'''"),
+        humantime::format_duration(timeout)
+    );
+    match shared.client.send_text(&to.chat, &question).await {
+        Ok(id) => shared.approvals.posted(&code, id),
+        Err(e) => {
+            tracing::error!(%group, tool = %tool_name, %e, "cannot post an approval request; denied");
+            shared.approvals.forget(&code);
+            return;
+        }
+    }
+    let late = tokio::select! {
+        answer = decided => match answer {
+            // The answer was told in the chat when it was given.
+            Ok(answer) => respond.send(answer).is_err(),
+            Err(_) => false,
+        },
+        _ = respond.closed() => {
+            shared.approvals.forget(&code);
+            true
+        }
+    };
+    if late {
+        let text = format!("⌛ No answer to {code} in time: {tool_name} was denied.");
+        shared.ports.outbox.notice(&group, &text).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alice() -> Answerer<'static> {
+        Answerer { number: Some("4915100000001"), name: "Alice" }
+    }
+
+    #[test]
+    fn codes_are_short_and_unambiguous() {
+        for _ in 0..200 {
+            let c = code();
+            assert_eq!(c.len(), 4);
+            assert!(c.bytes().all(|b| CODE_ALPHABET.contains(&b)), "{c}");
+        }
+    }
+
+    #[test]
+    fn only_admins_of_the_right_group_decide() {
+        let waiting = Waiting::default();
+        let (decide, mut decided) = oneshot::channel();
+        let code = waiting.open("g1@g.us", vec!["4915100000001".into()], decide);
+        waiting.posted(&code, "PROMPT1".into());
+        assert_eq!(waiting.code_of_prompt("g1@g.us", "PROMPT1"), Some(code.clone()));
+        assert_eq!(waiting.code_of_prompt("g2@g.us", "PROMPT1"), None);
+
+        let mallory = Answerer { number: Some("4915199999999"), name: "Mallory" };
+        assert!(waiting.answer("g1@g.us", &code, Approval::Allow, &mallory).contains("only this group's admins"));
+        let unknown = Answerer { number: None, name: "Someone" };
+        assert!(waiting.answer("g1@g.us", &code, Approval::Allow, &unknown).contains("only this group's admins"));
+        assert!(waiting.answer("g2@g.us", &code, Approval::Allow, &alice()).contains("No tool request"));
+        assert!(decided.try_recv().is_err(), "nothing decided yet");
+
+        let told = waiting.answer("g1@g.us", &code, Approval::AlwaysAllow, &alice());
+        assert!(told.contains("allowed by Alice, now and from now on"), "{told}");
+        let answer = decided.try_recv().unwrap();
+        assert_eq!(answer.verdict, Approval::AlwaysAllow);
+        assert_eq!(answer.by, "whatsapp:4915100000001 (Alice)");
+        assert!(waiting.answer("g1@g.us", &code, Approval::Deny, &alice()).contains("No tool request"));
+    }
+}

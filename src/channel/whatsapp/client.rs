@@ -1,0 +1,87 @@
+//! pincer's narrow view of a WhatsApp client: what the adapter asks of it,
+//! behind a trait so the tests can stand a fake in for the crate's `Client`
+//! (which needs WhatsApp's servers). JIDs cross this trait as strings; the
+//! crate's types stay in [`Real`].
+
+use std::future::Future;
+use std::sync::Arc;
+
+use whatsapp_rust::proto_helpers::MessageBuilderExt;
+use whatsapp_rust::waproto::whatsapp as wa;
+use whatsapp_rust::{Client, Jid, SendError};
+
+use super::inbound::OwnIds;
+
+/// Why a WhatsApp call failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WaError {
+    /// Not connected or not logged in now: worth trying again later.
+    #[error("WhatsApp is not connected: {0}")]
+    NotConnected(String),
+    /// WhatsApp will not take this (a malformed request).
+    #[error("WhatsApp refused it: {0}")]
+    Rejected(String),
+    /// Anything else (network, server): worth trying again.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What the adapter does with WhatsApp.
+pub trait WaClient: Send + Sync + 'static {
+    /// Sends a text message to a chat; returns its message id.
+    fn send_text(&self, chat: &str, text: &str) -> impl Future<Output = Result<String, WaError>> + Send;
+    /// Shows (`true`) or ends "typing…" in a chat.
+    fn composing(&self, chat: &str, on: bool) -> impl Future<Output = Result<(), WaError>> + Send;
+    /// Marks a message read: WhatsApp users report that group messages stop
+    /// coming to a device that never sends read receipts.
+    fn mark_read(&self, chat: &str, sender: &str, id: &str) -> impl Future<Output = Result<(), WaError>> + Send;
+    /// A group's subject (its name), for the log.
+    fn group_subject(&self, chat: &str) -> impl Future<Output = Result<String, WaError>> + Send;
+    /// The linked account's phone number and LID (empty before pairing).
+    fn own_ids(&self) -> OwnIds;
+}
+
+/// The crate's client.
+#[derive(Clone)]
+pub struct Real(pub Arc<Client>);
+
+fn jid(s: &str) -> Result<Jid, WaError> {
+    s.parse().map_err(|e| WaError::Rejected(format!("{s:?} is not a JID: {e}")))
+}
+
+fn send_error(e: SendError) -> WaError {
+    let text = format!("{e:#}");
+    match e {
+        SendError::Client(_) | SendError::NotLoggedIn => WaError::NotConnected(text),
+        SendError::InvalidRequest(_) => WaError::Rejected(text),
+        _ => WaError::Other(text),
+    }
+}
+
+impl WaClient for Real {
+    async fn send_text(&self, chat: &str, text: &str) -> Result<String, WaError> {
+        let sent = self.0.send_message(jid(chat)?, wa::Message::text(text)).await.map_err(send_error)?;
+        Ok(sent.message_id)
+    }
+
+    async fn composing(&self, chat: &str, on: bool) -> Result<(), WaError> {
+        let chat = jid(chat)?;
+        let states = self.0.chatstate();
+        let sent = if on { states.send_composing(&chat).await } else { states.send_paused(&chat).await };
+        sent.map_err(|e| WaError::Other(format!("{e:#}")))
+    }
+
+    async fn mark_read(&self, chat: &str, sender: &str, id: &str) -> Result<(), WaError> {
+        let (chat, sender) = (jid(chat)?, jid(sender)?);
+        self.0.mark_as_read(&chat, Some(&sender), &[id]).await.map_err(|e| WaError::Other(format!("{e:#}")))
+    }
+
+    async fn group_subject(&self, chat: &str) -> Result<String, WaError> {
+        let meta = self.0.groups().get_metadata(&jid(chat)?).await.map_err(|e| WaError::Other(format!("{e:#}")))?;
+        Ok(meta.subject)
+    }
+
+    fn own_ids(&self) -> OwnIds {
+        OwnIds { number: self.0.pn().map(|j| j.user.to_string()), lid: self.0.lid().map(|j| j.user.to_string()) }
+    }
+}

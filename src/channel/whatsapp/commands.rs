@@ -1,0 +1,111 @@
+//! Text commands in a WhatsApp group (WhatsApp has no bot command menu):
+//! `/status`, `/stop`, `/new`, `/chatid`, `/help`, and the answers to
+//! approval prompts (`allow CODE`, `deny CODE`, `always CODE`, or one of those
+//! words in a reply to the prompt).
+
+use crate::domain::Approval;
+
+/// A command a message carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Cmd {
+    Status,
+    Stop,
+    New,
+    Chatid,
+    Help,
+    /// An answer to an approval prompt: by its code, or (`None`) by replying to it.
+    Answer {
+        verdict: Approval,
+        code: Option<String>,
+    },
+}
+
+pub(super) const HELP: &str = "pincer runs a Claude Code agent for this group. Commands:\n\
+/status: is the agent's session live, what runs in it, what it cost\n\
+/stop: interrupt the agent's current turn\n\
+/new: start a fresh session (the old one stays in pincer's history)\n\
+/chatid: this group's id, to register it with pincer\n\
+/help: this text\n\
+When the agent asks to use a tool, an admin answers: allow CODE, deny CODE or always CODE \
+(or replies to the request with allow, deny or always).";
+
+impl Cmd {
+    /// The command `text` is, if any. Commands are case-insensitive and must
+    /// be the whole message (a command word inside a sentence is chat).
+    pub fn parse(text: &str, replies_to_prompt: bool) -> Option<Cmd> {
+        let text = text.trim();
+        let lower = text.to_lowercase();
+        let mut words = lower.split_whitespace();
+        let first = words.next()?;
+        let second = words.next();
+        if words.next().is_some() {
+            return None;
+        }
+        if let Some(verdict) = verdict(first) {
+            return match second {
+                Some(code) if is_code(code) => Some(Cmd::Answer { verdict, code: Some(code.to_uppercase()) }),
+                None if replies_to_prompt => Some(Cmd::Answer { verdict, code: None }),
+                _ => None,
+            };
+        }
+        if second.is_some() {
+            return None;
+        }
+        Some(match first {
+            "/status" => Cmd::Status,
+            "/stop" => Cmd::Stop,
+            "/new" => Cmd::New,
+            "/chatid" => Cmd::Chatid,
+            "/help" => Cmd::Help,
+            _ => return None,
+        })
+    }
+}
+
+fn verdict(word: &str) -> Option<Approval> {
+    match word {
+        "allow" | "yes" => Some(Approval::Allow),
+        "deny" | "no" => Some(Approval::Deny),
+        "always" => Some(Approval::AlwaysAllow),
+        _ => None,
+    }
+}
+
+/// Approval codes are four letters or digits (see `approvals::code`).
+fn is_code(word: &str) -> bool {
+    word.len() == 4 && word.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_whole_messages_in_any_case() {
+        assert_eq!(Cmd::parse("/status", false), Some(Cmd::Status));
+        assert_eq!(Cmd::parse("  /STOP ", false), Some(Cmd::Stop));
+        assert_eq!(Cmd::parse("/new", false), Some(Cmd::New));
+        assert_eq!(Cmd::parse("/chatid", false), Some(Cmd::Chatid));
+        assert_eq!(Cmd::parse("/help", false), Some(Cmd::Help));
+        assert_eq!(Cmd::parse("please /stop now", false), None);
+        assert_eq!(Cmd::parse("/status now", false), None);
+        assert_eq!(Cmd::parse("/unknown", false), None);
+        assert_eq!(Cmd::parse("", false), None);
+    }
+
+    #[test]
+    fn approvals_are_answered_by_code_or_by_replying() {
+        let allow = |code: Option<&str>| Some(Cmd::Answer { verdict: Approval::Allow, code: code.map(str::to_owned) });
+        assert_eq!(Cmd::parse("allow k7QZ", false), allow(Some("K7QZ")));
+        assert_eq!(Cmd::parse("Allow", true), allow(None));
+        assert_eq!(Cmd::parse("allow", false), None, "a bare word that replies to nothing is chat");
+        assert_eq!(
+            Cmd::parse("always AB12", false),
+            Some(Cmd::Answer { verdict: Approval::AlwaysAllow, code: Some("AB12".into()) })
+        );
+        assert_eq!(Cmd::parse("deny", true), Some(Cmd::Answer { verdict: Approval::Deny, code: None }));
+        assert_eq!(Cmd::parse("allow everyone in", false), None);
+        assert_eq!(Cmd::parse("allow ABCDE", false), None);
+        assert!(HELP.contains("allow CODE"));
+    }
+}

@@ -1,0 +1,312 @@
+//! Messages from WhatsApp: to a group's agent, as context, a command, or an
+//! answer to an approval prompt; the bot's own messages and groups that are
+//! not registered go nowhere.
+//!
+//! A crate message is turned into [`WaMessage`] first (in `event`); every
+//! decision after that is made on our types.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use super::approvals::Answerer;
+use super::client::WaClient;
+use super::commands::{Cmd, HELP};
+use super::Shared;
+use crate::domain::{ChatAddress, Inbound, OutboundKind, Platform, Source};
+use crate::store::GroupRecord;
+
+/// How much of a quoted message the agent is shown.
+const QUOTE_CHARS: usize = 80;
+
+/// A text message as pincer reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct WaMessage {
+    /// Unique across chats: `chat/sender/message id` (WhatsApp's ids are
+    /// unique per chat and sender only). Redeliveries are dropped by it.
+    pub id: String,
+    /// WhatsApp's own id of the message (what a reply quotes).
+    pub message_id: String,
+    /// The chat's JID (`…@g.us` for a group).
+    pub chat: String,
+    /// The sender's JID, as WhatsApp gave it (often a LID).
+    pub sender: String,
+    pub is_group: bool,
+    /// Sent by the linked account itself (from the phone, or by pincer).
+    pub from_me: bool,
+    /// The sender's phone number (digits), when WhatsApp tells it (the
+    /// sender may be known only by a LID).
+    pub sender_number: Option<String>,
+    pub sender_name: String,
+    pub text: String,
+    pub sent_at: Option<SystemTime>,
+    /// The user parts of the JIDs the message @-mentions (numbers or LIDs).
+    pub mentions: Vec<String>,
+    /// What it replies to: the quoted message's id, who wrote it (a JID user
+    /// part), and its first words.
+    pub quoted_id: Option<String>,
+    pub quoted_sender: Option<String>,
+    pub quoted_text: Option<String>,
+}
+
+/// Who the linked account is: its phone number and LID (user parts).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnIds {
+    pub number: Option<String>,
+    pub lid: Option<String>,
+}
+
+impl OwnIds {
+    fn is_me(&self, user: &str) -> bool {
+        self.number.as_deref() == Some(user) || self.lid.as_deref() == Some(user)
+    }
+}
+
+impl WaMessage {
+    fn address(&self) -> ChatAddress {
+        ChatAddress { platform: Platform::WhatsApp, chat: self.chat.clone(), thread: None }
+    }
+
+    /// "Name: first words" of the quoted message.
+    fn reply_to(&self) -> Option<String> {
+        let said: String = self.quoted_text.as_deref()?.chars().take(QUOTE_CHARS).collect();
+        let who = self.quoted_sender.as_deref().unwrap_or("someone");
+        Some(format!("{who}: {said}"))
+    }
+}
+
+/// Whether a message wakes the group's agent: in a group without a trigger,
+/// always; otherwise when it starts with the trigger (case-insensitive, as a
+/// whole word), @-mentions the linked account (by number or LID), or replies
+/// to one of the bot's messages.
+pub(super) fn engages(
+    msg: &WaMessage,
+    group: &GroupRecord,
+    assistant: &str,
+    me: &OwnIds,
+    replies_to_bot: bool,
+) -> bool {
+    if !group.settings.requires_trigger || replies_to_bot || msg.mentions.iter().any(|m| me.is_me(m)) {
+        return true;
+    }
+    let trigger = group.settings.trigger.clone().unwrap_or_else(|| format!("@{assistant}"));
+    crate::channel::starts_with_word(msg.text.trim_start(), &trigger)
+}
+
+/// Groups seen without a registration, so each is logged once. Bounded: past
+/// the cap the oldest is forgotten (and would be logged again).
+#[derive(Default)]
+pub(super) struct UnknownChats(Mutex<(HashSet<String>, VecDeque<String>)>);
+
+const UNKNOWN_CHATS_CAP: usize = 4096;
+
+impl UnknownChats {
+    fn first_sight(&self, chat: &str) -> bool {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (seen, order) = &mut *guard;
+        if !seen.insert(chat.to_owned()) {
+            return false;
+        }
+        order.push_back(chat.to_owned());
+        if order.len() > UNKNOWN_CHATS_CAP {
+            if let Some(old) = order.pop_front() {
+                seen.remove(&old);
+            }
+        }
+        true
+    }
+}
+
+/// Takes one message: stores it (or refuses a second copy) before returning,
+/// so WhatsApp is acknowledged only for what pincer holds.
+pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMessage) -> anyhow::Result<()> {
+    let ports = &shared.ports;
+    let me = shared.client.own_ids();
+    let here = msg.address();
+    // On a personal number the bot's own posts come back: never answer them.
+    if msg.from_me || me.number.as_deref().is_some_and(|n| msg.sender_number.as_deref() == Some(n)) {
+        return Ok(());
+    }
+    if ports.directory.was_sent(&here, &msg.message_id).await? {
+        return Ok(());
+    }
+    if !msg.is_group {
+        tracing::debug!(chat = %msg.chat, "a direct message to the linked number was ignored; pincer serves groups");
+        return Ok(());
+    }
+    shared.health.inbound().await;
+    let prompt_code = match &msg.quoted_id {
+        Some(quoted) => shared.approvals.code_of_prompt(&msg.chat, quoted),
+        None => None,
+    };
+    let command = Cmd::parse(&msg.text, prompt_code.is_some());
+    if command == Some(Cmd::Chatid) {
+        chat_id(shared, &msg);
+        return Ok(());
+    }
+    let Some(group) = ports.directory.group_for(&here).await? else {
+        if shared.unknown_chats.first_sight(&msg.chat) {
+            // Asking WhatsApp for the subject must not hold up the receive path.
+            let (client, jid) = (shared.client.clone(), msg.chat.clone());
+            tokio::spawn(async move {
+                let subject = client.group_subject(&jid).await.unwrap_or_default();
+                tracing::warn!(
+                    %jid, %subject,
+                    "a message from a WhatsApp group that is not registered was ignored; register it with \
+                     `pincer groups add NAME --whatsapp {jid}`"
+                );
+            });
+        }
+        return Ok(());
+    };
+    if !group.active {
+        tracing::info!(group = %group.name, "the group's WhatsApp chat is reachable again");
+        ports.directory.set_reachable(&group.name, true, None).await?;
+    }
+    if let Some(cmd) = command {
+        return run_command(shared, &group, &msg, cmd, prompt_code).await;
+    }
+    let replies_to_bot = match &msg.quoted_id {
+        Some(quoted) => {
+            msg.quoted_sender.as_deref().is_some_and(|s| me.is_me(s)) || ports.directory.was_sent(&here, quoted).await?
+        }
+        None => false,
+    };
+    let mut inbound = Inbound::new(group.name.clone(), Source::Chat(Platform::WhatsApp), &msg.sender_name, &msg.text);
+    inbound.sender_id = msg.sender_number.clone();
+    inbound.sent_at = msg.sent_at.unwrap_or_else(SystemTime::now);
+    inbound.reply_to = msg.reply_to();
+    inbound.external_id = Some(msg.id.clone());
+    let result = if engages(&msg, &group, &shared.assistant, &me, replies_to_bot) {
+        ports.router.send(inbound).await.map(Some)
+    } else {
+        ports.router.observe(&inbound).await.map(|_| None)
+    };
+    match result {
+        Ok(Some(_)) => {
+            let session = ports.router.session(&group.name).await?;
+            shared.typing.start(shared.client.clone(), &group.name, &msg.chat, session);
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) if e.is_duplicate() => {
+            tracing::debug!(group = %group.name, id = %msg.id, "a WhatsApp message came again; dropped");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `/chatid`: answered in any group, registered or not (it is how a group
+/// gets registered), directly rather than through the outbox (a group that
+/// is not registered has none), from its own task: sending must not hold up
+/// the receive path.
+fn chat_id<C: WaClient>(shared: &Shared<C>, msg: &WaMessage) {
+    let you =
+        msg.sender_number.as_deref().map_or_else(String::new, |n| format!("\nYour number: {n} (for --admin {n})"));
+    let text = format!("Group id: {}\nRegister it with: pincer groups add NAME --whatsapp {}{you}", msg.chat, msg.chat);
+    let (client, jid) = (shared.client.clone(), msg.chat.clone());
+    tokio::spawn(async move {
+        if let Err(e) = client.send_text(&jid, &text).await {
+            tracing::warn!(%jid, %e, "cannot answer /chatid");
+        }
+    });
+}
+
+async fn run_command<C: WaClient>(
+    shared: &Shared<C>,
+    group: &GroupRecord,
+    msg: &WaMessage,
+    cmd: Cmd,
+    prompt_code: Option<String>,
+) -> anyhow::Result<()> {
+    let router = &shared.ports.router;
+    let admins = &group.settings.admins;
+    let is_admin = msg.sender_number.as_deref().is_some_and(|n| admins.iter().any(|a| a == n));
+    let text = match cmd {
+        Cmd::Answer { verdict, code } => {
+            let Some(code) = code.or(prompt_code) else { return Ok(()) };
+            let by = Answerer { number: msg.sender_number.as_deref(), name: &msg.sender_name };
+            shared.approvals.answer(&msg.chat, &code, verdict, &by)
+        }
+        Cmd::Stop | Cmd::New if !admins.is_empty() && !is_admin => {
+            "Only this group's admins can stop the agent or start a fresh session.".to_owned()
+        }
+        Cmd::Status => crate::channel::describe_status(&router.status(&group.name).await?),
+        Cmd::Stop => {
+            let busy = router.session(&group.name).await?.status().in_turn;
+            router.interrupt(&group.name).await?;
+            if busy { "Interrupting the agent's turn." } else { "The agent is not in a turn right now." }.to_owned()
+        }
+        Cmd::New => {
+            // The session confirms when the fresh start is done.
+            router.new_session(&group.name).await?;
+            return Ok(());
+        }
+        Cmd::Help => HELP.to_owned(),
+        Cmd::Chatid => {
+            chat_id(shared, msg);
+            return Ok(());
+        }
+    };
+    shared.ports.outbox.say(&group.name, OutboundKind::Answer, &text).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::GroupSettings;
+
+    fn group(requires_trigger: bool) -> GroupRecord {
+        GroupRecord {
+            name: "g".parse().unwrap(),
+            created_at_us: 0,
+            session_id: None,
+            settings: GroupSettings { requires_trigger, ..GroupSettings::default() },
+            active: true,
+            inactive_reason: None,
+        }
+    }
+
+    fn msg(text: &str) -> WaMessage {
+        WaMessage { text: text.into(), is_group: true, ..WaMessage::default() }
+    }
+
+    #[test]
+    fn the_trigger_a_mention_or_a_reply_to_the_bot_engages() {
+        let me = OwnIds { number: Some("4915100000009".into()), lid: Some("123456789".into()) };
+        let g = group(true);
+        assert!(engages(&msg("@Andy hi"), &g, "Andy", &me, false));
+        assert!(engages(&msg("@andy, hi"), &g, "Andy", &me, false));
+        assert!(!engages(&msg("lunch?"), &g, "Andy", &me, false));
+        assert!(!engages(&msg("hi @Andy"), &g, "Andy", &me, false));
+        let by_number = WaMessage { mentions: vec!["4915100000009".into()], ..msg("@4915100000009 what now") };
+        assert!(engages(&by_number, &g, "Andy", &me, false));
+        let by_lid = WaMessage { mentions: vec!["123456789".into()], ..msg("@123456789 what now") };
+        assert!(engages(&by_lid, &g, "Andy", &me, false));
+        let someone_else = WaMessage { mentions: vec!["4915100000001".into()], ..msg("@Bob what now") };
+        assert!(!engages(&someone_else, &g, "Andy", &me, false));
+        assert!(engages(&msg("and then?"), &g, "Andy", &me, true));
+        assert!(engages(&msg("anything"), &group(false), "Andy", &me, false));
+    }
+
+    #[test]
+    fn a_quote_is_shown_as_who_and_first_words() {
+        let quoting = WaMessage {
+            quoted_sender: Some("4915100000001".into()),
+            quoted_text: Some("lunch at noon?".into()),
+            ..msg("sounds good")
+        };
+        assert_eq!(quoting.reply_to().as_deref(), Some("4915100000001: lunch at noon?"));
+        assert_eq!(msg("x").reply_to(), None);
+    }
+
+    #[test]
+    fn unknown_groups_are_reported_once() {
+        let seen = UnknownChats::default();
+        assert!(seen.first_sight("1@g.us"));
+        assert!(!seen.first_sight("1@g.us"));
+        assert!(seen.first_sight("2@g.us"));
+    }
+}

@@ -1,0 +1,182 @@
+//! The WhatsApp channel: pincer as a linked device of a WhatsApp account
+//! (whatsapp-rust), serving registered groups as the Telegram channel does.
+//! The crate's types stop here: the core sees `ChatAddress`, `Inbound` and
+//! outbox rows.
+//!
+//! - Inbound messages are taken in the crate's **durability hook**, before
+//!   WhatsApp is acknowledged: each is stored (as a message for the agent, or
+//!   as context) or refused as a second copy (by chat, sender and id), and only
+//!   then does the hook return. If storing fails the hook fails, nothing is
+//!   acknowledged, and WhatsApp delivers the message again later.
+//! - Connection events (connected, disconnected, logged out, banned,
+//!   replaced) are logged and stored for `pincer whatsapp status` and
+//!   `pincer doctor`; a watchdog warns when a connected session stays silent.
+//! - `channel::delivery` drains the WhatsApp outbox through [`outbound`];
+//!   while WhatsApp is unreachable or logged out, replies wait there.
+//! - Approvals are text: a code to answer (see [`approvals`]).
+//!
+//! The adapter is generic over [`WaClient`], so the tests run it with a fake
+//! client and feed it the crate's real event types.
+
+mod approvals;
+mod client;
+mod commands;
+mod event;
+pub mod format;
+mod health;
+mod inbound;
+pub mod link;
+mod outbound;
+mod typing;
+
+pub use client::{Real, WaClient, WaError};
+pub use inbound::OwnIds;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use whatsapp_rust::types::events::{Event, InboundMessage};
+use whatsapp_rust::{Client, InboundDurabilityHook};
+
+use super::delivery::{self, OutboxLedger};
+use super::retry::RetryPolicy;
+use super::{ApprovalAsk, Ports};
+use health::Health;
+
+/// What the message handlers, the hook and the approval loop share.
+struct Shared<C> {
+    client: Arc<C>,
+    ports: Ports,
+    assistant: String,
+    approvals: approvals::Waiting,
+    typing: typing::Typing,
+    unknown_chats: inbound::UnknownChats,
+    health: Health,
+}
+
+/// The WhatsApp adapter over a client.
+pub struct WhatsApp<C> {
+    shared: Arc<Shared<C>>,
+}
+
+impl<C> Clone for WhatsApp<C> {
+    fn clone(&self) -> Self {
+        WhatsApp { shared: self.shared.clone() }
+    }
+}
+
+/// How the adapter runs.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub retry: RetryPolicy,
+    /// Warn when a connected session has received nothing for this long.
+    pub silence_warning: Duration,
+}
+
+impl<C: WaClient> WhatsApp<C> {
+    pub fn new(client: Arc<C>, ports: Ports, assistant: &str) -> WhatsApp<C> {
+        let health = Health::new(ports.directory.clone());
+        let shared = Shared {
+            client,
+            ports,
+            assistant: assistant.to_owned(),
+            approvals: approvals::Waiting::default(),
+            typing: typing::Typing::default(),
+            unknown_chats: inbound::UnknownChats::default(),
+            health,
+        };
+        WhatsApp { shared: Arc::new(shared) }
+    }
+
+    /// Takes a batch of inbound messages: each is stored (or refused as a
+    /// second copy) before this returns. An error means some message is not
+    /// stored: WhatsApp must not be told it was received.
+    pub async fn take(&self, batch: &[InboundMessage]) -> anyhow::Result<()> {
+        for m in batch {
+            let Some(msg) = event::message(m) else { continue };
+            let (chat, sender, id) = (msg.chat.clone(), msg.sender.clone(), msg.message_id.clone());
+            inbound::on_message(&self.shared, msg).await?;
+            // Read receipts keep WhatsApp delivering group messages to this device.
+            let client = self.shared.client.clone();
+            tokio::spawn(async move {
+                if let Err(e) = client.mark_read(&chat, &sender, &id).await {
+                    tracing::debug!(%chat, %e, "cannot mark a WhatsApp message read");
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Serves until `shutdown` (or the events end): the crate's `events` in (in order), the
+    /// WhatsApp outbox and approvals out. Delivery goes on until
+    /// `stop_delivery`, so what the sessions say while they close still goes out.
+    pub async fn serve(
+        self,
+        events: async_channel::Receiver<Arc<Event>>,
+        asks: mpsc::Receiver<ApprovalAsk>,
+        options: ServeOptions,
+        shutdown: CancellationToken,
+        stop_delivery: CancellationToken,
+    ) {
+        let shared = &self.shared;
+        let sender =
+            Arc::new(outbound::Sender { client: shared.client.clone(), directory: shared.ports.directory.clone() });
+        let ledger = OutboxLedger { outbox: shared.ports.outbox.clone(), directory: shared.ports.directory.clone() };
+        let delivery = tokio::spawn(delivery::run(sender, ledger, options.retry, stop_delivery));
+        let asking = tokio::spawn(approvals::run(shared.clone(), asks, shutdown.clone()));
+        let watching = {
+            let shared = shared.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move { shared.health.watch(options.silence_warning, shutdown).await })
+        };
+        loop {
+            let ev = tokio::select! {
+                ev = events.recv() => match ev { Ok(ev) => ev, Err(_) => break },
+                _ = shutdown.cancelled() => break,
+            };
+            self.on_event(&ev).await;
+        }
+        let _ = delivery.await;
+        asking.abort();
+        watching.abort();
+        shared.typing.stop_all();
+    }
+
+    async fn on_event(&self, ev: &Event) {
+        match event::read(ev) {
+            event::Happened::Messages(messages) => {
+                for m in messages {
+                    if let Err(e) = self.take(std::slice::from_ref(m)).await {
+                        tracing::error!("cannot take a WhatsApp message: {e:#}");
+                    }
+                }
+            }
+            event::Happened::Connection(state, detail) => {
+                let number = self.shared.client.own_ids().number;
+                self.shared.health.changed(state, detail.as_deref(), number.as_deref()).await;
+            }
+            event::Happened::Other => {}
+        }
+    }
+}
+
+/// The crate's durability hook, handing each batch to the adapter once it is
+/// set (it is set before the client starts, so a batch never finds it empty).
+#[derive(Clone, Default)]
+pub struct Hook(Arc<OnceLock<WhatsApp<Real>>>);
+
+impl Hook {
+    pub fn set(&self, adapter: WhatsApp<Real>) {
+        let _ = self.0.set(adapter);
+    }
+}
+
+#[whatsapp_rust::async_trait]
+impl InboundDurabilityHook for Hook {
+    async fn on_messages(&self, _client: Arc<Client>, batch: &[InboundMessage]) -> anyhow::Result<()> {
+        let adapter = self.0.get().ok_or_else(|| anyhow::anyhow!("pincer is not ready for WhatsApp messages yet"))?;
+        adapter.take(batch).await
+    }
+}

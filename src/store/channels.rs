@@ -1,0 +1,98 @@
+//! What the chat platforms' adapters keep beyond messages: the ids of the
+//! messages pincer sent (a reply to one engages the agent; the bot never
+//! answers its own), and each platform's connection health, which a running
+//! pincer writes for `pincer whatsapp status` and `pincer doctor` to read.
+
+use sqlx::Row;
+
+use super::{now_us, Store, StoreError};
+use crate::domain::{ChatAddress, Platform};
+
+/// A platform's connection as the running pincer last saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelHealth {
+    /// `connected`, `disconnected`, `logged_out`, `banned`, ... (the adapter's words).
+    pub state: String,
+    pub detail: Option<String>,
+    /// The account pincer is linked as, when known.
+    pub linked_as: Option<String>,
+    pub changed_at_us: i64,
+    pub last_inbound_us: Option<i64>,
+}
+
+impl Store {
+    /// Remembers a message pincer sent to a chat.
+    pub async fn record_sent(&self, to: &ChatAddress, message_id: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO sent_messages (platform, chat, message_id, at_us) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        )
+        .bind(to.platform.as_str())
+        .bind(&to.chat)
+        .bind(message_id)
+        .bind(now_us())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Whether pincer sent the message with this id to this chat.
+    pub async fn was_sent(&self, at: &ChatAddress, message_id: &str) -> Result<bool, StoreError> {
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM sent_messages WHERE platform = ? AND chat = ? AND message_id = ?")
+                .bind(at.platform.as_str())
+                .bind(&at.chat)
+                .bind(message_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(found.is_some())
+    }
+
+    /// Records a change of a platform's connection (`linked_as` kept when `None`).
+    pub async fn set_channel_health(
+        &self,
+        platform: Platform,
+        state: &str,
+        detail: Option<&str>,
+        linked_as: Option<&str>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO channel_health (platform, state, detail, linked_as, changed_at_us) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (platform) DO UPDATE SET state = ?2, detail = ?3,
+                 linked_as = COALESCE(?4, linked_as), changed_at_us = ?5",
+        )
+        .bind(platform.as_str())
+        .bind(state)
+        .bind(detail)
+        .bind(linked_as)
+        .bind(now_us())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A message came in from the platform just now.
+    pub async fn note_inbound(&self, platform: Platform) -> Result<(), StoreError> {
+        sqlx::query("UPDATE channel_health SET last_inbound_us = ? WHERE platform = ?")
+            .bind(now_us())
+            .bind(platform.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn channel_health(&self, platform: Platform) -> Result<Option<ChannelHealth>, StoreError> {
+        let row = sqlx::query(
+            "SELECT state, detail, linked_as, changed_at_us, last_inbound_us FROM channel_health WHERE platform = ?",
+        )
+        .bind(platform.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| ChannelHealth {
+            state: r.get(0),
+            detail: r.get(1),
+            linked_as: r.get(2),
+            changed_at_us: r.get(3),
+            last_inbound_us: r.get(4),
+        }))
+    }
+}

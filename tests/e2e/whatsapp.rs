@@ -1,0 +1,376 @@
+//! WhatsApp end to end: the whole daemon (`app::run_with`, as `app::run`
+//! runs it with the linked device) with the real CLI against the fake
+//! Messages API, and the WhatsApp adapter fed the crate's real event types
+//! through a fake client (`support::fake_wa`): no WhatsApp server is
+//! reachable from here.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pincer::domain::{ChatAddress, GroupName, Platform};
+use pincer::store::GroupSettings;
+use whatsapp_rust::proto_helpers::MessageBuilderExt;
+use whatsapp_rust::waproto::whatsapp as wa;
+
+use crate::support::fake_api::{self, FakeApi, Reply};
+use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
+use crate::support::fake_wa::{inbound, mentioning, replying, FakeWa, Person, BOT_LID, BOT_NUMBER};
+use crate::support::harness::{Sandbox, PATIENCE};
+
+const FAMILY: &str = "120363012345678901@g.us";
+
+fn alice() -> Person {
+    Person { name: "Alice", number: "4915100000001", lid: Some("111111111111111") }
+}
+
+fn bob() -> Person {
+    Person { name: "Bob", number: "4915100000002", lid: None }
+}
+
+fn bound(admins: &[&Person]) -> GroupSettings {
+    GroupSettings {
+        chat: Some(ChatAddress::whatsapp_group(FAMILY).unwrap()),
+        admins: admins.iter().map(|p| p.number.to_owned()).collect(),
+        ..GroupSettings::default()
+    }
+}
+
+async fn family_sandbox(api: &FakeApi, settings: GroupSettings) -> Sandbox {
+    let mut sandbox = Sandbox::new(api);
+    sandbox.fast_retries();
+    sandbox.add_group_with("family", settings).await;
+    sandbox
+}
+
+/// Time for a message that should reach nobody to have done so, if it would.
+async fn quiet() {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
+async fn a_triggered_message_is_answered_in_the_same_group_and_context_goes_with_it() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let wa = FakeWa::new();
+    let sandbox = family_sandbox(&api, bound(&[])).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    let lunch = wa.say(FAMILY, &bob(), "lunch at noon?");
+    wa.say_with(FAMILY, &alice(), replying("sounds good", &lunch, "4915100000002@s.whatsapp.net", "lunch at noon?"));
+    wa.say(FAMILY, &alice(), "@Andy what did we decide?");
+    let sent = wa.wait_sent(FAMILY, 1).await;
+    assert!(sent[0].text.starts_with("ECHO: "), "{}", sent[0].text);
+
+    let requests = api.main_requests();
+    assert_eq!(requests.len(), 1, "only the triggered message started a turn");
+    let prompt = requests[0].last_user_prompt();
+    assert!(prompt.contains("Bob: lunch at noon?"), "{prompt}");
+    assert!(prompt.contains("Alice (replying to 4915100000002: lunch at noon?): sounds good"), "{prompt}");
+    assert!(prompt.ends_with("Alice: @Andy what did we decide?"), "{prompt}");
+    assert_eq!(wa.composing(FAMILY).first(), Some(&true), "typing… was shown");
+    wa.wait_for("every message marked read", |wa| wa.read().len() == 3).await;
+
+    let store = sandbox.store().await;
+    let history = store.history(&"family".parse().unwrap(), 10).await.unwrap();
+    let json = serde_json::to_value(history.last().unwrap()).unwrap();
+    assert_eq!(json["delivery"]["to"], format!("whatsapp {FAMILY}"));
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_message_delivered_twice_is_answered_once() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let wa = FakeWa::new();
+    let sandbox = family_sandbox(&api, bound(&[])).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    let message = inbound(FAMILY, &alice(), "3EB0DUPLICATE", wa::Message::text("@Andy once please"), false);
+    wa.deliver(message.clone());
+    wa.wait_sent(FAMILY, 1).await;
+    // WhatsApp redelivers after a reconnect.
+    wa.deliver(message);
+    wa.say(FAMILY, &alice(), "@Andy and now?");
+    let sent = wa.wait_sent(FAMILY, 2).await;
+    quiet().await;
+    assert_eq!(wa.sent(FAMILY).len(), 2, "{sent:?}");
+    assert_eq!(api.main_requests().len(), 2, "the copy never reached the agent");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn mentions_of_the_bots_lid_and_replies_to_its_messages_engage_and_its_own_messages_do_not() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let wa = FakeWa::new();
+    let sandbox = family_sandbox(&api, bound(&[])).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    wa.say_with(FAMILY, &alice(), mentioning(&format!("@{BOT_LID} what time is it"), &[format!("{BOT_LID}@lid")]));
+    let sent = wa.wait_sent(FAMILY, 1).await;
+    assert!(sent[0].text.contains("what time is it"), "{}", sent[0].text);
+
+    let bot_reply = sent[0].id.clone();
+    wa.say_with(FAMILY, &bob(), replying("and tomorrow?", &bot_reply, &format!("{BOT_NUMBER}@s.whatsapp.net"), "ECHO"));
+    let sent = wa.wait_sent(FAMILY, 2).await;
+    assert!(sent[1].text.contains("and tomorrow?"), "{}", sent[1].text);
+
+    // On a personal number, what the account itself writes comes back: never answered.
+    let me = Person { name: "Me", number: BOT_NUMBER, lid: None };
+    wa.deliver(inbound(FAMILY, &me, "3EB0FROMME", wa::Message::text("@Andy from the phone"), true));
+    wa.deliver(inbound(FAMILY, &bob(), &bot_reply, wa::Message::text("@Andy echoed back"), false));
+    quiet().await;
+    assert_eq!(api.main_requests().len(), 2, "its own messages reached no agent");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_group_that_is_not_registered_reaches_no_agent_but_can_ask_its_id() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let wa = FakeWa::new();
+    let sandbox = family_sandbox(&api, bound(&[])).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+    let stranger = "120363099999999999@g.us";
+
+    wa.say(stranger, &alice(), "@Andy please answer");
+    wa.say(stranger, &alice(), "/chatid");
+    let sent = wa.wait_sent(stranger, 1).await;
+    assert!(sent[0].text.contains(&format!("pincer groups add NAME --whatsapp {stranger}")), "{}", sent[0].text);
+    assert!(sent[0].text.contains("--admin 4915100000001"), "{}", sent[0].text);
+    quiet().await;
+    assert!(api.main_requests().is_empty(), "no agent was asked");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn text_commands_answer_in_the_group() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let wa = FakeWa::new();
+    let sandbox = family_sandbox(&api, bound(&[])).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    wa.say(FAMILY, &bob(), "/help");
+    let help = wa.wait_sent(FAMILY, 1).await.remove(0);
+    assert!(help.text.contains("/status") && help.text.contains("allow CODE"), "{}", help.text);
+    wa.say(FAMILY, &bob(), "/status");
+    let status = wa.wait_sent(FAMILY, 2).await.remove(1);
+    assert!(status.text.contains("Session: none yet"), "{}", status.text);
+    assert!(api.main_requests().is_empty(), "commands are not the agent's");
+    pincer.stop().await;
+}
+
+fn touch_script() -> fake_api::Script {
+    fake_api::scripted(vec![("TOUCH", Reply::bash("touch approved.txt && echo touched", "make a file"))])
+}
+
+/// The code in an approval prompt: the word after "allow".
+fn code_of(prompt: &str) -> String {
+    let at = prompt.find("allow ").expect("the prompt names its code") + "allow ".len();
+    prompt[at..].chars().take(4).collect()
+}
+
+#[tokio::test]
+async fn an_admin_approves_a_tool_by_its_code_and_a_non_admin_cannot() {
+    let api = FakeApi::start(touch_script()).await;
+    let wa = FakeWa::new();
+    let settings = GroupSettings { allowed_tools: Some(vec!["Read".into()]), ..bound(&[&alice()]) };
+    let sandbox = family_sandbox(&api, settings).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    wa.say(FAMILY, &bob(), "@Andy TOUCH please");
+    let prompt = wa.wait_sent(FAMILY, 1).await.remove(0);
+    assert!(prompt.text.contains("Bash") && prompt.text.contains("touch approved.txt"), "{}", prompt.text);
+    let code = code_of(&prompt.text);
+
+    wa.say(FAMILY, &bob(), &format!("allow {code}"));
+    let refused = wa.wait_sent(FAMILY, 2).await.remove(1);
+    assert!(refused.text.contains("only this group's admins"), "{}", refused.text);
+    assert!(!sandbox.group_dir("family").join("approved.txt").exists(), "a non-admin's answer changes nothing");
+
+    // Alice is known by her LID here; WhatsApp tells her number alongside.
+    wa.say_with(FAMILY, &alice(), replying("allow", &prompt.id, &format!("{BOT_NUMBER}@s.whatsapp.net"), "🔐"));
+    let after_tool = |wa: &FakeWa| wa.sent(FAMILY).iter().any(|s| s.text.starts_with("AFTER_TOOL"));
+    wa.wait_for("the tool ran and the turn ended", after_tool).await;
+    let reply = wa.sent(FAMILY).into_iter().find(|s| s.text.starts_with("AFTER_TOOL")).unwrap();
+    assert!(reply.text.contains("touched"), "the tool's output reached the model: {}", reply.text);
+    assert!(sandbox.group_dir("family").join("approved.txt").exists());
+    assert!(wa.sent(FAMILY).iter().any(|s| s.text.contains(&format!("{code} allowed by Alice"))));
+    let store = sandbox.store().await;
+    let decisions = store.decisions(&"family".parse().unwrap()).await.unwrap();
+    assert_eq!(decisions.len(), 1);
+    assert!(decisions[0].allowed);
+    assert_eq!(decisions[0].decided_by, "whatsapp:4915100000001 (Alice)");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn an_unanswered_approval_is_denied_after_the_timeout() {
+    let api = FakeApi::start(touch_script()).await;
+    let wa = FakeWa::new();
+    let settings = GroupSettings { allowed_tools: Some(vec!["Read".into()]), ..bound(&[&alice()]) };
+    let mut sandbox = family_sandbox(&api, settings).await;
+    sandbox.config.claude.approval_timeout = Duration::from_secs(2);
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    wa.say(FAMILY, &bob(), "@Andy TOUCH please");
+    wa.wait_for("the model saw the denial", |wa| wa.sent(FAMILY).iter().any(|s| s.text.contains("denied"))).await;
+    wa.wait_for("the chat is told", |wa| wa.sent(FAMILY).iter().any(|s| s.text.contains("No answer to"))).await;
+    assert!(!sandbox.group_dir("family").join("approved.txt").exists());
+    let store = sandbox.store().await;
+    let decisions = store.decisions(&"family".parse().unwrap()).await.unwrap();
+    assert_eq!((decisions[0].allowed, decisions[0].decided_by.as_str()), (false, "timeout"));
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_reply_queued_while_disconnected_is_delivered_after_reconnecting() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let wa = FakeWa::new();
+    let sandbox = family_sandbox(&api, bound(&[])).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    wa.connected();
+    wa.set_connected(false);
+    wa.disconnected();
+    wa.say(FAMILY, &alice(), "@Andy answer me later");
+    wa.wait_for("a send refused while disconnected", |wa| wa.refused(FAMILY) > 0).await;
+    assert!(wa.sent(FAMILY).is_empty());
+    let status = pincer::channel::whatsapp::link::status(&sandbox.config).await.unwrap();
+    assert!(status.contains("connection: disconnected"), "{status}");
+
+    wa.set_connected(true);
+    wa.connected();
+    let sent = wa.wait_sent(FAMILY, 1).await;
+    assert!(sent[0].text.contains("answer me later"), "{}", sent[0].text);
+    quiet().await;
+    assert_eq!(wa.sent(FAMILY).len(), 1, "once");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_logged_out_number_is_reported_and_telegram_keeps_working() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let wa = FakeWa::new();
+    let bot = FakeBot::start().await;
+    let mut sandbox = family_sandbox(&api, bound(&[])).await;
+    sandbox.use_telegram(&bot);
+    let team = TgChat { id: -100_300, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() };
+    let telegram = GroupSettings { chat: Some(ChatAddress::telegram(team.id, None)), ..GroupSettings::default() };
+    sandbox.add_group_with("team", telegram).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    wa.connected();
+    wa.set_connected(false);
+    wa.logged_out();
+    let store = sandbox.store().await;
+    tokio::time::timeout(PATIENCE, async {
+        while store.channel_health(Platform::WhatsApp).await.unwrap().is_none_or(|h| h.state != "logged_out") {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the logout was recorded");
+    let status = pincer::channel::whatsapp::link::status(&sandbox.config).await.unwrap();
+    assert!(status.contains("logged_out") && status.contains("pincer whatsapp link"), "{status}");
+
+    let alice = TgUser { id: 42, first_name: "Alice".into(), username: None };
+    bot.say(&team, &alice, "@Andy still there?");
+    let sent = bot.wait_sent(team.id, 1).await;
+    assert!(sent[0].text.contains("still there?"), "{}", sent[0].text);
+
+    // A WhatsApp reply waits in the outbox meanwhile.
+    wa.say(FAMILY, &bob(), "@Andy are you?");
+    wa.wait_for("the reply was tried", |wa| wa.refused(FAMILY) > 0).await;
+    let family: GroupName = "family".parse().unwrap();
+    assert_eq!(store.queued_count(&family).await.unwrap(), 1);
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn the_durability_hook_stores_a_message_before_it_returns() {
+    use pincer::channel::whatsapp::{Hook, Real, WhatsApp};
+    use whatsapp_rust::InboundDurabilityHook;
+
+    let api = FakeApi::start(fake_api::echo()).await;
+    let sandbox = family_sandbox(&api, bound(&[])).await;
+    let pincer = sandbox.start().await;
+    // The crate's real client, built offline (no WhatsApp server is reachable); its store in memory.
+    let bot = whatsapp_rust::bot::Bot::builder()
+        .with_backend(whatsapp_rust::wacore::store::InMemoryBackend::new())
+        .with_transport_factory(
+            whatsapp_rust::transport::TokioWebSocketTransportFactory::new().with_url("ws://127.0.0.1:9/ws/chat"),
+        )
+        .with_version((2, 3000, 1))
+        .build()
+        .await
+        .unwrap();
+    let client = bot.client();
+    let hook = Hook::default();
+    hook.set(WhatsApp::new(Arc::new(Real(client.clone())), pincer.engine.ports(), "Andy"));
+
+    let message = inbound(FAMILY, &alice(), "3EB0HOOK", wa::Message::text("@Andy stored first"), false);
+    hook.on_messages(client.clone(), std::slice::from_ref(&message)).await.expect("stored, so it may be acked");
+    let family: GroupName = "family".parse().unwrap();
+    let history = pincer.store().history(&family, 10).await.unwrap();
+    assert!(
+        history.iter().any(|e| serde_json::to_value(e).unwrap()["text"] == "@Andy stored first"),
+        "the message was in the store when the hook returned: {history:?}"
+    );
+    // A redelivery after a reconnect is taken as done: acked, and not stored twice.
+    hook.on_messages(client, std::slice::from_ref(&message)).await.expect("a copy is acked too");
+    let stored = pincer.store().history(&family, 10).await.unwrap();
+    let copies = stored.iter().filter(|e| serde_json::to_value(e).unwrap()["text"] == "@Andy stored first").count();
+    assert_eq!(copies, 1);
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn the_device_store_is_created_and_migrated_and_holds_no_link_yet() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let sandbox = Sandbox::new(&api);
+    let hook = pincer::channel::whatsapp::Hook::default();
+    assert!(!pincer::channel::whatsapp::link::device_stored(&sandbox.config));
+    let opened = pincer::channel::whatsapp::link::open(&sandbox.config, hook.clone()).await.unwrap();
+    assert!(opened.is_none(), "nothing is linked in a new store");
+    assert!(sandbox.config.whatsapp_db_path().exists(), "its own file, in data_dir");
+    assert!(sandbox.config.whatsapp_db_path().starts_with(&sandbox.config.data_dir));
+    // Opening again runs the migrations again over the existing file.
+    assert!(pincer::channel::whatsapp::link::open(&sandbox.config, hook).await.unwrap().is_none());
+    let status = pincer::channel::whatsapp::link::status(&sandbox.config).await.unwrap();
+    assert!(status.contains("no link was completed"), "{status}");
+}
+
+#[tokio::test]
+async fn linking_fails_in_bounded_time_where_whatsapp_cannot_be_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    // A closed port on loopback stands in for an unreachable WhatsApp: no traffic leaves the machine.
+    #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(["whatsapp", "link"])
+        .current_dir(dir.path())
+        .env("PINCER_WHATSAPP__SERVER_URL", "ws://127.0.0.1:9/ws/chat")
+        .env("PINCER_WHATSAPP__CONNECT_TIMEOUT", "3s")
+        .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output();
+    let out = tokio::time::timeout(PATIENCE, run).await.expect("link gives up by itself").unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot reach WhatsApp within 3s") && stderr.contains("Connection refused"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_malformed_group_jid_is_refused_with_the_right_form() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let sandbox = Sandbox::new(&api);
+    let add = |jid: &str| {
+        let args = ["pincer", "groups", "add", "family", "--whatsapp", jid, "--admin", "+49 151 0000-0001"];
+        let cli = <pincer::cli::Cli as clap::Parser>::try_parse_from(args).unwrap();
+        pincer::cli::execute(cli, sandbox.config.clone(), tokio_util::sync::CancellationToken::new())
+    };
+    let refused = add("4915100000001@s.whatsapp.net").await.unwrap_err().to_string();
+    assert!(refused.contains("120363012345678901@g.us"), "{refused}");
+    add(FAMILY).await.unwrap();
+    let group = sandbox.store().await.group("family").await.unwrap();
+    assert_eq!(group.settings.chat, Some(ChatAddress::whatsapp_group(FAMILY).unwrap()));
+    assert_eq!(group.settings.admins, ["4915100000001"]);
+}

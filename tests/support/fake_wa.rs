@@ -1,0 +1,247 @@
+//! A stand-in for WhatsApp: no WhatsApp server can be reached from here and
+//! no public mock exists, so the tests put a fake behind pincer's own
+//! `WaClient` trait (what pincer sends, shows and asks) and feed the adapter
+//! the crate's **real** event types, built through their public builders,
+//! from a channel the test controls.
+//!
+//! The fake records every message pincer sends (with the id it hands back,
+//! as WhatsApp does) and can be "disconnected", when sends fail the way the
+//! crate's do.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pincer::channel::whatsapp::{OwnIds, WaClient, WaError};
+use whatsapp_rust::buffa::MessageField;
+use whatsapp_rust::proto_helpers::MessageBuilderExt;
+use whatsapp_rust::types::events::{
+    BatchOrigin, ConnectFailureReason, Connected, Disconnected, Event, InboundMessage, LoggedOut, MessageBatch,
+};
+use whatsapp_rust::types::message::{MessageInfo, MessageSource};
+use whatsapp_rust::wacore::net::DisconnectReason;
+use whatsapp_rust::waproto::whatsapp as wa;
+
+/// The linked account's number and LID in the tests.
+pub const BOT_NUMBER: &str = "4915100000009";
+pub const BOT_LID: &str = "987654321098765";
+/// How long [`FakeWa::wait_sent`] waits.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A message pincer sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaSent {
+    pub chat: String,
+    pub text: String,
+    pub id: String,
+}
+
+/// A person in the tests' groups.
+#[derive(Clone, Debug)]
+pub struct Person {
+    pub name: &'static str,
+    pub number: &'static str,
+    /// Senders are often known by a LID in groups; the number then comes as `sender_alt`.
+    pub lid: Option<&'static str>,
+}
+
+#[derive(Default)]
+struct Recorded {
+    sent: Vec<WaSent>,
+    /// Failed sends while disconnected, by chat.
+    refused: Vec<String>,
+    composing: Vec<(String, bool)>,
+    read: Vec<String>,
+}
+
+/// The fake client and the event channel into pincer's adapter.
+#[derive(Clone)]
+pub struct FakeWa {
+    recorded: Arc<Mutex<Recorded>>,
+    connected: Arc<AtomicBool>,
+    next_id: Arc<AtomicU64>,
+    events: async_channel::Sender<Arc<Event>>,
+    receiver: async_channel::Receiver<Arc<Event>>,
+}
+
+/// The `WaClient` pincer is given.
+#[derive(Clone)]
+pub struct FakeClient(FakeWa);
+
+impl FakeWa {
+    pub fn new() -> FakeWa {
+        let (events, receiver) = async_channel::unbounded();
+        FakeWa {
+            recorded: Arc::default(),
+            connected: Arc::new(AtomicBool::new(true)),
+            next_id: Arc::new(AtomicU64::new(1)),
+            events,
+            receiver,
+        }
+    }
+
+    /// What the daemon gets: the client and the events, as `app::run` gets the linked device's.
+    pub fn source(&self) -> pincer::app::WhatsAppSource<FakeClient> {
+        pincer::app::WhatsAppSource {
+            client: Arc::new(FakeClient(self.clone())),
+            events: self.receiver.clone(),
+            start: None,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recorded> {
+        self.recorded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends go through (`true`) or fail as not connected (`false`).
+    pub fn set_connected(&self, connected: bool) {
+        self.connected.store(connected, Ordering::SeqCst);
+    }
+
+    /// Hands the adapter one of the crate's events.
+    pub fn event(&self, event: Event) {
+        self.events.try_send(Arc::new(event)).expect("the adapter's event channel is open");
+    }
+
+    /// A person writes in a group; returns the message's id.
+    pub fn say(&self, group: &str, from: &Person, text: &str) -> String {
+        self.say_with(group, from, wa::Message::text(text))
+    }
+
+    /// A person sends any message to a group; returns the message's id.
+    pub fn say_with(&self, group: &str, from: &Person, message: wa::Message) -> String {
+        let id = format!("3EB0{:012X}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        self.deliver(inbound(group, from, &id, message, false));
+        id
+    }
+
+    /// WhatsApp delivers a message (again, if it was delivered before).
+    pub fn deliver(&self, message: InboundMessage) {
+        let batch = MessageBatch::builder().messages(vec![message].into()).origin(BatchOrigin::Live).build();
+        self.event(Event::Messages(batch));
+    }
+
+    pub fn connected(&self) {
+        self.event(Event::Connected(Connected::builder().build()));
+    }
+
+    pub fn disconnected(&self) {
+        self.event(Event::Disconnected(Disconnected::builder().reason(DisconnectReason::StreamEnded).build()));
+    }
+
+    pub fn logged_out(&self) {
+        self.event(Event::LoggedOut(
+            LoggedOut::builder().on_connect(false).reason(ConnectFailureReason::LoggedOut).build(),
+        ));
+    }
+
+    /// The messages pincer sent to `chat`, oldest first.
+    pub fn sent(&self, chat: &str) -> Vec<WaSent> {
+        self.lock().sent.iter().filter(|s| s.chat == chat).cloned().collect()
+    }
+
+    /// Sends to `chat` that failed because the fake was disconnected.
+    pub fn refused(&self, chat: &str) -> usize {
+        self.lock().refused.iter().filter(|c| *c == chat).count()
+    }
+
+    /// "typing…" changes pincer asked for, per chat: `true` on, `false` off.
+    pub fn composing(&self, chat: &str) -> Vec<bool> {
+        self.lock().composing.iter().filter(|c| c.0 == chat).map(|c| c.1).collect()
+    }
+
+    /// Message ids pincer marked read.
+    pub fn read(&self) -> Vec<String> {
+        self.lock().read.clone()
+    }
+
+    /// Waits until `chat` has at least `n` messages from pincer; returns them all.
+    pub async fn wait_sent(&self, chat: &str, n: usize) -> Vec<WaSent> {
+        self.wait_for(&format!("{n} message(s) sent to {chat}"), |wa| wa.sent(chat).len() >= n).await;
+        self.sent(chat)
+    }
+
+    /// Waits until `f` holds; panics after [`PATIENCE`] naming `what`.
+    pub async fn wait_for(&self, what: &str, f: impl Fn(&FakeWa) -> bool) {
+        let waited = tokio::time::timeout(PATIENCE, async {
+            while !f(self) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        if waited.is_err() {
+            panic!("fake WhatsApp: waited {PATIENCE:?} for {what}; sent so far: {:?}", self.lock().sent);
+        }
+    }
+}
+
+impl WaClient for FakeClient {
+    async fn send_text(&self, chat: &str, text: &str) -> Result<String, WaError> {
+        let fake = &self.0;
+        if !fake.connected.load(Ordering::SeqCst) {
+            fake.lock().refused.push(chat.to_owned());
+            return Err(WaError::NotConnected("client is not connected".into()));
+        }
+        let id = format!("3EB0B07{:09X}", fake.next_id.fetch_add(1, Ordering::SeqCst));
+        fake.lock().sent.push(WaSent { chat: chat.to_owned(), text: text.to_owned(), id: id.clone() });
+        Ok(id)
+    }
+
+    async fn composing(&self, chat: &str, on: bool) -> Result<(), WaError> {
+        self.0.lock().composing.push((chat.to_owned(), on));
+        Ok(())
+    }
+
+    async fn mark_read(&self, _chat: &str, _sender: &str, id: &str) -> Result<(), WaError> {
+        self.0.lock().read.push(id.to_owned());
+        Ok(())
+    }
+
+    async fn group_subject(&self, _chat: &str) -> Result<String, WaError> {
+        Ok("Strangers".to_owned())
+    }
+
+    fn own_ids(&self) -> OwnIds {
+        OwnIds { number: Some(BOT_NUMBER.into()), lid: Some(BOT_LID.into()) }
+    }
+}
+
+/// One inbound group message, as the crate hands it over.
+pub fn inbound(group: &str, from: &Person, id: &str, message: wa::Message, from_me: bool) -> InboundMessage {
+    let number_jid = format!("{}@s.whatsapp.net", from.number);
+    let (sender, sender_alt) = match from.lid {
+        Some(lid) => (format!("{lid}@lid"), Some(number_jid.parse().unwrap())),
+        None => (number_jid, None),
+    };
+    let info = MessageInfo {
+        id: id.to_owned(),
+        push_name: from.name.to_owned(),
+        timestamp: whatsapp_rust::chrono::Utc::now(),
+        source: MessageSource {
+            chat: group.parse().expect("a group JID"),
+            sender: sender.parse().expect("a sender JID"),
+            sender_alt,
+            is_group: true,
+            is_from_me: from_me,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    InboundMessage::builder().message(Arc::new(message)).info(Arc::new(info)).build()
+}
+
+/// A text that @-mentions these JIDs.
+pub fn mentioning(text: &str, jids: &[String]) -> wa::Message {
+    wa::Message::text_with_context(text, wa::ContextInfo { mentioned_jid: jids.to_vec(), ..Default::default() })
+}
+
+/// A text that replies to (quotes) message `id` by `author` (a JID).
+pub fn replying(text: &str, id: &str, author: &str, quoted: &str) -> wa::Message {
+    let context = wa::ContextInfo {
+        stanza_id: Some(id.to_owned()),
+        participant: Some(author.to_owned()),
+        quoted_message: MessageField::some(wa::Message::text(quoted)),
+        ..Default::default()
+    };
+    wa::Message::text_with_context(text, context)
+}

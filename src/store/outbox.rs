@@ -148,11 +148,12 @@ impl Store {
         Ok(id)
     }
 
-    /// The chats of `platform` with replies waiting, whose groups are active.
+    /// The chats of `platform` with replies waiting, whose groups are active
+    /// (a group's activity is its chat's: the console is always there).
     pub async fn queued_chats(&self, platform: Platform) -> Result<Vec<ChatAddress>, StoreError> {
         let rows: Vec<(String, Option<String>)> = sqlx::query_as(
             "SELECT DISTINCT o.chat, o.thread FROM outbox o JOIN groups g ON g.name = o.group_name
-              WHERE o.state = 'queued' AND o.platform = ? AND g.active",
+              WHERE o.state = 'queued' AND o.platform = ?1 AND (g.active OR ?1 = 'console')",
         )
         .bind(platform.as_str())
         .fetch_all(&self.pool)
@@ -164,7 +165,8 @@ impl Store {
     pub async fn next_queued(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
         let row = sqlx::query(&format!(
             "{SELECT_ROW} JOIN groups g ON g.name = o.group_name
-              WHERE o.state = 'queued' AND o.platform = ? AND o.chat = ? AND o.thread IS ? AND g.active
+              WHERE o.state = 'queued' AND o.platform = ?1 AND o.chat = ?2 AND o.thread IS ?3
+                AND (g.active OR ?1 = 'console')
               ORDER BY o.id LIMIT 1"
         ))
         .bind(to.platform.as_str())

@@ -112,6 +112,13 @@ async fn each_chat_is_served_oldest_first_and_an_inactive_group_waits() {
     assert_eq!(store.queued_count(&group("b")).await.unwrap(), 1);
     store.set_group_active(&group("b"), true, None).await.unwrap();
     assert_eq!(next(-2).await, Some(b1));
+
+    // The console of a group whose chat is gone still prints what is meant for it.
+    store.set_group_active(&group("b"), false, Some("kicked")).await.unwrap();
+    let typed = store.enqueue(&group("b"), Enqueue { console: true, ..reply("typed") }).await.unwrap();
+    let console = ChatAddress::console(&group("b"));
+    assert_eq!(store.next_queued(&console).await.unwrap().map(|r| r.id), Some(typed));
+    assert_eq!(store.queued_chats(Platform::Console).await.unwrap(), [console]);
 }
 
 #[tokio::test]

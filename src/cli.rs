@@ -249,7 +249,10 @@ async fn whatsapp(config: &Config, command: WhatsappCmd) -> anyhow::Result<()> {
     match command {
         WhatsappCmd::Link { phone } => {
             let number = link::link(config, phone.as_deref(), &mut std::io::stdout()).await?;
-            println!("linked as +{number}; `pincer run` serves WhatsApp now (groups: `pincer groups add NAME --whatsapp JID`)");
+            println!(
+                "linked as +{number}; `pincer run` serves WhatsApp from its next start (restart it if it runs); \
+                 register groups with `pincer groups add NAME --whatsapp JID`"
+            );
         }
         WhatsappCmd::Status => println!("{}", link::status(config).await?),
         WhatsappCmd::Unlink => println!("{}", link::unlink(config).await?),

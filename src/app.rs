@@ -19,6 +19,7 @@ use crate::claude;
 use crate::config::Config;
 use crate::domain::{ApprovalRequest, GroupName, Platform};
 use crate::groups;
+use crate::lock::DataLock;
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::router::Router;
@@ -176,6 +177,8 @@ pub type StartWhatsApp<C> = Box<dyn FnOnce(&WhatsApp<C>) -> whatsapp::link::Runn
 /// `claude.shutdown_grace`; whatever is still waiting then goes out at the
 /// next start.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    // Before anything is opened: the device store and the chats are this process's alone.
+    let lock = DataLock::acquire(&config.data_dir)?;
     let whatsapp = match open_whatsapp(&config).await {
         Ok(source) => source,
         Err(e) => {
@@ -184,7 +187,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             None
         }
     };
-    run_with(config, whatsapp, shutdown).await
+    serve(config, whatsapp, lock, shutdown).await
 }
 
 /// The linked WhatsApp device, if there is one.
@@ -206,10 +209,22 @@ async fn open_whatsapp(config: &Config) -> anyhow::Result<Option<WhatsAppSource<
     Ok(Some(WhatsAppSource { client, events, start: Some(Box::new(start)) }))
 }
 
-/// [`run`] with a given WhatsApp connection (the tests' fake, or the linked device).
+/// [`run`] with a given WhatsApp connection (the tests' fake).
 pub async fn run_with<C: WaClient>(
     config: Config,
     whatsapp: Option<WhatsAppSource<C>>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let lock = DataLock::acquire(&config.data_dir)?;
+    serve(config, whatsapp, lock, shutdown).await
+}
+
+/// The daemon's body; `_lock` is held until it returns (the kernel releases
+/// it if the process dies).
+async fn serve<C: WaClient>(
+    config: Config,
+    whatsapp: Option<WhatsAppSource<C>>,
+    _lock: DataLock,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let telegram_config = config.telegram.clone();

@@ -305,6 +305,8 @@ async fn chat(config: Config, group: &str, wait: Option<Duration>, shutdown: Can
         sender: std::env::var("USER").unwrap_or_else(|_| "console".to_owned()),
         wait_limit: wait.unwrap_or(config.console.wait_limit),
     };
+    // A terminal chat runs its own engine: no `pincer run` may serve the same groups meanwhile.
+    let _lock = crate::lock::DataLock::acquire(&config.data_dir)?;
     let engine = Engine::start_console(config, opts.group.clone(), shutdown.clone()).await?;
     let input = BufReader::new(tokio::io::stdin());
     let end = app::console_chat(&engine, &opts, input, tokio::io::stdout(), shutdown).await;

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod groups;
+pub mod lock;
 pub mod metrics;
 pub mod outbox;
 pub mod router;

@@ -48,3 +48,35 @@ async fn the_daemon_stops_cleanly_on_sigterm() {
 async fn the_daemon_stops_cleanly_on_sigint() {
     run_and_signal(Signal::SIGINT).await;
 }
+
+#[tokio::test]
+async fn a_second_pincer_on_the_same_data_refuses_at_once_naming_the_first() {
+    use crate::support::fake_api::{self, FakeApi};
+    use crate::support::fake_bot::FakeBot;
+    use crate::support::harness::Sandbox;
+
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    sandbox.add_group("main", None).await;
+    let first = sandbox.spawn_daemon();
+    // The lock is taken before Telegram is asked anything.
+    bot.wait_for("the first pincer to serve Telegram", |bot| !bot.calls_to("getMe").is_empty()).await;
+
+    let second = tokio::time::timeout(PATIENCE, pincer::app::run(sandbox.config.clone(), Default::default()))
+        .await
+        .expect("a second run refuses at once");
+    let text = format!("{:#}", second.expect_err("a second pincer refuses to start"));
+    assert!(text.contains(&format!("pid {}", std::process::id())), "{text}");
+    assert!(text.contains(&sandbox.config.data_dir.display().to_string()), "{text}");
+
+    let chat = <pincer::cli::Cli as clap::Parser>::try_parse_from(["pincer", "chat", "main"]).unwrap();
+    let refused = pincer::cli::execute(chat, sandbox.config.clone(), Default::default()).await;
+    assert!(format!("{:#}", refused.expect_err("chat beside the daemon refuses")).contains("already using"));
+    first.stop().await;
+
+    // Released when the first stops.
+    let again = sandbox.spawn_daemon();
+    again.stop().await;
+}

@@ -34,6 +34,8 @@ pub struct WaSent {
     pub chat: String,
     pub text: String,
     pub id: String,
+    /// When the fake took it.
+    pub at: std::time::Instant,
 }
 
 /// A person in the tests' groups.
@@ -183,7 +185,9 @@ impl WaClient for FakeClient {
             return Err(WaError::NotConnected("client is not connected".into()));
         }
         let id = format!("3EB0B07{:09X}", fake.next_id.fetch_add(1, Ordering::SeqCst));
-        fake.lock().sent.push(WaSent { chat: chat.to_owned(), text: text.to_owned(), id: id.clone() });
+        let sent =
+            WaSent { chat: chat.to_owned(), text: text.to_owned(), id: id.clone(), at: std::time::Instant::now() };
+        fake.lock().sent.push(sent);
         Ok(id)
     }
 

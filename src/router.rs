@@ -145,7 +145,12 @@ impl Router {
             self.inner.deps.outbox.notice(&group, &text).await;
             for (id, msg) in msgs {
                 let prompt = msg.prompt(&[]);
-                handle.send(Command::Message { id, msg, prompt, done: None }).await?;
+                // One group's closed session must not cost the other groups their messages.
+                if let Err(e) = handle.send(Command::Message { id, msg, prompt, done: None }).await {
+                    tracing::error!(%group, %e, "cannot send a message again after the restart; marking it failed");
+                    store.set_inbound_state(&[id], InboundState::Failed).await?;
+                    continue;
+                }
                 sent += 1;
             }
         }

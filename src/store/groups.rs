@@ -139,14 +139,26 @@ impl Store {
     }
 
     /// Adds `tool` to the group's allowed tools, starting from `default` when
-    /// the group has no list of its own yet.
+    /// the group has no list of its own yet. One statement, so two approvals
+    /// answered at once both land (a read, then a write, could lose one).
     pub async fn allow_tool(&self, name: &GroupName, tool: &str, default: &[String]) -> Result<(), StoreError> {
-        let mut record = self.group(name.as_str()).await?;
-        let tools = record.settings.allowed_tools.get_or_insert_with(|| default.to_vec());
-        if !tools.iter().any(|t| t == tool) {
-            tools.push(tool.to_owned());
+        let default = serde_json::to_string(default).expect("a list of strings serializes");
+        let done = sqlx::query(
+            "UPDATE groups SET allowed_tools = CASE
+                 WHEN EXISTS (SELECT 1 FROM json_each(COALESCE(allowed_tools, ?2)) WHERE value = ?3)
+                 THEN COALESCE(allowed_tools, ?2)
+                 ELSE json_insert(COALESCE(allowed_tools, ?2), '$[#]', ?3) END
+              WHERE name = ?1",
+        )
+        .bind(name.as_str())
+        .bind(default)
+        .bind(tool)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::UnknownGroup(name.to_string()));
         }
-        self.save_group_settings(name, &record.settings).await
+        Ok(())
     }
 
     pub async fn set_session_id(&self, group: &GroupName, session_id: Option<&str>) -> Result<(), StoreError> {

@@ -207,3 +207,20 @@ async fn sent_ids_and_channel_health_are_kept() {
     assert_eq!(health.detail.as_deref(), Some("logged out on the phone"));
     assert!(health.last_inbound_us.is_some());
 }
+
+#[tokio::test]
+async fn tools_allowed_at_the_same_time_all_stay_allowed() {
+    let (_dir, store) = temp_store().await;
+    let g = group("busy");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    let tools: Vec<String> = (0..12).map(|i| format!("Tool{i}")).collect();
+    let default = ["Read".to_owned()];
+    let adds = tools.iter().map(|t| store.allow_tool(&g, t, &default));
+    for added in futures_util::future::join_all(adds).await {
+        added.unwrap();
+    }
+    let allowed = store.group("busy").await.unwrap().settings.allowed_tools.unwrap();
+    assert_eq!(allowed.len(), 13, "{allowed:?}");
+    assert!(tools.iter().all(|t| allowed.contains(t)) && allowed[0] == "Read", "{allowed:?}");
+    assert!(matches!(store.allow_tool(&group("nobody"), "Bash", &[]).await, Err(StoreError::UnknownGroup(_))));
+}

@@ -56,6 +56,8 @@ pub struct CliProcess {
     stdin: Option<ChildStdin>,
     pid: Option<u32>,
     label: String,
+    /// The group was killed after the leader stopped: the pgid may be reused now.
+    group_killed: bool,
 }
 
 /// How many stdout lines may wait for the session actor.
@@ -92,7 +94,8 @@ impl CliProcess {
         tokio::spawn(log_stderr(stderr, spec.label.clone()));
         let pid = child.id();
         tracing::info!(group = %spec.label, pid, "started the Claude Code CLI");
-        Ok((CliProcess { stdin: child.stdin.take(), child, pid, label: spec.label.clone() }, rx))
+        let label = spec.label.clone();
+        Ok((CliProcess { stdin: child.stdin.take(), child, pid, label, group_killed: false }, rx))
     }
 
     /// Writes one line (a newline is added) and flushes it.
@@ -127,8 +130,16 @@ impl CliProcess {
 
     /// Stops the child the way the SDKs do: stdin closed, a grace period, then
     /// SIGTERM, another grace period, then SIGKILL. Killing early would lose the
-    /// CLI's last session writes.
+    /// CLI's last session writes. Whatever the CLI leaves behind in its process
+    /// group (a background shell) is killed once the CLI has exited.
     pub async fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let status = self.stop_leader(grace).await;
+        self.signal(Signal::SIGKILL);
+        self.group_killed = true;
+        status
+    }
+
+    async fn stop_leader(&mut self, grace: Duration) -> Option<ExitStatus> {
         self.close_stdin();
         if let Some(status) = self.wait_for(grace).await {
             return Some(status);
@@ -146,8 +157,9 @@ impl CliProcess {
 
 impl Drop for CliProcess {
     fn drop(&mut self) {
-        // kill_on_drop reaches the leader only; the group takes its shells along.
-        if self.child.try_wait().ok().flatten().is_none() {
+        // kill_on_drop reaches the leader only; the group takes its shells
+        // along, also when the leader has exited by itself.
+        if !self.group_killed {
             self.signal(Signal::SIGKILL);
         }
     }
@@ -191,5 +203,54 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, label: String) {
             LineRead::Line(line) => tracing::warn!(group = %label, "claude stderr: {line}"),
             other => tracing::warn!(group = %label, "claude stderr: unreadable line ({other:?})"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether a process is gone (or only a zombie waiting for init).
+    fn gone(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')),
+        }
+    }
+
+    #[tokio::test]
+    async fn stopping_kills_what_the_cli_left_running_in_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("bg.pid");
+        // Like a CLI with a background shell: starts one, then exits when stdin closes.
+        let script = format!("sleep 300 & echo $! > {}; cat > /dev/null", pid_file.display());
+        let spec = SpawnSpec {
+            program: "sh".into(),
+            args: vec!["-c".into(), script],
+            cwd: dir.path().to_owned(),
+            env: vec![],
+            env_remove: vec![],
+            label: "test".into(),
+        };
+        let (mut process, _lines) = CliProcess::spawn(&spec).unwrap();
+        let bg = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse::<i32>().ok()) {
+                    return pid;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the background shell started");
+        let status = process.stop(Duration::from_secs(5)).await.expect("the leader exited");
+        assert!(status.success(), "the leader ended by itself when stdin closed: {status}");
+        let killed = tokio::time::timeout(Duration::from_secs(10), async {
+            while !gone(bg) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(killed.is_ok(), "the background process {bg} outlived its CLI");
     }
 }

@@ -97,7 +97,7 @@ pub(super) struct SessionActor {
     status: watch::Sender<SessionStatus>,
     queued: Arc<AtomicUsize>,
     /// Groups waiting for a live slot: an idle session then closes at once.
-    slot_waiters: watch::Receiver<usize>,
+    slot_waiters: watch::Receiver<super::slots::Need>,
     live: Option<Live>,
     pending: Pending,
     tasks: HashSet<String>,
@@ -222,7 +222,7 @@ impl SessionActor {
         if self.working() {
             return None;
         }
-        let idle_at = if *self.slot_waiters.borrow() > 0 {
+        let idle_at = if self.slot_waiters.borrow().unclaimed() > 0 {
             Instant::now()
         } else {
             live.last_activity + self.deps.config.claude.idle_timeout
@@ -698,8 +698,14 @@ impl SessionActor {
     }
 
     async fn on_idle(&mut self) {
-        if self.idle_deadline().is_some_and(|at| at <= Instant::now()) {
-            let yielding = *self.slot_waiters.borrow() > 0;
+        if !self.idle_deadline().is_some_and(|at| at <= Instant::now()) {
+            return;
+        }
+        let timeout = self.deps.config.claude.idle_timeout;
+        let timed_out = self.live.as_ref().is_some_and(|live| live.last_activity + timeout <= Instant::now());
+        // Closing early for a waiting group: only if no other idle session already does.
+        let yielding = !timed_out && self.deps.slots.claim_yield();
+        if timed_out || yielding {
             tracing::info!(group = %self.group, yielding, "closing the idle session");
             self.stop_live(if yielding { "yielded" } else { "idle_closed" }).await;
         }

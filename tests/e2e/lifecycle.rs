@@ -68,3 +68,35 @@ async fn groups_beyond_the_live_limit_wait_their_turn() {
     assert_eq!(pincer.session_events(&a).await, ["started", "yielded"]);
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn a_waiting_group_closes_exactly_one_idle_session() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.config.claude.max_live_sessions = 2;
+    let a = sandbox.add_group("one", None).await;
+    let b = sandbox.add_group("two", None).await;
+    let c = sandbox.add_group("three", None).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&a, "from one").await;
+    pincer.send(&b, "from two").await;
+    pincer.next_outbound().await;
+    pincer.next_outbound().await;
+    pincer.wait_status(&a, |s| s.live && !s.in_turn).await;
+    pincer.wait_status(&b, |s| s.live && !s.in_turn).await;
+
+    pincer.send(&c, "from three").await;
+    assert_eq!(pincer.next_outbound().await.text, "ECHO: from three");
+    // Give a second, wrongful close time to happen.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (one, two) = (pincer.status(&a).await, pincer.status(&b).await);
+    assert_eq!(
+        [one.live, two.live].iter().filter(|live| !**live).count(),
+        1,
+        "one idle session yielded: {one:?} {two:?}"
+    );
+    let yielded = pincer.session_events(&a).await.len() + pincer.session_events(&b).await.len();
+    assert_eq!(yielded, 3, "two starts and one yield");
+    pincer.stop().await;
+}

@@ -698,7 +698,7 @@ impl SessionActor {
     }
 
     async fn on_idle(&mut self) {
-        if !self.idle_deadline().is_some_and(|at| at <= Instant::now()) {
+        if self.idle_deadline().is_none_or(|at| at > Instant::now()) {
             return;
         }
         let timeout = self.deps.config.claude.idle_timeout;

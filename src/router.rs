@@ -100,18 +100,25 @@ impl Router {
     ) -> Result<InboundId, RouteError> {
         let store = &self.inner.deps.store;
         let id = store.insert_inbound(&msg, InboundState::Queued).await?;
-        let (mut context, omitted) = store.take_context(&msg.group, CONTEXT_LIMIT).await?;
-        if omitted > 0 {
+        let taken = store.take_context(&msg.group, CONTEXT_LIMIT).await?;
+        let mut context = taken.lines.clone();
+        if taken.omitted > 0 {
             let note = ChatLine {
                 sender: "pincer".into(),
                 sent_at: context.first().map_or(msg.sent_at, |c| c.sent_at),
                 reply_to: None,
-                text: format!("({omitted} earlier messages left out)"),
+                text: format!("({} earlier messages left out)", taken.omitted),
             };
             context.insert(0, note);
         }
         let prompt = msg.prompt(&context);
-        handle.send(Command::Message { id, msg, prompt, done }).await?;
+        if let Err(e) = handle.send(Command::Message { id, msg, prompt, done }).await {
+            // The session never took the message, so the context was not handed over.
+            if let Err(e) = store.return_context(&taken).await {
+                tracing::error!(%e, "cannot give back the chat context of a message the session refused");
+            }
+            return Err(e.into());
+        }
         Ok(id)
     }
 

@@ -73,6 +73,17 @@ impl InboundState {
     }
 }
 
+/// Chat lines taken as context for a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TakenContext {
+    /// The newest ones, oldest first.
+    pub lines: Vec<ChatLine>,
+    /// How many older ones were left out.
+    pub omitted: usize,
+    /// Every line taken, the omitted ones too.
+    pub ids: Vec<InboundId>,
+}
+
 /// A cheap, cloneable handle to the database.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -156,9 +167,9 @@ impl Store {
     }
 
     /// Takes the group's observed messages (the newest `limit`, oldest first)
-    /// and marks all of them included. Returns them and how many older ones
-    /// were left out.
-    pub async fn take_context(&self, group: &GroupName, limit: usize) -> Result<(Vec<ChatLine>, usize), StoreError> {
+    /// and marks all of them included. If the message they go with is not
+    /// taken after all, [`Store::return_context`] gives them back.
+    pub async fn take_context(&self, group: &GroupName, limit: usize) -> Result<TakenContext, StoreError> {
         // One statement, so reading and marking are atomic without a deferred
         // transaction (which WAL refuses to upgrade once another writer committed).
         let mut rows = sqlx::query(
@@ -171,6 +182,7 @@ impl Store {
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
         rows.sort_by_key(|r| std::cmp::Reverse(r.get::<i64, _>(0)));
         let omitted = rows.len().saturating_sub(limit);
+        let ids = rows.iter().map(|r| InboundId(r.get(0))).collect();
         let mut lines: Vec<ChatLine> = rows
             .into_iter()
             .take(limit)
@@ -182,7 +194,18 @@ impl Store {
             })
             .collect();
         lines.reverse();
-        Ok((lines, omitted))
+        Ok(TakenContext { lines, omitted, ids })
+    }
+
+    /// Context taken for a message the session never took: the next message gets it.
+    pub async fn return_context(&self, taken: &TakenContext) -> Result<(), StoreError> {
+        for id in &taken.ids {
+            sqlx::query("UPDATE inbound SET state = 'observed' WHERE id = ? AND state = 'included'")
+                .bind(id.0)
+                .execute(&self.pool)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Chat messages a previous pincer accepted for the agent but never saw

@@ -159,13 +159,16 @@ async fn observed_messages_are_taken_once_as_context() {
         let msg = Inbound::new(g.clone(), Source::Chat(crate::domain::Platform::Telegram), "Bob", text);
         store.insert_inbound(&msg, InboundState::Observed).await.unwrap();
     }
-    let (lines, omitted) = store.take_context(&g, 2).await.unwrap();
-    let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+    let taken = store.take_context(&g, 2).await.unwrap();
+    let texts: Vec<&str> = taken.lines.iter().map(|l| l.text.as_str()).collect();
     assert_eq!(texts, ["two", "three"], "the newest, oldest first");
-    assert_eq!(omitted, 1);
-    let (again, omitted) = store.take_context(&g, 2).await.unwrap();
-    assert!(again.is_empty());
-    assert_eq!(omitted, 0);
+    assert_eq!(taken.omitted, 1);
+    let again = store.take_context(&g, 2).await.unwrap();
+    assert!(again.lines.is_empty());
+    assert_eq!(again.omitted, 0);
+    // Given back (the session did not take its message), the next message gets all three again.
+    store.return_context(&taken).await.unwrap();
+    assert_eq!(store.take_context(&g, 5).await.unwrap().lines.len(), 3);
     assert_eq!(store.group_cost(&g).await.unwrap(), 0.0);
 }
 

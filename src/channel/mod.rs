@@ -20,6 +20,7 @@ pub mod approvals;
 pub mod console;
 pub mod delivery;
 pub mod retry;
+mod split;
 pub mod telegram;
 mod text;
 pub mod whatsapp;

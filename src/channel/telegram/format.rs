@@ -7,17 +7,21 @@
 //! characters, each escaped differently depending on where it stands.
 //!
 //! Long replies are split on the Markdown *source* (paragraphs first, then
-//! lines, words, characters) and each piece is rendered on its own, so every
-//! message is complete and well-formed by itself. A piece fits when both its
-//! source and its HTML, tags and escapes included, are within the limit.
-//! Telegram counts only the text left after parsing the tags, so measuring the
-//! raw HTML is stricter than needed, but it needs no model of Telegram's parser
-//! and leaves no way to overshoot.
+//! lines, words, characters; the splitting is `channel::split`, shared with
+//! WhatsApp) and each piece is rendered on its own, so every message is
+//! complete and well-formed by itself. A piece fits when both its source and
+//! its HTML, tags and escapes included, are within the limit. Telegram counts
+//! only the text left after parsing the tags, so measuring the raw HTML is
+//! stricter than needed, but it needs no model of Telegram's parser and leaves
+//! no way to overshoot.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
-use pulldown_cmark::{BrokenLink, CodeBlockKind, CowStr, Event, LinkType, Options, Parser, RefDefs, Tag, TagEnd};
+use pulldown_cmark::{CodeBlockKind, Event, LinkType, Tag};
+
+use crate::channel::split::{
+    self, container_prefix, enclosing, line_end, line_start, piece_events, Indentation, Links, Pieces, Source,
+};
 
 #[cfg(test)]
 mod tests;
@@ -48,21 +52,7 @@ pub fn render(markdown: &str) -> Vec<Chunk> {
 /// Same as [`render`] with a custom limit (in UTF-16 code units) for both the
 /// HTML and the plain text of each chunk. Limits below 16 are raised to 16.
 pub fn render_with_limit(markdown: &str, limit: usize) -> Vec<Chunk> {
-    let limit = limit.max(MIN_LIMIT);
-    let source = Source::analyse(markdown);
-    let mut chunks = Vec::new();
-    let mut pos = 0;
-    loop {
-        pos = source.skip_blank_lines(pos);
-        if markdown[pos..].trim().is_empty() {
-            return chunks;
-        }
-        let (end, chunk) = source.next_chunk(pos, limit);
-        if !chunk.plain.trim().is_empty() {
-            chunks.push(chunk);
-        }
-        pos = end;
-    }
+    split::split(&Reply::analyse(markdown), limit.max(MIN_LIMIT))
 }
 
 /// Length as Telegram counts it.
@@ -98,97 +88,9 @@ fn push_escaped(out: &mut String, s: &str, quotes: bool) {
     }
 }
 
-fn options() -> Options {
-    Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS
-}
-
-fn line_start(text: &str, pos: usize) -> usize {
-    text[..pos].rfind('\n').map_or(0, |i| i + 1)
-}
-
-fn line_end(text: &str, pos: usize) -> usize {
-    text[pos..].find('\n').map_or(text.len(), |i| pos + i)
-}
-
 // ---------------------------------------------------------------------------
 // Splitting the source
 // ---------------------------------------------------------------------------
-
-/// Where a piece may end, best first. A piece ends at the furthest boundary of
-/// the best level that fits; the worse levels are tried only inside the first
-/// unit of the better one, so a paragraph is cut only when it alone is too long.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Level {
-    /// Between top-level blocks.
-    Block,
-    /// Between nested blocks: list items, paragraphs inside a quote.
-    Nested,
-    Line,
-    /// Between words, but not inside `**bold**`, `` `code` `` or a link, whose
-    /// halves would each show their markers as text.
-    Phrase,
-    Word,
-    Char,
-}
-
-const LEVELS: [Level; 6] = [Level::Block, Level::Nested, Level::Line, Level::Phrase, Level::Word, Level::Char];
-
-/// A code block, as far as splitting needs to know it.
-struct CodeSpan {
-    /// The whole block, fences included.
-    block: Range<usize>,
-    /// Its content lines: from the line after the opening fence to the start of
-    /// the closing fence's line.
-    inner: Range<usize>,
-    /// What a content line carries before the code (`> ` inside a quote), to
-    /// put before the rest of a line split in the middle.
-    prefix: String,
-    /// Lines that close and reopen a fenced block, so that each piece of a
-    /// split block is a complete block with the same language.
-    fence: Option<Fence>,
-}
-
-struct Fence {
-    open: String,
-    close: String,
-}
-
-/// A code block being read from the parser's events.
-struct OpenCode {
-    block: Range<usize>,
-    fenced: bool,
-    text: Option<Range<usize>>,
-}
-
-impl OpenCode {
-    fn finish(self, text: &str) -> CodeSpan {
-        let block = self.block;
-        if !self.fenced {
-            let first = self.text.as_ref().map_or(block.start, |t| t.start);
-            let end = self.text.as_ref().map_or(block.end, |t| t.end);
-            let start = line_start(text, first);
-            return CodeSpan { block, inner: start..end, prefix: text[start..first].to_string(), fence: None };
-        }
-        let opening_end = line_end(text, block.start);
-        let opening = &text[block.start..opening_end];
-        let fence_at = block.start + (opening.len() - opening.trim_start().len());
-        let opening = &text[fence_at..opening_end];
-        let fence_char = opening.chars().next().unwrap_or('`');
-        let fence_len = opening.len() - opening.trim_start_matches(fence_char).len();
-        let (fence, info) = opening.split_at(fence_len);
-        let prefix = container_prefix(&text[line_start(text, block.start)..fence_at]);
-        let inner_start = (opening_end + 1).min(block.end);
-        let inner_end = self.text.map_or(inner_start, |t| t.end).max(inner_start);
-        let fence = Fence { open: format!("{prefix}{fence}{}", info.trim()), close: format!("{prefix}{fence}") };
-        CodeSpan { block, inner: inner_start..inner_end, prefix, fence: Some(fence) }
-    }
-}
-
-/// The part of an opening fence's line that its content lines repeat: quote
-/// markers stay, a list item's marker becomes the indentation under it.
-fn container_prefix(before_fence: &str) -> String {
-    before_fence.chars().map(|c| if c == '>' || c.is_whitespace() { c } else { ' ' }).collect()
-}
 
 /// A table, as far as splitting needs to know it.
 struct TableSpan {
@@ -210,124 +112,78 @@ impl TableSpan {
     }
 }
 
-/// The Markdown source with what splitting needs to know about it.
-struct Source<'a> {
-    text: &'a str,
-    links: Links,
-    /// Line starts of top-level blocks.
-    blocks: Vec<usize>,
-    /// Line starts of nested blocks.
-    nested: Vec<usize>,
-    /// Code blocks in source order (they never nest).
-    code: Vec<CodeSpan>,
+/// The reply being split: the shared analysis of its source, and its tables,
+/// which Telegram shows as tables only when whole.
+struct Reply<'a> {
+    source: Source<'a>,
     /// Tables in source order (they never nest).
     tables: Vec<TableSpan>,
-    /// Outermost inline spans (styles, code, links) in source order.
-    spans: Vec<Range<usize>>,
 }
 
-impl<'a> Source<'a> {
+impl<'a> Reply<'a> {
     fn analyse(text: &'a str) -> Self {
-        let mut blocks = Vec::new();
-        let mut nested = Vec::new();
-        let mut code = Vec::new();
         let mut tables = Vec::new();
-        let mut spans: Vec<Range<usize>> = Vec::new();
-        let mut open_code: Option<OpenCode> = None;
-        let mut depth = 0usize;
-        let mut events = Parser::new_ext(text, options()).into_offset_iter();
-        for (event, range) in events.by_ref() {
-            let block_at = match &event {
-                Event::Start(tag) if is_block(tag) => Some(line_start(text, range.start)),
-                Event::Rule => Some(line_start(text, range.start)),
-                _ => None,
-            };
-            if let Some(at) = block_at {
-                if depth == 0 { &mut blocks } else { &mut nested }.push(at);
+        // Telegram's cuts may fall where a line's indentation ends, as they
+        // always have: cutting otherwise would change the parts of a reply,
+        // which delivery counts to resume.
+        let source = Source::analyse(text, Indentation::Cuttable, |event, range| {
+            if let Event::Start(Tag::Table(_)) = event {
+                tables.push(TableSpan::new(text, range.clone()));
             }
-            if is_inline_span(&event) {
-                match spans.last_mut() {
-                    Some(last) if range.start < last.end => last.end = last.end.max(range.end),
-                    _ => spans.push(range.clone()),
-                }
-            }
-            match event {
-                Event::Start(tag) => {
-                    if let Tag::CodeBlock(kind) = &tag {
-                        let fenced = matches!(kind, CodeBlockKind::Fenced(_));
-                        open_code = Some(OpenCode { block: range, fenced, text: None });
-                    } else if let Tag::Table(_) = &tag {
-                        tables.push(TableSpan::new(text, range));
-                    }
-                    depth += 1;
-                }
-                Event::End(end) => {
-                    depth = depth.saturating_sub(1);
-                    if end == TagEnd::CodeBlock {
-                        code.extend(open_code.take().map(|open| open.finish(text)));
-                    }
-                }
-                Event::Text(_) => {
-                    if let Some(open) = &mut open_code {
-                        let start = open.text.as_ref().map_or(range.start, |t| t.start);
-                        open.text = Some(start..range.end);
-                    }
-                }
-                _ => {}
-            }
-        }
-        let links = Links::collect(events.reference_definitions());
-        blocks.sort_unstable();
-        blocks.dedup();
-        nested.sort_unstable();
-        nested.dedup();
-        Self { text, links, blocks, nested, code, tables, spans }
+        });
+        Self { source, tables }
     }
 
-    /// The next chunk from `start`, and where the one after it starts.
-    fn next_chunk(&self, start: usize, limit: usize) -> (usize, Chunk) {
-        // A piece's source must fit too, which bounds how far it can reach.
-        let reach = reach(self.text, start, limit);
-        let mut bound = self.text.len();
-        for level in LEVELS {
-            let ends = self.candidates(level, start, reach.min(bound));
-            if let Some(found) = self.furthest_fit(start, &ends, limit) {
-                return found;
-            }
-            if let Some(first) = self.first_candidate(level, start) {
-                bound = bound.min(first);
-            }
+    /// The Markdown of one piece: the source between two boundaries, with the
+    /// lines that make a cut code block or table complete on both sides.
+    fn piece_source(&self, start: usize, end: usize) -> String {
+        // With the language, which Telegram shows on each part of a cut block.
+        let mut head = self.source.reopening(start, true);
+        if let Some(table) = self.table_inside(start) {
+            head.push_str(&table.header);
+            head.push('\n');
         }
-        self.fallback(start, limit)
+        self.source.complete(head, self.source.body(start, end), start, end)
     }
 
-    /// The furthest of `ends` whose piece fits. Rendered length mostly grows
-    /// with the piece, so a binary search finds it; where it does not (closing
-    /// a `*` turns it into a tag), the result is still checked, just not the
-    /// tightest.
-    fn furthest_fit(&self, start: usize, ends: &[usize], limit: usize) -> Option<(usize, Chunk)> {
-        let (mut lo, mut hi) = (0, ends.len());
-        let mut best = None;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.piece(start, ends[mid], limit) {
-                Some(chunk) => {
-                    best = Some((ends[mid], chunk));
-                    lo = mid + 1;
-                }
-                None => hi = mid,
-            }
-        }
-        best
+    /// The table `pos` is strictly inside.
+    fn table_around(&self, pos: usize) -> Option<&TableSpan> {
+        enclosing(&self.tables, pos, |table| &table.block)
     }
 
-    /// Renders the source between two boundaries, if the result fits.
+    /// The table whose rows `pos` cuts.
+    fn table_inside(&self, pos: usize) -> Option<&TableSpan> {
+        self.table_around(pos).filter(|table| table.body < pos)
+    }
+}
+
+impl Pieces for Reply<'_> {
+    type Part = Chunk;
+
+    fn source(&self) -> &Source<'_> {
+        &self.source
+    }
+
+    /// A piece's source must fit too, which bounds how far it can reach.
+    fn reach(&self, start: usize, limit: usize) -> usize {
+        split::reach(self.source.text, start, limit, char::len_utf16)
+    }
+
+    /// Not within a table's header either, where reopening would make no
+    /// sense.
+    fn may_end_at(&self, pos: usize) -> bool {
+        let in_header = self.table_around(pos).is_some_and(|table| pos <= table.body);
+        self.source.may_end_at(pos) && !in_header
+    }
+
+    /// A piece fits when both its source (sent when Telegram rejects the
+    /// HTML) and its HTML do.
     fn piece(&self, start: usize, end: usize, limit: usize) -> Option<Chunk> {
         let plain = self.piece_source(start, end);
         if utf16_len(&plain) > limit {
             return None;
         }
-        let mut html = to_html(&plain, &self.links);
+        let mut html = to_html(&plain, &self.source.links);
         if !has_visible_text(&html) {
             // Markdown that renders to nothing (a lone link definition, an
             // empty quote) is still the agent's text: show it as written.
@@ -336,75 +192,13 @@ impl<'a> Source<'a> {
         (utf16_len(&html) <= limit).then_some(Chunk { html, plain })
     }
 
-    /// The Markdown of one piece: the source between two boundaries, with the
-    /// lines that make a cut code block or table complete on both sides.
-    fn piece_source(&self, start: usize, end: usize) -> String {
-        let mid_line = start != line_start(self.text, start);
-        let mut source = self.reopening(start, mid_line);
-        let mut body = &self.text[start..end];
-        if mid_line && self.code_inside(start).is_none() {
-            // Indentation left over from a cut line would change its meaning.
-            body = body.trim_start_matches([' ', '\t']);
-        }
-        let closing = self.code_inside(end).and_then(|code| code.fence.as_ref()).map(|fence| fence.close.as_str());
-        // Only the block that `start` cuts may need dedenting; what follows is
-        // at the top level already.
-        let own_end = next_in(&self.blocks, start).unwrap_or(self.text.len());
-        let (own, rest) = body.split_at(own_end.clamp(end - body.len(), end) - (end - body.len()));
-        source.push_str(own);
-        if rest.is_empty() {
-            push_line(&mut source, closing);
-        }
-        let mut source = self.dedent(source, start);
-        if !rest.is_empty() {
-            source.push_str(rest);
-            push_line(&mut source, closing);
-        }
-        trim_blank_lines(&source).to_string()
-    }
-
-    /// What a piece starting at `start` needs in front: the fence of the code
-    /// block it cuts, or the header of the table.
-    fn reopening(&self, start: usize, mid_line: bool) -> String {
-        let mut head = String::new();
-        if let Some(code) = self.code_inside(start) {
-            if let Some(fence) = &code.fence {
-                head.push_str(&fence.open);
-                head.push('\n');
-            }
-            if mid_line {
-                head.push_str(&code.prefix);
-            }
-        } else if let Some(table) = self.table_inside(start) {
-            head.push_str(&table.header);
-            head.push('\n');
-        }
-        head
-    }
-
-    /// A piece cut from inside a nested list starts indented as deep as the
-    /// list; from four spaces on, Markdown would read it as an indented code
-    /// block, so its lines lose that much indentation.
-    fn dedent(&self, source: String, start: usize) -> String {
-        let first = trim_blank_lines(&source);
-        let depth = first.len() - first.trim_start_matches(' ').len();
-        if depth < 4 || self.in_indented_code(start) {
-            return source;
-        }
-        let mut out = String::with_capacity(source.len());
-        for line in source.split_inclusive('\n') {
-            let spaces = line.len() - line.trim_start_matches(' ').len();
-            out.push_str(&line[spaces.min(depth)..]);
-        }
-        out
-    }
-
-    /// The last resort when not even one character fits with the markup
-    /// around it (a cut code block's fences under a tiny limit): plain text.
+    /// Plain text, as much as fits once escaped (a cut code block's fences
+    /// under a tiny limit leave no room for one character with its markup).
     fn fallback(&self, start: usize, limit: usize) -> (usize, Chunk) {
+        let text = self.source.text;
         let (mut plain_len, mut html_len) = (0, 0);
         let mut end = start;
-        for c in self.text[start..].chars() {
+        for c in text[start..].chars() {
             let escaped = match c {
                 '&' => 5,
                 '<' | '>' => 4,
@@ -417,226 +211,12 @@ impl<'a> Source<'a> {
             html_len += escaped;
             end += c.len_utf8();
         }
-        let plain = self.text[start..end].trim().to_string();
+        let plain = text[start..end].trim().to_string();
         (end, Chunk { html: escape_text(&plain), plain })
     }
 
-    /// Boundaries at `level` or better in `(from, upto]` where a piece may end.
-    fn candidates(&self, level: Level, from: usize, upto: usize) -> Vec<usize> {
-        let mut ends = Vec::new();
-        let mut pos = from;
-        while let Some(next) = self.next_boundary(level, pos) {
-            if next > upto {
-                break;
-            }
-            if self.may_end_at(next) {
-                ends.push(next);
-            }
-            pos = next;
-        }
-        ends
-    }
-
-    /// The end of the first unit at `level` after `from`.
-    fn first_candidate(&self, level: Level, from: usize) -> Option<usize> {
-        let mut pos = from;
-        while let Some(next) = self.next_boundary(level, pos) {
-            if self.may_end_at(next) {
-                return Some(next);
-            }
-            pos = next;
-        }
-        None
-    }
-
-    /// The next boundary at `level` or better after `from`; the end of the
-    /// text is a boundary at every level.
-    fn next_boundary(&self, level: Level, from: usize) -> Option<usize> {
-        let text = self.text;
-        if from >= text.len() {
-            return None;
-        }
-        let next = match level {
-            Level::Block => next_in(&self.blocks, from),
-            Level::Nested => match (next_in(&self.blocks, from), next_in(&self.nested, from)) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            },
-            Level::Line => text[from..].find('\n').map(|i| from + i + 1),
-            Level::Phrase => self.next_phrase(from),
-            Level::Word => next_word(text, from),
-            Level::Char => next_char(text, from),
-        };
-        Some(next.filter(|&p| p < text.len()).unwrap_or(text.len()))
-    }
-
-    /// The next word boundary after `from` outside any inline span.
-    fn next_phrase(&self, from: usize) -> Option<usize> {
-        let mut pos = from;
-        loop {
-            pos = next_word(self.text, pos)?;
-            let after = self.spans.partition_point(|span| span.start < pos);
-            match after.checked_sub(1).and_then(|i| self.spans.get(i)) {
-                Some(span) if pos < span.end => pos = span.end.max(pos),
-                _ => return Some(pos),
-            }
-        }
-    }
-
-    /// Whether a piece may end (and the next start) at `pos`: anywhere but on
-    /// a fenced block's fence lines or within a table's header, where reopening
-    /// would make no sense.
-    fn may_end_at(&self, pos: usize) -> bool {
-        let in_fences = match self.code_around(pos) {
-            Some(code) if code.fence.is_some() => !(code.inner.start < pos && pos < code.inner.end),
-            _ => false,
-        };
-        let in_header = self.table_around(pos).is_some_and(|table| pos <= table.body);
-        !in_fences && !in_header
-    }
-
-    /// The table `pos` is strictly inside.
-    fn table_around(&self, pos: usize) -> Option<&TableSpan> {
-        let after = self.tables.partition_point(|table| table.block.start < pos);
-        let table = self.tables.get(after.checked_sub(1)?)?;
-        (pos < table.block.end).then_some(table)
-    }
-
-    /// The table whose rows `pos` cuts.
-    fn table_inside(&self, pos: usize) -> Option<&TableSpan> {
-        self.table_around(pos).filter(|table| table.body < pos)
-    }
-
-    /// Whether `pos` is within an indented code block, where indentation is
-    /// the block's syntax.
-    fn in_indented_code(&self, pos: usize) -> bool {
-        let after = self.code.partition_point(|code| line_start(self.text, code.block.start) <= pos);
-        after
-            .checked_sub(1)
-            .and_then(|i| self.code.get(i))
-            .is_some_and(|code| code.fence.is_none() && pos < code.block.end)
-    }
-
-    /// The code block `pos` is strictly inside, fences included.
-    fn code_around(&self, pos: usize) -> Option<&CodeSpan> {
-        let after = self.code.partition_point(|code| code.block.start < pos);
-        let code = self.code.get(after.checked_sub(1)?)?;
-        (pos < code.block.end).then_some(code)
-    }
-
-    /// The code block whose content `pos` cuts.
-    fn code_inside(&self, pos: usize) -> Option<&CodeSpan> {
-        self.code_around(pos).filter(|code| code.inner.start < pos && pos < code.inner.end)
-    }
-
-    /// Blank lines between pieces belong to neither.
-    fn skip_blank_lines(&self, mut pos: usize) -> usize {
-        if self.code_inside(pos).is_some_and(|code| code.fence.is_some()) {
-            return pos;
-        }
-        loop {
-            let end = line_end(self.text, pos);
-            if end == self.text.len() || !self.text[pos..end].trim().is_empty() {
-                return pos;
-            }
-            pos = end + 1;
-        }
-    }
-}
-
-fn is_block(tag: &Tag) -> bool {
-    !matches!(
-        tag,
-        Tag::Emphasis
-            | Tag::Strong
-            | Tag::Strikethrough
-            | Tag::Superscript
-            | Tag::Subscript
-            | Tag::Link { .. }
-            | Tag::Image { .. }
-            | Tag::TableHead
-            | Tag::TableRow
-            | Tag::TableCell
-    )
-}
-
-/// Whether an event is styled text, code or a link, which a cut would break.
-fn is_inline_span(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::Code(_)
-            | Event::Start(Tag::Emphasis | Tag::Strong | Tag::Strikethrough | Tag::Link { .. } | Tag::Image { .. })
-    )
-}
-
-/// The first of the sorted `positions` after `from`.
-fn next_in(positions: &[usize], from: usize) -> Option<usize> {
-    positions.get(positions.partition_point(|&p| p <= from)).copied()
-}
-
-/// The next start of a word (or of a line) after `from`.
-fn next_word(text: &str, from: usize) -> Option<usize> {
-    let mut chars = text[from..].char_indices();
-    let mut prev = chars.next()?.1;
-    for (i, c) in chars {
-        if prev == '\n' || (prev.is_whitespace() && !c.is_whitespace()) {
-            return Some(from + i);
-        }
-        prev = c;
-    }
-    None
-}
-
-/// The next character boundary after `from` that does not split what shows
-/// as one character: an emoji from its modifiers or joined emoji, a letter
-/// from its accents.
-fn next_char(text: &str, from: usize) -> Option<usize> {
-    let mut chars = text[from..].char_indices().peekable();
-    while let Some((_, c)) = chars.next() {
-        match chars.peek() {
-            Some(&(_, next)) if c == '\u{200d}' || continues_character(next) => {}
-            Some(&(i, _)) => return Some(from + i),
-            None => return None,
-        }
-    }
-    None
-}
-
-/// Whether `c` belongs to the character before it: a joiner, a variation
-/// selector, a skin tone, or a combining mark.
-fn continues_character(c: char) -> bool {
-    matches!(c, '\u{200d}' | '\u{fe00}'..='\u{fe0f}' | '\u{1f3fb}'..='\u{1f3ff}' | '\u{0300}'..='\u{036f}' | '\u{20d0}'..='\u{20ff}' | '\u{e0020}'..='\u{e007f}')
-}
-
-/// The furthest byte offset whose text from `start` is within `limit`.
-fn reach(text: &str, start: usize, limit: usize) -> usize {
-    let mut used = 0;
-    for (i, c) in text[start..].char_indices() {
-        used += c.len_utf16();
-        if used > limit {
-            return start + i;
-        }
-    }
-    text.len()
-}
-
-/// Ends `source` with `line` on a line of its own.
-fn push_line(source: &mut String, line: Option<&str>) {
-    if let Some(line) = line {
-        if !source.ends_with('\n') {
-            source.push('\n');
-        }
-        source.push_str(line);
-    }
-}
-
-/// Drops leading blank lines (keeping the first line's indentation, which
-/// means something in Markdown) and trailing whitespace.
-fn trim_blank_lines(s: &str) -> &str {
-    let s = s.trim_end();
-    match s.find(|c: char| !c.is_whitespace()) {
-        Some(first) => &s[line_start(s, first)..],
-        None => "",
+    fn is_blank(chunk: &Chunk) -> bool {
+        chunk.plain.trim().is_empty()
     }
 }
 
@@ -660,37 +240,9 @@ fn has_visible_text(html: &str) -> bool {
 // Rendering one piece
 // ---------------------------------------------------------------------------
 
-/// The whole reply's link reference definitions, so that `[text][ref]` still
-/// resolves in a piece that does not hold the definition.
-struct Links(HashMap<String, (String, String)>);
-
-impl Links {
-    fn collect(defs: &RefDefs) -> Self {
-        let links = defs
-            .iter()
-            .map(|(label, def)| {
-                let title = def.title.as_deref().unwrap_or_default().to_string();
-                (normalize_label(label), (def.dest.to_string(), title))
-            })
-            .collect();
-        Self(links)
-    }
-
-    fn resolve<'a>(&self, link: &BrokenLink) -> Option<(CowStr<'a>, CowStr<'a>)> {
-        let (dest, title) = self.0.get(&normalize_label(&link.reference))?;
-        Some((dest.clone().into(), title.clone().into()))
-    }
-}
-
-/// Link labels match case-insensitively with runs of whitespace collapsed.
-fn normalize_label(label: &str) -> String {
-    label.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
-}
-
 fn to_html(markdown: &str, links: &Links) -> String {
-    let callback = |link: BrokenLink<'_>| links.resolve(&link);
     let mut writer = Writer::new();
-    for event in Parser::new_with_broken_link_callback(markdown, options(), Some(callback)) {
+    for event in piece_events(markdown, links) {
         writer.event(event);
     }
     writer.finish()

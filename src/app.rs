@@ -234,6 +234,11 @@ async fn serve<C: WaClient>(
     let silence_warning = config.whatsapp.silence_warning;
     let mut engine = Engine::start(config, shutdown.clone()).await?;
     engine.start_scheduler();
+    // Before any channel serves: a new message must not overtake an older
+    // unanswered one. The notices wait in the outbox until delivery starts.
+    if let Err(e) = engine.router.redeliver_unanswered().await {
+        tracing::error!(%e, "cannot send again the messages left unanswered before the restart");
+    }
     let groups = engine.store.groups().await?;
     let mut askers = Askers::default();
     let stop_delivery = CancellationToken::new();
@@ -278,10 +283,6 @@ async fn serve<C: WaClient>(
         shutdown.clone(),
     );
     tokio::spawn(routing);
-    // After the channels are up: the notices and replies have somewhere to go.
-    if let Err(e) = engine.router.redeliver_unanswered().await {
-        tracing::error!(%e, "cannot send again the messages left unanswered before the restart");
-    }
     shutdown.cancelled().await;
     tracing::info!("shutting down");
     engine.stop_sessions().await;

@@ -115,6 +115,42 @@ mod tests {
         assert_eq!(got, vec![LineRead::Line("ok1".into()), LineRead::TooLong(50), LineRead::Line("ok2".into())]);
     }
 
+    /// What the reader must give for `input`: each newline-ended segment
+    /// (and a last one without a newline) as a line, one trailing `\r`
+    /// dropped; over `max` bytes: skipped, with its length; not UTF-8: reported.
+    fn model(input: &[u8], max: usize) -> Vec<LineRead> {
+        let mut segments: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
+        if segments.last().is_some_and(|s| s.is_empty()) {
+            segments.pop();
+        }
+        segments
+            .into_iter()
+            .map(|seg| match std::str::from_utf8(seg) {
+                _ if seg.len() > max => LineRead::TooLong(seg.len()),
+                Ok(text) => LineRead::Line(text.strip_suffix('\r').unwrap_or(text).to_owned()),
+                Err(_) => LineRead::NotUtf8,
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// Arbitrary bytes, read through buffers of any size, never panic or
+        /// wedge the reader, and give exactly the model's lines.
+        #[test]
+        fn arbitrary_bytes_read_as_the_model_says(
+            input in proptest::collection::vec(
+                proptest::prop_oneof![4 => proptest::num::u8::ANY, 1 => proptest::strategy::Just(b'\n')],
+                0..600,
+            ),
+            max in 1usize..80,
+            buf_cap in 1usize..32,
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let got = runtime.block_on(read_all(&input, max, buf_cap));
+            proptest::prop_assert_eq!(got, model(&input, max));
+        }
+    }
+
     #[tokio::test]
     async fn a_line_exactly_at_the_cap_is_kept_and_invalid_utf8_is_reported() {
         let got = read_all(b"0123456789\n\xff\xfe\nz\n", 10, 4).await;

@@ -785,3 +785,16 @@ fn large_inputs_keep_the_invariants_at_the_real_limit() {
         assert_invariants(&doc, MESSAGE_LIMIT);
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+    /// Arbitrary Markdown-ish text at any limit: every chunk within the
+    /// limit in UTF-16 units, valid Telegram HTML, nothing blank, no text lost.
+    #[test]
+    fn arbitrary_markdown_keeps_the_invariants(
+        doc in "[a-zA-Z0-9 *_`#>\\-\\[\\]()!|~<&.:\n\té😀\u{200d}]{0,500}",
+        limit in 16usize..700,
+    ) {
+        assert_invariants(&doc, limit);
+    }
+}

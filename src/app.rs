@@ -138,6 +138,19 @@ impl Engine {
     }
 }
 
+/// Warns (from the background: the answer takes the CLI's startup) when the
+/// CLI is not a version pincer is tested with.
+fn warn_if_untested(program: std::path::PathBuf) {
+    tokio::spawn(async move {
+        if let Ok(version) = claude::install::version_of(&program).await {
+            if claude::install::in_tested_range(&version) != Some(true) {
+                let note = claude::install::range_note(&version);
+                tracing::warn!(cli = %program.display(), %version, "the Claude Code CLI is {note}");
+            }
+        }
+    });
+}
+
 /// Opens (and migrates) the store in `data_dir`.
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
     std::fs::create_dir_all(&config.data_dir)
@@ -232,6 +245,9 @@ async fn serve<C: WaClient>(
     let retry = RetryPolicy::of(&config.delivery);
     let grace = config.claude.shutdown_grace;
     let silence_warning = config.whatsapp.silence_warning;
+    if let Ok(program) = claude::resolve_program(&config) {
+        warn_if_untested(program);
+    }
     let mut engine = Engine::start(config, shutdown.clone()).await?;
     engine.start_scheduler();
     // Before any channel serves: a new message must not overtake an older

@@ -12,6 +12,36 @@ use tokio::process::Command;
 
 /// The CLI version pincer is tested with. Change it here only.
 pub const PINNED_VERSION: &str = "2.1.330";
+/// The oldest CLI version pincer is tested with.
+pub const OLDEST_SUPPORTED: &str = "2.1.197";
+
+/// `x.y.z` from what `claude --version` prints (`2.1.330 (Claude Code)`).
+fn version_triple(version: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = version.split_whitespace().next()?.split('.').map(|p| p.parse::<u32>().ok());
+    let triple = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some(triple)
+}
+
+/// Whether a `claude --version` lies between [`OLDEST_SUPPORTED`] and
+/// [`PINNED_VERSION`]; `None` when it cannot be read.
+pub fn in_tested_range(version: &str) -> Option<bool> {
+    let v = version_triple(version)?;
+    let oldest = version_triple(OLDEST_SUPPORTED)?;
+    let pinned = version_triple(PINNED_VERSION)?;
+    Some(oldest <= v && v <= pinned)
+}
+
+/// What `doctor` and `run` say about a CLI version.
+pub fn range_note(version: &str) -> String {
+    let range = format!("tested with {OLDEST_SUPPORTED} to {PINNED_VERSION}");
+    match in_tested_range(version) {
+        Some(true) => format!("in the tested range ({range})"),
+        Some(false) => format!(
+            "OUTSIDE the tested range ({range}): its protocol may differ; `pincer setup` installs {PINNED_VERSION}"
+        ),
+        None => format!("version unknown ({range})"),
+    }
+}
 /// The npm package of the CLI.
 pub const NPM_PACKAGE: &str = "@anthropic-ai/claude-code";
 
@@ -79,4 +109,20 @@ pub async fn version_of(binary: &Path) -> Result<String, InstallError> {
         .await
         .map_err(|source| InstallError::Io { what: format!("{} --version", binary.display()), source })?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_placed_against_the_tested_range() {
+        assert_eq!(in_tested_range("2.1.330 (Claude Code)"), Some(true));
+        assert_eq!(in_tested_range("2.1.197 (Claude Code)"), Some(true));
+        assert_eq!(in_tested_range("2.1.250"), Some(true));
+        assert_eq!(in_tested_range("2.1.196 (Claude Code)"), Some(false));
+        assert_eq!(in_tested_range("2.2.0 (Claude Code)"), Some(false));
+        assert_eq!(in_tested_range("--version failed"), None);
+        assert!(range_note("3.0.0").contains("OUTSIDE the tested range"));
+    }
 }

@@ -24,7 +24,8 @@ pub async fn report(config: &Config) -> Report {
                 .await
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
                 .unwrap_or_else(|e| format!("--version failed: {e}"));
-            let _ = writeln!(out, "CLI: {} ({version})", program.display());
+            let note = claude::install::range_note(&version);
+            let _ = writeln!(out, "CLI: {} ({version}), {note}", program.display());
         }
         Err(e) => {
             ok = false;

@@ -260,11 +260,19 @@ async fn serve<C: WaClient>(
     let stop_delivery = CancellationToken::new();
     let mut served = Vec::new();
     let telegram = if telegram_config.token.is_some() {
+        // A setting that can never work stops pincer here; an unreachable Bot API does not.
+        let bot = Telegram::client(&telegram_config)?;
         let asks = askers.register(Platform::Telegram);
-        let channel = Telegram::connect(&telegram_config, engine.ports(), &assistant).await?;
-        tracing::info!(bot = %channel.username(), "serving Telegram");
         served.push(Platform::Telegram);
-        Some(tokio::spawn(channel.serve(telegram_config, asks, retry, shutdown.clone(), stop_delivery.clone())))
+        let (ports, assistant, shutdown, stop_delivery) =
+            (engine.ports(), assistant.clone(), shutdown.clone(), stop_delivery.clone());
+        Some(tokio::spawn(async move {
+            let Some(channel) = Telegram::connect_until_up(bot, ports, &assistant, retry, &shutdown).await else {
+                return Ok(());
+            };
+            tracing::info!(bot = %channel.username(), "serving Telegram");
+            channel.serve(telegram_config, asks, retry, shutdown, stop_delivery).await
+        }))
     } else {
         None
     };

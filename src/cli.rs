@@ -235,6 +235,9 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
         Cmd::Doctor => {
             let report = crate::sandbox::doctor::report(&config).await;
             print!("{}", report.text);
+            if config.telegram.token.is_some() {
+                println!("telegram: {}", telegram_health(&config).await);
+            }
             let whatsapp = link::status(&config).await.unwrap_or_else(|e| format!("cannot tell: {e:#}"));
             println!("whatsapp: {}", whatsapp.replace('\n', "; "));
             if !report.ok {
@@ -242,6 +245,23 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
             }
             Ok(())
         }
+    }
+}
+
+/// Telegram's connection as the running (or last) pincer saw it.
+async fn telegram_health(config: &Config) -> String {
+    let health = match app::open_store(config).await {
+        Ok(store) => store.channel_health(crate::domain::Platform::Telegram).await,
+        Err(e) => return format!("cannot tell: {e:#}"),
+    };
+    match health {
+        Ok(Some(h)) => {
+            let at = humantime::format_rfc3339_seconds(crate::store::from_unix_us(h.changed_at_us));
+            let detail = h.detail.map_or_else(String::new, |d| format!(": {d}"));
+            format!("{} since {at}{detail}", h.state)
+        }
+        Ok(None) => "configured; not served yet (`pincer run`)".to_owned(),
+        Err(e) => format!("cannot tell: {e:#}"),
     }
 }
 

@@ -59,8 +59,16 @@ pub async fn route(
             continue;
         };
         let ask = ApprovalAsk { to, admins: group.settings.admins.clone(), request };
-        if asker.send(ask).await.is_err() {
-            tracing::warn!(group = %group.name, "the channel that asks the group's admins stopped; denied");
+        // Never wait here: one platform that does not read (Telegram still
+        // connecting) must not hold up the others' requests.
+        match asker.try_send(ask) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(group = %group.name, "too many tool requests wait for the group's chat; denied")
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                tracing::warn!(group = %group.name, "the channel that asks the group's admins stopped; denied")
+            }
         }
     }
 }

@@ -484,3 +484,35 @@ async fn a_message_cut_off_by_a_restart_is_answered_after_it() {
     pincer.stop().await;
     assert_eq!(bot.sent(team().id).len(), 3, "{:?}", bot.sent(team().id));
 }
+
+#[tokio::test]
+async fn pincer_starts_while_the_bot_api_is_unreachable_and_serves_once_it_is_back() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.fast_retries();
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+    bot.drop_connections(&["getMe"], Duration::from_secs(3));
+    let pincer = sandbox.spawn_daemon();
+
+    bot.wait_for("a refused getMe", |b| b.calls_to("getMe").iter().any(|c| !c.ok)).await;
+    let store = sandbox.store().await;
+    let health = tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Some(h) = store.channel_health(pincer::domain::Platform::Telegram).await.unwrap() {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the failure is recorded");
+    assert_eq!(health.state, "unreachable", "{health:?}");
+
+    bot.say(&team(), &alice(), "hello after the outage");
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains("hello after the outage"), "{}", sent[0].text);
+    let health = store.channel_health(pincer::domain::Platform::Telegram).await.unwrap().unwrap();
+    assert_eq!(health.state, "connected");
+    pincer.stop().await;
+}

@@ -96,18 +96,62 @@ pub struct Telegram {
 }
 
 impl Telegram {
-    /// Checks the token with `getMe` and registers the bot's commands.
-    pub async fn connect(config: &TelegramConfig, ports: Ports, assistant: &str) -> anyhow::Result<Telegram> {
+    /// The bot client for `config`; fails only on a setting that can never
+    /// work (no token, an api_url that is not a URL), which stops pincer at start.
+    pub fn client(config: &TelegramConfig) -> anyhow::Result<Bot> {
         let token = config.token.as_ref().context("[telegram] token is not set")?;
         let mut bot = Bot::new(token.expose());
         if let Some(url) = &config.api_url {
             bot = bot.set_api_url(url.parse().context("[telegram] api_url is not a URL")?);
         }
+        Ok(bot)
+    }
+
+    /// Connects, trying again with backoff (and saying so in the log and the
+    /// channel's health, which `pincer doctor` shows) while the Bot API cannot
+    /// be reached or refuses the token. `None` when `shutdown` comes first.
+    pub async fn connect_until_up(
+        bot: Bot,
+        ports: Ports,
+        assistant: &str,
+        retry: RetryPolicy,
+        shutdown: &CancellationToken,
+    ) -> Option<Telegram> {
+        let mut failures = 0;
+        loop {
+            match Self::connect(bot.clone(), ports.clone(), assistant).await {
+                Ok(channel) => {
+                    let health = ports.directory.set_health(Platform::Telegram, "connected", None, None).await;
+                    if let Err(e) = health {
+                        tracing::error!(%e, "cannot store Telegram's connection state");
+                    }
+                    return Some(channel);
+                }
+                Err(e) => {
+                    failures += 1;
+                    let pause = retry.pause(failures, None);
+                    tracing::error!(
+                        "{e:#}; trying again in {} (replies wait in the outbox meanwhile)",
+                        humantime::format_duration(pause)
+                    );
+                    let detail = format!("{e:#}");
+                    let _ = ports.directory.set_health(Platform::Telegram, "unreachable", Some(&detail), None).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = shutdown.cancelled() => return None,
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks the token with `getMe` and registers the bot's commands.
+    pub async fn connect(bot: Bot, ports: Ports, assistant: &str) -> anyhow::Result<Telegram> {
         let bot = bot.throttle(Limits::default());
         let me = bot.get_me().await.map_err(|e| {
             anyhow::anyhow!(
                 "cannot reach Telegram with the configured bot token: {e}. Check [telegram] token \
-                 (PINCER_TELEGRAM__TOKEN; @BotFather gives it) and api_url, and that this machine can reach the Bot API."
+                 (PINCER_TELEGRAM__TOKEN; @BotFather gives it) and api_url, and that this machine can reach the Bot API"
             )
         })?;
         if !me.can_read_all_group_messages {

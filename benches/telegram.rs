@@ -29,13 +29,13 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use pincer::channel::telegram::format;
 use pincer::domain::ChatAddress;
-use pincer::domain::GroupName;
-use pincer::store::{GroupSettings, HistoryEntry};
+use pincer::store::GroupSettings;
 
+use support::bench::{agent_reply, print_row, result_to_delivered, WallClock};
 use support::fake_api::{echo, FakeApi};
 use support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 use support::harness::Sandbox;
@@ -52,20 +52,12 @@ fn main() {
     runtime.block_on(bench_round_trip(n));
 }
 
-/// A reply of about `kib` KiB, shaped like what an agent writes.
-fn reply(kib: usize) -> String {
-    let block = "## Findings\n\nThe **build** failed in `src/app.rs` because of *one* missing import:\n\n\
-                 - first point, with a [link](https://example.com)\n- second point\n\n\
-                 ```rust\nfn main() {\n    println!(\"hello <world> & friends\");\n}\n```\n\n";
-    block.repeat((kib * 1024).div_ceil(block.len()))
-}
-
 fn bench_render() {
     println!("render (Markdown → Telegram HTML, split at 4096 UTF-16 units)");
     println!("| reply size | messages | per call |");
     println!("| --- | --- | --- |");
     for kib in [1, 16, 256] {
-        let text = reply(kib);
+        let text = agent_reply(kib);
         let rounds = (2048 / kib).max(8);
         let chunks = format::render(&text).len();
         let start = Instant::now();
@@ -88,8 +80,7 @@ async fn bench_round_trip(n: usize) {
     let settings = GroupSettings { chat: Some(target), requires_trigger: false, ..GroupSettings::default() };
     sandbox.add_group_with("bench", settings).await;
     let daemon = sandbox.spawn_daemon();
-    // Pairs a wall-clock time with an Instant, to compare the fake's call times with the store's.
-    let wall_clock = (SystemTime::now(), Instant::now());
+    let clock = WallClock::now();
 
     bot.say(&chat, &user, "warm-up");
     bot.wait_sent(chat.id, 1).await;
@@ -102,50 +93,8 @@ async fn bench_round_trip(n: usize) {
         samples.push(start.elapsed());
     }
     daemon.stop().await;
-    let delivered = result_to_delivered(&sandbox, &bot, wall_clock).await;
+    let sent = bot.calls_to("sendMessage").into_iter().filter(|c| c.ok).map(|c| c.at).collect::<Vec<_>>();
+    let delivered = result_to_delivered(&sandbox.store().await, "bench", &sent, clock).await;
     print_row(&format!("chat round trip (fake Bot API → pincer → real CLI → sendMessage), {n} messages"), samples);
     print_row(&format!("result → delivered (result stored → sendMessage answered), {n} replies"), delivered);
-}
-
-/// Per reply after the warm-up: the fake's answer to its `sendMessage`, minus
-/// the time its result was stored.
-async fn result_to_delivered(sandbox: &Sandbox, bot: &FakeBot, wall_clock: (SystemTime, Instant)) -> Vec<Duration> {
-    let store = sandbox.store().await;
-    let group: GroupName = "bench".parse().expect("a group name");
-    let results: Vec<i64> = store
-        .history(&group, 1000)
-        .await
-        .expect("the history")
-        .iter()
-        .filter_map(|e| match e {
-            HistoryEntry::Result { at_us, .. } => Some(*at_us),
-            _ => None,
-        })
-        .collect();
-    let sends: Vec<Instant> = bot.calls_to("sendMessage").into_iter().filter(|c| c.ok).map(|c| c.at).collect();
-    assert_eq!(results.len(), sends.len(), "one reply per result");
-    let us = |at: Instant| {
-        let wall = wall_clock.0 + at.duration_since(wall_clock.1);
-        wall.duration_since(UNIX_EPOCH).expect("after 1970").as_micros() as i64
-    };
-    results
-        .iter()
-        .zip(&sends)
-        .skip(1)
-        .map(|(stored, sent)| Duration::from_micros((us(*sent) - stored).max(0) as u64))
-        .collect()
-}
-
-fn print_row(title: &str, mut samples: Vec<Duration>) {
-    samples.sort();
-    let n = samples.len();
-    let at = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-    println!("\n{title}");
-    println!("| median | p95 | max |");
-    println!("| --- | --- | --- |");
-    println!("| {:.1?} | {:.1?} | {:.1?} |", at(0.5), at(0.95), samples[n - 1]);
-    println!(
-        "samples_ms {}",
-        samples.iter().map(|d| format!("{:.2}", d.as_secs_f64() * 1000.0)).collect::<Vec<_>>().join(" ")
-    );
 }

@@ -23,12 +23,13 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use pincer::channel::whatsapp::format;
-use pincer::domain::{ChatAddress, GroupName};
-use pincer::store::{GroupSettings, HistoryEntry};
+use pincer::domain::ChatAddress;
+use pincer::store::GroupSettings;
 
+use support::bench::{agent_reply, print_row, result_to_delivered, WallClock};
 use support::fake_api::{echo, FakeApi};
 use support::fake_wa::{FakeWa, Person};
 use support::harness::Sandbox;
@@ -46,20 +47,12 @@ fn main() {
     runtime.block_on(bench_round_trip(n));
 }
 
-/// A reply of about `kib` KiB, shaped like what an agent writes.
-fn reply(kib: usize) -> String {
-    let block = "## Findings\n\nThe **build** failed in `src/app.rs` because of *one* missing import:\n\n\
-                 - first point, with a [link](https://example.com)\n- second point\n\n\
-                 ```rust\nfn main() {\n    println!(\"hello <world> & friends\");\n}\n```\n\n";
-    block.repeat((kib * 1024).div_ceil(block.len()))
-}
-
 fn bench_render() {
     println!("render (Markdown → WhatsApp markup, split at 4000 characters)");
     println!("| reply size | messages | per call |");
     println!("| --- | --- | --- |");
     for kib in [1, 16, 256] {
-        let text = reply(kib);
+        let text = agent_reply(kib);
         let rounds = (2048 / kib).max(8);
         let parts = format::render(&text).len();
         let start = Instant::now();
@@ -82,7 +75,7 @@ async fn bench_round_trip(n: usize) {
     };
     sandbox.add_group_with("bench", settings).await;
     let daemon = sandbox.spawn_daemon_with_whatsapp(&wa);
-    let wall_clock = (SystemTime::now(), Instant::now());
+    let clock = WallClock::now();
     let alice = Person { name: "Alice", number: "4915100000001", lid: None };
 
     wa.say(GROUP, &alice, "warm-up");
@@ -96,45 +89,8 @@ async fn bench_round_trip(n: usize) {
         samples.push(start.elapsed());
     }
     daemon.stop().await;
-    let delivered = result_to_delivered(&sandbox, &wa, wall_clock).await;
+    let sent = wa.sent(GROUP).into_iter().map(|s| s.at).collect::<Vec<_>>();
+    let delivered = result_to_delivered(&sandbox.store().await, "bench", &sent, clock).await;
     print_row(&format!("chat round trip (message event → pincer → real CLI → reply sent), {n} messages"), samples);
     print_row(&format!("result → delivered (result stored → reply sent), {n} replies"), delivered);
-}
-
-/// Per reply after the warm-up: when the fake took it, minus when its result was stored.
-async fn result_to_delivered(sandbox: &Sandbox, wa: &FakeWa, wall_clock: (SystemTime, Instant)) -> Vec<Duration> {
-    let store = sandbox.store().await;
-    let group: GroupName = "bench".parse().expect("a group name");
-    let results: Vec<i64> = store
-        .history(&group, 10_000)
-        .await
-        .expect("the history")
-        .iter()
-        .filter_map(|e| match e {
-            HistoryEntry::Result { at_us, .. } => Some(*at_us),
-            _ => None,
-        })
-        .collect();
-    let sends: Vec<Instant> = wa.sent(GROUP).into_iter().map(|s| s.at).collect();
-    assert_eq!(results.len(), sends.len(), "one reply per result");
-    let us = |at: Instant| {
-        let wall = wall_clock.0 + at.duration_since(wall_clock.1);
-        wall.duration_since(UNIX_EPOCH).expect("after 1970").as_micros() as i64
-    };
-    results
-        .iter()
-        .zip(&sends)
-        .skip(1)
-        .map(|(stored, sent)| Duration::from_micros((us(*sent) - stored).max(0) as u64))
-        .collect()
-}
-
-fn print_row(title: &str, mut samples: Vec<Duration>) {
-    samples.sort();
-    let n = samples.len();
-    let at = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-    println!("\n{title}");
-    println!("| median | p95 | p99 | max |");
-    println!("| --- | --- | --- | --- |");
-    println!("| {:.1?} | {:.1?} | {:.1?} | {:.1?} |", at(0.5), at(0.95), at(0.99), samples[n - 1]);
 }

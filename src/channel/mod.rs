@@ -23,6 +23,7 @@ pub mod retry;
 mod split;
 pub mod telegram;
 mod text;
+pub mod typing;
 pub mod whatsapp;
 
 use std::future::Future;
@@ -33,7 +34,7 @@ use crate::outbox::Outbox;
 use crate::router::Router;
 use crate::store::{GroupRecord, Store, StoreError};
 
-pub use text::{describe_status, starts_with_word};
+pub use text::{describe_status, starts_with_word, FirstSight};
 
 /// What a platform adapter does to put outbox messages in its chats.
 pub trait Deliver: Send + Sync + 'static {
@@ -92,6 +93,48 @@ pub struct Ports {
     pub router: Router,
     pub directory: Directory,
     pub outbox: Outbox,
+}
+
+/// The commands every chat has for its group's session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionCommand {
+    Status,
+    /// Interrupt the current turn.
+    Stop,
+    /// A fresh session.
+    New,
+}
+
+impl Ports {
+    /// Runs a session command someone sent in `group`'s chat and queues the
+    /// answer there. When the group has admins, only they may stop the agent
+    /// or start a fresh session.
+    pub async fn session_command(
+        &self,
+        group: &GroupRecord,
+        cmd: SessionCommand,
+        by_admin: bool,
+    ) -> Result<(), crate::router::RouteError> {
+        let router = &self.router;
+        let text = match cmd {
+            SessionCommand::Stop | SessionCommand::New if !group.settings.admins.is_empty() && !by_admin => {
+                "Only this group's admins can stop the agent or start a fresh session.".to_owned()
+            }
+            SessionCommand::Status => describe_status(&router.status(&group.name).await?),
+            SessionCommand::Stop => {
+                let busy = router.session(&group.name).await?.status().in_turn;
+                router.interrupt(&group.name).await?;
+                if busy { "Interrupting the agent's turn." } else { "The agent is not in a turn right now." }.to_owned()
+            }
+            SessionCommand::New => {
+                // The session confirms when the fresh start is done.
+                router.new_session(&group.name).await?;
+                return Ok(());
+            }
+        };
+        self.outbox.say(&group.name, OutboundKind::Answer, &text).await;
+        Ok(())
+    }
 }
 
 /// Which group lives where, and whether its chat still has the bot.

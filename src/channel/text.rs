@@ -1,6 +1,9 @@
-//! What every chat adapter reads and says the same way: the trigger rule and
-//! the `/status` answer.
+//! What every chat adapter reads and says the same way: the trigger rule,
+//! the `/status` answer, and a bounded memory of chats already reported.
 
+use std::collections::{HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 use crate::router::GroupStatus;
@@ -49,10 +52,53 @@ fn ago(t: SystemTime) -> String {
     humantime::format_duration(std::time::Duration::from_secs(secs)).to_string()
 }
 
+/// Keys seen before, so each unknown chat is logged once. Bounded: past the
+/// cap the oldest is forgotten (and would be logged again).
+pub struct FirstSight<K>(Mutex<(HashSet<K>, VecDeque<K>)>);
+
+/// How many keys [`FirstSight`] remembers.
+const FIRST_SIGHT_CAP: usize = 4096;
+
+impl<K> Default for FirstSight<K> {
+    fn default() -> Self {
+        FirstSight(Mutex::new((HashSet::new(), VecDeque::new())))
+    }
+}
+
+impl<K: Eq + Hash + Clone> FirstSight<K> {
+    /// True the first time `key` is seen.
+    pub fn first(&self, key: &K) -> bool {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (seen, order) = &mut *guard;
+        if !seen.insert(key.clone()) {
+            return false;
+        }
+        order.push_back(key.clone());
+        if order.len() > FIRST_SIGHT_CAP {
+            if let Some(old) = order.pop_front() {
+                seen.remove(&old);
+            }
+        }
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::session::SessionStatus;
+
+    #[test]
+    fn a_key_is_new_once_and_the_memory_is_bounded() {
+        let seen = FirstSight::default();
+        assert!(seen.first(&5));
+        assert!(!seen.first(&5));
+        for id in 0..(FIRST_SIGHT_CAP as i64 + 10) {
+            seen.first(&(1000 + id));
+        }
+        assert!(seen.first(&5), "forgotten after the cap");
+        assert!(seen.0.lock().unwrap().1.len() <= FIRST_SIGHT_CAP);
+    }
 
     #[test]
     fn status_says_what_runs_and_the_cost() {

@@ -3,7 +3,7 @@
 use super::*;
 use crate::domain::{ChatAddress, Inbound, Platform, Source};
 
-async fn temp_store() -> (tempfile::TempDir, Store) {
+pub(super) async fn temp_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
     (dir, store)

@@ -4,18 +4,16 @@
 //! Messages API. Every reply must reach its chat once, whatever happened on
 //! the way.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use pincer::domain::ChatAddress;
 use pincer::store::{GroupSettings, HistoryEntry, Store};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::fake_api::{self, FakeApi, Reply};
 use crate::support::fake_bot::{ChatKind, FakeBot, Sent, TgChat, TgUser};
-use crate::support::harness::{Sandbox, PATIENCE};
+use crate::support::harness::{spawn_pincer_run, Sandbox, PATIENCE};
 
 /// Long enough for a 40 s outage, teloxide's 10 s pause after each 5xx, and a retry.
 const THROUGH_AN_OUTAGE: Duration = Duration::from_secs(150);
@@ -160,30 +158,7 @@ async fn pincer_killed_while_a_send_hangs_delivers_it_on_the_next_run_once() {
     let sandbox = serving(&api, &bot, &team()).await;
     let config = sandbox.write_config();
 
-    #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
-        .arg("--config")
-        .arg(&config)
-        .arg("run")
-        .current_dir(sandbox.root())
-        .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut log = BufReader::new(child.stderr.take().unwrap()).lines();
-    let ready = async {
-        while let Some(line) = log.next_line().await.unwrap() {
-            if line.contains("pincer is running") {
-                return;
-            }
-        }
-        panic!("pincer exited before it was running");
-    };
-    tokio::time::timeout(PATIENCE, ready).await.expect("pincer starts");
-    // Keep reading its log, so it never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+    let mut child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
 
     bot.hang_next("sendMessage");
     bot.say(&team(), &alice(), "answer me BEFORE the crash");

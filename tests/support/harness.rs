@@ -217,3 +217,41 @@ impl Running {
         tokio::time::timeout(PATIENCE, self.engine.stop()).await.expect("pincer stops in time");
     }
 }
+
+/// `pincer [args] run`, the binary under test, as a child process in `cwd`,
+/// returned once it logs that it is running. Its log is drained from then
+/// on, so it never blocks on a full pipe; the child is killed when dropped.
+pub async fn spawn_pincer_run(
+    cwd: &Path,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> tokio::process::Child {
+    use tokio::io::AsyncBufReadExt;
+
+    #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"));
+    command
+        .args(args)
+        .arg("run")
+        .current_dir(cwd)
+        .env_remove(super::cli::CLAUDE_BIN_ENV)
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("the pincer binary starts");
+    let mut log = tokio::io::BufReader::new(child.stderr.take().expect("stderr is piped")).lines();
+    let ready = async {
+        while let Some(line) = log.next_line().await.expect("pincer's log is readable") {
+            if line.contains("pincer is running") {
+                return;
+            }
+        }
+        panic!("pincer exited before it was running");
+    };
+    tokio::time::timeout(PATIENCE, ready).await.expect("pincer starts");
+    tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+    child
+}

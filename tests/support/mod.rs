@@ -3,6 +3,7 @@
 //! `main` does.
 #![allow(dead_code)]
 
+pub mod bench;
 pub mod cli;
 pub mod fake_api;
 pub mod fake_bot;

@@ -5,7 +5,7 @@ use teloxide::utils::command::BotCommands;
 
 use super::inbound::ChatMessage;
 use super::{outbound, Shared};
-use crate::channel::describe_status;
+use crate::channel::SessionCommand;
 use crate::domain::OutboundKind;
 use crate::store::GroupRecord;
 
@@ -44,29 +44,19 @@ pub(super) async fn chat_id(shared: &Shared, chat: &ChatMessage) -> anyhow::Resu
 
 /// Runs a command in a registered group's chat.
 pub(super) async fn run(shared: &Shared, group: &GroupRecord, chat: &ChatMessage, cmd: Cmd) -> anyhow::Result<()> {
-    let router = &shared.ports.router;
-    let admins = &group.settings.admins;
-    let is_admin = chat.sender_id.is_some_and(|id| admins.contains(&id.to_string()));
-    let text = match cmd {
-        Cmd::Stop | Cmd::New if !admins.is_empty() && !is_admin => {
-            "Only this group's admins can stop the agent or start a fresh session.".to_owned()
-        }
-        Cmd::Status => describe_status(&router.status(&group.name).await?),
-        Cmd::Stop => {
-            let busy = router.session(&group.name).await?.status().in_turn;
-            router.interrupt(&group.name).await?;
-            if busy { "Interrupting the agent's turn." } else { "The agent is not in a turn right now." }.to_owned()
-        }
-        Cmd::New => {
-            // The session confirms when the fresh start is done.
-            router.new_session(&group.name).await?;
+    let by_admin = chat.sender_id.is_some_and(|id| group.settings.admins.contains(&id.to_string()));
+    let session = match cmd {
+        Cmd::Status => SessionCommand::Status,
+        Cmd::Stop => SessionCommand::Stop,
+        Cmd::New => SessionCommand::New,
+        Cmd::Chatid => return chat_id(shared, chat).await,
+        Cmd::Help => {
+            let help = Cmd::descriptions().to_string();
+            shared.ports.outbox.say(&group.name, OutboundKind::Answer, &help).await;
             return Ok(());
         }
-        Cmd::Chatid => return chat_id(shared, chat).await,
-        Cmd::Help => Cmd::descriptions().to_string(),
     };
-    shared.ports.outbox.say(&group.name, OutboundKind::Answer, &text).await;
-    Ok(())
+    Ok(shared.ports.session_command(group, session, by_admin).await?)
 }
 
 #[cfg(test)]

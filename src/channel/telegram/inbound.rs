@@ -4,12 +4,11 @@
 //! A teloxide `Message` is turned into [`ChatMessage`] first; every decision
 //! after that (which group, does it engage the agent) is made on our types.
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use teloxide::prelude::*;
-use teloxide::types::{ChatMemberUpdated, MessageEntityKind};
+use teloxide::types::{ChatAction, ChatMemberUpdated, MessageEntityKind};
 use teloxide::utils::command::BotCommands;
 
 use super::commands::{self, Cmd};
@@ -18,6 +17,9 @@ use crate::domain::{Inbound, Platform, Source};
 use crate::store::GroupRecord;
 
 type HandlerResult = anyhow::Result<()>;
+
+/// How often "typing…" is sent again (Telegram shows it for about 5 s).
+const TYPING_REPEAT: std::time::Duration = std::time::Duration::from_secs(4);
 
 /// A text message as pincer reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,31 +82,6 @@ pub(super) fn engages(msg: &ChatMessage, group: &GroupRecord, assistant: &str) -
     crate::channel::starts_with_word(msg.text.trim_start(), &trigger)
 }
 
-/// Chats seen without a group, so each is logged once. Bounded: past the cap
-/// the oldest is forgotten (and would be logged again).
-#[derive(Default)]
-pub(super) struct UnknownChats(Mutex<(HashSet<i64>, VecDeque<i64>)>);
-
-const UNKNOWN_CHATS_CAP: usize = 4096;
-
-impl UnknownChats {
-    /// True the first time a chat is seen.
-    fn first_sight(&self, chat_id: i64) -> bool {
-        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (seen, order) = &mut *guard;
-        if !seen.insert(chat_id) {
-            return false;
-        }
-        order.push_back(chat_id);
-        if order.len() > UNKNOWN_CHATS_CAP {
-            if let Some(old) = order.pop_front() {
-                seen.remove(&old);
-            }
-        }
-        true
-    }
-}
-
 pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResult {
     let directory = &shared.ports.directory;
     if let Some(to) = msg.migrate_to_chat_id() {
@@ -121,7 +98,7 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
         return commands::chat_id(&shared, &chat).await;
     }
     let Some(group) = directory.group_for(&chat.target.address()).await? else {
-        if shared.unknown_chats.first_sight(chat.target.chat_id) {
+        if shared.unknown_chats.first(&chat.target.chat_id) {
             tracing::warn!(
                 chat_id = chat.target.chat_id,
                 topic = ?chat.target.topic_id,
@@ -157,7 +134,21 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
         return Ok(());
     }
     let session = router.session(&group.name).await?;
-    shared.typing.start(&shared.bot, &group.name, chat.target, session);
+    let (bot, target) = (shared.bot.clone(), chat.target);
+    shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
+        let bot = bot.clone();
+        async move {
+            // Telegram has no "stop typing": the indicator fades by itself.
+            if !on {
+                return Ok(());
+            }
+            let mut action = bot.send_chat_action(ChatId(target.chat_id), ChatAction::Typing);
+            if let Some(thread) = target.thread() {
+                action = action.message_thread_id(thread);
+            }
+            action.await.map(|_| ()).map_err(|e| e.to_string())
+        }
+    });
     Ok(())
 }
 
@@ -251,17 +242,5 @@ mod tests {
         assert!(engages(&ChatMessage { replies_to_bot: true, ..msg("and then?") }, &g, "Andy"));
         assert!(engages(&ChatMessage { private: true, ..msg("hello") }, &g, "Andy"));
         assert!(engages(&msg("anything"), &group(false, None), "Andy"));
-    }
-
-    #[test]
-    fn unknown_chats_are_reported_once_and_the_memory_is_bounded() {
-        let seen = UnknownChats::default();
-        assert!(seen.first_sight(5));
-        assert!(!seen.first_sight(5));
-        for id in 0..(UNKNOWN_CHATS_CAP as i64 + 10) {
-            seen.first_sight(1000 + id);
-        }
-        assert!(seen.first_sight(5), "forgotten after the cap");
-        assert!(seen.0.lock().unwrap().1.len() <= UNKNOWN_CHATS_CAP);
     }
 }

@@ -17,7 +17,6 @@ mod commands;
 pub mod format;
 mod inbound;
 mod outbound;
-mod typing;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::delivery::{self, OutboxLedger};
 use super::retry::RetryPolicy;
-use super::{ApprovalAsk, Ports};
+use super::{ApprovalAsk, FirstSight, Ports};
 use crate::config::TelegramConfig;
 use crate::domain::{ChatAddress, Platform};
 
@@ -86,8 +85,8 @@ struct Shared {
     ports: Ports,
     assistant: String,
     approvals: approvals::Waiting,
-    typing: typing::Typing,
-    unknown_chats: inbound::UnknownChats,
+    typing: crate::channel::typing::Typing,
+    unknown_chats: FirstSight<i64>,
 }
 
 /// A connected bot, ready to serve.
@@ -172,8 +171,8 @@ impl Telegram {
             ports,
             assistant: assistant.to_owned(),
             approvals: approvals::Waiting::default(),
-            typing: typing::Typing::default(),
-            unknown_chats: inbound::UnknownChats::default(),
+            typing: crate::channel::typing::Typing::default(),
+            unknown_chats: FirstSight::default(),
         });
         Ok(Telegram { shared })
     }

@@ -5,16 +5,19 @@
 //! A crate message is turned into [`WaMessage`] first (in `event`); every
 //! decision after that is made on our types.
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::approvals::Answerer;
 use super::client::WaClient;
 use super::commands::{Cmd, HELP};
 use super::Shared;
+use crate::channel::SessionCommand;
 use crate::domain::{ChatAddress, Inbound, OutboundKind, Platform, Source};
 use crate::store::GroupRecord;
+
+/// How often "typing…" is sent again: WhatsApp drops a composing state after a while.
+const TYPING_REPEAT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How much of a quoted message the agent is shown.
 const QUOTE_CHARS: usize = 80;
@@ -93,30 +96,6 @@ pub(super) fn engages(
     crate::channel::starts_with_word(msg.text.trim_start(), &trigger)
 }
 
-/// Groups seen without a registration, so each is logged once. Bounded: past
-/// the cap the oldest is forgotten (and would be logged again).
-#[derive(Default)]
-pub(super) struct UnknownChats(Mutex<(HashSet<String>, VecDeque<String>)>);
-
-const UNKNOWN_CHATS_CAP: usize = 4096;
-
-impl UnknownChats {
-    fn first_sight(&self, chat: &str) -> bool {
-        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (seen, order) = &mut *guard;
-        if !seen.insert(chat.to_owned()) {
-            return false;
-        }
-        order.push_back(chat.to_owned());
-        if order.len() > UNKNOWN_CHATS_CAP {
-            if let Some(old) = order.pop_front() {
-                seen.remove(&old);
-            }
-        }
-        true
-    }
-}
-
 /// Takes one message: stores it (or refuses a second copy) before returning,
 /// so WhatsApp is acknowledged only for what pincer holds.
 pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMessage) -> anyhow::Result<()> {
@@ -145,7 +124,7 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
         return Ok(());
     }
     let Some(group) = ports.directory.group_for(&here).await? else {
-        if shared.unknown_chats.first_sight(&msg.chat) {
+        if shared.unknown_chats.first(&msg.chat) {
             // Asking WhatsApp for the subject must not hold up the receive path.
             let (client, jid) = (shared.client.clone(), msg.chat.clone());
             tokio::spawn(async move {
@@ -185,7 +164,11 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
     match result {
         Ok(Some(_)) => {
             let session = ports.router.session(&group.name).await?;
-            shared.typing.start(shared.client.clone(), &group.name, &msg.chat, session);
+            let (client, chat) = (shared.client.clone(), msg.chat.clone());
+            shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
+                let (client, chat) = (client.clone(), chat.clone());
+                async move { client.composing(&chat, on).await.map_err(|e| e.to_string()) }
+            });
             Ok(())
         }
         Ok(None) => Ok(()),
@@ -220,37 +203,28 @@ async fn run_command<C: WaClient>(
     cmd: Cmd,
     prompt_code: Option<String>,
 ) -> anyhow::Result<()> {
-    let router = &shared.ports.router;
-    let admins = &group.settings.admins;
-    let is_admin = msg.sender_number.as_deref().is_some_and(|n| admins.iter().any(|a| a == n));
-    let text = match cmd {
-        Cmd::Answer { verdict, code } => {
-            let Some(code) = code.or(prompt_code) else { return Ok(()) };
-            let by = Answerer { number: msg.sender_number.as_deref(), name: &msg.sender_name };
-            shared.approvals.answer(&msg.chat, &code, verdict, &by)
-        }
-        Cmd::Stop | Cmd::New if !admins.is_empty() && !is_admin => {
-            "Only this group's admins can stop the agent or start a fresh session.".to_owned()
-        }
-        Cmd::Status => crate::channel::describe_status(&router.status(&group.name).await?),
-        Cmd::Stop => {
-            let busy = router.session(&group.name).await?.status().in_turn;
-            router.interrupt(&group.name).await?;
-            if busy { "Interrupting the agent's turn." } else { "The agent is not in a turn right now." }.to_owned()
-        }
-        Cmd::New => {
-            // The session confirms when the fresh start is done.
-            router.new_session(&group.name).await?;
-            return Ok(());
-        }
-        Cmd::Help => HELP.to_owned(),
+    let by_admin = msg.sender_number.as_deref().is_some_and(|n| group.settings.admins.iter().any(|a| a == n));
+    let session = match cmd {
+        Cmd::Status => SessionCommand::Status,
+        Cmd::Stop => SessionCommand::Stop,
+        Cmd::New => SessionCommand::New,
         Cmd::Chatid => {
             chat_id(shared, msg);
             return Ok(());
         }
+        Cmd::Help => {
+            shared.ports.outbox.say(&group.name, OutboundKind::Answer, HELP).await;
+            return Ok(());
+        }
+        Cmd::Answer { verdict, code } => {
+            let Some(code) = code.or(prompt_code) else { return Ok(()) };
+            let by = Answerer { number: msg.sender_number.as_deref(), name: &msg.sender_name };
+            let told = shared.approvals.answer(&msg.chat, &code, verdict, &by);
+            shared.ports.outbox.say(&group.name, OutboundKind::Answer, &told).await;
+            return Ok(());
+        }
     };
-    shared.ports.outbox.say(&group.name, OutboundKind::Answer, &text).await;
-    Ok(())
+    Ok(shared.ports.session_command(group, session, by_admin).await?)
 }
 
 #[cfg(test)]
@@ -300,13 +274,5 @@ mod tests {
         };
         assert_eq!(quoting.reply_to().as_deref(), Some("4915100000001: lunch at noon?"));
         assert_eq!(msg("x").reply_to(), None);
-    }
-
-    #[test]
-    fn unknown_groups_are_reported_once() {
-        let seen = UnknownChats::default();
-        assert!(seen.first_sight("1@g.us"));
-        assert!(!seen.first_sight("1@g.us"));
-        assert!(seen.first_sight("2@g.us"));
     }
 }

@@ -27,7 +27,6 @@ mod health;
 mod inbound;
 pub mod link;
 mod outbound;
-mod typing;
 
 pub use client::{Real, WaClient, WaError};
 pub use inbound::OwnIds;
@@ -42,7 +41,7 @@ use whatsapp_rust::{Client, InboundDurabilityHook};
 
 use super::delivery::{self, OutboxLedger};
 use super::retry::RetryPolicy;
-use super::{ApprovalAsk, Ports};
+use super::{ApprovalAsk, FirstSight, Ports};
 use health::Health;
 
 /// What the message handlers, the hook and the approval loop share.
@@ -51,8 +50,8 @@ struct Shared<C> {
     ports: Ports,
     assistant: String,
     approvals: approvals::Waiting,
-    typing: typing::Typing,
-    unknown_chats: inbound::UnknownChats,
+    typing: crate::channel::typing::Typing,
+    unknown_chats: FirstSight<String>,
     health: Health,
 }
 
@@ -83,8 +82,8 @@ impl<C: WaClient> WhatsApp<C> {
             ports,
             assistant: assistant.to_owned(),
             approvals: approvals::Waiting::default(),
-            typing: typing::Typing::default(),
-            unknown_chats: inbound::UnknownChats::default(),
+            typing: crate::channel::typing::Typing::default(),
+            unknown_chats: FirstSight::default(),
             health,
         };
         WhatsApp { shared: Arc::new(shared) }

@@ -3,13 +3,8 @@
 
 use super::*;
 use crate::domain::TurnResult;
+use crate::store::tests::temp_store;
 use crate::store::{GroupSettings, HistoryEntry};
-
-async fn temp_store() -> (tempfile::TempDir, Store) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
-    (dir, store)
-}
 
 fn group(name: &str) -> GroupName {
     name.parse().unwrap()

@@ -60,6 +60,8 @@ struct Recorded {
 #[derive(Clone)]
 pub struct FakeWa {
     recorded: Arc<Mutex<Recorded>>,
+    /// Woken by every recorded call, so waiters see it at once.
+    activity: Arc<tokio::sync::Notify>,
     connected: Arc<AtomicBool>,
     next_id: Arc<AtomicU64>,
     events: async_channel::Sender<Arc<Event>>,
@@ -75,6 +77,7 @@ impl FakeWa {
         let (events, receiver) = async_channel::unbounded();
         FakeWa {
             recorded: Arc::default(),
+            activity: Arc::default(),
             connected: Arc::new(AtomicBool::new(true)),
             next_id: Arc::new(AtomicU64::new(1)),
             events,
@@ -93,6 +96,12 @@ impl FakeWa {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Recorded> {
         self.recorded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a call and wakes the waiters.
+    fn record(&self, change: impl FnOnce(&mut Recorded)) {
+        change(&mut self.lock());
+        self.activity.notify_waiters();
     }
 
     /// Sends go through (`true`) or fail as not connected (`false`).
@@ -163,11 +172,19 @@ impl FakeWa {
         self.sent(chat)
     }
 
-    /// Waits until `f` holds; panics after [`PATIENCE`] naming `what`.
+    /// Waits until `f` holds, looking again at every call pincer makes;
+    /// panics after [`PATIENCE`] naming `what`.
     pub async fn wait_for(&self, what: &str, f: impl Fn(&FakeWa) -> bool) {
         let waited = tokio::time::timeout(PATIENCE, async {
-            while !f(self) {
-                tokio::time::sleep(Duration::from_millis(50)).await;
+            loop {
+                let woken = self.activity.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                if f(self) {
+                    return;
+                }
+                // Also look now and then: `f` may depend on more than the calls.
+                let _ = tokio::time::timeout(Duration::from_millis(200), woken).await;
             }
         })
         .await;
@@ -181,23 +198,23 @@ impl WaClient for FakeClient {
     async fn send_text(&self, chat: &str, text: &str) -> Result<String, WaError> {
         let fake = &self.0;
         if !fake.connected.load(Ordering::SeqCst) {
-            fake.lock().refused.push(chat.to_owned());
+            fake.record(|r| r.refused.push(chat.to_owned()));
             return Err(WaError::NotConnected("client is not connected".into()));
         }
         let id = format!("3EB0B07{:09X}", fake.next_id.fetch_add(1, Ordering::SeqCst));
         let sent =
             WaSent { chat: chat.to_owned(), text: text.to_owned(), id: id.clone(), at: std::time::Instant::now() };
-        fake.lock().sent.push(sent);
+        fake.record(|r| r.sent.push(sent));
         Ok(id)
     }
 
     async fn composing(&self, chat: &str, on: bool) -> Result<(), WaError> {
-        self.0.lock().composing.push((chat.to_owned(), on));
+        self.0.record(|r| r.composing.push((chat.to_owned(), on)));
         Ok(())
     }
 
     async fn mark_read(&self, _chat: &str, _sender: &str, id: &str) -> Result<(), WaError> {
-        self.0.lock().read.push(id.to_owned());
+        self.0.record(|r| r.read.push(id.to_owned()));
         Ok(())
     }
 

@@ -101,6 +101,14 @@ impl Engine {
         Ok(Engine { router, outbox, directory, approvals, store, metrics, scheduler, unstarted, tracker, shutdown })
     }
 
+    /// Hands each approval request to the channel of its group's chat (see
+    /// `channel::approvals::route`) until the sessions are gone or `shutdown`.
+    pub fn route_approvals(&self, askers: Askers, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let routing =
+            approvals::route(self.approvals.clone(), askers, self.directory.clone(), self.outbox.clone(), shutdown);
+        tokio::spawn(routing)
+    }
+
     /// What a channel adapter gets of the engine.
     pub fn ports(&self) -> Ports {
         Ports { router: self.router.clone(), directory: self.directory.clone(), outbox: self.outbox.clone() }
@@ -299,14 +307,7 @@ async fn serve<C: WaClient>(
         );
     }
     tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
-    let routing = approvals::route(
-        engine.approvals.clone(),
-        askers,
-        engine.directory.clone(),
-        engine.outbox.clone(),
-        shutdown.clone(),
-    );
-    tokio::spawn(routing);
+    engine.route_approvals(askers, shutdown.clone());
     shutdown.cancelled().await;
     tracing::info!("shutting down");
     engine.stop_sessions().await;
@@ -340,13 +341,7 @@ where
 {
     let mut askers = Askers::default();
     let asks = askers.register(Platform::Console);
-    let routing = tokio::spawn(approvals::route(
-        engine.approvals.clone(),
-        askers,
-        engine.directory.clone(),
-        engine.outbox.clone(),
-        shutdown.clone(),
-    ));
+    let routing = engine.route_approvals(askers, shutdown.clone());
     let end = console::chat(&engine.ports(), asks, opts, input, output, shutdown).await;
     routing.abort();
     end

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
@@ -184,14 +184,12 @@ impl GroupOptions {
 /// An admin as stored: the digits of a Telegram user id or of a phone number
 /// (`+49 151 1234-5678` → `4915112345678`, the user part of its WhatsApp JID).
 fn admin_id(given: &str) -> anyhow::Result<String> {
-    let digits: String = given.chars().filter(|c| !matches!(c, '+' | ' ' | '-' | '(' | ')')).collect();
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        bail!(
+    crate::domain::number_digits(given).with_context(|| {
+        format!(
             "--admin {given:?}: give a Telegram user id (digits; /chatid in the chat tells yours) or a WhatsApp \
              phone number with its country code, e.g. +4915112345678"
-        );
-    }
-    Ok(digits)
+        )
+    })
 }
 
 /// Runs one subcommand.

@@ -102,6 +102,14 @@ impl ChatAddress {
     }
 }
 
+/// The digits of a number as people write it (`+49 151 1234-5678` →
+/// `4915112345678`, the user part of its WhatsApp JID); `None` when anything
+/// but digits and `+ - ( )` or spaces is in it, or no digit is.
+pub fn number_digits(written: &str) -> Option<String> {
+    let digits: String = written.chars().filter(|c| !matches!(c, '+' | ' ' | '-' | '(' | ')')).collect();
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(digits)
+}
+
 /// Why a string is not a WhatsApp group JID.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
@@ -434,6 +442,14 @@ mod tests {
             "{prompt}"
         );
         assert!(prompt.ends_with("Alice: @Andy what did we decide?"), "{prompt}");
+    }
+
+    #[test]
+    fn numbers_are_read_as_people_write_them() {
+        assert_eq!(number_digits("+49 (151) 1234-5678").as_deref(), Some("4915112345678"));
+        assert_eq!(number_digits("42").as_deref(), Some("42"));
+        assert_eq!(number_digits("+49 151 abc"), None);
+        assert_eq!(number_digits("+ -"), None);
     }
 
     #[test]

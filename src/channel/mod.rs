@@ -1,6 +1,6 @@
 //! The boundary between pincer's core and the chat platforms.
 //!
-//! A platform adapter (`telegram`, the `console`) provides:
+//! A platform adapter (`telegram`, `whatsapp`, the `console`) provides:
 //! - delivery: [`Deliver`] turns an outbox message into the platform's parts
 //!   and sends one part to a [`ChatAddress`], saying whether a failure is
 //!   worth retrying ([`DeliveryError`]); [`delivery::run`] drives it from the

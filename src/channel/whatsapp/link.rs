@@ -266,11 +266,10 @@ fn render_qr(code: &str) -> anyhow::Result<String> {
 
 /// A phone number as WhatsApp takes it: digits with the country code.
 fn digits(phone: &str) -> anyhow::Result<String> {
-    let digits: String = phone.chars().filter(|c| !matches!(c, '+' | ' ' | '-' | '(' | ')')).collect();
-    if digits.len() < 7 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        bail!("--phone {phone:?}: give the number with its country code, e.g. +4915112345678");
+    match crate::domain::number_digits(phone) {
+        Some(digits) if digits.len() >= 7 => Ok(digits),
+        _ => bail!("--phone {phone:?}: give the number with its country code, e.g. +4915112345678"),
     }
-    Ok(digits)
 }
 
 /// `pincer whatsapp status`: the link and the connection as the running (or

@@ -17,6 +17,7 @@ use crate::channel::whatsapp::{self, Hook, Real, ServeOptions, WaClient, WhatsAp
 use crate::channel::{Directory, Ports};
 use crate::claude;
 use crate::config::Config;
+use crate::control::server::{Control, ControlSocket};
 use crate::domain::{ApprovalRequest, GroupName, Platform};
 use crate::groups;
 use crate::lock::DataLock;
@@ -253,6 +254,7 @@ async fn serve<C: WaClient>(
     let retry = RetryPolicy::of(&config.delivery);
     let grace = config.claude.shutdown_grace;
     let silence_warning = config.whatsapp.silence_warning;
+    let data_dir = config.data_dir.clone();
     if let Ok(program) = claude::resolve_program(&config) {
         warn_if_untested(program);
     }
@@ -265,6 +267,17 @@ async fn serve<C: WaClient>(
     }
     let groups = engine.store.groups().await?;
     let mut askers = Askers::default();
+    // `pincer chat NAME` attaches here; other commands say what they changed.
+    let control = match ControlSocket::bind(&data_dir) {
+        Ok(socket) => {
+            let control = Control::new(engine.ports(), engine.scheduler.clone(), askers.register(Platform::Console));
+            Some(tokio::spawn(crate::control::server::serve(socket, control, shutdown.clone())))
+        }
+        Err(e) => {
+            tracing::warn!("{e}");
+            None
+        }
+    };
     let stop_delivery = CancellationToken::new();
     let mut served = Vec::new();
     let telegram = if telegram_config.token.is_some() {
@@ -311,6 +324,10 @@ async fn serve<C: WaClient>(
     shutdown.cancelled().await;
     tracing::info!("shutting down");
     engine.stop_sessions().await;
+    if let Some(control) = control {
+        // Attached terminals were told the daemon stops; the socket file goes with it.
+        let _ = control.await;
+    }
     drain(&engine.outbox, &served, grace).await;
     stop_delivery.cancel();
     if let Some(whatsapp) = whatsapp {

@@ -14,8 +14,10 @@ use crate::channel::console::{ChatEnd, ConsoleOptions};
 use crate::channel::whatsapp::link;
 use crate::claude::install;
 use crate::config::Config;
+use crate::control::{self, wire::Change};
 use crate::domain::{ChatAddress, GroupName};
 use crate::groups;
+use crate::lock::LockError;
 use crate::store::{Delivery, GroupRecord, GroupSettings, HistoryEntry, Store, StoreError};
 use crate::tasks_cli::{self, TasksCmd};
 
@@ -211,6 +213,7 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
             })?;
             println!("registered group `{name}` with its folder {}", config.groups_dir.join(name.as_str()).display());
             println!("{}", describe(&store.group(name.as_str()).await?, &config));
+            control::client::tell(&config, Change::Group { group: name.to_string() }).await;
             Ok(())
         }
         Cmd::Groups { command: GroupsCmd::Set { name, options, no_chat } } => {
@@ -222,7 +225,7 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
             }
             store.save_group_settings(&record.name, &record.settings).await?;
             println!("{}", describe(&store.group(&name).await?, &config));
-            println!("a running pincer picks this up for the group's next session (or `/new` in its chat)");
+            control::client::tell(&config, Change::Group { group: record.name.to_string() }).await;
             Ok(())
         }
         Cmd::Groups { command: GroupsCmd::List } => list_groups(&config).await,
@@ -318,18 +321,37 @@ async fn list_groups(config: &Config) -> anyhow::Result<()> {
 
 async fn chat(config: Config, group: &str, wait: Option<Duration>, shutdown: CancellationToken) -> anyhow::Result<()> {
     let group: GroupName = group.parse()?;
-    let opts = ConsoleOptions {
+    let mut opts = ConsoleOptions {
         group,
         sender: std::env::var("USER").unwrap_or_else(|_| "console".to_owned()),
         wait_limit: wait.unwrap_or(config.console.wait_limit),
+        attached: false,
     };
-    // A terminal chat runs its own engine: no `pincer run` may serve the same groups meanwhile.
-    let _lock = crate::lock::DataLock::acquire(&config.data_dir)?;
-    let engine = Engine::start_console(config, opts.group.clone(), shutdown.clone()).await?;
     let input = BufReader::new(tokio::io::stdin());
-    let end = app::console_chat(&engine, &opts, input, tokio::io::stdout(), shutdown).await;
-    engine.stop().await;
-    match end? {
+    let end = match crate::lock::DataLock::acquire(&config.data_dir) {
+        // No daemon: this chat runs its own engine, and holds the lock so none starts meanwhile.
+        Ok(_lock) => {
+            let engine = Engine::start_console(config, opts.group.clone(), shutdown.clone()).await?;
+            let end = app::console_chat(&engine, &opts, input, tokio::io::stdout(), shutdown).await;
+            engine.stop().await;
+            end?
+        }
+        // A daemon serves this data: talk to its live session, never start a second CLI.
+        Err(held @ LockError::Held { .. }) => {
+            let stream = control::client::connect(&config.data_dir).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "{held}. It does not take terminal chats on {} ({e}): if it is `pincer run`, it may \
+                     still be starting (try again in a moment); if it is a `pincer chat` in another terminal, \
+                     end that one first",
+                    control::socket_path(&config.data_dir).display()
+                )
+            })?;
+            opts.attached = true;
+            control::client::chat(stream, &opts, input, tokio::io::stdout(), shutdown).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match end {
         ChatEnd::Done | ChatEnd::Shutdown => Ok(()),
         ChatEnd::WaitLimit => bail!("background work was still running after the wait limit"),
     }

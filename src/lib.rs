@@ -9,6 +9,7 @@ pub mod channel;
 pub mod claude;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod domain;
 pub mod groups;
 pub mod lock;

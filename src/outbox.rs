@@ -104,6 +104,16 @@ impl Outbox {
         self.store.next_queued(to).await
     }
 
+    /// The newest row's id, whatever its group.
+    pub async fn last_id(&self) -> Result<OutboxId, StoreError> {
+        self.store.outbox_last_id().await
+    }
+
+    /// The group's rows written after `after`, for any chat, oldest first.
+    pub async fn rows_after(&self, group: &GroupName, after: OutboxId) -> Result<Vec<OutboxRow>, StoreError> {
+        self.store.group_outbox_after(group, after, 64).await
+    }
+
     /// `parts` parts of the row are in the chat.
     pub async fn parts_done(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
         self.store.outbox_parts_done(id, parts).await

@@ -1,12 +1,13 @@
 //! `pincer tasks ...`: scheduled prompts from the command line. The rules are
 //! the ones the agent's tools follow (`scheduler::manage`); a running pincer
-//! sees a change within `scheduler.poll_interval`.
+//! is told of a change through its control socket and acts on it at once.
 
 use chrono::SecondsFormat;
 use clap::{ArgGroup, Args, Subcommand};
 
 use crate::app;
 use crate::config::Config;
+use crate::control::wire::Change;
 use crate::scheduler::manage;
 use crate::scheduler::schedule::{ContextMode, ScheduleId, Trigger};
 use crate::store::{NewSchedule, RunRecord};
@@ -103,13 +104,10 @@ pub async fn execute(command: TasksCmd, config: &Config) -> anyhow::Result<()> {
             false
         }
     };
-    if changed {
-        println!(
-            "a running pincer picks this up within scheduler.poll_interval ({})",
-            humantime::format_duration(config.scheduler.poll_interval)
-        );
-    }
     store.close().await;
+    if changed {
+        crate::control::client::tell(config, Change::Schedules).await;
+    }
     Ok(())
 }
 

@@ -3,7 +3,9 @@
 //! background work produces later by itself. Replies come from the outbox
 //! like any chat's (the group's console address), and are marked delivered
 //! once printed; replies that waited for the console (a group without a
-//! chat, served by `pincer run`) are printed first.
+//! chat, served by `pincer run`) are printed first. Whatever the group says
+//! to its own chat meanwhile (a terminal attached to `pincer run`) is printed
+//! too, as a copy: the chat still gets it.
 //!
 //! When input ends (a pipe, or Ctrl-D) the chat keeps printing until the
 //! session has nothing in flight, up to a wait limit, so
@@ -17,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ApprovalAsk, Ports};
 use crate::domain::{ChatAddress, GroupName, Inbound, OutboundKind, Source};
-use crate::store::OutboxRow;
+use crate::store::{OutboxId, OutboxRow};
 
 /// How a console chat is run.
 #[derive(Clone, Debug)]
@@ -27,6 +29,9 @@ pub struct ConsoleOptions {
     pub sender: String,
     /// After input ends, how long to wait for replies and background work.
     pub wait_limit: Duration,
+    /// The session belongs to a running daemon (a terminal attached to
+    /// `pincer run`), so it goes on after the chat ends.
+    pub attached: bool,
 }
 
 /// How the chat ended.
@@ -55,15 +60,15 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut session = ports.router.session(&opts.group).await?;
-    let here = ChatAddress::console(&opts.group);
     let mut written = ports.outbox.subscribe();
-    print_waiting(ports, &here, &mut output).await?;
+    let mut printer = Printer::new(ports, &opts.group).await?;
+    printer.print_new(ports, &mut output).await?;
     let mut lines = input.lines();
     let mut give_up_at: Option<tokio::time::Instant> = None;
     loop {
         if give_up_at.is_some() && !session.busy() {
             // Replies are stored before the status says "idle": take the last ones.
-            print_waiting(ports, &here, &mut output).await?;
+            printer.print_new(ports, &mut output).await?;
             return Ok(ChatEnd::Done);
         }
         let deadline = async {
@@ -74,7 +79,7 @@ where
         };
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(ChatEnd::Shutdown),
-            _ = written.changed() => print_waiting(ports, &here, &mut output).await?,
+            _ = written.changed() => printer.print_new(ports, &mut output).await?,
             Some(ask) = asks.recv() => {
                 // The console has no admins: say what was asked, and deny it.
                 let note = format!(
@@ -94,8 +99,9 @@ where
             },
             _ = session.changed(), if give_up_at.is_some() => {}
             _ = deadline => {
+                let fate = if opts.attached { "goes on in the running pincer" } else { "is stopped now" };
                 let note = format!(
-                    "[pincer] stopped waiting after {}; background work was still running and is stopped now \
+                    "[pincer] stopped waiting after {}; background work was still running and {fate} \
                      (raise console.wait_limit or pass --wait to wait longer)\n",
                     humantime::format_duration(opts.wait_limit)
                 );
@@ -107,13 +113,37 @@ where
     }
 }
 
-/// Prints every reply waiting for the console, oldest first, marking each delivered.
-async fn print_waiting<W: AsyncWrite + Unpin>(ports: &Ports, here: &ChatAddress, output: &mut W) -> anyhow::Result<()> {
-    while let Some(row) = ports.outbox.next(here).await? {
-        print(output, &row).await?;
-        ports.outbox.delivered(row.id, 1).await?;
+/// What the chat has printed so far.
+struct Printer {
+    group: GroupName,
+    /// The group's console address: rows for it are the terminal's to deliver.
+    here: ChatAddress,
+    /// The newest row looked at; rows for the group's chat after it are copied.
+    seen: OutboxId,
+}
+
+impl Printer {
+    async fn new(ports: &Ports, group: &GroupName) -> anyhow::Result<Printer> {
+        let seen = ports.outbox.last_id().await?;
+        Ok(Printer { group: group.clone(), here: ChatAddress::console(group), seen })
     }
-    Ok(())
+
+    /// Prints every reply waiting for the console, oldest first, marking each
+    /// delivered; then a copy of what the group said to its chat since.
+    async fn print_new<W: AsyncWrite + Unpin>(&mut self, ports: &Ports, output: &mut W) -> anyhow::Result<()> {
+        while let Some(row) = ports.outbox.next(&self.here).await? {
+            print(output, &row).await?;
+            ports.outbox.delivered(row.id, 1).await?;
+        }
+        loop {
+            let rows = ports.outbox.rows_after(&self.group, self.seen).await?;
+            let Some(last) = rows.last() else { return Ok(()) };
+            self.seen = last.id;
+            for row in rows.iter().filter(|row| row.to != self.here) {
+                print(output, row).await?;
+            }
+        }
+    }
 }
 
 async fn print<W: AsyncWrite + Unpin>(output: &mut W, row: &OutboxRow) -> anyhow::Result<()> {

@@ -187,6 +187,22 @@ impl Store {
         Ok(rows.into_iter().filter_map(row_from).collect())
     }
 
+    /// The group's outbox rows after `after` (any chat, any state), oldest first, at most `limit`.
+    pub async fn group_outbox_after(
+        &self,
+        group: &GroupName,
+        after: OutboxId,
+        limit: u32,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        let rows = sqlx::query(&format!("{SELECT_ROW} WHERE o.group_name = ? AND o.id > ? ORDER BY o.id LIMIT ?"))
+            .bind(group.as_str())
+            .bind(after.0)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().filter_map(row_from).collect())
+    }
+
     /// One outbox row, whatever its state.
     pub async fn outbox_row(&self, id: OutboxId) -> Result<Option<OutboxRow>, StoreError> {
         let row = sqlx::query(&format!("{SELECT_ROW} WHERE o.id = ?")).bind(id.0).fetch_optional(&self.pool).await?;

@@ -17,7 +17,7 @@ async fn piped_chat_prints_replies_and_waits_for_background_work() {
     let sandbox = Sandbox::new(&api);
     let group = sandbox.add_group("console", Some(&["Bash"])).await;
     let pincer = sandbox.start().await;
-    let opts = ConsoleOptions { group, sender: "me".into(), wait_limit: PATIENCE };
+    let opts = ConsoleOptions { group, sender: "me".into(), wait_limit: PATIENCE, attached: false };
     let input: &[u8] = b"hello\n\nplease run BGBASH now\n";
     let mut output = Vec::new();
 

@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod attach;
 mod console;
 mod crash;
 mod daemon;

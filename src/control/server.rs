@@ -1,0 +1,312 @@
+//! The daemon's side of the control socket: one task accepts, one task per
+//! connection answers it. A chat connection runs the same console chat as a
+//! terminal `pincer chat` (`channel::console::chat`), its input and output
+//! carried as frames; a change notice pokes the scheduler or the group.
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::sync::CancellationToken;
+
+use super::wire::{self, Change, ClientFrame, End, Request, ServerFrame};
+use crate::channel::approvals::ASK_QUEUE;
+use crate::channel::console::{self, ChatEnd, ConsoleOptions};
+use crate::channel::{ApprovalAsk, Ports};
+use crate::domain::GroupName;
+use crate::scheduler::SchedulerHandle;
+
+/// How many clients may be connected at once.
+const MAX_CLIENTS: usize = 16;
+/// A frame longer than this closes the connection (a typed line is far shorter).
+const MAX_FRAME: usize = 1 << 20;
+/// How long a new connection may take to say what it wants.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(
+        "cannot listen on the control socket {path}: {source} (`pincer chat` cannot attach to this pincer; \
+         a data_dir path shorter than about 100 bytes avoids the socket path limit)"
+    )]
+    Bind { path: PathBuf, source: std::io::Error },
+}
+
+/// A bound control socket; the file is removed when it is dropped.
+pub struct ControlSocket {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `data_dir/pincer.sock`, readable and writable by its owner only.
+    /// The caller holds the data directory's lock, so a file already there is
+    /// a dead pincer's and is replaced.
+    pub fn bind(data_dir: &Path) -> Result<ControlSocket, ControlError> {
+        let path = super::socket_path(data_dir);
+        let error = |source| ControlError::Bind { path: path.clone(), source };
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(error(e)),
+        }
+        let listener = UnixListener::bind(&path).map_err(error)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
+        Ok(ControlSocket { listener, path })
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// What the connections act on.
+#[derive(Clone)]
+pub struct Control {
+    pub ports: Ports,
+    pub scheduler: SchedulerHandle,
+    /// Approval requests of groups without a chat, shown to their attached terminals.
+    attached: Attached,
+}
+
+/// The approval queues of the attached terminals, by group.
+#[derive(Clone, Default)]
+struct Attached(Arc<Mutex<HashMap<GroupName, Vec<mpsc::Sender<ApprovalAsk>>>>>);
+
+impl Control {
+    /// `console_asks` is the approval queue of the console platform: requests
+    /// of groups without a chat, shown to a terminal attached to the group.
+    pub fn new(ports: Ports, scheduler: SchedulerHandle, console_asks: mpsc::Receiver<ApprovalAsk>) -> Control {
+        let attached = Attached::default();
+        tokio::spawn(hand_out_asks(console_asks, attached.clone()));
+        Control { ports, scheduler, attached }
+    }
+}
+
+/// Sends each console approval request to a terminal attached to its group;
+/// one with none attached is dropped, which denies it.
+async fn hand_out_asks(mut asks: mpsc::Receiver<ApprovalAsk>, attached: Attached) {
+    while let Some(ask) = asks.recv().await {
+        let group = ask.request.group.clone();
+        let sender = attached.0.lock().expect("not poisoned").get(&group).and_then(|v| v.first().cloned());
+        match sender {
+            Some(sender) => {
+                let _ = sender.try_send(ask);
+            }
+            None => tracing::warn!(%group, tool = %ask.request.tool_name, "no terminal is attached to ask; denied"),
+        }
+    }
+}
+
+/// Accepts connections until `shutdown`; each is answered in its own task.
+pub async fn serve(socket: ControlSocket, control: Control, shutdown: CancellationToken) {
+    let clients = Arc::new(Semaphore::new(MAX_CLIENTS));
+    tracing::info!(socket = %socket.path.display(), "listening for `pincer chat` and change notices");
+    loop {
+        let stream = tokio::select! {
+            accepted = socket.listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(%e, "control socket: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => return,
+        };
+        let Ok(permit) = clients.clone().try_acquire_owned() else {
+            tokio::spawn(refuse(stream, "too many `pincer` commands are connected; try again in a moment"));
+            continue;
+        };
+        let (control, shutdown) = (control.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(e) = answer(stream, &control, shutdown).await {
+                tracing::debug!(%e, "control connection ended");
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn refuse(mut stream: UnixStream, why: &str) {
+    let _ = stream.write_all(wire::line(&ServerFrame::Error { message: why.to_owned() }).as_bytes()).await;
+}
+
+/// Answers one connection.
+async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationToken) -> anyhow::Result<()> {
+    // The socket file is the owner's only; a peer of another uid got in through
+    // a copy of the descriptor or a loosened mode. Either way: not ours to serve.
+    let peer = stream.peer_cred()?.uid();
+    if peer != nix::unistd::geteuid().as_raw() {
+        refuse(stream, "only the user running pincer may use its control socket").await;
+        anyhow::bail!("refused a peer of uid {peer}");
+    }
+    let (read, mut write) = stream.into_split();
+    let mut frames = FramedRead::new(read, LinesCodec::new_with_max_length(MAX_FRAME));
+    let first = tokio::time::timeout(REQUEST_TIMEOUT, frames.next()).await;
+    let request = match first {
+        Ok(Some(Ok(line))) => serde_json::from_str::<Request>(&line),
+        _ => anyhow::bail!("no request"),
+    };
+    match request {
+        Err(e) => send(&mut write, &ServerFrame::Error { message: format!("not a request pincer knows: {e}") }).await,
+        Ok(Request::Changed(change)) => {
+            changed(control, change).await;
+            send(&mut write, &ServerFrame::Ok).await
+        }
+        Ok(Request::Chat { group, sender, wait_limit_ms }) => {
+            let group: GroupName = match group.parse() {
+                Ok(group) => group,
+                Err(e) => return send(&mut write, &ServerFrame::Error { message: format!("{e:#}") }).await,
+            };
+            let opts =
+                ConsoleOptions { group, sender, wait_limit: Duration::from_millis(wait_limit_ms), attached: true };
+            chat(frames, write, control, opts, shutdown).await
+        }
+    }
+}
+
+async fn send(write: &mut OwnedWriteHalf, frame: &ServerFrame) -> anyhow::Result<()> {
+    write.write_all(wire::line(frame).as_bytes()).await?;
+    Ok(())
+}
+
+/// Acts on a change another command made in the store.
+async fn changed(control: &Control, change: Change) {
+    tracing::info!(?change, "told of a change in the store");
+    match change {
+        Change::Schedules => control.scheduler.poke(),
+        Change::Group { group } => {
+            // A new binding: waiting replies follow it (in the store); wake the deliverers.
+            tracing::debug!(%group, "a group changed");
+            control.ports.outbox.wake();
+            control.scheduler.poke();
+        }
+    }
+}
+
+/// Runs a console chat for an attached terminal: its lines in, what the
+/// console prints out, then how it ended.
+async fn chat(
+    mut frames: FramedRead<tokio::net::unix::OwnedReadHalf, LinesCodec>,
+    mut write: OwnedWriteHalf,
+    control: &Control,
+    opts: ConsoleOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (mut typed, input) = tokio::io::duplex(64 * 1024);
+    let (output, mut printed) = tokio::io::duplex(64 * 1024);
+    let (asks_tx, asks) = mpsc::channel(ASK_QUEUE);
+    let group = opts.group.clone();
+    control.attached.0.lock().expect("not poisoned").entry(group.clone()).or_default().push(asks_tx);
+    let _detach = scopeguard::guard((), |()| {
+        let mut attached = control.attached.0.lock().expect("not poisoned");
+        if let Some(senders) = attached.get_mut(&group) {
+            senders.retain(|s| !s.is_closed());
+            if senders.is_empty() {
+                attached.remove(&group);
+            }
+        }
+    });
+    // The terminal going away ends the chat (the daemon's session goes on).
+    let gone = shutdown.child_token();
+    let lines_in = {
+        let gone = gone.clone();
+        async move {
+            while let Some(Ok(line)) = frames.next().await {
+                match serde_json::from_str::<ClientFrame>(&line) {
+                    Ok(ClientFrame::Line { text }) => {
+                        // One typed line is one message, whatever it carries.
+                        let text = text.replace(['\n', '\r'], " ");
+                        if typed.write_all(format!("{text}\n").as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    // `typed` is dropped on return: the console reads the end of input.
+                    Ok(ClientFrame::Eof) | Err(_) => return,
+                }
+            }
+            gone.cancel();
+        }
+    };
+    let text_out = {
+        let gone = gone.clone();
+        async move {
+            let mut buf = vec![0; 16 * 1024];
+            let mut pending = Vec::new();
+            loop {
+                match printed.read(&mut buf).await {
+                    Ok(0) | Err(_) => return Ok(write),
+                    Ok(n) => {
+                        pending.extend_from_slice(&buf[..n]);
+                        let text = whole_chars(&mut pending);
+                        if let Err(e) = send(&mut write, &ServerFrame::Out { text }).await {
+                            gone.cancel();
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+    };
+    let console = console::chat(&control.ports, asks, &opts, BufReader::new(input), output, gone.clone());
+    let input_then_wait = async {
+        lines_in.await;
+        std::future::pending::<()>().await
+    };
+    let (end, write) = tokio::select! {
+        both = async { tokio::join!(console, text_out) } => both,
+        () = input_then_wait => unreachable!("never ends"),
+    };
+    let mut write = write?;
+    let frame = match end {
+        Ok(ChatEnd::Done) => ServerFrame::End { end: End::Done },
+        Ok(ChatEnd::WaitLimit) => ServerFrame::End { end: End::WaitLimit },
+        Ok(ChatEnd::Shutdown) if shutdown.is_cancelled() => ServerFrame::End { end: End::Shutdown },
+        Ok(ChatEnd::Shutdown) => return Ok(()),
+        Err(e) => ServerFrame::Error { message: format!("{e:#}") },
+    };
+    send(&mut write, &frame).await?;
+    write.shutdown().await?;
+    Ok(())
+}
+
+/// Takes the text in `bytes` up to a character cut by a read, which stays
+/// for the next read.
+fn whole_chars(bytes: &mut Vec<u8>) -> String {
+    let whole = match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => bytes.len(),
+    };
+    let rest = bytes.split_off(whole);
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    *bytes = rest;
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_cut_by_a_read_waits_for_its_rest() {
+        let word = "héllo".as_bytes();
+        let mut bytes = word[..2].to_vec();
+        assert_eq!(whole_chars(&mut bytes), "h");
+        bytes.extend_from_slice(&word[2..]);
+        assert_eq!(whole_chars(&mut bytes), "éllo");
+        assert!(bytes.is_empty());
+    }
+}

@@ -1,0 +1,97 @@
+//! The control socket's wire: one JSON object per line, each way. The first
+//! line a client sends is a [`Request`]; a chat then goes on with
+//! [`ClientFrame`]s in and [`ServerFrame`]s out until the daemon sends `end`.
+//! Lines typed in a terminal and agent replies are carried as JSON strings,
+//! so no text can be mistaken for a frame.
+
+use serde::{Deserialize, Serialize};
+
+/// What a client asks for, in its first line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Attach a terminal to a group's live session (`pincer chat NAME`).
+    Chat {
+        group: String,
+        /// Who the typed lines are from, as stored.
+        sender: String,
+        /// After input ends, how long to wait for replies and background work.
+        wait_limit_ms: u64,
+    },
+    /// Something changed in the store; the daemon acts on it at once.
+    Changed(Change),
+}
+
+/// What another `pincer` command changed in the store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum Change {
+    /// Schedules were added, paused, resumed, cancelled, or one is due now.
+    Schedules,
+    /// A group was added or its settings (chat, tools, admins, trigger) changed.
+    Group { group: String },
+}
+
+/// A chat client's lines after its request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "frame", rename_all = "snake_case")]
+pub enum ClientFrame {
+    /// One typed line: one message to the agent.
+    Line { text: String },
+    /// Input ended (a pipe closed, Ctrl-D).
+    Eof,
+}
+
+/// The daemon's lines to a client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "frame", rename_all = "snake_case")]
+pub enum ServerFrame {
+    /// The request was taken (a `changed` request gets only this).
+    Ok,
+    /// Text for the terminal, as the console prints it.
+    Out { text: String },
+    /// The chat is over.
+    End { end: End },
+    /// The request was refused, with what to do.
+    Error { message: String },
+}
+
+/// How an attached chat ended (mirrors `channel::console::ChatEnd`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum End {
+    Done,
+    WaitLimit,
+    Shutdown,
+}
+
+/// One frame as its line, newline included.
+pub fn line<T: Serialize>(frame: &T) -> String {
+    let mut line = serde_json::to_string(frame).expect("control frames serialize");
+    line.push('\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_single_json_lines_whatever_the_text() {
+        let out = ServerFrame::Out { text: "two\nlines {\"frame\":\"end\"}".into() };
+        let wire = line(&out);
+        assert_eq!(wire.matches('\n').count(), 1, "{wire}");
+        assert_eq!(serde_json::from_str::<ServerFrame>(wire.trim_end()).unwrap(), out);
+    }
+
+    #[test]
+    fn requests_read_as_written() {
+        let chat = Request::Chat { group: "team".into(), sender: "ana".into(), wait_limit_ms: 1500 };
+        assert_eq!(line(&chat), "{\"op\":\"chat\",\"group\":\"team\",\"sender\":\"ana\",\"wait_limit_ms\":1500}\n");
+        let changed = Request::Changed(Change::Group { group: "team".into() });
+        assert_eq!(line(&changed), "{\"op\":\"changed\",\"what\":\"group\",\"group\":\"team\"}\n");
+        for request in [chat, changed, Request::Changed(Change::Schedules)] {
+            assert_eq!(serde_json::from_str::<Request>(line(&request).trim_end()).unwrap(), request);
+        }
+    }
+}

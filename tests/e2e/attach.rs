@@ -1,0 +1,156 @@
+//! `pincer chat NAME` beside a running daemon attaches to it over the control
+//! socket (the group's one live session answers, no second CLI starts), and
+//! `pincer tasks …` / `pincer groups …` tell the daemon what they changed.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use pincer::domain::ChatAddress;
+use pincer::store::GroupSettings;
+use tokio::io::AsyncWriteExt;
+
+use crate::support::fake_api::{self, FakeApi, Reply, Script};
+use crate::support::fake_bot::{ChatKind, FakeBot, TgChat};
+use crate::support::harness::{Sandbox, PATIENCE};
+
+/// `pincer --config CONFIG ARGS…` with `input` on stdin, to its end.
+async fn pincer(config: &Path, args: &[&str], input: &str) -> Output {
+    #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the pincer binary starts");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    tokio::time::timeout(PATIENCE, child.wait_with_output()).await.expect("pincer ends in time").unwrap()
+}
+
+/// Waits until the daemon listens on its control socket.
+async fn wait_for_socket(data_dir: &Path) -> std::path::PathBuf {
+    let socket = pincer::control::socket_path(data_dir);
+    tokio::time::timeout(PATIENCE, async {
+        while !socket.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the daemon listens on its control socket");
+    socket
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn a_terminal_chat_beside_the_daemon_talks_to_its_live_session() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let sandbox = Sandbox::new(&api);
+    let group = sandbox.add_group("team", None).await;
+    let config = sandbox.write_config();
+    let daemon = sandbox.spawn_daemon();
+    let socket = wait_for_socket(&sandbox.config.data_dir).await;
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "only the owner may connect");
+
+    let first = pincer(&config, &["chat", "team"], "hello\n").await;
+    assert!(first.status.success(), "{first:?}");
+    assert_eq!(stdout(&first).trim(), "ECHO: hello");
+    let second = pincer(&config, &["chat", "team"], "again\n").await;
+    assert!(second.status.success(), "{second:?}");
+    assert_eq!(stdout(&second).trim(), "ECHO: again");
+
+    // Both terminals spoke to the daemon's one process: it was started once,
+    // and the second turn carried the first one's conversation.
+    let store = sandbox.store().await;
+    let started: Vec<_> = store
+        .session_events(&group)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|(kind, _)| kind == "started" || kind == "resumed")
+        .collect();
+    assert_eq!(started.len(), 1, "one CLI process for the group: {started:?}");
+    let last = api.main_requests().last().unwrap().all_text();
+    assert!(last.contains("hello") && last.contains("again"), "one conversation: {last}");
+    store.close().await;
+    daemon.stop().await;
+    assert!(!socket.exists(), "the socket goes with the daemon");
+}
+
+#[tokio::test]
+async fn an_attached_terminal_sees_the_groups_chat_replies_which_still_reach_the_chat() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let chat = TgChat { id: -100_900, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() };
+    bot.add_chat(&chat);
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    let bound = GroupSettings { chat: Some(ChatAddress::telegram(chat.id, None)), ..GroupSettings::default() };
+    sandbox.add_group_with("team", bound).await;
+    let config = sandbox.write_config();
+    let daemon = sandbox.spawn_daemon();
+    wait_for_socket(&sandbox.config.data_dir).await;
+
+    let out = pincer(&config, &["chat", "team"], "from the terminal\n").await;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out).trim(), "ECHO: from the terminal");
+    let sent = bot.wait_sent(chat.id, 1).await;
+    assert_eq!(sent[0].text, "ECHO: from the terminal", "the chat got the reply too");
+    daemon.stop().await;
+}
+
+#[tokio::test]
+async fn a_second_terminal_chat_beside_a_terminal_chat_is_refused_with_what_to_do() {
+    let echo = fake_api::echo();
+    let slow: Script = Arc::new(move |req| Reply::slow(Duration::from_secs(3), echo(req)));
+    let api = FakeApi::start(slow).await;
+    let sandbox = Sandbox::new(&api);
+    sandbox.add_group("team", None).await;
+    let config = sandbox.write_config();
+    let first = tokio::spawn({
+        let config = config.clone();
+        async move { pincer(&config, &["chat", "team"], "hello\n").await }
+    });
+    // The first chat holds the data directory while its reply is slow.
+    api.wait_for_requests(1, PATIENCE).await;
+    let second = pincer(&config, &["chat", "team"], "me too\n").await;
+    assert!(!second.status.success(), "{second:?}");
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(said.contains("already using") && said.contains("end that one first"), "{said}");
+    let first = first.await.unwrap();
+    assert!(first.status.success(), "{first:?}");
+}
+
+#[tokio::test]
+async fn a_task_run_now_is_acted_on_at_once_not_at_the_next_poll() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let mut sandbox = Sandbox::new(&api);
+    // Without the notice, the daemon would see the change only after an hour.
+    sandbox.config.scheduler.poll_interval = Duration::from_secs(3600);
+    sandbox.add_group("team", None).await;
+    let config = sandbox.write_config();
+    let daemon = sandbox.spawn_daemon();
+    wait_for_socket(&sandbox.config.data_dir).await;
+
+    let added = pincer(&config, &["tasks", "add", "team", "--every", "1d", "--prompt", "daily digest"], "").await;
+    assert!(added.status.success(), "{added:?}");
+    assert!(stdout(&added).contains("the running pincer was told"), "{}", stdout(&added));
+    let now = pincer(&config, &["tasks", "run-now", "1"], "").await;
+    assert!(now.status.success(), "{now:?}");
+
+    let requests = api.wait_for_requests(1, PATIENCE).await;
+    assert!(requests[0].all_text().contains("daily digest"), "the run reached the agent");
+    daemon.stop().await;
+}

@@ -73,10 +73,17 @@ impl Outbox {
     /// answer). A store failure is logged: it is never worth failing the
     /// caller's work for.
     pub async fn say(&self, group: &GroupName, kind: OutboundKind, text: &str) {
-        match self.store.enqueue(group, self.enqueue(group, kind, text)).await {
-            Ok(_) => self.wake(),
-            Err(e) => tracing::error!(%group, %e, text, "cannot queue a message for the chat"),
+        if let Err(e) = self.try_say(group, kind, text).await {
+            tracing::error!(%group, %e, text, "cannot queue a message for the chat");
         }
+    }
+
+    /// [`Outbox::say`], telling the caller when the store refused it (so it
+    /// can say it another way).
+    pub async fn try_say(&self, group: &GroupName, kind: OutboundKind, text: &str) -> Result<OutboxId, StoreError> {
+        let id = self.store.enqueue(group, self.enqueue(group, kind, text)).await?;
+        self.wake();
+        Ok(id)
     }
 
     /// Wakes the deliverers: something was queued, or a chat is reachable again.

@@ -13,7 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId};
 use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus, TurnOutcome};
-use crate::store::{InboundState, StoreError};
+use crate::store::{InboundState, StoreError, TakenContext};
 
 /// At most this many missed chat messages are handed to the agent as context.
 const CONTEXT_LIMIT: usize = 50;
@@ -100,7 +100,12 @@ impl Router {
     ) -> Result<InboundId, RouteError> {
         let store = &self.inner.deps.store;
         let id = store.insert_inbound(&msg, InboundState::Queued).await?;
-        let taken = store.take_context(&msg.group, CONTEXT_LIMIT).await?;
+        // The message is stored: from here it goes to the session whatever
+        // else fails. Context that cannot be taken stays for the next message.
+        let taken = store.take_context(&msg.group, CONTEXT_LIMIT).await.unwrap_or_else(|e| {
+            tracing::warn!(group = %msg.group, %e, "cannot take the chat's context; the message goes without it");
+            TakenContext::default()
+        });
         let mut context = taken.lines.clone();
         if taken.omitted > 0 {
             let note = ChatLine {

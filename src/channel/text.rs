@@ -1,12 +1,13 @@
 //! What every chat adapter reads and says the same way: the trigger rule,
-//! the `/status` answer, and a bounded memory of chats already reported.
+//! the `/status` answer, the refusal of a message pincer could not take, and
+//! a bounded memory of chats already reported.
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use crate::router::GroupStatus;
+use crate::router::{GroupStatus, RouteError};
 
 /// Whether `text` starts with `word` as a whole word, in any case: `@Andy,`
 /// and `@andy hi` start with `@Andy`, `@Andyx` does not.
@@ -16,6 +17,15 @@ pub fn starts_with_word(text: &str, word: &str) -> bool {
     };
     let rest = &text[word.len()..];
     head.to_lowercase() == word.to_lowercase() && !rest.chars().next().is_some_and(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// What the chat is told when its message could not be taken (most often:
+/// the store cannot be written). The message reached no agent.
+pub fn not_taken(e: &RouteError) -> String {
+    format!(
+        "pincer could not take this message, so the agent did not get it ({e}). If no answer comes, send it \
+         again in a few minutes; if this repeats, whoever runs pincer should check its disk and log."
+    )
 }
 
 /// `/status` text.

@@ -74,7 +74,7 @@ impl InboundState {
 }
 
 /// Chat lines taken as context for a message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TakenContext {
     /// The newest ones, oldest first.
     pub lines: Vec<ChatLine>,

@@ -15,6 +15,7 @@ mod lifecycle;
 mod sandbox;
 mod schedule;
 mod session;
+mod store_faults;
 mod telegram;
 mod tools;
 mod whatsapp;

@@ -12,8 +12,9 @@ use teloxide::types::{ChatAction, ChatMemberUpdated, MessageEntityKind};
 use teloxide::utils::command::BotCommands;
 
 use super::commands::{self, Cmd};
-use super::{approvals, Shared, TelegramTarget};
-use crate::domain::{Inbound, Platform, Source};
+use super::{approvals, outbound, Shared, TelegramTarget};
+use crate::channel::text;
+use crate::domain::{Inbound, OutboundKind, Platform, Source};
 use crate::store::GroupRecord;
 
 type HandlerResult = anyhow::Result<()>;
@@ -128,9 +129,15 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
         return Ok(());
     }
     if let Err(e) = router.send(inbound).await {
-        tracing::error!(group = %group.name, %e, "cannot hand a message to the group's session");
-        let text = format!("pincer could not take this message ({e}). Please send it again in a moment.");
-        shared.ports.outbox.notice(&group.name, &text).await;
+        tracing::error!(group = %group.name, %e, "cannot take a message for the group's session; the chat is told");
+        let text = text::not_taken(&e);
+        // Through the outbox when it can be written; else straight to the
+        // chat, once, since the store is what failed.
+        if shared.ports.outbox.try_say(&group.name, OutboundKind::Notice, &text).await.is_err() {
+            if let Err(e) = outbound::post(&shared.bot, chat.target, &text, None).await {
+                tracing::warn!(group = %group.name, %e, "cannot tell the chat that its message was not taken");
+            }
+        }
         return Ok(());
     }
     let session = router.session(&group.name).await?;

@@ -12,7 +12,7 @@ use super::approvals::Answerer;
 use super::client::WaClient;
 use super::commands::{Cmd, HELP};
 use super::Shared;
-use crate::channel::SessionCommand;
+use crate::channel::{text, SessionCommand};
 use crate::domain::{ChatAddress, Inbound, OutboundKind, Platform, Source};
 use crate::store::GroupRecord;
 
@@ -176,7 +176,18 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
             tracing::debug!(group = %group.name, id = %msg.id, "a WhatsApp message came again; dropped");
             Ok(())
         }
-        Err(e) => Err(e.into()),
+        Err(e) => {
+            // Not stored, so not acked: WhatsApp may bring it again. The chat is
+            // told now, from its own task (the hook never waits on a send).
+            let text = text::not_taken(&e);
+            let (client, jid) = (shared.client.clone(), msg.chat.clone());
+            tokio::spawn(async move {
+                if let Err(e) = client.send_text(&jid, &text).await {
+                    tracing::warn!(%jid, %e, "cannot tell the chat that its message was not taken");
+                }
+            });
+            Err(e.into())
+        }
     }
 }
 

@@ -1,0 +1,108 @@
+//! When the store cannot be written, a message is refused, the chat is told
+//! (the one word that bypasses the outbox, since the outbox is what failed),
+//! nothing pretends it was taken, and pincer works again by itself once the
+//! store does. The fault is real: another connection holds SQLite's write
+//! lock, so pincer's writes fail with "database is locked" after its busy
+//! timeout, as they would while a backup tool or a stray `sqlite3` holds it.
+
+use std::time::Duration;
+
+use pincer::domain::ChatAddress;
+use pincer::store::GroupSettings;
+use sqlx::{Connection, Executor, SqliteConnection};
+use whatsapp_rust::proto_helpers::MessageBuilderExt;
+use whatsapp_rust::waproto::whatsapp as wa;
+
+use crate::support::fake_api::{self, FakeApi};
+use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
+use crate::support::fake_wa::{inbound, FakeWa, Person};
+use crate::support::harness::Sandbox;
+
+/// Holds the database's write lock until released.
+struct WriteLock(SqliteConnection);
+
+impl WriteLock {
+    async fn take(sandbox: &Sandbox) -> WriteLock {
+        let url = format!("sqlite://{}", sandbox.config.database_path().display());
+        let mut conn = SqliteConnection::connect(&url).await.expect("a second connection opens");
+        conn.execute("BEGIN EXCLUSIVE").await.expect("the write lock is free");
+        WriteLock(conn)
+    }
+
+    async fn release(mut self) {
+        self.0.execute("ROLLBACK").await.unwrap();
+        self.0.close().await.unwrap();
+    }
+}
+
+async fn inbound_texts(sandbox: &Sandbox, group: &str) -> Vec<String> {
+    let store = sandbox.store().await;
+    let history = store.history(&group.parse().unwrap(), 50).await.unwrap();
+    store.close().await;
+    history
+        .iter()
+        .map(|entry| serde_json::to_value(entry).unwrap())
+        .filter(|json| json["kind"] == "inbound")
+        .map(|json| json["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn telegram_a_message_the_store_cannot_take_is_refused_in_the_chat_and_the_next_one_works() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let chat = TgChat { id: -100_700, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() };
+    let alice = TgUser { id: 42, first_name: "Alice".into(), username: None };
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    let bound = GroupSettings { chat: Some(ChatAddress::telegram(chat.id, None)), ..GroupSettings::default() };
+    sandbox.add_group_with("team", bound).await;
+    let pincer = sandbox.spawn_daemon();
+    bot.wait_for("pincer to poll", |bot| !bot.calls_to("getUpdates").is_empty()).await;
+
+    let lock = WriteLock::take(&sandbox).await;
+    bot.say(&chat, &alice, "@Andy first try");
+    let sent = bot.wait_sent(chat.id, 1).await;
+    assert!(sent[0].text.contains("could not take this message"), "{}", sent[0].text);
+    assert!(sent[0].text.contains("database is locked"), "says why: {}", sent[0].text);
+    lock.release().await;
+    assert!(api.main_requests().is_empty(), "the refused message reached no agent");
+
+    bot.say(&chat, &alice, "@Andy second try");
+    let sent = bot.wait_sent(chat.id, 2).await;
+    assert!(sent[1].text.starts_with("ECHO: ") && sent[1].text.contains("second try"), "{}", sent[1].text);
+    assert!(!sent[1].text.contains("first try"), "nothing of the refused message was kept: {}", sent[1].text);
+    let texts = inbound_texts(&sandbox, "team").await;
+    assert!(texts.iter().all(|t| !t.contains("first try")), "not stored as taken: {texts:?}");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn whatsapp_a_message_the_store_cannot_take_is_not_acked_and_is_answered_once_when_it_comes_again() {
+    const FAMILY: &str = "120363012345678901@g.us";
+    let alice = Person { name: "Alice", number: "4915100000001", lid: None };
+    let api = FakeApi::start(fake_api::echo()).await;
+    let wa = FakeWa::new();
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.fast_retries();
+    let bound = GroupSettings { chat: Some(ChatAddress::whatsapp_group(FAMILY).unwrap()), ..GroupSettings::default() };
+    sandbox.add_group_with("family", bound).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    let lock = WriteLock::take(&sandbox).await;
+    let message = inbound(FAMILY, &alice, "3EB0STOREFAULT", wa::Message::text("@Andy are you there?"), false);
+    wa.deliver(message.clone());
+    let sent = wa.wait_sent(FAMILY, 1).await;
+    assert!(sent[0].text.contains("could not take this message"), "{}", sent[0].text);
+    lock.release().await;
+    assert!(wa.read().is_empty(), "not marked read: WhatsApp is not told it was received");
+
+    // WhatsApp brings what it was not acked for again.
+    wa.deliver(message);
+    let sent = wa.wait_sent(FAMILY, 2).await;
+    assert!(sent[1].text.starts_with("ECHO: ") && sent[1].text.contains("are you there"), "{}", sent[1].text);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(wa.sent(FAMILY).len(), 2, "answered once");
+    assert_eq!(api.main_requests().len(), 1);
+    pincer.stop().await;
+}

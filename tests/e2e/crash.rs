@@ -7,7 +7,7 @@ use std::path::Path;
 
 use pincer::domain::OutboundKind;
 
-use crate::support::harness::Sandbox;
+use crate::support::harness::{Sandbox, PATIENCE};
 
 /// A stand-in for `claude`: the first run prints an `init`, garbage, an
 /// oversized line and exits mid-turn; later runs answer each message properly.
@@ -65,11 +65,17 @@ async fn garbage_and_a_crash_mid_turn_lose_no_message() {
     assert_eq!(runs.len(), 2);
     assert!(!runs[0].contains("--resume"));
     assert!(runs[1].contains("--resume=sess-standin"), "{}", runs[1]);
-    let history = pincer.store().history(&group, 10).await.unwrap();
-    assert!(
-        matches!(&history[0], pincer::store::HistoryEntry::Inbound { state, .. } if state == "answered"),
-        "{history:?}"
-    );
+    // The message is marked answered right after its result is stored.
+    let answered = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let history = pincer.store().history(&group, 10).await.unwrap();
+            if matches!(&history[0], pincer::store::HistoryEntry::Inbound { state, .. } if state == "answered") {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    });
+    answered.await.expect("the message is marked answered");
     pincer.stop().await;
 }
 

@@ -32,15 +32,22 @@ async fn send_message_reaches_the_chat_before_the_turn_ends() {
 
     // The CLI named our tools to the model under the server's name. 2.1.330
     // defers MCP tools: their names come in the conversation, their schemas
-    // only through ToolSearch, so look at the whole request.
-    let request = api.main_requests()[0].body().to_string();
+    // only through ToolSearch, so look at the whole request. 2.1.197 offers
+    // them as tools, schemas included.
+    let first = &api.main_requests()[0];
+    let request = first.body().to_string();
     for name in ["send_message", "schedule_task", "list_tasks", "pause_task", "resume_task", "cancel_task"] {
         assert!(request.contains(&format!("mcp__pincer__{name}")), "{name} is offered");
     }
     // The CLI's session-only cron tools are withheld, so the agent schedules through pincer.
     // (Another tool's description still mentions the name, so look for it as a listed tool.)
-    assert!(!request.contains(r"\nCronCreate\n"), "CronCreate is not among the deferred tools");
-    assert!(request.contains(r"\nmcp__pincer__send_message"), "the deferred tools are listed one per line");
+    if offers_tool(first, "ToolSearch") {
+        assert!(!request.contains(r"\nCronCreate\n"), "CronCreate is not among the deferred tools");
+        assert!(request.contains(r"\nmcp__pincer__send_message"), "the deferred tools are listed one per line");
+    } else {
+        assert!(!offers_tool(first, "CronCreate"), "CronCreate is not offered");
+        assert!(offers_tool(first, "mcp__pincer__send_message"), "send_message is offered as a tool");
+    }
     let decisions = pincer.store().decisions(&group).await.unwrap();
     assert!(decisions.iter().any(|d| d.tool_name == "mcp__pincer__send_message" && d.allowed), "{decisions:?}");
     // The history shows the message between the question and the turn's result.
@@ -122,24 +129,40 @@ async fn a_group_cannot_touch_another_groups_task() {
     pincer.stop().await;
 }
 
+/// Whether `request` offers the model a tool named `name`, schema included.
+fn offers_tool(request: &fake_api::ApiRequest, name: &str) -> bool {
+    request.body()["tools"].as_array().is_some_and(|tools| tools.iter().any(|t| t["name"] == name))
+}
+
 /// 2.1.330 defers MCP tools: a real model loads their schemas with ToolSearch
-/// first. That needs no permission, and the schema it loads is ours.
+/// first. That needs no permission, and the schema it loads is ours. (2.1.197
+/// has no ToolSearch and offers the schema in the first request.)
 #[tokio::test]
-async fn the_model_loads_pincers_tool_schemas_through_tool_search() {
-    let api = FakeApi::start(fake_api::scripted(vec![(
-        "FIND",
-        Reply::tool_use("ToolSearch", json!({"query": "select:mcp__pincer__send_message", "max_results": 5})),
-    )]))
-    .await;
+async fn the_model_gets_pincers_tool_schemas_directly_or_through_tool_search() {
+    let find = Reply::tool_use("ToolSearch", json!({"query": "select:mcp__pincer__send_message", "max_results": 5}));
+    let script: fake_api::Script = std::sync::Arc::new(move |req: &fake_api::ApiRequest| {
+        if !req.last_user_text().contains("FIND") || req.has_tool_result() {
+            fake_api::echo()(req)
+        } else if offers_tool(req, "ToolSearch") {
+            find.clone()
+        } else {
+            Reply::text("NO TOOLSEARCH")
+        }
+    });
+    let api = FakeApi::start(script).await;
     let sandbox = Sandbox::new(&api);
     let group = sandbox.add_group("finder", Some(&[])).await;
     let pincer = sandbox.start().await;
 
     pincer.send(&group, "FIND it").await;
     let out = pincer.next_outbound().await;
-    assert!(out.text.starts_with("AFTER_TOOL: TOOL_RESULT(err=False)"), "{out:?}");
-    assert!(pincer.store().decisions(&group).await.unwrap().is_empty(), "ToolSearch asks no permission");
     let last = api.main_requests().pop().unwrap();
+    if out.text == "NO TOOLSEARCH" {
+        assert!(offers_tool(&last, "mcp__pincer__send_message"), "offered with its schema from the start");
+    } else {
+        assert!(out.text.starts_with("AFTER_TOOL: TOOL_RESULT(err=False)"), "{out:?}");
+        assert!(pincer.store().decisions(&group).await.unwrap().is_empty(), "ToolSearch asks no permission");
+    }
     let tools = last.body()["tools"].as_array().unwrap().clone();
     let ours = tools.iter().find(|t| t["name"] == "mcp__pincer__send_message").expect("the schema was loaded");
     assert_eq!(ours["input_schema"]["required"], json!(["text"]), "{ours}");

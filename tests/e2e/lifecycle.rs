@@ -100,3 +100,47 @@ async fn a_waiting_group_closes_exactly_one_idle_session() {
     assert_eq!(yielded, 3, "two starts and one yield");
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn a_group_whose_redelivery_fails_does_not_cost_the_others_their_messages() {
+    use pincer::domain::{Inbound, Platform, Source};
+    use pincer::store::InboundState;
+    use sqlx::{Connection, Executor};
+
+    let api = FakeApi::start(fake_api::echo()).await;
+    let sandbox = Sandbox::new(&api);
+    let gone = sandbox.add_group("gone", None).await;
+    let kept = sandbox.add_group("kept", None).await;
+    // What a killed pincer leaves: messages taken, never answered; the first
+    // belongs to a group that was since deleted by hand.
+    let store = sandbox.store().await;
+    let lost = store
+        .insert_inbound(&Inbound::new(gone, Source::Chat(Platform::Telegram), "ana", "hello?"), InboundState::Sent)
+        .await;
+    let lost = lost.unwrap();
+    store
+        .insert_inbound(
+            &Inbound::new(kept.clone(), Source::Chat(Platform::Telegram), "bo", "still there?"),
+            InboundState::Sent,
+        )
+        .await
+        .unwrap();
+    store.close().await;
+    let url = format!("sqlite://{}", sandbox.config.database_path().display());
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    conn.execute("PRAGMA foreign_keys = OFF; DELETE FROM groups WHERE name = 'gone'").await.unwrap();
+    conn.close().await.unwrap();
+
+    let pincer = sandbox.start().await;
+    assert_eq!(pincer.engine.router.redeliver_unanswered().await.unwrap(), 1, "the other group's message went");
+    let notice = pincer.next_outbound().await;
+    assert!(notice.text.contains("restarted before answering 1 message"), "{notice:?}");
+    let reply = pincer.next_outbound().await.text;
+    assert!(reply.starts_with("ECHO: ") && reply.ends_with("bo: still there?"), "{reply}");
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let state: String =
+        sqlx::query_scalar("SELECT state FROM inbound WHERE id = ?").bind(lost.0).fetch_one(&mut conn).await.unwrap();
+    assert_eq!(state, "failed", "the message of the deleted group is marked failed");
+    conn.close().await.unwrap();
+    pincer.stop().await;
+}

@@ -516,3 +516,39 @@ async fn pincer_starts_while_the_bot_api_is_unreachable_and_serves_once_it_is_ba
     assert_eq!(health.state, "connected");
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn a_token_refused_while_serving_is_reported_and_serving_resumes_when_it_works_again() {
+    use crate::support::fake_bot::FakeError;
+
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = telegram_sandbox(&api, &bot).await;
+    sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
+    let pincer = sandbox.spawn_daemon();
+    bot.wait_for("pincer to poll", |b| !b.calls_to("getUpdates").is_empty()).await;
+    let store = sandbox.store().await;
+    let health = || async { store.channel_health(pincer::domain::Platform::Telegram).await.unwrap().unwrap() };
+
+    // The token is revoked, then (a new token would be needed in real life) works again.
+    bot.fail_next("getUpdates", FakeError::custom(401, "Unauthorized"));
+    let failing = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let h = health().await;
+            if h.state == "failing" {
+                return h;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the refusal is recorded for `pincer doctor`");
+    let detail = failing.detail.unwrap_or_default();
+    assert!(detail.contains("token was refused") && detail.contains("@BotFather"), "{detail}");
+
+    bot.say(&team(), &alice(), "still there?");
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains("still there?"), "{}", sent[0].text);
+    assert_eq!(health().await.state, "connected");
+    pincer.stop().await;
+}

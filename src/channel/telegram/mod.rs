@@ -18,6 +18,7 @@ pub mod format;
 mod inbound;
 mod outbound;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -87,6 +88,41 @@ struct Shared {
     approvals: approvals::Waiting,
     typing: crate::channel::typing::Typing,
     unknown_chats: FirstSight<i64>,
+    /// Whether updates arrive; false from a failed receive until the next update.
+    receiving: AtomicBool,
+}
+
+impl Shared {
+    /// Receiving failed (the Bot API is unreachable, or refuses the token):
+    /// teloxide tries again with backoff; this says so once, with what to do,
+    /// and stores it for `pincer doctor`.
+    async fn receive_failed(&self, error: String) {
+        if self.receiving.swap(false, Ordering::SeqCst) {
+            let hint = if ["Invalid bot token", "Unauthorized"].iter().any(|t| error.contains(t)) {
+                "the bot token was refused (revoked?): get the current one from @BotFather, set [telegram] \
+                 token, and restart pincer"
+            } else {
+                "pincer keeps trying; replies wait in the outbox meanwhile"
+            };
+            tracing::error!("cannot receive Telegram updates: {error}; {hint}");
+            let detail = format!("{error}; {hint}");
+            if let Err(e) = self.ports.directory.set_health(Platform::Telegram, "failing", Some(&detail), None).await {
+                tracing::error!(%e, "cannot store Telegram's connection state");
+            }
+        } else {
+            tracing::debug!("receiving Telegram updates failed again: {error}");
+        }
+    }
+
+    /// An update arrived, so receiving works (again).
+    async fn update_arrived(&self) {
+        if !self.receiving.swap(true, Ordering::SeqCst) {
+            tracing::info!("Telegram updates arrive again");
+            if let Err(e) = self.ports.directory.set_health(Platform::Telegram, "connected", None, None).await {
+                tracing::error!(%e, "cannot store Telegram's connection state");
+            }
+        }
+    }
 }
 
 /// A connected bot, ready to serve.
@@ -173,6 +209,7 @@ impl Telegram {
             approvals: approvals::Waiting::default(),
             typing: crate::channel::typing::Typing::default(),
             unknown_chats: FirstSight::default(),
+            receiving: AtomicBool::new(true),
         });
         Ok(Telegram { shared })
     }
@@ -200,6 +237,7 @@ impl Telegram {
         let asking = tokio::spawn(approvals::run(shared.clone(), asks, shutdown.clone()));
 
         let handler = dptree::entry()
+            .inspect_async(|shared: Arc<Shared>| async move { shared.update_arrived().await })
             .branch(Update::filter_message().endpoint(inbound::on_message))
             .branch(Update::filter_callback_query().endpoint(inbound::on_callback))
             .branch(Update::filter_my_chat_member().endpoint(inbound::on_membership));
@@ -229,7 +267,7 @@ impl Telegram {
 
 /// Receives updates until the dispatcher stops: by webhook when
 /// `webhook_url` is set, else by long polling.
-async fn receive(shared: &Shared, config: &TelegramConfig, dispatcher: &mut TgDispatcher) -> anyhow::Result<()> {
+async fn receive(shared: &Arc<Shared>, config: &TelegramConfig, dispatcher: &mut TgDispatcher) -> anyhow::Result<()> {
     match &config.webhook_url {
         Some(url) => {
             let mut options = webhooks::Options::new(config.webhook_listen, url.parse()?);
@@ -240,22 +278,26 @@ async fn receive(shared: &Shared, config: &TelegramConfig, dispatcher: &mut TgDi
                 .await
                 .with_context(|| format!("cannot set the Telegram webhook to {url}"))?;
             tracing::info!(%url, listen = %config.webhook_listen, "receiving Telegram updates through the webhook");
-            dispatch(dispatcher, listener).await
+            dispatch(shared, dispatcher, listener).await
         }
         None => {
             let listener =
                 Polling::builder(shared.bot.clone()).timeout(config.poll_timeout).delete_webhook().await.build();
-            dispatch(dispatcher, listener).await
+            dispatch(shared, dispatcher, listener).await
         }
     }
 }
 
-async fn dispatch<L>(dispatcher: &mut TgDispatcher, listener: L) -> anyhow::Result<()>
+async fn dispatch<L>(shared: &Arc<Shared>, dispatcher: &mut TgDispatcher, listener: L) -> anyhow::Result<()>
 where
     L: UpdateListener + Send,
-    L::Err: std::fmt::Debug + Send,
+    L::Err: std::fmt::Display + std::fmt::Debug + Send + 'static,
 {
-    let errors = LoggingErrorHandler::with_custom_text("receiving Telegram updates failed (retrying)");
+    let shared = shared.clone();
+    let errors = Arc::new(move |e: L::Err| {
+        let (shared, error) = (shared.clone(), e.to_string());
+        async move { shared.receive_failed(error).await }
+    });
     dispatcher.dispatch_with_listener(listener, errors).await;
     Ok(())
 }

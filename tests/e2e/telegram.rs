@@ -523,7 +523,7 @@ async fn a_token_refused_while_serving_is_reported_and_serving_resumes_when_it_w
 
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
-    let mut sandbox = telegram_sandbox(&api, &bot).await;
+    let sandbox = telegram_sandbox(&api, &bot).await;
     sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
     let pincer = sandbox.spawn_daemon();
     bot.wait_for("pincer to poll", |b| !b.calls_to("getUpdates").is_empty()).await;

@@ -1,5 +1,7 @@
 //! The bubblewrap command line: a fresh mount namespace in which the agent sees
-//! only the sandbox layout, as a non-root uid, dying with pincer.
+//! only the sandbox layout, as a non-root uid, dying with pincer, in a network
+//! namespace of its own (its own loopback, no route anywhere): the model is
+//! reached through the credential proxy's Unix socket, bound in.
 //!
 //! Layout (paths inside the sandbox):
 //!
@@ -13,6 +15,7 @@
 //! | `/usr`, `/bin`, `/lib*`, `/sbin`, some of `/etc` | the host's system | ro |
 //! | `/etc/passwd`, `/etc/group` | an `agent` user (uid 1000) | ro |
 //! | `/tmp` | private tmpfs | rw |
+//! | `/run/pincer/api.sock` | the credential proxy's socket | connect |
 //! | `/proc`, `/dev` | the sandbox's own | |
 
 use std::path::{Path, PathBuf};
@@ -26,6 +29,8 @@ pub const GLOBAL: &str = "/workspace/global";
 pub const EXTRA: &str = "/workspace/extra";
 pub const HOME: &str = "/home/agent";
 pub const CLI_DIR: &str = "/opt/claude";
+/// The credential proxy's socket, inside.
+pub const API_SOCKET: &str = "/run/pincer/api.sock";
 /// The agent's uid and gid inside the sandbox (not root, so the CLI accepts
 /// `--dangerously-skip-permissions`).
 pub const AGENT_ID: u32 = 1000;
@@ -73,6 +78,8 @@ pub fn host_system() -> Vec<SystemPath> {
 /// Everything one sandboxed CLI process is made of, in host paths.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// The credential proxy's Unix socket, bound at [`API_SOCKET`].
+    pub api_socket: PathBuf,
     pub system: Vec<SystemPath>,
     /// Holds the synthetic `passwd` and `group`.
     pub etc_dir: PathBuf,
@@ -93,14 +100,16 @@ pub fn args(plan: &Plan) -> Vec<String> {
     let mut a = Args::default();
     let id = AGENT_ID.to_string();
     a.push(&["--unshare-user", "--uid", &id, "--gid", &id]);
-    // Network stays shared: the agent reaches the credential proxy on loopback.
-    a.push(&["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
+    // No network: nothing on the host's loopback or beyond is reachable.
+    a.push(&["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
     a.push(&["--die-with-parent", "--new-session", "--hostname", "sandbox"]);
     a.system(&plan.system);
     a.bind("--ro-bind", &plan.etc_dir.join("passwd"), "/etc/passwd");
     a.bind("--ro-bind", &plan.etc_dir.join("group"), "/etc/group");
     a.push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
     a.bind("--ro-bind", &plan.cli_dir, CLI_DIR);
+    // A socket is connected to, never written as a file: read-only is enough.
+    a.bind("--ro-bind", &plan.api_socket, API_SOCKET);
     a.bind("--bind", &plan.home, HOME);
     a.bind("--bind", &plan.group_dir, WORKSPACE);
     if let Some((global, writable)) = &plan.global {
@@ -179,6 +188,7 @@ mod tests {
 
     fn plan() -> Plan {
         Plan {
+            api_socket: "/d/run/api.sock".into(),
             system: vec![
                 SystemPath::Bind("/usr".into()),
                 SystemPath::Symlink { path: "/bin".into(), target: "usr/bin".into() },
@@ -203,6 +213,8 @@ mod tests {
     fn the_layout_binds_only_what_the_agent_needs() {
         let a = args(&plan());
         assert!(has(&a, &["--unshare-user", "--uid", "1000", "--gid", "1000"]));
+        assert!(has(&a, &["--unshare-net"]), "no network of its own");
+        assert!(has(&a, &["--ro-bind", "/d/run/api.sock", API_SOCKET]), "the proxy's socket is the way out");
         assert!(has(&a, &["--die-with-parent"]) && has(&a, &["--unshare-pid"]) && has(&a, &["--clearenv"]));
         assert!(has(&a, &["--bind", "/g/alpha", WORKSPACE]));
         assert!(has(&a, &["--ro-bind", "/g/global", GLOBAL]));

@@ -12,6 +12,7 @@ pub const RESERVED: &[&str] = &[
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
     "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_UNIX_SOCKET",
     "CLAUDE_CODE_OAUTH_TOKEN",
     "HOME",
     "PATH",
@@ -19,14 +20,24 @@ pub const RESERVED: &[&str] = &[
     "LOGNAME",
 ];
 
+/// How the agent reaches the credential proxy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// Over this Unix socket (a path inside the sandbox): the CLI speaks
+    /// HTTP over it (`ANTHROPIC_UNIX_SOCKET`), needing no network.
+    Socket(&'static str),
+    /// At this URL on the host's loopback.
+    Url(String),
+}
+
 /// The agent's environment: a fixed base, the locale from `host`, the
-/// operator's `claude.env` (minus [`RESERVED`] names), and the proxy's
-/// address with this session's placeholder key.
+/// operator's `claude.env` (minus [`RESERVED`] names), and the way to the
+/// proxy with this session's placeholder key.
 pub fn agent_env(
     host: impl Fn(&str) -> Option<String>,
     claude_env: &BTreeMap<String, String>,
     home: &str,
-    proxy_url: &str,
+    api: &Api,
     placeholder: &str,
 ) -> Vec<(String, String)> {
     let mut env: BTreeMap<String, String> = BTreeMap::new();
@@ -49,11 +60,20 @@ pub fn agent_env(
         ("LOGNAME", "agent"),
         ("SHELL", "/bin/bash"),
         ("TMPDIR", "/tmp"),
-        ("ANTHROPIC_BASE_URL", proxy_url),
         ("ANTHROPIC_API_KEY", placeholder),
     ];
     for (k, v) in fixed {
         env.insert(k.to_owned(), v.to_owned());
+    }
+    match api {
+        Api::Socket(path) => {
+            // The URL only names the Host header; every byte goes through the socket.
+            env.insert("ANTHROPIC_BASE_URL".to_owned(), "http://localhost".to_owned());
+            env.insert("ANTHROPIC_UNIX_SOCKET".to_owned(), (*path).to_owned());
+        }
+        Api::Url(url) => {
+            env.insert("ANTHROPIC_BASE_URL".to_owned(), url.clone());
+        }
     }
     env.into_iter().collect()
 }
@@ -78,10 +98,9 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
+        let api = Api::Url("http://127.0.0.1:9".to_owned());
         let env: BTreeMap<_, _> =
-            agent_env(host, &claude_env, "/home/agent", "http://127.0.0.1:9", "pincer-placeholder")
-                .into_iter()
-                .collect();
+            agent_env(host, &claude_env, "/home/agent", &api, "pincer-placeholder").into_iter().collect();
         assert_eq!(env["LANG"], "C.UTF-8");
         assert_eq!(env["DISABLE_AUTOUPDATER"], "1");
         assert_eq!(env["ANTHROPIC_API_KEY"], "pincer-placeholder");
@@ -89,5 +108,16 @@ mod tests {
         assert_eq!(env["HOME"], "/home/agent");
         assert!(!env.contains_key("PINCER_TELEGRAM__TOKEN"));
         assert!(!env.values().any(|v| v == "secret" || v == "sk-real"), "{env:?}");
+        assert!(!env.contains_key("ANTHROPIC_UNIX_SOCKET"));
+    }
+
+    #[test]
+    fn a_socket_replaces_the_url() {
+        let env: BTreeMap<_, _> =
+            agent_env(|_| None, &BTreeMap::new(), "/home/agent", &Api::Socket("/run/pincer/api.sock"), "p")
+                .into_iter()
+                .collect();
+        assert_eq!(env["ANTHROPIC_UNIX_SOCKET"], "/run/pincer/api.sock");
+        assert_eq!(env["ANTHROPIC_BASE_URL"], "http://localhost");
     }
 }

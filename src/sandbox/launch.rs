@@ -86,7 +86,7 @@ impl Launcher {
             None => MountTable::default(),
         };
         let proxy = match credential(&config) {
-            Some(c) => Some(Proxy::start(&config.anthropic.upstream(), c, shutdown).await?),
+            Some(c) => Some(Proxy::start(&config.anthropic.upstream(), c, &api_socket(&data_dir), shutdown).await?),
             None => None,
         };
         let launcher = Launcher { config, program, availability, proxy, mounts, data_dir, groups_dir };
@@ -167,13 +167,14 @@ impl Launcher {
         if settings.skip_permissions {
             args.push("--dangerously-skip-permissions".to_owned());
         }
-        let env = env::agent_env(
-            |name| std::env::var(name).ok(),
-            &self.config.claude.env,
-            bwrap::HOME,
-            &proxy.base_url(),
-            lease.key(),
-        );
+        // bwrap: no network at all, the API through the proxy's socket bound
+        // in; Docker: the proxy on the host's loopback.
+        let api = match confinement {
+            Confinement::Bwrap => env::Api::Socket(bwrap::API_SOCKET),
+            _ => env::Api::Url(proxy.base_url()),
+        };
+        let env =
+            env::agent_env(|name| std::env::var(name).ok(), &self.config.claude.env, bwrap::HOME, &api, lease.key());
         // The main group keeps the memory every group reads; others only read it.
         let global = global_host.is_dir().then(|| (global_host.clone(), settings.writes_global || main));
         let group_dir = self.groups_dir.join(group.as_str());
@@ -204,7 +205,13 @@ impl Launcher {
         };
         let mut command = vec![format!("{}/{file}", bwrap::CLI_DIR)];
         command.extend(args);
+        let api_socket = self
+            .proxy
+            .as_ref()
+            .map(|p| p.socket().to_owned())
+            .ok_or_else(|| std::io::Error::other("the credential proxy is not running"))?;
         let plan = bwrap::Plan {
+            api_socket,
             system: bwrap::host_system(),
             etc_dir,
             group_dir: group_dir.clone(),
@@ -260,6 +267,11 @@ struct Parts {
     env: Vec<(String, String)>,
     /// The CLI's own arguments.
     args: Vec<String>,
+}
+
+/// Where the credential proxy listens for sandboxes.
+fn api_socket(data_dir: &Path) -> PathBuf {
+    data_dir.join("run/api.sock")
 }
 
 /// The credential pincer holds: config first, then pincer's environment.

@@ -1,14 +1,17 @@
 //! The credential proxy: the only place pincer's API credential is used.
 //!
-//! pincer serves HTTP on 127.0.0.1 (a free port). A sandboxed CLI gets
-//! `ANTHROPIC_BASE_URL` pointing here and a per-process placeholder as
-//! `ANTHROPIC_API_KEY`. A request must carry a placeholder that is still
+//! pincer serves HTTP on a Unix socket (`data_dir/run/api.sock`), which a
+//! bubblewrap sandbox gets bound in: the agent has no network of its own, and
+//! the CLI speaks HTTP over that socket (`ANTHROPIC_UNIX_SOCKET`). The same
+//! service listens on 127.0.0.1 (a free port) for Docker's containers. A
+//! sandboxed CLI gets a per-process placeholder as `ANTHROPIC_API_KEY`. A request must carry a placeholder that is still
 //! leased (in `x-api-key` or `Authorization: Bearer`); the proxy then swaps in
 //! the real credential, forwards the request to the upstream API, and streams
 //! the response back as it arrives (SSE included), status and headers as sent.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +46,7 @@ type Keys = Arc<Mutex<HashMap<String, String>>>;
 #[derive(Clone, Debug)]
 pub struct Proxy {
     addr: SocketAddr,
+    socket: PathBuf,
     keys: Keys,
 }
 
@@ -77,15 +81,19 @@ struct Shared {
 pub enum ProxyError {
     #[error("the credential proxy cannot listen on 127.0.0.1: {0}")]
     Bind(std::io::Error),
+    #[error("the credential proxy cannot listen on the socket {path}: {source}")]
+    BindSocket { path: PathBuf, source: std::io::Error },
     #[error("the credential proxy's HTTP client cannot be built: {0}")]
     Client(reqwest::Error),
 }
 
 impl Proxy {
-    /// Binds 127.0.0.1 on a free port and serves until `shutdown`.
+    /// Binds `socket` (replacing a dead pincer's; the caller holds the data
+    /// directory) and 127.0.0.1 on a free port, and serves both until `shutdown`.
     pub async fn start(
         upstream: &str,
         credential: Credential,
+        socket: &Path,
         shutdown: CancellationToken,
     ) -> Result<Proxy, ProxyError> {
         let keys = Keys::default();
@@ -103,19 +111,31 @@ impl Proxy {
         let app = Router::new().fallback(forward).with_state(shared);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(ProxyError::Bind)?;
         let addr = listener.local_addr().map_err(ProxyError::Bind)?;
+        let unix = bind_socket(socket).map_err(|source| ProxyError::BindSocket { path: socket.to_owned(), source })?;
+        let served = {
+            let (app, shutdown) = (app.clone(), shutdown.clone());
+            async move { axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await }
+        };
+        let served_unix =
+            async move { axum::serve(unix, app).with_graceful_shutdown(shutdown.cancelled_owned()).await };
         tokio::spawn(async move {
-            let served = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
-            if let Err(e) = served {
+            let (tcp, unix) = tokio::join!(served, served_unix);
+            if let Err(e) = tcp.and(unix) {
                 tracing::error!(%e, "the credential proxy stopped");
             }
         });
-        tracing::info!(%addr, "credential proxy listening");
-        Ok(Proxy { addr, keys })
+        tracing::info!(%addr, socket = %socket.display(), "credential proxy listening");
+        Ok(Proxy { addr, socket: socket.to_owned(), keys })
     }
 
-    /// `http://127.0.0.1:PORT`, for the agent's `ANTHROPIC_BASE_URL`.
+    /// `http://127.0.0.1:PORT`, for the agent's `ANTHROPIC_BASE_URL` (Docker).
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The Unix socket, for a sandbox to bind in.
+    pub fn socket(&self) -> &Path {
+        &self.socket
     }
 
     /// A fresh placeholder for one process of `group`.
@@ -124,6 +144,22 @@ impl Proxy {
         self.keys.lock().expect("key map lock").insert(key.clone(), group.to_owned());
         KeyLease { key, keys: self.keys.clone() }
     }
+}
+
+/// A fresh socket at `path`, readable and writable by pincer's user only (the
+/// sandbox's user is mapped to it).
+fn bind_socket(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let listener = tokio::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
 }
 
 /// The placeholder a request carries, if any.

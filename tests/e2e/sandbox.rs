@@ -70,7 +70,8 @@ async fn auto_confines_the_agent_to_its_own_layout() {
     let ls = probe(&pincer, &alpha, "PROBE_LS_ROOT").await;
     let listed: BTreeSet<&str> = ls.split_once("):").unwrap().1.lines().map(str::trim).collect();
     let layout: BTreeSet<&str> =
-        ["bin", "dev", "etc", "home", "lib", "lib32", "lib64", "opt", "proc", "sbin", "tmp", "usr", "workspace"].into();
+        ["bin", "dev", "etc", "home", "lib", "lib32", "lib64", "opt", "proc", "run", "sbin", "tmp", "usr", "workspace"]
+            .into();
     assert!(listed.is_subset(&layout), "only the sandbox layout is visible: {listed:?}");
     assert!(listed.contains("workspace") && listed.contains("opt"), "{listed:?}");
 
@@ -109,9 +110,9 @@ async fn the_agent_sees_a_placeholder_and_the_api_gets_the_real_key() {
             .to_owned()
     };
     let placeholder = var("ANTHROPIC_API_KEY");
-    let proxy_url = var("ANTHROPIC_BASE_URL");
     assert!(placeholder.starts_with("pincer-placeholder-"), "{placeholder}");
-    assert!(proxy_url.starts_with("http://127.0.0.1:") && proxy_url != api.base_url(), "{proxy_url}");
+    assert_eq!(var("ANTHROPIC_UNIX_SOCKET"), "/run/pincer/api.sock", "the API is reached through the proxy's socket");
+    assert_eq!(var("ANTHROPIC_BASE_URL"), "http://localhost");
     assert_eq!(var("HOME"), "/home/agent");
 
     // Every request reached the fake API with the real key, none with the placeholder.
@@ -122,30 +123,44 @@ async fn the_agent_sees_a_placeholder_and_the_api_gets_the_real_key() {
     }
 
     // The proxy refuses a key it did not issue, and the API never sees the request.
-    let client = reqwest::Client::new();
-    let url = format!("{proxy_url}/v1/messages?beta=true");
-    let body = json!({"model": "m", "max_tokens": 5, "stream": true, "messages": []});
-    let refused = client.post(&url).header("x-api-key", "pincer-placeholder-forged").json(&body).send().await.unwrap();
-    assert_eq!(refused.status(), 401);
-    assert!(refused.text().await.unwrap().contains("not a current placeholder"));
+    let socket = sandbox.config.data_dir.join("run/api.sock");
+    let body = json!({"model": "m", "max_tokens": 5, "stream": true, "messages": []}).to_string();
+    let refused = post_over_socket(&socket, "pincer-placeholder-forged", &body).await;
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(refused.contains("not a current placeholder"), "{refused}");
     assert_eq!(api.requests().len(), requests.len(), "a refused request is not forwarded");
 
     // The agent's own placeholder works, and the streamed reply comes back intact.
-    let sent = client.post(&url).header("x-api-key", &placeholder).json(&body).send().await.unwrap();
-    assert_eq!(sent.status(), 200);
-    assert_eq!(sent.headers()["content-type"], "text/event-stream");
-    let sse = sent.text().await.unwrap();
+    let sent = post_over_socket(&socket, &placeholder, &body).await;
+    assert!(sent.starts_with("HTTP/1.1 200"), "{sent}");
+    assert!(sent.to_ascii_lowercase().contains("content-type: text/event-stream"), "{sent}");
     assert!(
-        sse.starts_with("event: message_start\n")
-            && sse.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
-        "{sse}"
+        sent.contains("event: message_start\n")
+            && sent.contains("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+        "{sent}"
     );
     assert_eq!(api.requests().last().unwrap().credential(), Some(TEST_API_KEY));
 
-    // When the process ends, its placeholder ends with it.
+    // When the process ends, its placeholder ends with it (and the socket with pincer).
     pincer.stop().await;
-    let ended = client.post(&url).header("x-api-key", &placeholder).json(&body).send().await;
-    assert!(ended.is_err() || ended.unwrap().status() == 401, "a stopped pincer's placeholder is void");
+    let ended = tokio::net::UnixStream::connect(&socket).await;
+    assert!(ended.is_err(), "a stopped pincer's proxy is gone");
+}
+
+/// One HTTP/1.1 POST to the proxy over its Unix socket, as the CLI sends it;
+/// the whole answer (status line, headers, body as sent on the wire).
+async fn post_over_socket(socket: &std::path::Path, key: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(socket).await.expect("the proxy listens on its socket");
+    let request = format!(
+        "POST /v1/messages?beta=true HTTP/1.1\r\nhost: localhost\r\nx-api-key: {key}\r\ncontent-type: \
+         application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 #[tokio::test]
@@ -265,4 +280,61 @@ async fn doctor_reports_that_auto_picks_bwrap() {
     let (_, text) = doctor(&[("PINCER_SANDBOX__MODE", "none")]).await;
     assert!(text.contains("-> none: agents run WITHOUT a sandbox"), "none names the risk: {text}");
     assert!(text.contains("other groups' folders and pincer's secrets"), "{text}");
+}
+
+#[tokio::test]
+async fn the_agent_has_no_network_and_still_reaches_the_model_through_the_proxy() {
+    use std::sync::{Arc, OnceLock};
+
+    require_bwrap().await;
+    // A service on the host's loopback (a database, an admin panel) and the
+    // fake API's own port: neither may be reachable from inside.
+    let service = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let service_port = service.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = service.accept().await {
+            use tokio::io::AsyncWriteExt;
+            let _ = conn.write_all(b"HOST-SERVICE-BANNER\n").await;
+        }
+    });
+    let probe_command: Arc<OnceLock<String>> = Arc::default();
+    let script: fake_api::Script = {
+        let probe_command = probe_command.clone();
+        let scripted = fake_api::scripted(vec![]);
+        Arc::new(move |req: &fake_api::ApiRequest| {
+            if req.last_user_text().contains("PROBE_NET") && !req.has_tool_result() {
+                Reply::bash(probe_command.get().expect("set before the probe"), "probe")
+            } else {
+                scripted(req)
+            }
+        })
+    };
+    let api = FakeApi::start(script).await;
+    let api_port = api.base_url().rsplit(':').next().unwrap().trim_end_matches('/').to_owned();
+    let reach = |port: &str| {
+        format!("(exec 3<>/dev/tcp/127.0.0.1/{port} && head -c 40 <&3 && echo OPEN-{port}) 2>&1 || echo CLOSED-{port}")
+    };
+    probe_command
+        .set(format!(
+            "{}; {}; cat /etc/hostname 2>/dev/null; ip -o link 2>/dev/null | wc -l; echo done",
+            reach(&service_port.to_string()),
+            reach(&api_port)
+        ))
+        .unwrap();
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.config.sandbox.mode = SandboxMode::Auto;
+    let alpha = sandbox.add_group("alpha", Some(&["Bash"])).await;
+    let pincer = sandbox.start().await;
+
+    let out = probe(&pincer, &alpha, "PROBE_NET").await;
+    assert!(out.contains(&format!("CLOSED-{service_port}")), "the host's service is out of reach: {out}");
+    assert!(!out.contains("HOST-SERVICE-BANNER"), "{out}");
+    assert!(out.contains(&format!("CLOSED-{api_port}")), "the API's port is out of reach: {out}");
+    assert!(out.contains("done"), "{out}");
+    // The turn that ran the probe and the one that read its output both went
+    // through the proxy's socket, with the real key added on the way.
+    let requests = api.main_requests();
+    assert!(requests.len() >= 2, "{}", requests.len());
+    assert!(requests.iter().all(|r| r.credential() == Some(TEST_API_KEY)), "the proxy put the real key on");
+    pincer.stop().await;
 }

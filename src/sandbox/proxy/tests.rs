@@ -61,7 +61,10 @@ async fn upstream() -> Upstream {
 async fn streams_the_reply_and_swaps_the_placeholder_for_the_real_key() {
     let mut up = upstream().await;
     let shutdown = CancellationToken::new();
-    let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), shutdown.clone()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("api.sock");
+    let proxy =
+        Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, shutdown.clone()).await.unwrap();
     let lease = proxy.lease("alpha");
     let client = reqwest::Client::new();
     let mut response = client
@@ -95,8 +98,11 @@ async fn streams_the_reply_and_swaps_the_placeholder_for_the_real_key() {
 #[tokio::test]
 async fn refuses_unknown_and_returned_placeholders() {
     let up = upstream().await;
-    let proxy =
-        Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), CancellationToken::new()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("api.sock");
+    let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
+        .await
+        .unwrap();
     let client = reqwest::Client::new();
     let url = format!("{}/v1/messages", proxy.base_url());
     let wrong = client.post(&url).header("x-api-key", "sk-real").send().await.unwrap();
@@ -115,7 +121,9 @@ async fn refuses_unknown_and_returned_placeholders() {
 async fn an_oauth_token_goes_upstream_as_a_bearer_with_the_oauth_beta() {
     let up = upstream().await;
     let credential = Credential::OAuth(Secret::new("oauth-real"));
-    let proxy = Proxy::start(&up.url, credential, CancellationToken::new()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy =
+        Proxy::start(&up.url, credential, &dir.path().join("api.sock"), CancellationToken::new()).await.unwrap();
     let lease = proxy.lease("alpha");
     let sent = reqwest::Client::new()
         .post(format!("{}/v1/messages", proxy.base_url()))
@@ -129,4 +137,39 @@ async fn an_oauth_token_goes_upstream_as_a_bearer_with_the_oauth_beta() {
     assert_eq!(seen[0]["authorization"], "Bearer oauth-real");
     assert!(!seen[0].contains_key("x-api-key"));
     assert_eq!(seen[0]["anthropic-beta"], "fine-grained-tool-streaming-2025-05-14,oauth-2025-04-20");
+}
+
+#[tokio::test]
+async fn serves_the_same_on_its_unix_socket_which_only_its_user_may_open() {
+    use std::os::unix::fs::PermissionsExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut up = upstream().await;
+    drop(up.release.take()); // the whole body at once
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run/api.sock");
+    let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(proxy.socket(), socket);
+    assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600);
+    let lease = proxy.lease("alpha");
+    let ask = |key: String| {
+        let socket = socket.clone();
+        async move {
+            let mut stream = tokio::net::UnixStream::connect(&socket).await.unwrap();
+            let request = format!(
+                "POST /v1/messages HTTP/1.1\r\nhost: localhost\r\nx-api-key: {key}\r\ncontent-type: \
+                 application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}"
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            answer
+        }
+    };
+    let answer = ask(lease.key().to_owned()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(ask("sk-real".to_owned()).await.starts_with("HTTP/1.1 401"), "a placeholder is still required");
+    assert_eq!(up.seen.lock().unwrap()[0]["x-api-key"], "sk-real");
 }

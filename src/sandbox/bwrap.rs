@@ -165,7 +165,8 @@ pub async fn probe() -> Result<(), String> {
         which::which("bwrap").map_err(|_| "`bwrap` is not installed (apt-get install bubblewrap)".to_owned())?;
     let id = AGENT_ID.to_string();
     let mut a = Args::default();
-    a.push(&["--unshare-user", "--uid", &id, "--gid", &id, "--unshare-pid", "--die-with-parent"]);
+    // The network namespace too: a sandbox that could not drop the network is not one pincer runs.
+    a.push(&["--unshare-user", "--uid", &id, "--gid", &id, "--unshare-pid", "--unshare-net", "--die-with-parent"]);
     a.system(&host_system());
     a.push(&["--proc", "/proc", "--dev", "/dev", "--", "true"]);
     let out = run_tool(&bwrap.display().to_string(), &a.0, Duration::from_secs(10)).await.map_err(|e| e.to_string())?;
@@ -175,7 +176,7 @@ pub async fn probe() -> Result<(), String> {
         let stderr = String::from_utf8_lossy(&out.stderr);
         Err(format!(
             "`bwrap` is installed but cannot create a sandbox here ({}): {}; user namespaces may be disabled \
-             (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)",
+             (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces) or network namespaces refused",
             out.status,
             stderr.trim()
         ))

@@ -45,6 +45,14 @@ pub async fn report(config: &Config) -> Report {
     };
     let _ = writeln!(out, "docker: {docker}");
     let image = config.sandbox.docker_image.as_deref();
+    let network = match availability.resolve(config.sandbox.mode, image) {
+        Ok(Confinement::Bwrap) => {
+            "none of its own: each agent has a network namespace with only its own \
+                                   loopback, and reaches the model through the credential proxy's Unix socket"
+        }
+        Ok(Confinement::Docker) => "the host's (docker containers run with --network host; the proxy is on 127.0.0.1)",
+        Ok(Confinement::None) | Err(_) => "the host's: without a sandbox the agent reaches whatever pincer can",
+    };
     match availability.resolve(config.sandbox.mode, image) {
         Ok(Confinement::None) => {
             let _ = writeln!(out, "sandbox.mode = {} -> none: {}", config.sandbox.mode, super::UNCONFINED_WARNING);
@@ -57,6 +65,7 @@ pub async fn report(config: &Config) -> Report {
             let _ = writeln!(out, "sandbox.mode = {}: {e}", config.sandbox.mode);
         }
     }
+    let _ = writeln!(out, "network: {network}");
     for (group, settings) in &config.sandbox.groups {
         if let Some(mode) = settings.mode {
             let resolved = availability.resolve(mode, image).map_or_else(|e| e.to_string(), |c| c.to_string());

@@ -276,8 +276,10 @@ async fn doctor_reports_that_auto_picks_bwrap() {
     assert!(text.contains("bwrap: works"), "bubblewrap must work on this machine (apt-get install bubblewrap): {text}");
     assert!(text.contains("sandbox.mode = auto -> bwrap"), "{text}");
     assert!(text.contains("docker: "), "{text}");
+    assert!(text.contains("network: none of its own"), "{text}");
 
     let (_, text) = doctor(&[("PINCER_SANDBOX__MODE", "none")]).await;
+    assert!(text.contains("network: the host's"), "{text}");
     assert!(text.contains("-> none: agents run WITHOUT a sandbox"), "none names the risk: {text}");
     assert!(text.contains("other groups' folders and pincer's secrets"), "{text}");
 }

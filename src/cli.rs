@@ -73,6 +73,15 @@ pub enum Cmd {
     },
     /// Report which sandbox modes work here and why not, what `auto` picks, and the CLI found.
     Doctor,
+    /// Inside a sandbox: carry connections from the sandbox's loopback to a
+    /// Unix socket pincer serves (started by pincer itself, not by people).
+    #[command(hide = true)]
+    Forward {
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        #[arg(long)]
+        to: PathBuf,
+    },
     /// Install the pinned Claude Code CLI from npm into the data directory, and a starter group.
     Setup {
         /// Install this CLI version instead of the pinned one.
@@ -233,6 +242,7 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
         Cmd::Whatsapp { command } => whatsapp(&config, command).await,
         Cmd::History { group, json, limit } => history(&config, &group, json, limit).await,
         Cmd::Setup { version } => setup(&config, &version).await,
+        Cmd::Forward { listen, to } => Ok(crate::sandbox::forward::run(listen, to).await?),
         Cmd::Doctor => {
             let report = crate::sandbox::doctor::report(&config).await;
             print!("{}", report.text);

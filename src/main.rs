@@ -19,6 +19,17 @@ fn main() -> ExitCode {
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
         .with_writer(std::io::stderr)
         .init();
+    // Inside a sandbox: no config to read (the cwd is the agent's to write).
+    if let Cmd::Forward { listen, to } = &cli.command {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime starts");
+        return match runtime.block_on(pincer::sandbox::forward::run(*listen, to.clone())) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("pincer forward: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
         Err(e) => {

@@ -14,6 +14,7 @@ pub mod bwrap;
 pub mod docker;
 pub mod doctor;
 pub mod env;
+pub mod forward;
 mod launch;
 pub mod mounts;
 pub mod proxy;

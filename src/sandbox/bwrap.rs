@@ -31,6 +31,13 @@ pub const HOME: &str = "/home/agent";
 pub const CLI_DIR: &str = "/opt/claude";
 /// The credential proxy's socket, inside.
 pub const API_SOCKET: &str = "/run/pincer/api.sock";
+/// The egress proxy's socket, inside (groups that may reach the internet).
+pub const EGRESS_SOCKET: &str = "/run/pincer/egress.sock";
+/// The pincer binary, inside, for `pincer forward`.
+pub const PINCER_BIN: &str = "/opt/pincer/pincer";
+/// Where `pincer forward` presents the egress proxy on the sandbox's loopback
+/// (`HTTP_PROXY`/`HTTPS_PROXY` point here).
+pub const EGRESS_LISTEN: &str = "127.0.0.1:3128";
 /// The agent's uid and gid inside the sandbox (not root, so the CLI accepts
 /// `--dangerously-skip-permissions`).
 pub const AGENT_ID: u32 = 1000;
@@ -93,6 +100,17 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
     /// The command as seen inside (`/opt/claude/claude …`).
     pub command: Vec<String>,
+    /// The way to the internet, for a group whose policy allows any.
+    pub egress: Option<EgressPlan>,
+}
+
+/// What a sandbox with internet access through the egress proxy adds.
+#[derive(Clone, Debug)]
+pub struct EgressPlan {
+    /// The egress proxy's Unix socket for this group, bound at [`EGRESS_SOCKET`].
+    pub socket: PathBuf,
+    /// The pincer binary, bound read-only at [`PINCER_BIN`].
+    pub pincer: PathBuf,
 }
 
 /// The arguments of `bwrap` for `plan` (the program is `bwrap`).
@@ -122,8 +140,21 @@ pub fn args(plan: &Plan) -> Vec<String> {
     for (k, v) in &plan.env {
         a.push(&["--setenv", k, v]);
     }
-    a.push(&["--"]);
-    a.0.extend(plan.command.iter().cloned());
+    match &plan.egress {
+        None => {
+            a.push(&["--"]);
+            a.0.extend(plan.command.iter().cloned());
+        }
+        Some(egress) => {
+            a.bind("--ro-bind", &egress.socket, EGRESS_SOCKET);
+            a.bind("--ro-bind", &egress.pincer, PINCER_BIN);
+            // The forwarder lives in the sandbox's pid namespace, so it ends
+            // with the sandbox; the CLI takes the shell's place (and its stdio).
+            let script = format!("{PINCER_BIN} forward --listen {EGRESS_LISTEN} --to {EGRESS_SOCKET} & exec \"$@\"");
+            a.push(&["--", "/bin/sh", "-c", &script, "pincer-sandbox"]);
+            a.0.extend(plan.command.iter().cloned());
+        }
+    }
     a.0
 }
 
@@ -203,6 +234,7 @@ mod tests {
             extra: vec![Mount { host: "/srv/photos".into(), name: "photos".into(), writable: false }],
             env: vec![("HOME".into(), HOME.into())],
             command: vec!["/opt/claude/claude".into(), "-p".into()],
+            egress: None,
         }
     }
 
@@ -229,6 +261,21 @@ mod tests {
         assert_eq!(&a[a.len() - 3..], ["--", "/opt/claude/claude", "-p"]);
         // Nothing binds the host's root or the groups folder as a whole.
         assert!(!a.iter().any(|x| x == "/" || x == "/g"));
+    }
+
+    #[test]
+    fn a_group_with_internet_access_gets_the_forwarder_in_front_of_the_cli() {
+        let mut p = plan();
+        p.egress =
+            Some(EgressPlan { socket: "/d/run/egress/alpha.sock".into(), pincer: "/usr/local/bin/pincer".into() });
+        let a = args(&p);
+        assert!(has(&a, &["--unshare-net"]), "still no network of its own");
+        assert!(has(&a, &["--ro-bind", "/d/run/egress/alpha.sock", EGRESS_SOCKET]));
+        assert!(has(&a, &["--ro-bind", "/usr/local/bin/pincer", PINCER_BIN]));
+        let at = a.iter().position(|x| x == "--").unwrap();
+        assert_eq!(a[at + 1..at + 3], ["/bin/sh", "-c"]);
+        assert!(a[at + 3].starts_with("/opt/pincer/pincer forward --listen 127.0.0.1:3128"), "{}", a[at + 3]);
+        assert_eq!(&a[at + 4..], ["pincer-sandbox", "/opt/claude/claude", "-p"]);
     }
 
     #[test]

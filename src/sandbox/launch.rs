@@ -221,6 +221,7 @@ impl Launcher {
             extra,
             env,
             command,
+            egress: None,
         };
         Ok(SpawnSpec {
             program: PathBuf::from("bwrap"),

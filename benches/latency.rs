@@ -1,31 +1,36 @@
-//! Follow-up message latency: pincer's long-lived stream-json session versus a
-//! fresh `claude -p --resume` process per message, plus pincer's own overhead.
+//! Follow-up message latency: pincer's long-lived stream-json session, in its
+//! default sandbox and unconfined, against the raw CLI pipe it wraps and
+//! against a fresh `claude -p --resume` process per message; plus pincer's
+//! own overhead.
 //!
-//! Both sides run the real Claude Code CLI offline against the fake Messages API
-//! from `tests/support` (it answers `ECHO: <prompt>` at once), so the numbers are
-//! what the CLI and pincer cost, not what a model costs.
+//! Every side runs the real Claude Code CLI offline against the fake Messages
+//! API from `tests/support` (it answers `ECHO: <prompt>` at once), so the
+//! numbers are what the CLI and pincer cost, not what a model costs. The sides
+//! are measured **interleaved**: follow-up 1 to each side in turn, then
+//! follow-up 2 to each, and so on, so a busy moment of this shared machine
+//! hits every side alike (runs one after the other drift apart by tens of
+//! percent).
 //!
-//! - **Streaming (pincer):** the engine as `main` runs it, one group. The first
-//!   message starts the CLI process and is not counted; then N follow-ups, each
-//!   sent when the previous reply reached the chat outbox. Measured from
-//!   `router.send` to the reply coming out of the outbox.
-//! - **Spawn per message:** `claude -p --resume=<id> --output-format stream-json
-//!   --verbose <prompt>` with stdin closed, same offline environment, HOME and
-//!   cwd for every call so `--resume` finds the session. A first call creates
-//!   the session and is not counted. Measured from spawning the process to
-//!   reading its `result` line.
-//! - **Sandbox cost:** the streaming side runs in the default `sandbox.mode`
-//!   (`auto`: bubblewrap, API calls through the credential proxy); it runs once
-//!   more with `none` for comparison, and both report their first message
-//!   (process start included).
-//! - **Overhead:** `Engine::metrics` for the counted follow-ups: inbound accepted
-//!   → line written to the CLI's stdin, and `result` line read → stored in SQLite
-//!   and handed to the outbox.
+//! - **Raw pipe:** `claude -p --input-format stream-json --output-format
+//!   stream-json --verbose --permission-prompt-tool stdio`, driven directly:
+//!   a user line written to stdin, lines read until the `result`. What pincer
+//!   would cost if it cost nothing.
+//! - **pincer, sandboxed:** the engine as `main` runs it, one group, default
+//!   `sandbox.mode` (`auto`: bubblewrap with no network; the API through the
+//!   credential proxy's Unix socket). Measured from `router.send` to the reply
+//!   coming out of the chat outbox.
+//! - **pincer, unconfined:** the same with `sandbox.mode = "none"`.
+//! - **Spawn per message:** `claude -p --resume=<id> --output-format
+//!   stream-json --verbose <prompt>` with stdin closed, from spawning the
+//!   process to its `result` line.
+//! - Each side's first message (process start) is not counted.
+//! - **Overhead:** `Engine::metrics` of the sandboxed engine for the counted
+//!   follow-ups: inbound accepted → line written to the CLI's stdin, and
+//!   `result` line read → stored in SQLite and handed to the outbox.
 //!
-//! Percentiles are nearest-rank, so with N = 20 the p95 is the 19th of 20 and the
-//! p99 is the largest sample.
+//! Percentiles are nearest-rank, so with N = 30 the p95 is the 29th of 30.
 //!
-//! Run (N defaults to 20):
+//! Run (N defaults to 30):
 //!
 //! ```text
 //! cargo run -- setup && cargo bench --bench latency     # the CLI from data/claude
@@ -52,7 +57,7 @@ use support::harness::{Running, Sandbox, PATIENCE};
 
 /// Overrides how many follow-up messages each side sends.
 const MESSAGES_ENV: &str = "PINCER_BENCH_MESSAGES";
-const DEFAULT_MESSAGES: usize = 20;
+const DEFAULT_MESSAGES: usize = 30;
 
 fn main() {
     let n = message_count();
@@ -73,10 +78,9 @@ struct Report {
     cli_version: String,
     cores: usize,
     messages: usize,
-    streaming: Vec<Duration>,
+    raw: Vec<Duration>,
+    sandboxed: Vec<Duration>,
     unconfined: Vec<Duration>,
-    /// The first message, process start included: sandboxed, unconfined.
-    first: (Duration, Duration),
     spawned: Vec<Duration>,
     stdin_writes: Vec<Duration>,
     result_deliveries: Vec<Duration>,
@@ -86,22 +90,43 @@ async fn run(messages: usize) -> Report {
     let api = FakeApi::start(echo()).await;
     let cli_version = cli_version().await;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    eprintln!("latency bench: {messages} follow-ups per mode, CLI {cli_version}, {cores} cores");
-    // One after the other: on a small machine the two would compete for the CPU.
-    let sandboxed = bench_streaming(&api, messages, SandboxMode::Auto).await;
-    let plain = bench_streaming(&api, messages, SandboxMode::None).await;
-    let spawned = bench_spawn(&api, messages).await;
-    Report {
+    eprintln!("latency bench: {messages} follow-ups per side, interleaved, CLI {cli_version}, {cores} cores");
+    let mut raw = RawPipe::start(&api).await;
+    let boxed = Side::start(&api, SandboxMode::Auto).await;
+    let plain = Side::start(&api, SandboxMode::None).await;
+    let mut spawn = Spawner::start(&api).await;
+    // The first message of each pays for starting its process: not counted.
+    raw.round_trip("warm-up").await;
+    boxed.round_trip("warm-up").await;
+    plain.round_trip("warm-up").await;
+    let metrics = &boxed.pincer.engine.metrics;
+    let (writes_before, deliveries_before) = (metrics.stdin_writes().len(), metrics.result_deliveries().len());
+    let mut report = Report {
         cli_version,
         cores,
         messages,
-        streaming: sandboxed.follow_ups,
-        unconfined: plain.follow_ups,
-        first: (sandboxed.first, plain.first),
-        spawned,
-        stdin_writes: sandboxed.stdin_writes,
-        result_deliveries: sandboxed.result_deliveries,
+        raw: Vec::new(),
+        sandboxed: Vec::new(),
+        unconfined: Vec::new(),
+        spawned: Vec::new(),
+        stdin_writes: Vec::new(),
+        result_deliveries: Vec::new(),
+    };
+    for i in 1..=messages {
+        let text = format!("follow-up {i}");
+        report.raw.push(raw.round_trip(&text).await);
+        report.sandboxed.push(boxed.round_trip(&text).await);
+        report.unconfined.push(plain.round_trip(&text).await);
+        report.spawned.push(spawn.round_trip(&text).await);
     }
+    report.stdin_writes = metrics.stdin_writes().split_off(writes_before);
+    report.result_deliveries = metrics.result_deliveries().split_off(deliveries_before);
+    for side in [boxed, plain] {
+        assert_eq!(side.pincer.session_events(&side.group).await, ["started"], "one process served every message");
+        side.pincer.stop().await;
+    }
+    raw.close().await;
+    report
 }
 
 async fn cli_version() -> String {
@@ -112,67 +137,123 @@ async fn cli_version() -> String {
     text.split_whitespace().next().unwrap_or("unknown").to_string()
 }
 
-/// What one streaming run measured.
-struct Streaming {
-    first: Duration,
-    follow_ups: Vec<Duration>,
-    stdin_writes: Vec<Duration>,
-    result_deliveries: Vec<Duration>,
+/// pincer's streaming mode in one sandbox mode: an engine with one group.
+struct Side {
+    _sandbox: Sandbox,
+    pincer: Running,
+    group: GroupName,
 }
 
-/// Pincer's streaming mode in `mode`: the first message, the follow-up round
-/// trips, and the engine's stdin-write and result-delivery samples for those.
-async fn bench_streaming(api: &FakeApi, n: usize, mode: SandboxMode) -> Streaming {
-    let mut sandbox = Sandbox::new(api);
-    sandbox.config.sandbox.mode = mode;
-    let group = sandbox.add_group("bench", None).await;
-    let pincer = sandbox.start().await;
-
-    // The first message pays for starting the process, once per group.
-    let first = round_trip(&pincer, &group, "warm-up").await;
-    let metrics = &pincer.engine.metrics;
-    let (writes_before, deliveries_before) = (metrics.stdin_writes().len(), metrics.result_deliveries().len());
-
-    let mut samples = Vec::with_capacity(n);
-    for i in 1..=n {
-        samples.push(round_trip(&pincer, &group, &format!("follow-up {i}")).await);
+impl Side {
+    async fn start(api: &FakeApi, mode: SandboxMode) -> Side {
+        let mut sandbox = Sandbox::new(api);
+        sandbox.config.sandbox.mode = mode;
+        let group = sandbox.add_group("bench", None).await;
+        let pincer = sandbox.start().await;
+        Side { _sandbox: sandbox, pincer, group }
     }
-    let stdin_writes = metrics.stdin_writes().split_off(writes_before);
-    let result_deliveries = metrics.result_deliveries().split_off(deliveries_before);
-    assert_eq!(pincer.session_events(&group).await, ["started"], "one process served every message");
-    pincer.stop().await;
-    Streaming { first, follow_ups: samples, stdin_writes, result_deliveries }
+
+    /// One message through pincer, from the router to the chat outbox.
+    async fn round_trip(&self, text: &str) -> Duration {
+        let start = Instant::now();
+        self.pincer.send(&self.group, text).await;
+        let reply = self.pincer.next_outbound().await;
+        let elapsed = start.elapsed();
+        assert_eq!((reply.kind, reply.text.as_str()), (OutboundKind::Reply, format!("ECHO: {text}").as_str()));
+        elapsed
+    }
 }
 
-/// One message through pincer, from the router to the chat outbox.
-async fn round_trip(pincer: &Running, group: &GroupName, text: &str) -> Duration {
-    let start = Instant::now();
-    pincer.send(group, text).await;
-    let reply = pincer.next_outbound().await;
-    let elapsed = start.elapsed();
-    assert_eq!((reply.kind, reply.text.as_str()), (OutboundKind::Reply, format!("ECHO: {text}").as_str()));
-    elapsed
+/// The CLI's stream-json pipe, driven directly: what pincer wraps.
+struct RawPipe {
+    _dir: tempfile::TempDir,
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
 }
 
-/// The alternative: a fresh `claude -p --resume` process per message.
-async fn bench_spawn(api: &FakeApi, n: usize) -> Vec<Duration> {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::create_dir_all(&cwd).unwrap();
-    let env = cli_env(&api.base_url(), &home);
+impl RawPipe {
+    async fn start(api: &FakeApi) -> RawPipe {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&cwd).unwrap();
+        let args = ["-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"];
+        #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
+        let mut cmd = Command::new(claude_bin());
+        cmd.args(args)
+            .args(["--permission-prompt-tool", "stdio"])
+            .current_dir(&cwd)
+            .envs(cli_env(&api.base_url(), &home))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        for key in ENV_TO_REMOVE {
+            cmd.env_remove(key);
+        }
+        let mut child = cmd.spawn().expect("claude starts");
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        RawPipe { _dir: dir, child, stdin, lines }
+    }
 
-    // Creates the session, like pincer's warm-up message; not counted.
-    let (_, mut session) = one_shot(&env, &cwd, None, "warm-up").await;
-    let mut samples = Vec::with_capacity(n);
-    for i in 1..=n {
-        let (elapsed, id) = one_shot(&env, &cwd, Some(&session), &format!("follow-up {i}")).await;
-        samples.push(elapsed);
+    /// One user line in, lines read until its `result`.
+    async fn round_trip(&mut self, text: &str) -> Duration {
+        use tokio::io::AsyncWriteExt;
+        let line = serde_json::json!({"type": "user", "message": {"role": "user", "content": text}});
+        let start = Instant::now();
+        self.stdin.write_all(format!("{line}\n").as_bytes()).await.expect("the CLI reads its stdin");
+        self.stdin.flush().await.unwrap();
+        let result = tokio::time::timeout(PATIENCE, async {
+            while let Some(line) = self.lines.next_line().await.expect("the CLI's stdout") {
+                if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                    if value["type"] == "result" {
+                        return value;
+                    }
+                }
+            }
+            panic!("the CLI closed its stdout");
+        })
+        .await
+        .expect("a result within the patience limit");
+        let elapsed = start.elapsed();
+        assert_eq!(result["result"].as_str(), Some(format!("ECHO: {text}").as_str()), "{result}");
+        elapsed
+    }
+
+    async fn close(mut self) {
+        drop(self.stdin);
+        let _ = tokio::time::timeout(PATIENCE, self.child.wait()).await;
+    }
+}
+
+/// A fresh `claude -p --resume` process per message.
+struct Spawner {
+    dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+    session: String,
+}
+
+impl Spawner {
+    async fn start(api: &FakeApi) -> Spawner {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(dir.path().join("work")).unwrap();
+        let env = cli_env(&api.base_url(), &home);
+        // Creates the session; not counted.
+        let (_, session) = one_shot(&env, &dir.path().join("work"), None, "warm-up").await;
+        Spawner { dir, env, session }
+    }
+
+    async fn round_trip(&mut self, text: &str) -> Duration {
+        let (elapsed, id) = one_shot(&self.env, &self.dir.path().join("work"), Some(&self.session), text).await;
         // Follow whatever id the CLI reports, so history keeps growing even if
         // a resume ever forks a new session.
-        session = id;
+        self.session = id;
+        elapsed
     }
-    samples
 }
 
 /// Runs one `claude -p` and returns the time to its `result` line and the
@@ -246,54 +327,39 @@ fn us(d: Duration) -> f64 {
 
 impl Report {
     fn print(&self) {
-        let (stream_p50, stream_p95) = (percentile(&self.streaming, 50.0), percentile(&self.streaming, 95.0));
-        let (spawn_p50, spawn_p95) = (percentile(&self.spawned, 50.0), percentile(&self.spawned, 95.0));
-        let (ratio_p50, ratio_p95) = (ms(spawn_p50) / ms(stream_p50), ms(spawn_p95) / ms(stream_p95));
+        let raw50 = percentile(&self.raw, 50.0);
+        let raw95 = percentile(&self.raw, 95.0);
+        let sides = [
+            ("raw CLI pipe", &self.raw),
+            ("pincer, sandboxed (bwrap, no network)", &self.sandboxed),
+            ("pincer, unconfined (mode none)", &self.unconfined),
+            ("spawn `claude -p --resume` each time", &self.spawned),
+        ];
         let overhead = [("stdin write", &self.stdin_writes), ("result stored + queued", &self.result_deliveries)];
 
         println!();
-        println!("Claude Code {} · {} cores · {} follow-up messages", self.cli_version, self.cores, self.messages);
+        println!(
+            "Claude Code {} · {} cores · {} follow-up messages per side, interleaved",
+            self.cli_version, self.cores, self.messages
+        );
         println!();
-        println!("{:<34} {:>10} {:>10}", "follow-up latency (in -> result)", "median", "p95");
-        println!("{:<34} {:>7.1} ms {:>7.1} ms", "pincer streaming (sandboxed)", ms(stream_p50), ms(stream_p95));
-        let (plain_p50, plain_p95) = (percentile(&self.unconfined, 50.0), percentile(&self.unconfined, 95.0));
-        println!("{:<34} {:>7.1} ms {:>7.1} ms", "pincer streaming (mode none)", ms(plain_p50), ms(plain_p95));
-        println!("{:<34} {:>7.1} ms {:>7.1} ms", "spawn `claude -p --resume`", ms(spawn_p50), ms(spawn_p95));
-        println!("{:<34} {:>9.1}x {:>9.1}x", "ratio spawn / streaming", ratio_p50, ratio_p95);
-        println!();
-        println!("{:<34} {:>10} {:>10}", "pincer overhead", "p50", "p99");
-        for (name, samples) in overhead {
-            let (p50, p99) = (percentile(samples, 50.0), percentile(samples, 99.0));
-            println!("{:<34} {:>7.0} µs {:>7.0} µs", name, us(p50), us(p99));
+        println!("{:<40} {:>10} {:>10} {:>12} {:>12}", "follow-up latency (in -> result)", "median", "p95", "÷ raw p50", "÷ raw p95");
+        for (name, samples) in sides {
+            let (p50, p95) = (percentile(samples, 50.0), percentile(samples, 95.0));
+            println!(
+                "{:<40} {:>7.1} ms {:>7.1} ms {:>11.2}x {:>11.2}x",
+                name,
+                ms(p50),
+                ms(p95),
+                ms(p50) / ms(raw50),
+                ms(p95) / ms(raw95)
+            );
         }
-
-        // One line per number, for pasting into a README.
         println!();
-        println!("- CLI: Claude Code {}; machine: {} cores; N = {}", self.cli_version, self.cores, self.messages);
-        println!(
-            "- follow-up latency, pincer streaming: median {:.1} ms, p95 {:.1} ms",
-            ms(stream_p50),
-            ms(stream_p95)
-        );
-        println!(
-            "- follow-up latency, spawn `claude -p --resume` per message: median {:.1} ms, p95 {:.1} ms",
-            ms(spawn_p50),
-            ms(spawn_p95)
-        );
-        println!("- spawn / streaming: {ratio_p50:.1}x at the median, {ratio_p95:.1}x at p95");
-        println!(
-            "- follow-up latency, pincer streaming with mode none: median {:.1} ms, p95 {:.1} ms",
-            ms(percentile(&self.unconfined, 50.0)),
-            ms(percentile(&self.unconfined, 95.0))
-        );
-        println!(
-            "- first message (process start included): sandboxed {:.1} ms, mode none {:.1} ms",
-            ms(self.first.0),
-            ms(self.first.1)
-        );
+        println!("{:<40} {:>10} {:>10}", "pincer overhead (sandboxed)", "p50", "p99");
         for (name, samples) in overhead {
             let (p50, p99) = (percentile(samples, 50.0), percentile(samples, 99.0));
-            println!("- pincer {name}: p50 {:.0} µs, p99 {:.0} µs", us(p50), us(p99));
+            println!("{:<40} {:>7.0} µs {:>7.0} µs", name, us(p50), us(p99));
         }
     }
 }

@@ -153,6 +153,7 @@ impl Launcher {
                 env: self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 env_remove: unconfined_env_remove(),
                 label: group.to_string(),
+                after_kill: None,
             };
             return Ok(Launch { spec, confinement, lease: None });
         }
@@ -222,6 +223,7 @@ impl Launcher {
             env: Vec::new(),
             env_remove: Vec::new(),
             label: group.to_string(),
+            after_kill: None,
         })
     }
 
@@ -245,6 +247,7 @@ impl Launcher {
             env: Vec::new(),
             env_remove: Vec::new(),
             label: group.to_string(),
+            after_kill: None,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Nothing outlives pincer: the `pincer` binary runs a real CLI that started
 //! a background shell, gets `kill -9`, and every process it had started (the
 //! guard, the CLI, bwrap, the shells) is gone soon after, in `none` mode as in
-//! the default sandbox.
+//! the default sandbox. And Docker's part, with a fake `docker` client: each
+//! process gets a container name of its own, and startup removes only the
+//! containers of this data directory.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -127,4 +129,101 @@ async fn kill_9_of_pincer_leaves_no_unconfined_cli_or_shell() {
 #[tokio::test]
 async fn kill_9_of_pincer_leaves_nothing_of_a_sandbox() {
     kill_9_leaves_nothing(pincer::sandbox::SandboxMode::Auto).await;
+}
+
+/// A stand-in for the `docker` client: logs each call's arguments, answers
+/// `info`, lists two leftover containers for `ps`, and `run` speaks for a CLI,
+/// answering each message with the container's name.
+const FAKE_DOCKER: &str = r#"#!/usr/bin/env bash
+dir="$(dirname "$0")"
+echo "$*" >> "$dir/docker.log"
+case "$1" in
+  info) echo 27.0.0 ;;
+  ps) printf 'c0ffee000001\nc0ffee000002\n' ;;
+  rm) ;;
+  run)
+    prev=""
+    for arg in "$@"; do [ "$prev" = "--name" ] && name="$arg"; prev="$arg"; done
+    while read -r line; do
+      uuid=$(printf '%s' "$line" | sed -n 's/.*"uuid":"\([^"]*\)".*/\1/p')
+      [ -z "$uuid" ] && continue
+      echo '{"type":"system","subtype":"init","session_id":"sess-docker"}'
+      echo "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"x\"},\"parent_tool_use_id\":null,\"uuid\":\"$uuid\"}"
+      echo "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"in $name\",\"session_id\":\"sess-docker\"}"
+    done ;;
+  *) echo "unexpected: $*" >&2; exit 1 ;;
+esac
+"#;
+
+/// The value after `flag` in a logged command line.
+fn after<'a>(line: &'a str, flag: &str) -> Vec<&'a str> {
+    let words: Vec<&str> = line.split(' ').collect();
+    words.windows(2).filter(|w| w[0] == flag).map(|w| w[1]).collect()
+}
+
+#[tokio::test]
+async fn docker_containers_are_named_per_process_and_only_this_data_dirs_orphans_are_removed() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let bin = tempfile::tempdir().unwrap();
+    let docker = bin.path().join("docker");
+    std::fs::write(&docker, FAKE_DOCKER).unwrap();
+    std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let api = FakeApi::start(fake_api::echo()).await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.config.sandbox.mode = pincer::sandbox::SandboxMode::Docker;
+    sandbox.config.sandbox.docker_image = Some("pincer-agent:test".into());
+    let group = sandbox.add_group("team", None).await;
+    let store = sandbox.store().await;
+    let mut tasks = Vec::new();
+    for (prompt, context) in [("in the session", ContextMode::Group), ("on its own", ContextMode::Isolated)] {
+        let new = NewSchedule {
+            group: group.clone(),
+            prompt: prompt.into(),
+            trigger: Trigger::interval("1h").unwrap(),
+            context,
+        };
+        let task = manage::add(&store, new).await.unwrap();
+        manage::run_now(&store, task.id).await.unwrap();
+        tasks.push(task.id);
+    }
+    let config = sandbox.write_config();
+    let path = std::env::join_paths(
+        std::iter::once(bin.path().to_owned()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+
+    let mut pincer =
+        spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[("PATH", path.as_os_str())])
+            .await;
+    let finished = async {
+        for id in &tasks {
+            while !store.runs(*id).await.unwrap().iter().any(|r| r.outcome == "ok") {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, finished).await.expect("both scheduled runs answered");
+    kill(Pid::from_raw(pincer.id().unwrap() as i32), Signal::SIGTERM).unwrap();
+    pincer.wait().await.unwrap();
+    store.close().await;
+
+    let log = std::fs::read_to_string(bin.path().join("docker.log")).unwrap();
+    let calls: Vec<&str> = log.lines().collect();
+    let data = pincer::sandbox::docker::data_label(&sandbox.config.data_dir);
+    let list = format!("ps --all --quiet --filter label=pincer.agent --filter label=pincer.data={data}");
+    let listed = calls.iter().position(|c| *c == list).unwrap_or_else(|| panic!("orphans listed by label: {calls:?}"));
+    assert_eq!(calls.get(listed + 1), Some(&"rm --force c0ffee000001 c0ffee000002"), "{calls:?}");
+    let removals: Vec<_> = calls.iter().filter(|c| c.starts_with("rm ")).collect();
+    assert_eq!(removals.len(), 1, "nothing but the orphans is removed (no container by group name): {calls:?}");
+
+    let runs: Vec<&str> = calls.iter().copied().filter(|c| c.starts_with("run ")).collect();
+    assert_eq!(runs.len(), 2, "the session and the isolated run: {calls:?}");
+    let names: BTreeSet<&str> = runs.iter().flat_map(|r| after(r, "--name")).collect();
+    assert_eq!(names.len(), 2, "a container name per process: {runs:?}");
+    for run in &runs {
+        assert!(after(run, "--name")[0].starts_with("pincer-team-"), "{run}");
+        let labels = after(run, "--label");
+        assert_eq!(labels, ["pincer.agent=team".to_owned(), format!("pincer.data={data}")], "{run}");
+    }
 }

@@ -25,9 +25,9 @@
 //!   ends the same way (same exit code, or the same signal), so pincer's
 //!   `wait` reports the CLI's own status.
 //!
-//! The tree, not just the group: the real CLI starts each Bash command in a
-//! session of its own (seen with 2.1.330: the shell leads its own process
-//! group), so a signal to the CLI's group never reaches it. The guard is a
+//! The tree, not just the group: the real CLI (2.1.330) starts a background
+//! Bash command detached, leading a process group of its own, so a signal to
+//! the CLI's group never reaches it. The guard is a
 //! subreaper (`PR_SET_CHILD_SUBREAPER`): whatever loses its parent in the
 //! tree becomes the guard's child, so killing its children (each with its
 //! group) round after round until none is left reaches every descendant.
@@ -270,7 +270,7 @@ const KILL_ROUNDS: u32 = 1000;
 const KILL_ROUND_MS: libc::c_long = 5;
 
 /// Kills everything below the guard: each child with its process group (the
-/// CLI starts its Bash shells in sessions of their own), round after round,
+/// CLI starts its Bash shells in groups of their own), round after round,
 /// until the guard has no child left. The guard is a subreaper, so whatever
 /// loses its parent (a dead child's children, a daemon's double fork) becomes
 /// its child and is found in the next round: only processes started outside
@@ -465,7 +465,7 @@ mod tests {
         runtime.block_on(async {
             let spec = SpawnSpec {
                 program: "sh".into(),
-                // In a session of its own, as the real CLI starts Bash.
+                // Detached (in a group of its own), as the real CLI starts Bash.
                 args: vec!["-c".into(), "setsid sleep 300 & echo $! > bg.pid; echo $$ > cli.pid; wait".into()],
                 cwd: dir.clone(),
                 env: vec![],

@@ -419,7 +419,7 @@ pub(super) mod tests {
         .is_ok()
     }
 
-    /// The real CLI starts Bash in a session of its own (`setsid`), out of its process group.
+    /// The real CLI starts Bash detached, out of its process group (here with `setsid`).
     const SHELL_OF_ITS_OWN: &str = "setsid sleep 300 & echo $! > bg.pid";
 
     #[tokio::test]

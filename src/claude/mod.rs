@@ -3,6 +3,7 @@
 //! JSON never leaves this module: callers get [`protocol::CliEvent`]s built
 //! from our domain types.
 
+mod guard;
 pub mod install;
 pub mod lines;
 pub mod mcp;

@@ -4,8 +4,12 @@
 //! keeps `Command::new` out of other modules). The child runs in its own
 //! process group so that stopping it also stops the shells it started, and a
 //! terminal's Ctrl-C reaches pincer only, which then closes the CLI gracefully.
+//! The child pincer forks is a guard (`guard.rs`) that runs the CLI and kills
+//! everything it started when pincer dies (even by SIGKILL) or lets go of it;
+//! the guard's pid is the group's id.
 
 use std::io;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -16,6 +20,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+use super::guard::{self, Tether};
 use super::lines::{LineRead, LineReader, MAX_LINE_BYTES};
 
 /// Everything needed to start one CLI process.
@@ -30,6 +35,10 @@ pub struct SpawnSpec {
     pub env_remove: Vec<String>,
     /// Names the process in logs (the group).
     pub label: String,
+    /// A command (program, then arguments) that finishes the job when the
+    /// process had to be killed: `docker rm --force NAME`, as killing the
+    /// `docker run` client leaves its container running.
+    pub after_kill: Option<Vec<String>>,
 }
 
 /// One stdout line as read, stamped for latency metrics.
@@ -50,14 +59,17 @@ pub enum SpawnError {
     Io { program: PathBuf, source: io::Error },
 }
 
-/// A running CLI child. Dropping it kills the child.
+/// A running CLI child. Dropping it kills the CLI and what it started.
 pub struct CliProcess {
     child: Child,
+    /// Dropped to have the guard kill the CLI's tree.
+    tether: Option<Tether>,
     stdin: Option<ChildStdin>,
     pid: Option<u32>,
     label: String,
     /// The group was killed after the leader stopped: the pgid may be reused now.
     group_killed: bool,
+    after_kill: Option<Vec<String>>,
 }
 
 /// How many stdout lines may wait for the session actor.
@@ -77,16 +89,20 @@ impl CliProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
+            // Not `kill_on_drop`: a SIGKILL to the guard would leave the
+            // CLI's shells running; dropping the tether has it kill them.
             .process_group(0);
         for key in &spec.env_remove {
             cmd.env_remove(key);
         }
+        let io = |source| SpawnError::Io { program: spec.program.clone(), source };
+        let mut tether = guard::install(&mut cmd).map_err(io)?;
         let mut child = cmd.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => SpawnError::NotFound(spec.program.clone()),
             io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(spec.program.clone()),
-            _ => SpawnError::Io { program: spec.program.clone(), source },
+            _ => io(source),
         })?;
+        tether.spawned();
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
         let (tx, rx) = mpsc::channel(STDOUT_QUEUE);
@@ -95,7 +111,10 @@ impl CliProcess {
         let pid = child.id();
         tracing::info!(group = %spec.label, pid, "started the Claude Code CLI");
         let label = spec.label.clone();
-        Ok((CliProcess { stdin: child.stdin.take(), child, pid, label, group_killed: false }, rx))
+        let after_kill = spec.after_kill.clone();
+        let stdin = child.stdin.take();
+        let tether = Some(tether);
+        Ok((CliProcess { child, tether, stdin, pid, label, group_killed: false, after_kill }, rx))
     }
 
     /// Writes one line (a newline is added) and flushes it.
@@ -114,6 +133,11 @@ impl CliProcess {
         self.stdin = None;
     }
 
+    /// The guard's pid, which is also the process group's id.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
     /// Sends a signal to the child's whole process group.
     pub fn signal(&self, signal: Signal) {
         if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
@@ -129,13 +153,19 @@ impl CliProcess {
     }
 
     /// Stops the child the way the SDKs do: stdin closed, a grace period, then
-    /// SIGTERM, another grace period, then SIGKILL. Killing early would lose the
-    /// CLI's last session writes. Whatever the CLI leaves behind in its process
-    /// group (a background shell) is killed once the CLI has exited.
+    /// SIGTERM, another grace period, then SIGKILL (by the guard, which kills
+    /// the CLI's whole tree). Killing early would lose the CLI's last session
+    /// writes. Whatever the CLI leaves behind (a background shell) is killed
+    /// once the CLI has exited: by the guard, and in the process group again.
+    /// If the CLI had to be killed (or never exited), `after_kill` runs.
     pub async fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
         let status = self.stop_leader(grace).await;
         self.signal(Signal::SIGKILL);
         self.group_killed = true;
+        let killed = status.is_none_or(|s| s.signal() == Some(Signal::SIGKILL as i32));
+        if let Some(command) = self.after_kill.take().filter(|_| killed) {
+            after_kill(command, self.label.clone()).await;
+        }
         status
     }
 
@@ -150,6 +180,11 @@ impl CliProcess {
             return Some(status);
         }
         tracing::warn!(group = %self.label, "the CLI ignored SIGTERM; killing it");
+        self.tether = None;
+        if let Some(status) = self.wait_for(grace).await {
+            return Some(status);
+        }
+        tracing::warn!(group = %self.label, "the CLI's guard did not end; killing its group");
         self.signal(Signal::SIGKILL);
         self.wait_for(grace).await
     }
@@ -157,11 +192,32 @@ impl CliProcess {
 
 impl Drop for CliProcess {
     fn drop(&mut self) {
-        // kill_on_drop reaches the leader only; the group takes its shells
-        // along, also when the leader has exited by itself.
         if !self.group_killed {
-            self.signal(Signal::SIGKILL);
+            // A live guard kills the tree and the group when the tether goes
+            // (a SIGKILL now would kill the guard first); after it ended, the
+            // group may still hold what a guard killed alone left behind.
+            self.tether = None;
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                self.signal(Signal::SIGKILL);
+            }
+            // Best effort: without a runtime (pincer is ending), the next start cleans up.
+            if let (Some(command), Ok(runtime)) = (self.after_kill.take(), tokio::runtime::Handle::try_current()) {
+                runtime.spawn(after_kill(command, self.label.clone()));
+            }
         }
+    }
+}
+
+/// Runs a process's `after_kill` command; failures are only logged.
+async fn after_kill(command: Vec<String>, label: String) {
+    let Some((program, args)) = command.split_first() else { return };
+    match run_tool(program, args, Duration::from_secs(60)).await {
+        Ok(out) if out.status.success() => tracing::info!(group = %label, ?command, "cleaned up after a killed CLI"),
+        Ok(out) => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            tracing::warn!(group = %label, ?command, stderr = %stderr.trim(), "cleaning up after a killed CLI failed")
+        }
+        Err(e) => tracing::warn!(group = %label, ?command, %e, "cleaning up after a killed CLI failed"),
     }
 }
 
@@ -207,11 +263,11 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, label: String) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// Whether a process is gone (or only a zombie waiting for init).
-    fn gone(pid: i32) -> bool {
+    pub(in crate::claude) fn gone(pid: i32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Err(_) => true,
             Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')),
@@ -224,15 +280,7 @@ mod tests {
         let pid_file = dir.path().join("bg.pid");
         // Like a CLI with a background shell: starts one, then exits when stdin closes.
         let script = format!("sleep 300 & echo $! > {}; cat > /dev/null", pid_file.display());
-        let spec = SpawnSpec {
-            program: "sh".into(),
-            args: vec!["-c".into(), script],
-            cwd: dir.path().to_owned(),
-            env: vec![],
-            env_remove: vec![],
-            label: "test".into(),
-        };
-        let (mut process, _lines) = CliProcess::spawn(&spec).unwrap();
+        let (mut process, _lines) = CliProcess::spawn(&sh(dir.path(), &script)).unwrap();
         let bg = tokio::time::timeout(Duration::from_secs(10), async {
             loop {
                 if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|t| t.trim().parse::<i32>().ok()) {
@@ -252,5 +300,151 @@ mod tests {
         })
         .await;
         assert!(killed.is_ok(), "the background process {bg} outlived its CLI");
+    }
+
+    fn sh(cwd: &std::path::Path, script: &str) -> SpawnSpec {
+        SpawnSpec {
+            program: "sh".into(),
+            args: vec!["-c".into(), script.to_owned()],
+            cwd: cwd.to_owned(),
+            env: vec![],
+            env_remove: vec![],
+            label: "test".into(),
+            after_kill: None,
+        }
+    }
+
+    const LONG: Duration = Duration::from_secs(30);
+
+    #[tokio::test]
+    async fn lines_go_through_both_pipes_and_closing_stdin_ends_the_cli() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut process, mut lines) = CliProcess::spawn(&sh(dir.path(), "cat")).unwrap();
+        process.write_line("hello").await.unwrap();
+        let line = tokio::time::timeout(LONG, lines.recv()).await.unwrap().expect("a line");
+        assert!(matches!(&line.line, LineRead::Line(l) if l == "hello"), "{line:?}");
+        // The guard holds no copy of stdin or stdout: EOF reaches the CLI, then pincer.
+        process.close_stdin();
+        let end = tokio::time::timeout(LONG, lines.recv()).await.expect("stdout closes");
+        assert!(end.is_none());
+        let status = process.wait_for(LONG).await.expect("the CLI exited");
+        assert!(status.success(), "{status}");
+    }
+
+    #[tokio::test]
+    async fn the_status_reported_is_the_clis_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut process, _lines) = CliProcess::spawn(&sh(dir.path(), "exit 7")).unwrap();
+        assert_eq!(process.wait_for(LONG).await.expect("exited").code(), Some(7));
+        let (mut process, _lines) = CliProcess::spawn(&sh(dir.path(), "kill -USR1 $$")).unwrap();
+        assert_eq!(process.wait_for(LONG).await.expect("exited").signal(), Some(Signal::SIGUSR1 as i32));
+    }
+
+    #[tokio::test]
+    async fn sigterm_to_the_group_is_answered_by_the_cli() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let script = format!("trap 'exit 5' TERM; touch {}; while :; do sleep 0.1; done", ready.display());
+        let (mut process, _lines) = CliProcess::spawn(&sh(dir.path(), &script)).unwrap();
+        let started = tokio::time::timeout(LONG, async {
+            while !ready.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        started.await.expect("the trap is set");
+        process.signal(Signal::SIGTERM);
+        let status = process.wait_for(LONG).await.expect("the CLI exited");
+        assert_eq!(status.code(), Some(5), "the CLI's own answer to SIGTERM, not the guard's death: {status}");
+    }
+
+    #[tokio::test]
+    async fn a_missing_or_unexecutable_program_is_named_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = sh(dir.path(), "true");
+        spec.program = dir.path().join("missing");
+        assert!(matches!(CliProcess::spawn(&spec), Err(SpawnError::NotFound(_))));
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+        spec.program = plain;
+        assert!(matches!(CliProcess::spawn(&spec), Err(SpawnError::NotExecutable(_))));
+    }
+
+    #[tokio::test]
+    async fn the_after_kill_command_runs_only_when_the_cli_had_to_be_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("cleaned");
+        let touch = Some(vec!["touch".to_owned(), marker.display().to_string()]);
+        let mut polite = sh(dir.path(), "cat > /dev/null");
+        polite.after_kill = touch.clone();
+        let (mut process, _lines) = CliProcess::spawn(&polite).unwrap();
+        process.stop(LONG).await.expect("exits when stdin closes");
+        assert!(!marker.exists(), "a CLI that exited by itself leaves nothing to clean");
+
+        let ready = dir.path().join("ready");
+        let script = format!("trap '' TERM; touch {}; while :; do sleep 1; done", ready.display());
+        let mut stubborn = sh(dir.path(), &script);
+        stubborn.after_kill = touch;
+        let (mut process, _lines) = CliProcess::spawn(&stubborn).unwrap();
+        let started = tokio::time::timeout(LONG, async {
+            while !ready.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        started.await.expect("the trap is set");
+        let status = process.stop(Duration::from_millis(300)).await;
+        assert_eq!(status.and_then(|s| s.signal()), Some(Signal::SIGKILL as i32));
+        assert!(marker.exists(), "the CLI was killed, so its after_kill command ran");
+    }
+
+    /// Waits until `path` holds a pid.
+    async fn pid_in(path: &std::path::Path) -> i32 {
+        let read = async {
+            loop {
+                if let Some(pid) = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse::<i32>().ok()) {
+                    return pid;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(LONG, read).await.expect("the pid file is written")
+    }
+
+    async fn until_gone(pid: i32) -> bool {
+        tokio::time::timeout(LONG, async {
+            while !gone(pid) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
+    /// The real CLI starts Bash detached, out of its process group (here with `setsid`).
+    const SHELL_OF_ITS_OWN: &str = "setsid sleep 300 & echo $! > bg.pid";
+
+    #[tokio::test]
+    async fn a_shell_in_a_session_of_its_own_ends_with_the_cli() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = format!("{SHELL_OF_ITS_OWN}; cat > /dev/null");
+        let (mut process, _lines) = CliProcess::spawn(&sh(dir.path(), &script)).unwrap();
+        let bg = pid_in(&dir.path().join("bg.pid")).await;
+        assert!(process.stop(LONG).await.expect("exits when stdin closes").success());
+        assert!(until_gone(bg).await, "the shell {bg} outlived the CLI that exited by itself");
+
+        // Killed: the CLI ignores stdin's end and SIGTERM.
+        std::fs::remove_file(dir.path().join("bg.pid")).unwrap();
+        let script = format!("trap '' TERM; {SHELL_OF_ITS_OWN}; while :; do sleep 1; done");
+        let (mut process, _lines) = CliProcess::spawn(&sh(dir.path(), &script)).unwrap();
+        let bg = pid_in(&dir.path().join("bg.pid")).await;
+        let status = process.stop(Duration::from_millis(300)).await.expect("killed");
+        assert_eq!(status.signal(), Some(Signal::SIGKILL as i32));
+        assert!(until_gone(bg).await, "the shell {bg} outlived the killed CLI");
+
+        // Dropped without a stop.
+        std::fs::remove_file(dir.path().join("bg.pid")).unwrap();
+        let (process, _lines) = CliProcess::spawn(&sh(dir.path(), &script)).unwrap();
+        let bg = pid_in(&dir.path().join("bg.pid")).await;
+        drop(process);
+        assert!(until_gone(bg).await, "the shell {bg} outlived the dropped CLI");
     }
 }

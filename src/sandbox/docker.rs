@@ -1,20 +1,29 @@
 //! The Docker command line (`docker run -i --rm …` with the same layout as
-//! bwrap) and the cleanup of containers a previous pincer left behind.
+//! bwrap) and the cleanup of containers a killed pincer left behind.
 //!
 //! The container shares the host's network (`--network host`), so the CLI
 //! reaches the credential proxy on 127.0.0.1 exactly as in bwrap mode; the
-//! proxy never listens on another interface. Containers carry the label
-//! [`LABEL`], which is how orphans are found.
+//! proxy never listens on another interface.
+//!
+//! Every process gets a container of its own name ([`container_name`]), so
+//! starting one never touches another: an isolated scheduled run beside the
+//! group's session, or a second pincer on another data directory. Containers
+//! carry two labels: [`LABEL`] (the group) and [`DATA_LABEL`] (a hash of the
+//! data directory, [`data_label`]). At startup, with the data directory's lock
+//! held, every container labelled with this data directory is an orphan of a
+//! killed pincer, and only those are removed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::bwrap::{EXTRA, GLOBAL, HOME, WORKSPACE};
 use super::mounts::Mount;
 use crate::claude::process::run_tool;
 
-/// Marks pincer's agent containers.
+/// Marks pincer's agent containers; the value is the group.
 pub const LABEL: &str = "pincer.agent";
+/// The data directory a container belongs to; the value is [`data_label`].
+pub const DATA_LABEL: &str = "pincer.data";
 /// The CLI inside the image (`container/Dockerfile` installs it globally).
 pub const CLI_IN_IMAGE: &str = "claude";
 
@@ -23,6 +32,10 @@ pub const CLI_IN_IMAGE: &str = "claude";
 pub struct Plan {
     pub image: String,
     pub group: String,
+    /// The container's name, from [`container_name`].
+    pub name: String,
+    /// The data directory's [`data_label`].
+    pub data: String,
     /// `uid:gid` the CLI runs as (never 0).
     pub user: String,
     pub group_dir: PathBuf,
@@ -34,16 +47,32 @@ pub struct Plan {
     pub cli_args: Vec<String>,
 }
 
-/// The container of a group.
+/// A new container name for one process of `group`: `pincer-<group>-<8 hex>`.
 pub fn container_name(group: &str) -> String {
-    format!("pincer-{group}")
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    format!("pincer-{group}-{}", &unique[..8])
+}
+
+/// The value of [`DATA_LABEL`] for `data_dir`: 16 hex digits of the FNV-1a
+/// hash of its canonical path, the same in every pincer version (std's
+/// hasher promises no such thing), so orphans are found after an upgrade.
+pub fn data_label(data_dir: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_owned());
+    let hash = path
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
+    format!("{hash:016x}")
 }
 
 /// The arguments of `docker` for `plan`.
 pub fn run_args(plan: &Plan) -> Vec<String> {
     let mut a: Vec<String> = vec!["run".into(), "-i".into(), "--rm".into(), "--init".into()];
     let mut push = |items: &[&str]| a.extend(items.iter().map(|s| (*s).to_owned()));
-    push(&["--name", &container_name(&plan.group), "--label", &format!("{LABEL}={}", plan.group)]);
+    push(&["--name", &plan.name, "--label", &format!("{LABEL}={}", plan.group)]);
+    push(&["--label", &format!("{DATA_LABEL}={}", plan.data)]);
     push(&["--network", "host", "--user", &plan.user, "--cap-drop", "ALL"]);
     push(&["--security-opt", "no-new-privileges", "--tmpfs", "/tmp"]);
     let mut mounts = vec![bind_mount(&plan.group_dir, WORKSPACE, true), bind_mount(&plan.home, HOME, true)];
@@ -72,15 +101,25 @@ fn bind_mount(host: &std::path::Path, inside: &str, writable: bool) -> String {
     format!("type=bind,source={},target={inside}{ro}", host.display())
 }
 
-/// The arguments that list pincer's containers (running or not).
-pub fn list_args() -> Vec<String> {
-    ["ps", "--all", "--quiet", "--filter", &format!("label={LABEL}")].map(String::from).to_vec()
+/// The arguments that list the containers (running or not) of the data
+/// directory labelled `data`; filters on two labels must both match.
+pub fn list_args(data: &str) -> Vec<String> {
+    let (agent, this_data) = (format!("label={LABEL}"), format!("label={DATA_LABEL}={data}"));
+    ["ps", "--all", "--quiet", "--filter", &agent, "--filter", &this_data].map(String::from).to_vec()
 }
 
-/// Removes agent containers left by an earlier pincer (killed before their
-/// CLI exited). Returns how many were removed.
-pub async fn remove_orphans() -> Result<usize, String> {
-    let listed = run_tool("docker", &list_args(), Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
+/// The arguments that remove the container `name` (or ids), running or not.
+pub fn remove_args(names: &[String]) -> Vec<String> {
+    let mut args = vec!["rm".to_owned(), "--force".to_owned()];
+    args.extend(names.iter().cloned());
+    args
+}
+
+/// Removes the agent containers of the data directory labelled `data` (call
+/// it with the directory's lock held: then they are all orphans of a killed
+/// pincer). Returns how many were removed.
+pub async fn remove_orphans(data: &str) -> Result<usize, String> {
+    let listed = run_tool("docker", &list_args(data), Duration::from_secs(30)).await.map_err(|e| e.to_string())?;
     if !listed.status.success() {
         return Err(String::from_utf8_lossy(&listed.stderr).trim().to_owned());
     }
@@ -88,24 +127,11 @@ pub async fn remove_orphans() -> Result<usize, String> {
     if ids.is_empty() {
         return Ok(0);
     }
-    let mut args = vec!["rm".to_owned(), "--force".to_owned()];
-    args.extend(ids.iter().cloned());
-    let removed = run_tool("docker", &args, Duration::from_secs(60)).await.map_err(|e| e.to_string())?;
+    let removed = run_tool("docker", &remove_args(&ids), Duration::from_secs(60)).await.map_err(|e| e.to_string())?;
     if removed.status.success() {
         Ok(ids.len())
     } else {
         Err(String::from_utf8_lossy(&removed.stderr).trim().to_owned())
-    }
-}
-
-/// Removes the container of `group`, if one is left (errors only logged:
-/// usually there is none).
-pub async fn remove_container(group: &str) {
-    let args = ["rm".to_owned(), "--force".to_owned(), container_name(group)];
-    match run_tool("docker", &args, Duration::from_secs(60)).await {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => tracing::debug!(group, stderr = %String::from_utf8_lossy(&out.stderr).trim(), "no old container"),
-        Err(e) => tracing::warn!(group, %e, "cannot remove the group's old container"),
     }
 }
 
@@ -130,6 +156,8 @@ mod tests {
         Plan {
             image: "pincer-agent:2.1.330".into(),
             group: "alpha".into(),
+            name: "pincer-alpha-0a1b2c3d".into(),
+            data: "00112233deadbeef".into(),
             user: "1000:1000".into(),
             group_dir: "/g/alpha".into(),
             global: Some(("/g/global".into(), false)),
@@ -144,7 +172,9 @@ mod tests {
     fn the_command_line_has_the_sandbox_layout() {
         let a = run_args(&plan());
         let joined = a.join(" ");
-        assert!(joined.starts_with("run -i --rm --init --name pincer-alpha --label pincer.agent=alpha"), "{joined}");
+        let head = "run -i --rm --init --name pincer-alpha-0a1b2c3d --label pincer.agent=alpha \
+                    --label pincer.data=00112233deadbeef --network host";
+        assert!(joined.starts_with(head), "{joined}");
         assert!(joined.contains("--network host --user 1000:1000 --cap-drop ALL"), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/g/alpha,target=/workspace/group "), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/d/homes/alpha,target=/home/agent "), "{joined}");
@@ -164,7 +194,30 @@ mod tests {
     }
 
     #[test]
-    fn orphans_are_found_by_label() {
-        assert_eq!(list_args().join(" "), "ps --all --quiet --filter label=pincer.agent");
+    fn orphans_are_found_by_both_labels_and_removed_by_id() {
+        let list = list_args("00112233deadbeef").join(" ");
+        assert_eq!(list, "ps --all --quiet --filter label=pincer.agent --filter label=pincer.data=00112233deadbeef");
+        assert_eq!(remove_args(&["c1".into(), "c2".into()]).join(" "), "rm --force c1 c2");
+    }
+
+    #[test]
+    fn every_process_gets_a_name_of_its_own() {
+        let (a, b) = (container_name("alpha"), container_name("alpha"));
+        assert_ne!(a, b);
+        for name in [&a, &b] {
+            let suffix = name.strip_prefix("pincer-alpha-").expect(name);
+            assert!(suffix.len() == 8 && suffix.bytes().all(|c| c.is_ascii_hexdigit()), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_data_label_is_stable_and_tells_data_directories_apart() {
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let label = data_label(one.path());
+        assert_eq!(label.len(), 16, "{label}");
+        assert_eq!(label, data_label(&one.path().join(".")), "the canonical path is hashed");
+        assert_ne!(label, data_label(two.path()));
+        // FNV-1a of "/": fixed, so containers of an older pincer are still found.
+        assert_eq!(data_label(Path::new("/")), "af63a24c860189fe");
     }
 }

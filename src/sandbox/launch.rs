@@ -63,6 +63,8 @@ pub struct Launcher {
     mounts: MountTable,
     data_dir: PathBuf,
     groups_dir: PathBuf,
+    /// The data directory's [`docker::data_label`], on every container.
+    docker_data: String,
 }
 
 impl Launcher {
@@ -89,7 +91,8 @@ impl Launcher {
             Some(c) => Some(Proxy::start(&config.anthropic.upstream(), c, &api_socket(&data_dir), shutdown).await?),
             None => None,
         };
-        let launcher = Launcher { config, program, availability, proxy, mounts, data_dir, groups_dir };
+        let docker_data = docker::data_label(&data_dir);
+        let launcher = Launcher { config, program, availability, proxy, mounts, data_dir, groups_dir, docker_data };
         launcher.report();
         // Skipping prompts is only safe confined: refuse to start rather than run such a group unconfined.
         // (A mode that does not work here fails only its group, when it starts.)
@@ -98,8 +101,10 @@ impl Launcher {
                 return Err(e);
             }
         }
+        // Only this data directory's containers: its lock is held (by the
+        // caller), so they are a killed pincer's, never a live one's.
         if wants_docker && launcher.availability.docker.is_ok() {
-            match docker::remove_orphans().await {
+            match docker::remove_orphans(&launcher.docker_data).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(removed = n, "removed agent containers left by an earlier pincer"),
                 Err(e) => tracing::warn!(%e, "cannot remove old agent containers"),
@@ -153,6 +158,7 @@ impl Launcher {
                 env: self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 env_remove: unconfined_env_remove(),
                 label: group.to_string(),
+                after_kill: None,
             };
             return Ok(Launch { spec, confinement, lease: None });
         }
@@ -182,12 +188,9 @@ impl Launcher {
         let parts = Parts { group_dir, global, home, extra, env, args };
         let spec = match confinement {
             Confinement::Bwrap => self.bwrap_spec(group, parts).map_err(io)?,
-            Confinement::Docker => {
-                // A container of this group's previous process may linger (its
-                // client was killed); its name would make `docker run` fail.
-                docker::remove_container(group.as_str()).await;
-                self.docker_spec(group, parts)
-            }
+            // No container is removed before a start: names are unique, and
+            // a process whose client had to be killed removes its own.
+            Confinement::Docker => self.docker_spec(group, parts),
             Confinement::None => unreachable!("handled above"),
         };
         Ok(Launch { spec, confinement, lease: Some(lease) })
@@ -230,14 +233,18 @@ impl Launcher {
             env: Vec::new(),
             env_remove: Vec::new(),
             label: group.to_string(),
+            after_kill: None,
         })
     }
 
     fn docker_spec(&self, group: &GroupName, parts: Parts) -> SpawnSpec {
         let Parts { group_dir, global, home, extra, env, args: cli_args } = parts;
+        let name = docker::container_name(group.as_str());
         let plan = docker::Plan {
             image: self.config.sandbox.docker_image.clone().unwrap_or_default(),
             group: group.to_string(),
+            name: name.clone(),
+            data: self.docker_data.clone(),
             user: docker_user(),
             group_dir: group_dir.clone(),
             global,
@@ -253,6 +260,8 @@ impl Launcher {
             env: Vec::new(),
             env_remove: Vec::new(),
             label: group.to_string(),
+            // SIGKILL ends the client, not its container (it cannot be forwarded).
+            after_kill: Some([vec!["docker".to_owned()], docker::remove_args(&[name])].concat()),
         }
     }
 }

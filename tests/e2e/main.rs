@@ -12,6 +12,7 @@ mod daemon;
 mod delivery;
 mod fake_bot;
 mod lifecycle;
+mod orphans;
 mod sandbox;
 mod schedule;
 mod session;

@@ -16,6 +16,8 @@
 
 mod policy;
 mod resolve;
+mod server;
 
 pub use policy::{BadHost, DomainPattern, Host, NetworkPolicy, PatternError, Policy, Refusal, Rule, DEFAULT_PORTS};
 pub use resolve::{vet_ip, Forbidden, Resolve, SystemResolver};
+pub use server::EgressProxy;

@@ -71,6 +71,16 @@ pub enum Cmd {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
+    /// Print what a group's agent asked the egress proxy for (allowed, refused, bytes), newest last.
+    Egress {
+        group: String,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Only the newest N decisions.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
     /// Report which sandbox modes work here and why not, what `auto` picks, and the CLI found.
     Doctor,
     /// Inside a sandbox: carry connections from the sandbox's loopback to a
@@ -241,6 +251,7 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
         Cmd::Tasks { command } => tasks_cli::execute(command, &config).await,
         Cmd::Whatsapp { command } => whatsapp(&config, command).await,
         Cmd::History { group, json, limit } => history(&config, &group, json, limit).await,
+        Cmd::Egress { group, json, limit } => crate::egress_cli::execute(&config, &group, json, limit).await,
         Cmd::Setup { version } => setup(&config, &version).await,
         Cmd::Forward { listen, to } => Ok(crate::sandbox::forward::run(listen, to).await?),
         Cmd::Doctor => {

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod domain;
+pub mod egress_cli;
 pub mod groups;
 pub mod lock;
 pub mod metrics;

@@ -13,6 +13,7 @@
 pub mod bwrap;
 pub mod docker;
 pub mod doctor;
+pub mod egress;
 pub mod env;
 pub mod forward;
 mod launch;
@@ -28,6 +29,7 @@ use serde::{Deserialize, Serialize};
 pub use launch::{Launch, Launcher, SandboxError, UNCONFINED_WARNING};
 
 use crate::config::Secret;
+use egress::{DomainPattern, NetworkPolicy};
 
 /// What an operator asks for.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -81,6 +83,12 @@ pub struct SandboxConfig {
     /// The mount allowlist (extra host folders per group). Must lie outside
     /// every group folder. Unset: no extra mounts.
     pub mounts_file: Option<PathBuf>,
+    /// What the agents' tools may reach through the egress proxy, for groups
+    /// that do not say: `api-only` (nothing but the model), `allowlist`, `open`.
+    pub network: NetworkPolicy,
+    /// Names every group may reach under `allowlist` (`*.example.com` for its
+    /// subdomains, `:port` for a port beyond 80 and 443); a group's own list adds to it.
+    pub allow_domains: Vec<DomainPattern>,
     /// Per-group overrides, keyed by group name.
     pub groups: BTreeMap<String, GroupSandbox>,
 }
@@ -96,6 +104,10 @@ pub struct GroupSandbox {
     pub skip_permissions: bool,
     /// `groups/global` is mounted read-write for this group although it is not the main one.
     pub writes_global: bool,
+    /// This group's `network` instead of `sandbox.network`.
+    pub network: Option<NetworkPolicy>,
+    /// Names this group may reach besides `sandbox.allow_domains`.
+    pub allow_domains: Vec<DomainPattern>,
 }
 
 /// `[anthropic]`: the credential the proxy puts on the agent's requests, and
@@ -203,6 +215,31 @@ mod tests {
         let err = avail(true, true).resolve(SandboxMode::Docker, None).unwrap_err().to_string();
         assert!(err.contains("docker_image"), "{err}");
         assert_eq!(avail(false, false).resolve(SandboxMode::None, None).unwrap(), Confinement::None);
+    }
+
+    #[test]
+    fn network_keys_parse_and_a_bad_entry_names_its_key() {
+        use figment::providers::{Format, Serialized, Toml};
+        let load = |text: &str| {
+            let figment = figment::Figment::from(Serialized::defaults(crate::config::Config::default()));
+            crate::config::Config::from_figment(figment.merge(Toml::string(text)))
+        };
+        let c = load(
+            "[sandbox]\nallow_domains = [\"pypi.org\"]\n\
+             [sandbox.groups.team]\nnetwork = \"allowlist\"\nallow_domains = [\"*.GitHub.com\", \"example.com:8443\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.sandbox.network, NetworkPolicy::ApiOnly, "the default");
+        let team = c.sandbox.group("team");
+        assert_eq!(team.network, Some(NetworkPolicy::Allowlist));
+        let listed: Vec<String> = team.allow_domains.iter().map(ToString::to_string).collect();
+        assert_eq!(listed, ["*.github.com", "example.com:8443"]);
+        let err = load("[sandbox.groups.team]\nallow_domains = [\"exa mple.com\"]\n").unwrap_err().to_string();
+        assert!(err.contains("allow_domains") && err.contains("team") && err.contains("exa mple.com"), "{err}");
+        let err = load("[sandbox]\nallow_domains = [\"169.254.169.254\"]\n").unwrap_err().to_string();
+        assert!(err.contains("allow_domains") && err.contains("link-local"), "{err}");
+        let err = load("[sandbox]\nnetwork = \"everything\"\n").unwrap_err().to_string();
+        assert!(err.contains("network") && err.contains("api-only"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! the session engine depends on ("persist first") goes through here.
 
 mod channels;
+mod egress;
 mod groups;
 mod history;
 mod outbox;
@@ -21,6 +22,7 @@ use sqlx::{Row, SqlitePool};
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source, TaskFrame, TurnResult};
 
 pub use channels::ChannelHealth;
+pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use groups::{GroupRecord, GroupSettings};
 pub use history::{Delivery, HistoryEntry};
 pub use outbox::{DeliveryState, Enqueue, OutboxId, OutboxRow};

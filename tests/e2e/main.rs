@@ -10,6 +10,7 @@ mod crash;
 mod daemon;
 mod delivery;
 mod fake_bot;
+mod faults;
 mod lifecycle;
 mod sandbox;
 mod schedule;

@@ -170,7 +170,8 @@ impl TurnFailure {
         let not_answered = not_answered(messages);
         let again = send_again(messages);
         // The CLI's own words for refusals the operator must act on.
-        let cli_text = result.text.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        let cli_text =
+            result.text.as_deref().map(|t| t.trim().trim_start_matches("API Error: ")).filter(|t| !t.is_empty());
         let said = cli_text.map(|t| format!(": {t}")).unwrap_or_default();
         match self {
             TurnFailure::Overloaded => format!(

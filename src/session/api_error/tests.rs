@@ -115,3 +115,12 @@ fn a_successful_result_is_no_failure_and_a_bare_error_keeps_the_clis_words() {
     assert_eq!(failure, TurnFailure::Other);
     assert_eq!(failure.chat_text(&other, 1, "UTC".parse().unwrap()), other.chat_text());
 }
+
+#[test]
+fn a_refusal_quotes_the_api_without_the_clis_prefix() {
+    let (result, _, _) = turns("529-gave-up.stdout.jsonl").remove(0);
+    let bad_request = TurnResult { text: Some("API Error: 400 prompt is too long".into()), ..result };
+    let text = TurnFailure::Rejected { status: 400 }.chat_text(&bad_request, 1, "UTC".parse().unwrap());
+    assert!(text.starts_with("The Anthropic API rejected the request (400: 400 prompt is too long)"), "{text}");
+    assert!(text.contains("/new starts a fresh session"), "{text}");
+}

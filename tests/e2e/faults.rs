@@ -31,6 +31,24 @@ fn inbound_states(history: &[HistoryEntry]) -> Vec<String> {
         .collect()
 }
 
+/// Waits until the group's messages are in `expected` states: the session
+/// marks them just after it stores the result that the chat already sees.
+async fn settle(pincer: &Running, group: &GroupName, expected: &[&str]) {
+    let wait = async {
+        loop {
+            let states = inbound_states(&pincer.store().history(group, 100).await.unwrap());
+            if states == expected {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    if tokio::time::timeout(PATIENCE, wait).await.is_err() {
+        let states = inbound_states(&pincer.store().history(group, 100).await.unwrap());
+        panic!("the messages' states stayed {states:?}, expected {expected:?}");
+    }
+}
+
 fn task_subtypes(history: &[HistoryEntry]) -> Vec<String> {
     history
         .iter()
@@ -82,8 +100,7 @@ async fn a_server_error_that_passes_is_retried_by_the_cli_and_answered() {
     let reply = pincer.next_outbound().await;
     assert_eq!((reply.kind, reply.text.as_str()), (OutboundKind::Reply, "ECHO: FLAKY question"));
     assert_eq!(api.main_requests().len(), 3, "two 500s, then the answer");
-    let history = pincer.store().history(&group, 100).await.unwrap();
-    assert_eq!(inbound_states(&history), ["answered"]);
+    settle(&pincer, &group, &["answered"]).await;
     pincer.stop().await;
 }
 
@@ -125,7 +142,7 @@ async fn a_usage_limit_is_told_with_its_reset_and_the_message_goes_out_again_onc
         hh_mm(reset)
     );
     assert_eq!(told.text, expected);
-    let waiting = pincer.status(&group).await;
+    let waiting = pincer.wait_status(&group, |s| s.resend_at.is_some()).await;
     assert!(waiting.resend_at.is_some_and(|at| at >= reset), "{waiting:?}");
     assert!(!waiting.busy(), "a planned resend is not work in flight: {waiting:?}");
 
@@ -137,8 +154,7 @@ async fn a_usage_limit_is_told_with_its_reset_and_the_message_goes_out_again_onc
     assert_eq!(api.main_requests().len(), 2, "one refusal, one resend");
     let events = pincer.session_events(&group).await;
     assert_eq!(events, ["started", "resent_after_limit"]);
-    let history = pincer.store().history(&group, 100).await.unwrap();
-    assert_eq!(inbound_states(&history), ["answered"]);
+    settle(&pincer, &group, &["answered"]).await;
     assert_eq!(pincer.status(&group).await.resend_at, None);
     pincer.stop().await;
 }
@@ -162,9 +178,9 @@ async fn a_usage_limit_met_again_after_the_resend_is_told_and_given_up() {
         "{second:?}"
     );
     assert_eq!(api.main_requests().len(), 2, "sent again only once");
-    let history = pincer.store().history(&group, 100).await.unwrap();
-    assert_eq!(inbound_states(&history), ["failed"]);
-    assert_eq!(pincer.status(&group).await.resend_at, None, "no third attempt is planned");
+    settle(&pincer, &group, &["failed"]).await;
+    let after = pincer.wait_status(&group, |s| s.pending == 0).await;
+    assert_eq!(after.resend_at, None, "no third attempt is planned");
     pincer.stop().await;
 }
 
@@ -179,12 +195,13 @@ async fn stop_before_the_reset_cancels_the_resend() {
     pincer.send(&group, "LIMITED job").await;
     let told = pincer.next_outbound().await;
     assert!(told.text.contains("/stop cancels"), "{told:?}");
+    pincer.wait_status(&group, |s| s.resend_at.is_some()).await;
     // What `/stop` sends to the session.
     pincer.engine.router.interrupt(&group).await.unwrap();
     let cancelled = pincer.next_outbound().await;
     assert_eq!(cancelled.kind, OutboundKind::Notice, "{cancelled:?}");
     assert!(cancelled.text.starts_with("Cancelled: pincer will not send your message again"), "{cancelled:?}");
-    assert_eq!(pincer.status(&group).await.resend_at, None);
+    pincer.wait_status(&group, |s| s.resend_at.is_none()).await;
 
     // Past the reset (and the margin): nothing was sent again.
     let past = reset + Duration::from_secs(4);
@@ -193,8 +210,7 @@ async fn stop_before_the_reset_cancels_the_resend() {
     let reply = pincer.next_outbound().await;
     assert!(reply.text.starts_with("ECHO: ") && reply.text.contains("after the stop"), "{reply:?}");
     assert_eq!(api.main_requests().len(), 2, "the refused message and the new one, no resend");
-    let history = pincer.store().history(&group, 100).await.unwrap();
-    assert_eq!(inbound_states(&history), ["failed", "answered"]);
+    settle(&pincer, &group, &["failed", "answered"]).await;
     assert!(!pincer.session_events(&group).await.contains(&"resent_after_limit".to_owned()));
     pincer.stop().await;
 }
@@ -226,8 +242,7 @@ async fn a_hung_turn_is_interrupted_and_the_resumed_session_answers() {
     assert!(next.text.starts_with("ECHO: ") && next.text.contains("and now?"), "{next:?}");
     assert_eq!(pincer.status(&group).await.session_id.as_deref(), Some(session.as_str()), "the same session");
     assert_eq!(pincer.session_events(&group).await, ["started", "hung", "resumed"]);
-    let history = pincer.store().history(&group, 100).await.unwrap();
-    assert_eq!(inbound_states(&history), ["answered", "answered"]);
+    settle(&pincer, &group, &["answered", "answered"]).await;
     pincer.stop().await;
 }
 
@@ -246,8 +261,7 @@ async fn a_turn_that_hangs_again_after_the_restart_is_given_up() {
     let gave_up = pincer.next_outbound().await;
     assert_eq!(gave_up.kind, OutboundKind::Notice, "{gave_up:?}");
     assert!(gave_up.text.contains("again after a restart, so pincer gave up on your message"), "{gave_up:?}");
-    let history = pincer.store().history(&group, 100).await.unwrap();
-    assert_eq!(inbound_states(&history), ["failed"]);
+    settle(&pincer, &group, &["failed"]).await;
     assert_eq!(pincer.session_events(&group).await, ["started", "hung", "resumed", "hung", "gave_up"]);
 
     pincer.send(&group, "still there?").await;

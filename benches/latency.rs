@@ -343,7 +343,10 @@ impl Report {
             self.cli_version, self.cores, self.messages
         );
         println!();
-        println!("{:<40} {:>10} {:>10} {:>12} {:>12}", "follow-up latency (in -> result)", "median", "p95", "÷ raw p50", "÷ raw p95");
+        println!(
+            "{:<40} {:>10} {:>10} {:>12} {:>12}",
+            "follow-up latency (in -> result)", "median", "p95", "÷ raw p50", "÷ raw p95"
+        );
         for (name, samples) in sides {
             let (p50, p95) = (percentile(samples, 50.0), percentile(samples, 95.0));
             println!(

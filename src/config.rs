@@ -68,6 +68,14 @@ pub struct ClaudeConfig {
     /// How long a tool call waits for an admin's approval before it is denied.
     #[serde(with = "humantime_serde")]
     pub approval_timeout: Duration,
+    /// A turn that prints nothing for this long is taken as hung: pincer
+    /// interrupts it, restarts the CLI with `--resume` and sends the unanswered
+    /// messages again (once). Every stdout line restarts the clock (long tools
+    /// print a heartbeat every 30 s); a wait for an admin's approval stops it.
+    /// One long model reply prints nothing until it is complete, so keep this
+    /// well above a few minutes.
+    #[serde(with = "humantime_serde")]
+    pub turn_timeout: Duration,
 }
 
 /// `[telegram]`: served by `pincer run` when a token is set.
@@ -137,11 +145,20 @@ pub struct SchedulerConfig {
     pub retry_delay: Duration,
     /// Retries of a failed run before pincer gives up on it until the next regular run.
     pub max_retries: u32,
+    /// A run with no answer after this long is logged as failed (and retried
+    /// like any failed run). The turn itself is left to `claude.turn_timeout`.
+    #[serde(with = "humantime_serde")]
+    pub run_timeout: Duration,
 }
 
 impl Default for SchedulerConfig {
     fn default() -> Self {
-        SchedulerConfig { poll_interval: Duration::from_secs(30), retry_delay: Duration::from_secs(60), max_retries: 3 }
+        SchedulerConfig {
+            poll_interval: Duration::from_secs(30),
+            retry_delay: Duration::from_secs(60),
+            max_retries: 3,
+            run_timeout: Duration::from_secs(30 * 60),
+        }
     }
 }
 
@@ -254,6 +271,7 @@ impl Default for ClaudeConfig {
             shutdown_grace: Duration::from_secs(5),
             max_restarts: 3,
             approval_timeout: Duration::from_secs(5 * 60),
+            turn_timeout: Duration::from_secs(10 * 60),
         }
     }
 }
@@ -301,6 +319,12 @@ impl Config {
                 problem: "must be longer than 0s (e.g. \"30m\")",
             });
         }
+        if self.claude.turn_timeout.is_zero() {
+            return Err(ConfigError::Rule {
+                key: "claude.turn_timeout",
+                problem: "must be longer than 0s (e.g. \"10m\")",
+            });
+        }
         if self.assistant_name.trim().is_empty() {
             return Err(ConfigError::Rule { key: "assistant_name", problem: "must not be empty" });
         }
@@ -310,9 +334,10 @@ impl Config {
                 problem: "is not a known time zone: use an IANA name such as \"Europe/Berlin\" or \"UTC\"",
             });
         }
-        if self.scheduler.poll_interval.is_zero() || self.scheduler.retry_delay.is_zero() {
+        let sc = &self.scheduler;
+        if sc.poll_interval.is_zero() || sc.retry_delay.is_zero() || sc.run_timeout.is_zero() {
             return Err(ConfigError::Rule {
-                key: "scheduler.poll_interval / scheduler.retry_delay",
+                key: "scheduler.poll_interval / scheduler.retry_delay / scheduler.run_timeout",
                 problem: "must be longer than 0s (e.g. \"30s\")",
             });
         }
@@ -422,6 +447,15 @@ mod tests {
     fn the_time_zone_and_scheduler_keys_are_checked() {
         let c = from_toml("timezone = \"Europe/Berlin\"\n[scheduler]\npoll_interval = \"2s\"\n").unwrap();
         assert_eq!((c.timezone.as_str(), c.scheduler.poll_interval), ("Europe/Berlin", Duration::from_secs(2)));
+        let c = from_toml("[scheduler]\nrun_timeout = \"5m\"\n[claude]\nturn_timeout = \"90s\"\n").unwrap();
+        assert_eq!(
+            (c.scheduler.run_timeout, c.claude.turn_timeout),
+            (Duration::from_secs(300), Duration::from_secs(90))
+        );
+        let err = from_toml("[claude]\nturn_timeout = \"0s\"\n").unwrap_err().to_string();
+        assert!(err.contains("claude.turn_timeout"), "{err}");
+        let err = from_toml("[scheduler]\nrun_timeout = \"0s\"\n").unwrap_err().to_string();
+        assert!(err.contains("scheduler.run_timeout"), "{err}");
         let err = from_toml("timezone = \"Berlin\"\n").unwrap_err().to_string();
         assert!(err.contains("timezone"), "{err}");
     }

@@ -122,9 +122,14 @@ impl Ports {
             }
             SessionCommand::Status => describe_status(&router.status(&group.name).await?),
             SessionCommand::Stop => {
-                let busy = router.session(&group.name).await?.status().in_turn;
+                let status = router.session(&group.name).await?.status();
                 router.interrupt(&group.name).await?;
-                if busy { "Interrupting the agent's turn." } else { "The agent is not in a turn right now." }.to_owned()
+                match (status.in_turn, status.resend_at.is_some()) {
+                    (true, _) => "Interrupting the agent's turn.".to_owned(),
+                    // The session says which resend it cancelled.
+                    (false, true) => return Ok(()),
+                    (false, false) => "The agent is not in a turn right now.".to_owned(),
+                }
             }
             SessionCommand::New => {
                 // The session confirms when the fresh start is done.

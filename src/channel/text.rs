@@ -119,6 +119,7 @@ mod tests {
             pending: 1,
             in_turn: true,
             running_tasks: 2,
+            resend_at: None,
         };
         let text = describe_status(&GroupStatus { session: status, cost_usd: 0.01234, waiting_replies: 3 });
         assert!(text.contains("live since"), "{text}");

@@ -13,30 +13,25 @@ use crate::domain::{TaskFrame, TurnResult};
 #[derive(Clone, Debug, PartialEq)]
 pub enum CliEvent {
     /// `system/init`, printed at the start of every turn.
-    Init {
-        session_id: Option<String>,
-    },
+    Init { session_id: Option<String> },
     /// Any other `system` frame: task lifecycle and whatever newer CLIs add.
     System(TaskFrame),
-    Result(TurnResult),
+    /// The end of a turn, and why it ended when that was not a normal stop.
+    Result { result: TurnResult, end: TurnEnd },
+    /// The synthetic assistant message the CLI prints when an API error ends a
+    /// turn of the main thread (`is_api_error_message`), just before its `result`.
+    /// It says more than the result: the CLI's category and the limit's reset.
+    ApiErrorMessage(ApiErrorReport),
+    /// `rate_limit_event`: the account's rate-limit state changed.
+    RateLimit(RateLimitInfo),
     /// The CLI asks us something and waits for a `control_response`.
-    ControlRequest {
-        request_id: String,
-        request: ControlRequest,
-    },
+    ControlRequest { request_id: String, request: ControlRequest },
     /// The CLI answers a request of ours (e.g. `interrupt`).
-    ControlResponse {
-        request_id: Option<String>,
-        ok: bool,
-    },
+    ControlResponse { request_id: Option<String>, ok: bool },
     /// A user message replayed by `--replay-user-messages`: the CLI took it into a turn.
-    UserReplay {
-        uuid: String,
-    },
+    UserReplay { uuid: String },
     /// Assistant text, tool results, stream events, and anything unknown.
-    Other {
-        kind: String,
-    },
+    Other { kind: String },
 }
 
 /// A control request from the CLI.
@@ -55,6 +50,55 @@ pub enum ControlRequest {
     Other {
         subtype: String,
     },
+}
+
+/// What a `result` says beyond [`TurnResult`] about how the turn ended.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TurnEnd {
+    /// `terminal_reason`: `api_error`, `aborted_streaming`, `aborted_tools`, ...
+    pub terminal_reason: Option<String>,
+    /// Set when the API answered the turn's last request with an error.
+    pub api_error: Option<ApiErrorReport>,
+}
+
+/// An API error as the CLI reports it (2.1.330: on the `result` and on the
+/// synthetic assistant message before it; see `docs/cli-observations.md`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ApiErrorReport {
+    /// `api_error_status`: the HTTP status (absent when no answer came at all).
+    pub status: Option<u16>,
+    /// `api_error_type`: the API's own error type (`overloaded_error`, `rate_limit_error`, ...).
+    pub error_type: Option<String>,
+    /// `api_error`: the CLI's typed kind (`usage_limit_reached`, ...); absent for most errors.
+    pub kind: Option<String>,
+    /// `error` on the assistant message: the CLI's coarse category
+    /// (`server_error`, `rate_limit`, `authentication_failed`, `billing_error`, ...).
+    pub category: Option<String>,
+    /// `api_error_params.rate_limit_info`: which limit refused the request and when it resets.
+    pub limit: Option<RateLimitInfo>,
+}
+
+impl ApiErrorReport {
+    /// Fills what `self` lacks from `other` (the same error, seen on another frame).
+    pub fn merge(mut self, other: &ApiErrorReport) -> ApiErrorReport {
+        self.status = self.status.or(other.status);
+        self.error_type = self.error_type.or_else(|| other.error_type.clone());
+        self.kind = self.kind.or_else(|| other.kind.clone());
+        self.category = self.category.or_else(|| other.category.clone());
+        self.limit = self.limit.or_else(|| other.limit.clone());
+        self
+    }
+}
+
+/// The `rate_limit_info` object of a `rate_limit_event` or an API error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateLimitInfo {
+    /// `allowed`, `allowed_warning`, `rejected`.
+    pub status: String,
+    /// `resetsAt`: when the limit resets, in Unix seconds.
+    pub resets_at: Option<i64>,
+    /// `rateLimitType`: `five_hour`, `seven_day`, `seven_day_opus`, ...
+    pub limit_type: Option<String>,
 }
 
 /// Why a line could not be understood.
@@ -79,7 +123,12 @@ pub fn parse_line(line: &str) -> Result<CliEvent, ParseError> {
             CliEvent::Init { session_id: str_field(&v, "session_id") }
         }
         "system" => CliEvent::System(task_frame(&v)),
-        "result" => CliEvent::Result(turn_result(&v)),
+        "result" => CliEvent::Result { result: turn_result(&v), end: turn_end(&v) },
+        "assistant" if is_main_api_error(&v) => CliEvent::ApiErrorMessage(api_error_report(&v)),
+        "rate_limit_event" => match v.get("rate_limit_info").and_then(rate_limit_info) {
+            Some(info) => CliEvent::RateLimit(info),
+            None => CliEvent::Other { kind: kind.to_owned() },
+        },
         "control_request" => control_request(&v),
         "control_response" => {
             let response = v.get("response").unwrap_or(&Value::Null);
@@ -139,6 +188,39 @@ fn turn_result(v: &Value) -> TurnResult {
         origin: v.get("origin").and_then(|o| str_field(o, "kind")),
         errors,
     }
+}
+
+fn turn_end(v: &Value) -> TurnEnd {
+    let failed = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+    let has_api_fields = ["api_error_status", "api_error_type", "api_error"].iter().any(|k| v.get(k).is_some());
+    TurnEnd {
+        terminal_reason: str_field(v, "terminal_reason"),
+        api_error: (failed && has_api_fields).then(|| api_error_report(v)),
+    }
+}
+
+/// An assistant message of the main thread that stands for an API error.
+fn is_main_api_error(v: &Value) -> bool {
+    v.get("is_api_error_message").and_then(Value::as_bool) == Some(true)
+        && v.get("parent_tool_use_id").is_none_or(Value::is_null)
+}
+
+fn api_error_report(v: &Value) -> ApiErrorReport {
+    ApiErrorReport {
+        status: v.get("api_error_status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok()),
+        error_type: str_field(v, "api_error_type"),
+        kind: str_field(v, "api_error"),
+        category: str_field(v, "error"),
+        limit: v.pointer("/api_error_params/rate_limit_info").and_then(rate_limit_info),
+    }
+}
+
+fn rate_limit_info(v: &Value) -> Option<RateLimitInfo> {
+    Some(RateLimitInfo {
+        status: str_field(v, "status")?,
+        resets_at: v.get("resetsAt").and_then(Value::as_i64),
+        limit_type: str_field(v, "rateLimitType"),
+    })
 }
 
 fn control_request(v: &Value) -> CliEvent {

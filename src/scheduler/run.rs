@@ -1,6 +1,7 @@
 //! One run of a schedule: log its start, hand its prompt to the router like a
-//! chat message (marked as scheduled), wait for the turn that answers it, and
-//! log how it ended. The session delivers the result to the chat itself.
+//! chat message (marked as scheduled), wait for the turn that answers it (at
+//! most `scheduler.run_timeout`), and log how it ended. The session delivers
+//! the result to the chat itself.
 
 use chrono::Utc;
 use tokio::sync::oneshot;
@@ -58,11 +59,27 @@ async fn deliver(deps: &SchedulerDeps, s: &Schedule) -> (RunEnd, String, Option<
             return (RunEnd::Failed(why.clone()), why, None);
         }
     };
-    match outcome.await {
-        Ok(o) if o.is_error => (RunEnd::Failed(o.text.clone()), o.text, o.cost_usd),
-        Ok(o) => (RunEnd::Ok, o.text, o.cost_usd),
-        Err(_) => {
+    let limit = deps.config.run_timeout;
+    match tokio::time::timeout(limit, outcome).await {
+        Ok(Ok(o)) if o.is_error => (RunEnd::Failed(o.text.clone()), o.text, o.cost_usd),
+        Ok(Ok(o)) => (RunEnd::Ok, o.text, o.cost_usd),
+        Ok(Err(_)) => {
             (RunEnd::Stopped, "pincer stopped before the run ended; it runs again at the next start".into(), None)
+        }
+        Err(_) => {
+            // An isolated run's session ends with its handle, here; a group
+            // run's turn goes on in the group's session (its own turn_timeout
+            // watches it), and an answer that comes later still reaches the chat.
+            let why = format!(
+                "no answer within scheduler.run_timeout = {}{}",
+                humantime::format_duration(limit),
+                match s.context {
+                    ContextMode::Group => "; the agent may still be working on it",
+                    ContextMode::Isolated => "; its isolated session was stopped",
+                }
+            );
+            tracing::warn!(schedule = %s.id, group = %s.group, "a scheduled run timed out");
+            (RunEnd::Failed(why.clone()), why, None)
         }
     }
 }

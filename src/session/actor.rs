@@ -1,6 +1,7 @@
 //! The session actor: a loop over one closed set of events (a command, a
-//! stdout line, the child's exit, the idle deadline, shutdown) that owns the
-//! group's CLI child, what it still owes, and which tasks run in it.
+//! stdout line, the child's exit, the idle deadline, a hung turn, a resend
+//! after a usage limit, shutdown) that owns the group's CLI child, what it
+//! still owes, and which tasks run in it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,12 +11,13 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
 
-use super::pending::Pending;
+use super::api_error::{self, LimitPlan, Seen, TurnFailure, UsageLimit};
+use super::pending::{Pending, PendingMessage};
 use super::permission::{decide, summarize, Verdict};
 use super::{Command, SessionDeps, SessionStatus, TurnOutcome};
 use crate::claude::lines::LineRead;
 use crate::claude::process::{CliProcess, StdoutLine};
-use crate::claude::protocol::{self, CliEvent, ControlRequest};
+use crate::claude::protocol::{self, CliEvent, ControlRequest, TurnEnd};
 use crate::domain::{
     Approval, ApprovalAnswer, ApprovalRequest, GroupName, InboundId, PermissionDecision, TaskFrame, TurnResult,
 };
@@ -28,6 +30,9 @@ struct Live {
     process: CliProcess,
     lines: mpsc::Receiver<StdoutLine>,
     last_activity: Instant,
+    /// The last stdout line (or line we wrote): a turn quiet for
+    /// `turn_timeout` since then is hung.
+    quiet_since: Instant,
     since: SystemTime,
     /// Which process this is (counted per actor): answers meant for an earlier one are dropped.
     generation: u64,
@@ -44,6 +49,23 @@ struct Live {
 /// one from holding the session busy forever.
 const FOLLOW_UP_WINDOW: Duration = Duration::from_secs(30);
 
+/// How long a hung turn gets to end after pincer's interrupt before the
+/// process is stopped (at most `shutdown_grace`).
+const HANG_GRACE: Duration = Duration::from_secs(5);
+
+/// Messages held back by a usage limit go out again this long after the
+/// announced reset, so a clock slightly ahead of the API's does not meet the
+/// limit still in force.
+const RESEND_MARGIN: Duration = Duration::from_secs(2);
+
+/// Messages a usage limit refused, waiting to be written again once.
+struct Held {
+    messages: Vec<PendingMessage>,
+    /// When they go out again, by the wall clock (what the chat was told) and the monotonic one.
+    at: SystemTime,
+    deadline: Instant,
+}
+
 /// One event the loop reacts to.
 enum Event {
     Command(Command),
@@ -51,6 +73,10 @@ enum Event {
     Line(StdoutLine),
     Exited,
     IdleDeadline,
+    /// A turn printed nothing for `turn_timeout`.
+    HungTurn,
+    /// The usage limit that held messages back has reset.
+    ResendDue,
     Shutdown,
 }
 
@@ -115,6 +141,22 @@ pub(super) struct SessionActor {
     isolated: bool,
     /// Who waits to hear how the turn answering a message ended.
     watchers: HashMap<InboundId, oneshot::Sender<TurnOutcome>>,
+    /// What the current turn printed about an API error before its result.
+    seen: Seen,
+    /// Hung turns since the last good result: the second in a row gives up.
+    hangs: u32,
+    /// Pincer is stopping a hung turn: its interrupted result is stored, but
+    /// its messages stay pending for the restart, and the chat hears why.
+    stopping_hung: bool,
+    /// Results read so far (a hung turn's interrupt waits for the next one).
+    results_read: u64,
+    /// `can_use_tool` requests waiting for a person: a turn waiting for an
+    /// admin is not hung.
+    approvals_waiting: usize,
+    /// Messages refused by a usage limit, waiting for its reset.
+    held: Option<Held>,
+    /// Where the chat reads times (`timezone`).
+    zone: chrono_tz::Tz,
 }
 
 impl SessionActor {
@@ -128,6 +170,8 @@ impl SessionActor {
         let policy = Policy::of(&group.settings, &deps.config.claude.allowed_tools);
         let slot_waiters = deps.slots.waiting();
         let (answers_tx, answers) = mpsc::channel(ANSWER_QUEUE);
+        // Checked at config load; UTC is only the fallback of a config built in code.
+        let zone = deps.config.timezone.parse().unwrap_or(chrono_tz::UTC);
         SessionActor {
             group: group.name.clone(),
             policy,
@@ -150,6 +194,13 @@ impl SessionActor {
             next_request: 0,
             isolated: false,
             watchers: HashMap::new(),
+            seen: Seen::default(),
+            hangs: 0,
+            stopping_hung: false,
+            results_read: 0,
+            approvals_waiting: 0,
+            held: None,
+            zone,
         }
     }
 
@@ -172,6 +223,8 @@ impl SessionActor {
                 Event::Line(line) => self.on_line(line).await,
                 Event::Exited => self.on_exit().await,
                 Event::IdleDeadline => self.on_idle().await,
+                Event::HungTurn => self.on_hung().await,
+                Event::ResendDue => self.on_resend_due().await,
                 Event::Shutdown => break,
             }
             self.publish();
@@ -182,6 +235,8 @@ impl SessionActor {
 
     async fn next_event(&mut self) -> Event {
         let idle_at = self.idle_deadline();
+        let hung_at = self.hang_deadline();
+        let resend_at = self.held.as_ref().map(|h| h.deadline);
         let live = self.live.is_some();
         let lines = async {
             match self.live.as_mut() {
@@ -195,6 +250,18 @@ impl SessionActor {
                 None => std::future::pending().await,
             }
         };
+        let hung = async {
+            match hung_at {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let resend = async {
+            match resend_at {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         let waiters = self.slot_waiters.changed();
         tokio::select! {
             biased;
@@ -203,6 +270,8 @@ impl SessionActor {
             cmd = self.commands.recv() => cmd.map_or(Event::Shutdown, Event::Command),
             Some(answered) = self.answers.recv() => Event::Approved(answered),
             _ = idle => Event::IdleDeadline,
+            _ = hung => Event::HungTurn,
+            _ = resend => Event::ResendDue,
             // Someone wants a slot: re-check whether this session can give its own up.
             Ok(()) = waiters, if live => Event::IdleDeadline,
         }
@@ -230,6 +299,18 @@ impl SessionActor {
         Some(self.follow_up_until.map_or(idle_at, |until| idle_at.max(until)))
     }
 
+    /// When the turn in progress counts as hung: `turn_timeout` after the
+    /// last line, while a message waits for its answer or a turn runs, and
+    /// nobody is asked for an approval. Background tasks alone never are.
+    fn hang_deadline(&self) -> Option<Instant> {
+        let live = self.live.as_ref()?;
+        let waiting_for_a_result = self.in_turn || !self.pending.is_empty();
+        if !waiting_for_a_result || self.approvals_waiting > 0 || self.stopping_hung {
+            return None;
+        }
+        Some(live.quiet_since + self.deps.config.claude.turn_timeout)
+    }
+
     fn publish(&self) {
         let status = SessionStatus {
             live: self.live.is_some(),
@@ -238,6 +319,7 @@ impl SessionActor {
             pending: self.pending.len(),
             in_turn: self.in_turn || self.awaiting_follow_up(),
             running_tasks: self.tasks.len(),
+            resend_at: self.held.as_ref().map(|h| h.at),
         };
         // Always notify: a watcher may be waiting on `queued`, which is not in the status.
         self.status.send_replace(status);
@@ -255,6 +337,7 @@ impl SessionActor {
                 }
             }
             Command::Interrupt => {
+                self.cancel_resend().await;
                 if self.live.is_some() {
                     self.next_request += 1;
                     let line =
@@ -300,6 +383,7 @@ impl SessionActor {
             return false;
         };
         live.last_activity = Instant::now();
+        live.quiet_since = live.last_activity;
         match live.process.write_line(line).await {
             Ok(()) => true,
             Err(e) => {
@@ -353,6 +437,7 @@ impl SessionActor {
                     process,
                     lines,
                     last_activity: Instant::now(),
+                    quiet_since: Instant::now(),
                     since: SystemTime::now(),
                     generation: self.generation,
                     cost_so_far: 0.0,
@@ -387,6 +472,7 @@ impl SessionActor {
     async fn on_line(&mut self, line: StdoutLine) {
         if let Some(live) = self.live.as_mut() {
             live.last_activity = Instant::now();
+            live.quiet_since = live.last_activity;
         }
         let text = match line.line {
             LineRead::Line(text) => text,
@@ -414,7 +500,9 @@ impl SessionActor {
                 self.note_session_id(session_id).await;
             }
             CliEvent::System(frame) => self.on_system(frame, &text).await,
-            CliEvent::Result(result) => self.on_result(result, &text, line.read_at).await,
+            CliEvent::Result { result, end } => self.on_result(result, end, &text, line.read_at).await,
+            CliEvent::ApiErrorMessage(report) => self.seen.error_message(report),
+            CliEvent::RateLimit(info) => self.seen.rate_limit(info),
             CliEvent::ControlRequest { request_id, request } => self.on_control_request(request_id, request).await,
             CliEvent::ControlResponse { request_id, ok } => {
                 tracing::debug!(group = %self.group, ?request_id, ok, "the CLI answered a control request");
@@ -470,7 +558,8 @@ impl SessionActor {
         }
     }
 
-    async fn on_result(&mut self, result: TurnResult, raw: &str, read_at: Instant) {
+    async fn on_result(&mut self, result: TurnResult, end: TurnEnd, raw: &str, read_at: Instant) {
+        self.results_read += 1;
         let cost = result.total_cost_usd.map(|total| match self.live.as_mut() {
             Some(live) => {
                 // The total only grows within a process; anything else means it restarted counting.
@@ -480,30 +569,136 @@ impl SessionActor {
             }
             None => total,
         });
-        // A vanished session's result is only stored: the chat hears about the fresh start instead.
+        let seen = self.seen.take();
+        // A vanished session's result, and the interrupted result of a turn
+        // pincer stops because it hung, are only stored: the chat hears about
+        // the fresh start or the restart instead, and the messages stay pending.
         let missing_session = protocol::is_missing_session(&result);
-        let text = result.chat_text();
-        let chat_text = (!missing_session).then_some(text.as_str());
-        if let Err(e) = self.deps.outbox.result(&self.group, &result, cost, raw, chat_text).await {
-            tracing::error!(group = %self.group, %e, "cannot store a result");
-        }
-        self.in_turn = false;
-        self.follow_up_until = None;
-        if missing_session {
-            // The process exits by itself; on_exit starts a fresh one for what is pending.
-            tracing::warn!(group = %self.group, session = ?self.session_id, "the stored session no longer exists; starting fresh");
-            self.log_event("resume_failed", self.session_id.as_deref(), Some(&result.errors.join("; "))).await;
-            self.store_session_id(None).await;
-            self.start_fresh = true;
+        if missing_session || (self.stopping_hung && result.is_error) {
+            self.store_result(&result, cost, raw, None).await;
+            self.in_turn = false;
+            self.follow_up_until = None;
+            if missing_session {
+                // The process exits by itself; on_exit starts a fresh one for what is pending.
+                tracing::warn!(group = %self.group, session = ?self.session_id, "the stored session no longer exists; starting fresh");
+                self.log_event("resume_failed", self.session_id.as_deref(), Some(&result.errors.join("; "))).await;
+                self.store_session_id(None).await;
+                self.start_fresh = true;
+            }
             return;
         }
+        let taken = self.pending.answer();
+        let (text, answered, failed) = match api_error::classify(&result, &end, seen.as_ref()) {
+            Some(TurnFailure::UsageLimit(limit)) => {
+                let (text, failed) = self.hold_for_limit(&limit, taken);
+                (text, Vec::new(), failed)
+            }
+            Some(failure) => (failure.chat_text(&result, taken.len(), self.zone), ids(&taken), Vec::new()),
+            None => (result.chat_text(), ids(&taken), Vec::new()),
+        };
+        self.store_result(&result, cost, raw, Some(&text)).await;
+        self.in_turn = false;
+        self.follow_up_until = None;
         self.crashes = 0;
+        self.hangs = 0;
         self.note_session_id(result.session_id.clone()).await;
-        let answered = self.pending.answer();
         self.set_state(&answered, InboundState::Answered).await;
+        self.set_state(&failed, InboundState::Failed).await;
         let outcome = TurnOutcome { is_error: result.is_error, text, cost_usd: cost };
-        self.tell_watchers(&answered, outcome);
+        self.tell_watchers(&[answered, failed].concat(), outcome);
         self.deps.metrics.record_result_delivery(read_at.elapsed());
+    }
+
+    /// Stores a result with its chat text (if any) in one transaction.
+    async fn store_result(&self, result: &TurnResult, cost: Option<f64>, raw: &str, chat_text: Option<&str>) {
+        if let Err(e) = self.deps.outbox.result(&self.group, result, cost, raw, chat_text).await {
+            tracing::error!(group = %self.group, %e, "cannot store a result");
+        }
+    }
+
+    /// A usage limit refused these messages. Each is held back to be written
+    /// again once after the reset, unless it already was, the reset time is
+    /// unknown, or a scheduled run waits for it (the scheduler retries runs by
+    /// its own rule); those are given up on. Returns the chat's line and the
+    /// ids given up on. Held messages stay `sent` in the store, so a pincer
+    /// that restarts meanwhile sends them again at its start.
+    fn hold_for_limit(&mut self, limit: &UsageLimit, refused: Vec<PendingMessage>) -> (String, Vec<InboundId>) {
+        let now = SystemTime::now();
+        let (mut hold, mut again, mut not_resent) = (Vec::new(), Vec::new(), Vec::new());
+        for m in refused {
+            if m.after_limit {
+                again.push(m.id);
+            } else if limit.resets_at.is_none() || self.watchers.contains_key(&m.id) {
+                not_resent.push(m.id);
+            } else {
+                hold.push(m);
+            }
+        }
+        let mut lines = Vec::new();
+        if let (false, Some(reset)) = (hold.is_empty(), limit.resets_at) {
+            // A reset already past (a clock behind the API's) still waits the margin.
+            let reset = reset.max(now);
+            lines.push(api_error::usage_limit_text(limit, LimitPlan::ResendAt(reset), hold.len(), self.zone, now));
+            let at = reset + RESEND_MARGIN;
+            let deadline = Instant::now() + at.duration_since(now).unwrap_or_default();
+            tracing::info!(group = %self.group, messages = hold.len(), at = %humantime::format_rfc3339_seconds(at), "usage limit reached; holding messages until it resets");
+            match self.held.as_mut() {
+                Some(held) => {
+                    held.messages.extend(hold);
+                    if deadline > held.deadline {
+                        (held.at, held.deadline) = (at, deadline);
+                    }
+                }
+                None => self.held = Some(Held { messages: hold, at, deadline }),
+            }
+        }
+        if !again.is_empty() {
+            lines.push(api_error::usage_limit_text(limit, LimitPlan::GaveUp, again.len(), self.zone, now));
+        }
+        if !not_resent.is_empty() || lines.is_empty() {
+            lines.push(api_error::usage_limit_text(limit, LimitPlan::NotResent, not_resent.len(), self.zone, now));
+        }
+        (lines.join("\n"), [again, not_resent].concat())
+    }
+
+    /// The usage limit has reset: the held messages are written again, once.
+    async fn on_resend_due(&mut self) {
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        tracing::info!(group = %self.group, messages = held.messages.len(), "the usage limit has reset; sending held messages again");
+        self.log_event("resent_after_limit", self.session_id.as_deref(), None).await;
+        let mut lines = Vec::new();
+        let mut ids = Vec::new();
+        for mut m in held.messages {
+            m.after_limit = true;
+            let m = self.pending.requeue(m);
+            lines.push(protocol::user_message(&m.text, &m.uuid));
+            ids.push(m.id);
+        }
+        // Without a process (it idled out meanwhile) the new one resumes the session.
+        if self.ensure_live().await {
+            for line in lines {
+                self.write(&line).await;
+            }
+        }
+        self.set_state(&ids, InboundState::Sent).await;
+    }
+
+    /// `/stop` also cancels a planned resend: the held messages are given up on.
+    async fn cancel_resend(&mut self) {
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        let ids: Vec<InboundId> = held.messages.iter().map(|m| m.id).collect();
+        self.set_state(&ids, InboundState::Failed).await;
+        self.log_event("resend_cancelled", self.session_id.as_deref(), None).await;
+        let which = if ids.len() == 1 { "your message" } else { "your messages" };
+        self.notice(format!(
+            "Cancelled: pincer will not send {which} again when the usage limit resets (the history keeps {}).",
+            if ids.len() == 1 { "it" } else { "them" }
+        ))
+        .await;
     }
 
     async fn on_control_request(&mut self, request_id: String, request: ControlRequest) {
@@ -540,10 +735,11 @@ impl SessionActor {
     /// without blocking the loop: the CLI keeps printing (and the actor keeps
     /// storing) while people decide. The answer, or a denial when nobody
     /// answers in time, comes back as an event.
-    fn ask_admins(&self, request_id: String, tool_name: String, tool_use_id: Option<String>, input: Value) {
+    fn ask_admins(&mut self, request_id: String, tool_name: String, tool_use_id: Option<String>, input: Value) {
         let Some(generation) = self.live.as_ref().map(|l| l.generation) else {
             return;
         };
+        self.approvals_waiting += 1;
         let id = self.deps.approval_ids.fetch_add(1, Ordering::Relaxed) + 1;
         let (respond, answer) = tokio::sync::oneshot::channel();
         let request = ApprovalRequest {
@@ -583,6 +779,7 @@ impl SessionActor {
             tracing::info!(group = %self.group, tool = %tool_name, "an approval came after its CLI process ended; dropped");
             return;
         }
+        self.approvals_waiting = self.approvals_waiting.saturating_sub(1);
         if answer.verdict == Approval::AlwaysAllow {
             self.policy.allowed_tools.push(tool_name.clone());
             let default = &self.deps.config.claude.allowed_tools;
@@ -697,6 +894,69 @@ impl SessionActor {
         }
     }
 
+    /// A turn printed nothing for `turn_timeout`: interrupt it, give the CLI
+    /// a moment to end it, stop the process, and send the unanswered messages
+    /// again to a process that resumes the session. A second hang in a row
+    /// (no good result between) gives up on them instead of looping.
+    async fn on_hung(&mut self) {
+        if self.hang_deadline().is_none_or(|at| at > Instant::now()) {
+            return;
+        }
+        let waited = humantime::format_duration(self.deps.config.claude.turn_timeout).to_string();
+        tracing::warn!(group = %self.group, %waited, pending = self.pending.len(), "the turn printed nothing for turn_timeout; interrupting and restarting the CLI");
+        self.stopping_hung = true;
+        self.next_request += 1;
+        let interrupt = protocol::control_request_line(&format!("pincer_interrupt_{}", self.next_request), "interrupt");
+        self.write(&interrupt).await;
+        self.await_result(HANG_GRACE.min(self.deps.config.claude.shutdown_grace)).await;
+        let tasks_lost = !self.tasks.is_empty();
+        self.stop_live("hung").await;
+        self.stopping_hung = false;
+        self.hangs += 1;
+        let lost = if tasks_lost { " Background work that was running in it was stopped." } else { "" };
+        if self.pending.is_empty() {
+            self.notice(format!(
+                "The agent's turn gave no sign of life for {waited}, so pincer interrupted it and restarted the \
+                 session (the conversation is kept).{lost}"
+            ))
+            .await;
+            return;
+        }
+        if self.hangs > 1 {
+            self.hangs = 0;
+            let which = if self.pending.len() == 1 { "your message" } else { "your messages" };
+            let text = format!(
+                "The agent gave no sign of life for {waited} again after a restart, so pincer gave up on {which} \
+                 (the history keeps them).{lost} Send again later; if this keeps happening, check pincer's log \
+                 and the API's status."
+            );
+            self.give_up(&text).await;
+            return;
+        }
+        let which = if self.pending.len() == 1 { "your message" } else { "your messages" };
+        self.notice(format!(
+            "The agent gave no sign of life for {waited}, so pincer interrupted its turn and restarted the session \
+             (the conversation is kept); sending {which} again.{lost}"
+        ))
+        .await;
+        self.restart().await;
+    }
+
+    /// Handles stdout until the next result is read, the process ends, or `grace` passes.
+    async fn await_result(&mut self, grace: Duration) {
+        let before = self.results_read;
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.results_read == before {
+            let Some(live) = self.live.as_mut() else {
+                return;
+            };
+            match tokio::time::timeout_at(deadline, live.lines.recv()).await {
+                Ok(Some(line)) => self.on_line(line).await,
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
     async fn on_idle(&mut self) {
         if self.idle_deadline().is_none_or(|at| at > Instant::now()) {
             return;
@@ -738,6 +998,8 @@ impl SessionActor {
         self.tasks.clear();
         self.in_turn = false;
         self.follow_up_until = None;
+        self.approvals_waiting = 0;
+        self.seen = Seen::default();
     }
 
     /// Fails every pending message and tells the chat why.
@@ -775,6 +1037,10 @@ impl SessionActor {
             tracing::error!(group = %self.group, %e, "cannot store a session event");
         }
     }
+}
+
+fn ids(messages: &[PendingMessage]) -> Vec<InboundId> {
+    messages.iter().map(|m| m.id).collect()
 }
 
 fn is_terminal(status: Option<&str>) -> bool {

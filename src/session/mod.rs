@@ -5,6 +5,7 @@
 //! every event. Only the actor writes to the child's stdin.
 
 mod actor;
+mod api_error;
 mod pending;
 mod permission;
 mod slots;
@@ -87,6 +88,8 @@ pub struct SessionStatus {
     /// task notification is about to start.
     pub in_turn: bool,
     pub running_tasks: usize,
+    /// Messages a usage limit refused go out again at this time (`/stop` cancels).
+    pub resend_at: Option<SystemTime>,
 }
 
 impl SessionStatus {

@@ -17,6 +17,8 @@ pub struct PendingMessage {
     pub uuid: String,
     pub taken: bool,
     pub accepted_at: Instant,
+    /// Already sent again once after a usage limit: a second limit gives up on it.
+    pub after_limit: bool,
 }
 
 #[derive(Debug, Default)]
@@ -29,7 +31,14 @@ pub struct Pending {
 
 impl Pending {
     pub fn push(&mut self, id: InboundId, text: String, accepted_at: Instant) -> &mut PendingMessage {
-        self.messages.push_back(PendingMessage { id, text, uuid: new_uuid(), taken: false, accepted_at });
+        self.messages.push_back(PendingMessage {
+            id,
+            text,
+            uuid: new_uuid(),
+            taken: false,
+            accepted_at,
+            after_limit: false,
+        });
         self.messages.back_mut().expect("just pushed")
     }
 
@@ -54,11 +63,20 @@ impl Pending {
     }
 
     /// A result arrived: removes and returns the messages it answered.
-    pub fn answer(&mut self) -> Vec<InboundId> {
+    pub fn answer(&mut self) -> Vec<PendingMessage> {
         let replays_seen = self.replays_seen;
         let (answered, open): (Vec<_>, Vec<_>) = self.messages.drain(..).partition(|m| m.taken || !replays_seen);
         self.messages = open.into();
-        answered.into_iter().map(|m| m.id).collect()
+        answered
+    }
+
+    /// Takes back a message held out of the queue (waiting for a usage limit
+    /// to reset), to be written again with a new uuid; returns it.
+    pub fn requeue(&mut self, mut message: PendingMessage) -> &PendingMessage {
+        message.taken = false;
+        message.uuid = new_uuid();
+        self.messages.push_back(message);
+        self.messages.back().expect("just pushed")
     }
 
     /// A new process starts: every message is written again, with new uuids.
@@ -85,6 +103,10 @@ fn new_uuid() -> String {
 mod tests {
     use super::*;
 
+    fn ids(messages: Vec<PendingMessage>) -> Vec<InboundId> {
+        messages.into_iter().map(|m| m.id).collect()
+    }
+
     fn pending_with(n: i64) -> (Pending, Vec<String>) {
         let mut p = Pending::default();
         let uuids = (0..n).map(|i| p.push(InboundId(i), format!("m{i}"), Instant::now()).uuid.clone()).collect();
@@ -95,17 +117,28 @@ mod tests {
     fn a_result_answers_only_taken_messages() {
         let (mut p, uuids) = pending_with(2);
         p.mark_taken(&uuids[0]);
-        assert_eq!(p.answer(), vec![InboundId(0)]);
+        assert_eq!(ids(p.answer()), vec![InboundId(0)]);
         assert_eq!(p.len(), 1);
         p.mark_taken(&uuids[1]);
-        assert_eq!(p.answer(), vec![InboundId(1)]);
+        assert_eq!(ids(p.answer()), vec![InboundId(1)]);
         assert!(p.is_empty());
     }
 
     #[test]
     fn without_replays_a_result_answers_everything() {
         let (mut p, _) = pending_with(2);
-        assert_eq!(p.answer(), vec![InboundId(0), InboundId(1)]);
+        assert_eq!(ids(p.answer()), vec![InboundId(0), InboundId(1)]);
+    }
+
+    #[test]
+    fn a_requeued_message_is_written_anew_and_remembers_its_limit() {
+        let (mut p, uuids) = pending_with(1);
+        p.mark_taken(&uuids[0]);
+        let mut held = p.answer().pop().unwrap();
+        held.after_limit = true;
+        let back = p.requeue(held);
+        assert!(!back.taken && back.after_limit && back.uuid != uuids[0]);
+        assert_eq!(p.len(), 1);
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod crash;
 mod daemon;
 mod delivery;
 mod fake_bot;
+mod faults;
 mod lifecycle;
 mod orphans;
 mod sandbox;

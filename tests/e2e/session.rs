@@ -8,7 +8,7 @@ use pincer::store::HistoryEntry;
 use serde_json::json;
 
 use crate::support::fake_api::{self, FakeApi, Reply};
-use crate::support::harness::Sandbox;
+use crate::support::harness::{Sandbox, PATIENCE};
 
 fn results(history: &[HistoryEntry]) -> Vec<(Option<String>, Option<String>)> {
     history
@@ -39,14 +39,23 @@ async fn two_messages_share_one_live_process() {
     assert_eq!(pincer.session_events(&group).await, ["started"]);
     let history = pincer.store().history(&group, 100).await.unwrap();
     assert_eq!(results(&history).len(), 2);
-    let states: Vec<_> = history
-        .iter()
-        .filter_map(|e| match e {
-            HistoryEntry::Inbound { state, .. } => Some(state.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(states, ["answered", "answered"]);
+    // A message is marked answered just after its result is stored.
+    let states = || async {
+        let history = pincer.store().history(&group, 100).await.unwrap();
+        history
+            .iter()
+            .filter_map(|e| match e {
+                HistoryEntry::Inbound { state, .. } => Some(state.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let settled = tokio::time::timeout(PATIENCE, async {
+        while states().await != ["answered", "answered"] {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    });
+    assert!(settled.await.is_ok(), "both messages marked answered: {:?}", states().await);
 
     let requests = api.main_requests();
     assert_eq!(requests.len(), 2, "one model request per message");

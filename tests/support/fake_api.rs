@@ -16,6 +16,10 @@
 //! - The follow-up turn after a background task completes has a user text block
 //!   `<system-reminder>\n[SYSTEM NOTIFICATION - NOT USER INPUT]…<task-notification>…
 //!   <status>completed</status>…</task-notification>\n</system-reminder>`.
+//!
+//! Faults ([`Reply::Error`], [`Reply::Retryable`], [`Reply::UsageLimit`],
+//! [`Reply::Hang`]) answer as the real API would; [`faults`] scripts them for
+//! the first requests of a message and lets the rest through.
 #![allow(dead_code)]
 
 use std::{
@@ -24,7 +28,7 @@ use std::{
         atomic::{AtomicUsize, Ordering},
         Arc, Mutex,
     },
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use axum::{
@@ -37,6 +41,7 @@ use axum::{
 };
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Picks the reply to one `POST /v1/messages`.
 pub type Script = Arc<dyn Fn(&ApiRequest) -> Reply + Send + Sync>;
@@ -64,6 +69,17 @@ pub enum Reply {
     /// An Anthropic-style error response (`{"type":"error","error":{...}}`). Sent with
     /// `x-should-retry: false` so the SDK does not retry it with backoff.
     Error { status: u16, message: String },
+    /// The same error as the real API sends it, which the CLI retries by itself
+    /// (up to `CLAUDE_CODE_MAX_RETRIES`, 10 by default, backing off from 0.5 s);
+    /// `retry_after` seconds go out as `retry-after`, which the CLI waits out.
+    Retryable { status: u16, message: String, retry_after: Option<u32> },
+    /// The account's usage limit: 429 with `anthropic-ratelimit-unified-status:
+    /// rejected` and the reset, not retried. The CLI reports it as a usage limit
+    /// only when it talks to a gateway (see [`GATEWAY_TOKEN`]); else as a 429.
+    UsageLimit { resets_at: SystemTime, limit: &'static str },
+    /// Never answers (`after_headers: false`), or sends `200` and the first SSE
+    /// event and then nothing. Released (the connection closed) when the fake is dropped.
+    Hang { after_headers: bool },
 }
 
 impl Reply {
@@ -82,6 +98,10 @@ impl Reply {
     /// A foreground `Bash` call.
     pub fn bash(command: &str, description: &str) -> Self {
         Reply::tool_use("Bash", json!({ "command": command, "description": description }))
+    }
+
+    pub fn retryable(status: u16, message: &str) -> Self {
+        Reply::Retryable { status, message: message.into(), retry_after: None }
     }
 
     /// A `Bash` call with `run_in_background: true`: the CLI reports `task_started`,
@@ -266,6 +286,33 @@ pub fn scripted(rules: Vec<(&'static str, Reply)>) -> Script {
     })
 }
 
+/// For a request whose last user text holds a rule's needle, the rule's
+/// replies in order (its first request gets the first, a retry or resend of the
+/// same message the next), then what `then` picks; other requests go to `then`.
+pub fn faults(rules: Vec<(&'static str, Vec<Reply>)>, then: Script) -> Script {
+    let used = Mutex::new(vec![0usize; rules.len()]);
+    Arc::new(move |req: &ApiRequest| {
+        let text = req.last_user_text();
+        let Some(i) = rules.iter().position(|(needle, _)| text.contains(needle)) else {
+            return then(req);
+        };
+        let n = {
+            let mut used = used.lock().unwrap();
+            used[i] += 1;
+            used[i] - 1
+        };
+        rules[i].1.get(n).cloned().unwrap_or_else(|| then(req))
+    })
+}
+
+/// An `ANTHROPIC_AUTH_TOKEN` that makes the CLI take `ANTHROPIC_BASE_URL` for a
+/// Claude gateway (an unsigned JWT with `aud: "claude-gateway"`; the CLI reads
+/// the audience and checks no signature). Only then does 2.1.330 report a 429
+/// with the unified rate-limit headers as `usage_limit_reached` with its reset;
+/// with a plain API key it is a 429 like any other.
+pub const GATEWAY_TOKEN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.\
+    eyJhdWQiOiJjbGF1ZGUtZ2F0ZXdheSIsImlhdCI6MTc2NzIyNTYwMCwiZXhwIjo0MTAyNDQ0ODAwfQ.fake-signature";
+
 /// `BGBASH` starts `sleep 2; echo done-bg` in the background; the follow-up turn the
 /// CLI starts when it ends is answered `FOLLOWUP: saw task notification`; the rest
 /// is [`echo`].
@@ -283,6 +330,8 @@ struct Shared {
     other: Mutex<Vec<String>>,
     next_message: AtomicUsize,
     next_tool: AtomicUsize,
+    /// Cancelled when the fake is dropped: hanging replies end then.
+    released: CancellationToken,
 }
 
 /// A running fake API; stops serving when dropped (requests in flight finish).
@@ -291,6 +340,8 @@ pub struct FakeApi {
     shared: Arc<Shared>,
     /// Dropping it shuts the server down.
     _shutdown: oneshot::Sender<()>,
+    /// Dropping it releases hanging replies.
+    _release: DropGuard,
 }
 
 impl FakeApi {
@@ -303,6 +354,7 @@ impl FakeApi {
             other: Mutex::new(Vec::new()),
             next_message: AtomicUsize::new(1),
             next_tool: AtomicUsize::new(1),
+            released: CancellationToken::new(),
         });
         let app = Router::new()
             // The CLI appends `?beta=true`; routing ignores the query.
@@ -311,7 +363,8 @@ impl FakeApi {
             .fallback(fallback)
             .with_state(shared.clone());
         let (addr, shutdown) = super::serve::serve_loopback(app, "fake API").await;
-        FakeApi { addr, shared, _shutdown: shutdown }
+        let release = shared.released.clone().drop_guard();
+        FakeApi { addr, shared, _shutdown: shutdown, _release: release }
     }
 
     /// `http://127.0.0.1:PORT`, for `ANTHROPIC_BASE_URL`.
@@ -369,8 +422,22 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
         tokio::time::sleep(delay).await;
         reply = *inner;
     }
-    if let Reply::Error { status, message } = &reply {
-        return error_response(*status, message);
+    match &reply {
+        Reply::Error { status, message } => return error_response(*status, message),
+        Reply::Retryable { status, message, retry_after } => {
+            let mut response = error_body(*status, message);
+            if let Some(secs) = retry_after {
+                response.headers_mut().insert("retry-after", secs.to_string().parse().expect("a header value"));
+            }
+            return response;
+        }
+        Reply::UsageLimit { resets_at, limit } => return usage_limit(*resets_at, limit),
+        Reply::Hang { after_headers: false } => {
+            shared.released.cancelled().await;
+            return error_response(503, "the fake API stopped");
+        }
+        Reply::Hang { after_headers: true } => return hanging_stream(&req, &shared.released),
+        _ => {}
     }
 
     let id = format!("msg_{:03}", shared.next_message.fetch_add(1, Ordering::Relaxed));
@@ -385,7 +452,11 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
                 json!({ "type": "tool_use", "id": tool_id, "name": name, "input": input })
             }
         }
-        Reply::Slow { .. } | Reply::Error { .. } => unreachable!("unwrapped above"),
+        Reply::Slow { .. }
+        | Reply::Error { .. }
+        | Reply::Retryable { .. }
+        | Reply::UsageLimit { .. }
+        | Reply::Hang { .. } => unreachable!("answered above"),
     };
     let stop_reason = if block["type"] == "tool_use" { "tool_use" } else { "end_turn" };
 
@@ -482,7 +553,16 @@ fn sse_body(id: &str, model: &str, block: &Value, stop_reason: &str) -> String {
     events.into_iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
 }
 
+/// An error the SDK does not retry.
 fn error_response(status: u16, message: &str) -> Response {
+    let mut response = error_body(status, message);
+    response.headers_mut().insert("x-should-retry", "false".parse().expect("a header value"));
+    response
+}
+
+/// An Anthropic-style error as the real API sends it, which the CLI retries
+/// when the status is one it retries (429 and 5xx seen).
+fn error_body(status: u16, message: &str) -> Response {
     let kind = match status {
         400 => "invalid_request_error",
         401 => "authentication_error",
@@ -495,7 +575,48 @@ fn error_response(status: u16, message: &str) -> Response {
     };
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let body = json!({ "type": "error", "error": { "type": kind, "message": message } });
-    (status, [("x-should-retry", "false")], axum::Json(body)).into_response()
+    (status, axum::Json(body)).into_response()
+}
+
+/// A usage-limit refusal with the unified rate-limit headers (what a Claude
+/// subscription or gateway answers), not to be retried.
+fn usage_limit(resets_at: SystemTime, limit: &str) -> Response {
+    let reset = resets_at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let mut response =
+        error_response(429, "This request would exceed your account's rate limit. Please try again later.");
+    let headers = response.headers_mut();
+    for (name, value) in [
+        ("anthropic-ratelimit-unified-status", "rejected".to_owned()),
+        ("anthropic-ratelimit-unified-reset", reset.to_string()),
+        ("anthropic-ratelimit-unified-representative-claim", limit.to_owned()),
+    ] {
+        headers.insert(name, value.parse().expect("a header value"));
+    }
+    response
+}
+
+/// `200`, the SSE headers and `message_start`, then nothing until the fake is dropped.
+fn hanging_stream(req: &ApiRequest, released: &CancellationToken) -> Response {
+    let start = json!({
+        "type": "message_start",
+        "message": {
+            "id": "msg_hang", "type": "message", "role": "assistant", "model": req.model(),
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": { "input_tokens": 5, "output_tokens": 1 },
+        },
+    });
+    let first = Bytes::from(format!("event: message_start\ndata: {start}\n\n"));
+    let released = released.clone();
+    let stalled = futures_util::stream::once(async move {
+        released.cancelled().await;
+        Err::<Bytes, std::io::Error>(std::io::Error::other("the fake API stopped"))
+    });
+    let body = futures_util::StreamExt::chain(futures_util::stream::once(async { Ok(first) }), stalled);
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(body))
+        .expect("SSE response")
 }
 
 async fn count_tokens(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Response {

@@ -51,8 +51,10 @@ fn background_bash_gives_task_frames_and_a_follow_up_result() {
         [("transcripts-2.1.197", "02a-bg-bash-stdin-open.stdout.jsonl"), ("transcripts-2.1.330", "02a.stdout.jsonl")]
     {
         let evs = events(dir, file);
-        let results: Vec<_> =
-            evs.iter().filter_map(|e| if let CliEvent::Result(r) = e { Some(r) } else { None }).collect();
+        let results: Vec<_> = evs
+            .iter()
+            .filter_map(|e| if let CliEvent::Result { result: r, .. } = e { Some(r) } else { None })
+            .collect();
         assert_eq!(results.len(), 2, "{dir}");
         assert_eq!(results[1].origin.as_deref(), Some("task-notification"), "{dir}");
         let subtypes: Vec<_> = evs
@@ -88,7 +90,7 @@ fn permission_requests_carry_tool_and_input() {
 fn unknown_resumed_session_is_detected() {
     let evs = events("transcripts-2.1.197", "08c-resume-unknown-session.stdout.jsonl");
     match &evs[..] {
-        [CliEvent::Result(r)] => assert!(is_missing_session(r)),
+        [CliEvent::Result { result: r, .. }] => assert!(is_missing_session(r)),
         other => panic!("{other:?}"),
     }
 }

@@ -208,6 +208,17 @@ impl Router {
         Ok(handle.clone())
     }
 
+    /// The group's settings changed in the store: a live session re-reads
+    /// them now (one that has not started reads them when it does).
+    pub async fn settings_changed(&self, group: &GroupName) {
+        let handle = self.lock().get(group).cloned();
+        if let Some(handle) = handle {
+            if let Err(e) = handle.send(Command::ReloadSettings).await {
+                tracing::debug!(%group, %e, "the session ended before it could re-read its settings");
+            }
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupName, SessionHandle>> {
         self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -189,9 +189,13 @@ async fn changed(control: &Control, change: Change) {
         Change::Schedules => control.scheduler.poke(),
         Change::Group { group } => {
             // A new binding: waiting replies follow it (in the store); wake the deliverers.
-            tracing::debug!(%group, "a group changed");
+            // A new binding: waiting replies follow it (in the store); wake the deliverers.
             control.ports.outbox.wake();
             control.scheduler.poke();
+            match group.parse::<GroupName>() {
+                Ok(group) => control.ports.router.settings_changed(&group).await,
+                Err(e) => tracing::debug!(%group, %e, "a change notice named no group"),
+            }
         }
     }
 }

@@ -345,6 +345,7 @@ impl SessionActor {
                     self.write(&line).await;
                 }
             }
+            Command::ReloadSettings => self.reload_settings().await,
             Command::NewSession => {
                 // Whatever runs in the old session ends with it; pending messages
                 // (if any) go to the fresh one.

@@ -63,6 +63,9 @@ pub enum Command {
     Interrupt,
     /// End the current CLI session; the next message starts a fresh one.
     NewSession,
+    /// The group's settings changed in the store (`pincer groups set`): the
+    /// tool policy applies from the next decision on.
+    ReloadSettings,
 }
 
 /// How the turn that answered a message ended, for whoever waits on it (a

@@ -154,3 +154,28 @@ async fn a_task_run_now_is_acted_on_at_once_not_at_the_next_poll() {
     assert!(requests[0].all_text().contains("daily digest"), "the run reached the agent");
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn groups_set_changes_a_live_sessions_tool_policy_at_once() {
+    let script = fake_api::scripted(vec![("RUNIT", Reply::bash("touch made-it && echo ran-it", "probe"))]);
+    let api = FakeApi::start(script).await;
+    let sandbox = Sandbox::new(&api);
+    let group = sandbox.add_group("team", Some(&[])).await;
+    let config = sandbox.write_config();
+    let daemon = sandbox.spawn_daemon();
+    wait_for_socket(&sandbox.config.data_dir).await;
+
+    let denied = pincer(&config, &["chat", "team"], "RUNIT please\n").await;
+    assert!(stdout(&denied).contains("TOOL_RESULT(err=True)"), "Bash is not allowed yet: {}", stdout(&denied));
+    let set = pincer(&config, &["groups", "set", "team", "--allow", "Bash"], "").await;
+    assert!(set.status.success() && stdout(&set).contains("the running pincer was told"), "{set:?}");
+    let allowed = pincer(&config, &["chat", "team"], "RUNIT again\n").await;
+    assert!(stdout(&allowed).contains("TOOL_RESULT(err=False):ran-it"), "allowed now: {}", stdout(&allowed));
+
+    // The same process answered both: the policy changed without a restart.
+    let store = sandbox.store().await;
+    let events: Vec<_> = store.session_events(&group).await.unwrap().into_iter().map(|(kind, _)| kind).collect();
+    assert_eq!(events, ["started"]);
+    store.close().await;
+    daemon.stop().await;
+}

@@ -23,7 +23,7 @@ use crate::domain::{
 };
 use crate::groups;
 use crate::sandbox::proxy::KeyLease;
-use crate::store::{GroupRecord, GroupSettings, InboundState};
+use crate::store::{GroupRecord, GroupSettings, InboundState, StoreError};
 
 /// A live CLI process and what belongs to it.
 struct Live {
@@ -610,10 +610,45 @@ impl SessionActor {
         self.deps.metrics.record_result_delivery(read_at.elapsed());
     }
 
-    /// Stores a result with its chat text (if any) in one transaction.
+    /// Stores a result with its chat text (if any) in one transaction. While
+    /// the database refuses writes (disk full, locked), it tries again, pauses
+    /// doubling to 10 s: the result is never dropped, and the CLI waits (its
+    /// output queues up) until the store takes it or pincer shuts down (then
+    /// the message is sent again at the next start).
     async fn store_result(&self, result: &TurnResult, cost: Option<f64>, raw: &str, chat_text: Option<&str>) {
-        if let Err(e) = self.deps.outbox.result(&self.group, result, cost, raw, chat_text).await {
-            tracing::error!(group = %self.group, %e, "cannot store a result");
+        let mut pause = Duration::from_millis(200);
+        let mut failing = false;
+        loop {
+            let e = match self.deps.outbox.result(&self.group, result, cost, raw, chat_text).await {
+                Ok(_) if failing => {
+                    tracing::info!(group = %self.group, "the store takes results again; the waiting one is stored");
+                    return;
+                }
+                Ok(_) => return,
+                Err(e @ StoreError::Sql(_)) => e,
+                Err(e) => {
+                    tracing::error!(group = %self.group, %e, "cannot store a result");
+                    return;
+                }
+            };
+            if !failing {
+                tracing::error!(
+                    group = %self.group, %e,
+                    "cannot store a result; trying again until the database can be written (check the disk)"
+                );
+                failing = true;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = self.deps.shutdown.cancelled() => {
+                    tracing::error!(
+                        group = %self.group,
+                        "a result could not be stored before shutdown; its message is sent again at the next start"
+                    );
+                    return;
+                }
+            }
+            pause = (pause * 2).min(Duration::from_secs(10));
         }
     }
 

@@ -106,3 +106,31 @@ async fn whatsapp_a_message_the_store_cannot_take_is_not_acked_and_is_answered_o
     assert_eq!(api.main_requests().len(), 1);
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn a_result_the_store_cannot_take_yet_is_stored_and_delivered_once_it_can() {
+    use crate::support::fake_api::{Reply, Script};
+    use std::sync::Arc;
+
+    let echo = fake_api::echo();
+    let slow: Script = Arc::new(move |req| Reply::slow(Duration::from_secs(2), echo(req)));
+    let api = FakeApi::start(slow).await;
+    let sandbox = Sandbox::new(&api);
+    let group = sandbox.add_group("patient", None).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "are you saving this?").await;
+    api.wait_for_requests(1, crate::support::harness::PATIENCE).await;
+    // The result comes while the database is locked for longer than pincer's
+    // busy timeout (5 s): its first writes fail.
+    let lock = WriteLock::take(&sandbox).await;
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    lock.release().await;
+
+    let reply = pincer.next_outbound().await;
+    assert!(reply.text.starts_with("ECHO: ") && reply.text.contains("are you saving this?"), "{reply:?}");
+    let history = pincer.store().history(&group, 50).await.unwrap();
+    let results = history.iter().filter(|e| matches!(e, pincer::store::HistoryEntry::Result { .. })).count();
+    assert_eq!(results, 1, "stored once: {history:?}");
+    pincer.stop().await;
+}

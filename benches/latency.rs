@@ -179,19 +179,8 @@ impl RawPipe {
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&cwd).unwrap();
         let args = ["-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"];
-        #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
-        let mut cmd = Command::new(claude_bin());
-        cmd.args(args)
-            .args(["--permission-prompt-tool", "stdio"])
-            .current_dir(&cwd)
-            .envs(cli_env(&api.base_url(), &home))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        for key in ENV_TO_REMOVE {
-            cmd.env_remove(key);
-        }
+        let mut cmd = offline_cli(&cwd, &cli_env(&api.base_url(), &home), Stdio::piped());
+        cmd.args(args).args(["--permission-prompt-tool", "stdio"]);
         let mut child = cmd.spawn().expect("claude starts");
         let stdin = child.stdin.take().expect("stdin is piped");
         let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
@@ -266,18 +255,8 @@ async fn one_shot(env: &[(String, String)], cwd: &Path, resume: Option<&str>, te
     args.push(text.to_string());
 
     let start = Instant::now();
-    #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
-    let mut cmd = Command::new(claude_bin());
-    cmd.args(&args)
-        .current_dir(cwd)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    for key in ENV_TO_REMOVE {
-        cmd.env_remove(key);
-    }
+    let mut cmd = offline_cli(cwd, env, Stdio::null());
+    cmd.args(&args);
     let mut child = cmd.spawn().expect("claude starts");
     let stdout = child.stdout.take().expect("stdout is piped");
     let result = tokio::time::timeout(PATIENCE, read_result(stdout))
@@ -293,6 +272,22 @@ async fn one_shot(env: &[(String, String)], cwd: &Path, resume: Option<&str>, te
     assert!(status.success(), "claude -p exited with {status}");
     let session = result["session_id"].as_str().expect("the result names its session").to_string();
     (elapsed, session)
+}
+
+/// The CLI in `cwd` with the tests' offline environment, stdout piped.
+fn offline_cli(cwd: &Path, env: &[(String, String)], stdin: Stdio) -> Command {
+    #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
+    let mut cmd = Command::new(claude_bin());
+    cmd.current_dir(cwd)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    for key in ENV_TO_REMOVE {
+        cmd.env_remove(key);
+    }
+    cmd
 }
 
 /// The first `{"type":"result"}` line on stdout, or `None` if stdout closed first.

@@ -192,11 +192,24 @@ fn turn_result(v: &Value) -> TurnResult {
 
 fn turn_end(v: &Value) -> TurnEnd {
     let failed = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-    let has_api_fields = ["api_error_status", "api_error_type", "api_error"].iter().any(|k| v.get(k).is_some());
-    TurnEnd {
-        terminal_reason: str_field(v, "terminal_reason"),
-        api_error: (failed && has_api_fields).then(|| api_error_report(v)),
+    let has_api_fields =
+        ["api_error_status", "api_error_type", "api_error"].iter().any(|k| v.get(k).is_some_and(|x| !x.is_null()));
+    let status_in_text = status_in_result_text(v);
+    let mut report = (failed && (has_api_fields || status_in_text.is_some())).then(|| api_error_report(v));
+    if let Some(report) = report.as_mut() {
+        // 2.1.197 leaves the status out (null) after repeated errors; its text still names it.
+        report.status = report.status.or(status_in_text);
     }
+    TurnEnd { terminal_reason: str_field(v, "terminal_reason"), api_error: report }
+}
+
+/// The status in a result text like `API Error: 529 …` or `API Error: Repeated
+/// 529 Overloaded errors. …` (how the CLIs word a give-up).
+fn status_in_result_text(v: &Value) -> Option<u16> {
+    let rest = str_field(v, "result")?.strip_prefix("API Error: ")?.to_owned();
+    let rest = rest.strip_prefix("Repeated ").unwrap_or(&rest);
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (digits.len() == 3).then(|| digits.parse().ok()).flatten()
 }
 
 /// An assistant message of the main thread that stands for an API error.

@@ -64,3 +64,12 @@ pub fn stream_json_args() -> Vec<String> {
         .map(|s| s.to_string())
         .collect()
 }
+
+/// `claude --version` of the CLI under test, as `(major, minor, patch)`.
+pub fn cli_version() -> (u32, u32, u32) {
+    #[allow(clippy::disallowed_methods)] // asks the CLI under test its version
+    let out = std::process::Command::new(claude_bin()).arg("--version").output().expect("claude --version runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut parts = text.split_whitespace().next().unwrap_or_default().split('.').map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}

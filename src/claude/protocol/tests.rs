@@ -123,3 +123,18 @@ fn written_lines_are_single_json_lines() {
     let ok: Value = serde_json::from_str(&control_success("r1", allow(&json!({"a": 1})))).unwrap();
     assert_eq!(ok["response"]["response"]["updatedInput"]["a"], 1);
 }
+
+#[test]
+fn an_old_clis_repeated_error_names_its_status_only_in_the_text() {
+    // 2.1.197, after its retries on 529: `api_error_status` is null.
+    let line = r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: Repeated 529 Overloaded errors. The API is at capacity.","terminal_reason":"completed","api_error_status":null,"api_error_type":null,"session_id":"s"}"#;
+    let CliEvent::Result { end, .. } = parse_line(line).unwrap() else { panic!("a result") };
+    assert_eq!(end.api_error.expect("an API error").status, Some(529));
+    let single =
+        r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 500 boom","session_id":"s"}"#;
+    let CliEvent::Result { end, .. } = parse_line(single).unwrap() else { panic!("a result") };
+    assert_eq!(end.api_error.expect("an API error").status, Some(500));
+    let other = r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in","session_id":"s"}"#;
+    let CliEvent::Result { end, .. } = parse_line(other).unwrap() else { panic!("a result") };
+    assert!(end.api_error.is_none());
+}

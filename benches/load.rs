@@ -113,7 +113,8 @@ fn main() {
         println!("{}", standin::VERSION);
         return;
     }
-    if std::env::var_os(standin::ENV).is_some() {
+    // Started as a session (by its environment, or failing that its arguments).
+    if std::env::var_os(standin::ENV).is_some() || std::env::args().any(|a| a == "--input-format") {
         standin::run();
     }
     // Whatever pincer starts inherits this: the bench must never start itself again.

@@ -238,6 +238,7 @@ async fn bench(o: Options) -> usize {
     let mut last_change = Instant::now();
     let mut last_seen = (0u64, 0u64, 0usize);
     let mut settled_since: Option<Instant> = None;
+    let mut kill_when: Option<Instant> = None;
     let outcome = loop {
         pincer.sample();
         let (stored, done) = progress.read(&progress_pool).await;
@@ -253,9 +254,12 @@ async fn bench(o: Options) -> usize {
             last_change = now;
         }
         let fraction = (done as f64 + sent.min(o.messages) as f64) / (2 * o.messages) as f64;
-        if kills.len() < kill_at.len() && fraction >= kill_at[kills.len()] {
-            // A random moment within the next second, not only right after a poll.
-            tokio::time::sleep(Duration::from_millis(rng.below(1000) as u64)).await;
+        if kills.len() < kill_at.len() && fraction >= kill_at[kills.len()] && kill_when.is_none() {
+            // A random moment within the next second, while the load goes on.
+            kill_when = Some(now + Duration::from_millis(rng.below(1000) as u64));
+        }
+        if kill_when.is_some_and(|at| now >= at) {
+            kill_when = None;
             let (stored, done) = progress.read(&progress_pool).await;
             let at = started.elapsed();
             pincer.kill().await;
@@ -295,9 +299,9 @@ async fn bench(o: Options) -> usize {
         failures += 1;
     }
     let store = read_only(&db).await;
-    let facts = Facts::gather(&store, &bot, o.groups).await;
+    let facts = Facts::gather(&store, &bot).await;
     store.close().await;
-    failures += report(&o, &plan, &said, clock, elapsed, &facts, &usage, &kills, sandbox.root());
+    failures += report(&o, &plan, &said, clock, started, elapsed, &facts, &usage, &kills, sandbox.root());
     failures
 }
 
@@ -501,14 +505,17 @@ fn user_line(text: &str) -> String {
     pincer::claude::protocol::user_message(text, &uuid::Uuid::new_v4().to_string())
 }
 
+/// An outbox row: its state and when it was delivered.
+type OutboxState = (String, Option<i64>);
+
 /// What the store and the chats hold after the run.
 struct Facts {
-    /// Per inbound row: token (its text), state, stored at.
-    inbound: Vec<(String, String, i64)>,
-    /// Per result: id, the tokens it names, stored at.
-    results: Vec<(i64, Vec<String>, i64)>,
+    /// Per inbound row: id, text (a token), state, stored at.
+    inbound: Vec<(i64, String, String, i64)>,
+    /// Per result: id, its text, stored at.
+    results: Vec<(i64, Option<String>, i64)>,
     /// Reply rows by result id: state, delivered at.
-    rows_by_result: HashMap<i64, Vec<(String, Option<i64>)>>,
+    rows_by_result: HashMap<i64, Vec<OutboxState>>,
     /// Outbox rows that carry no result (pincer's notices), by state.
     notices: HashMap<String, u64>,
     /// Per sendMessage that Telegram took: chat, text, when.
@@ -520,26 +527,19 @@ struct Facts {
 }
 
 impl Facts {
-    async fn gather(store: &SqlitePool, bot: &FakeBot, groups: usize) -> Facts {
-        let inbound = sqlx::query_as("SELECT text, state, at_us FROM inbound ORDER BY id")
+    async fn gather(store: &SqlitePool, bot: &FakeBot) -> Facts {
+        let inbound = sqlx::query_as("SELECT id, text, state, at_us FROM inbound ORDER BY id")
             .fetch_all(store)
             .await
             .expect("the inbound table reads");
-        let results: Vec<(i64, Option<String>, i64)> =
+        let results =
             sqlx::query_as("SELECT id, text, at_us FROM results ORDER BY id").fetch_all(store).await.expect("results");
-        let results = results
-            .into_iter()
-            .map(|(id, text, at)| {
-                let named = standin::tokens(text.as_deref().unwrap_or("")).into_iter().map(str::to_owned).collect();
-                (id, named, at)
-            })
-            .collect();
         let rows: Vec<(Option<i64>, String, Option<i64>)> =
             sqlx::query_as("SELECT result_id, state, delivered_at_us FROM outbox ORDER BY id")
                 .fetch_all(store)
                 .await
                 .expect("the outbox reads");
-        let mut rows_by_result: HashMap<i64, Vec<(String, Option<i64>)>> = HashMap::new();
+        let mut rows_by_result: HashMap<i64, Vec<OutboxState>> = HashMap::new();
         let mut notices: HashMap<String, u64> = HashMap::new();
         for (result, state, at) in rows {
             match result {
@@ -547,16 +547,14 @@ impl Facts {
                 None => *notices.entry(state).or_default() += 1,
             }
         }
-        let processes: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM session_events WHERE kind IN ('started', 'resumed')")
-                .fetch_one(store)
-                .await
-                .expect("session events");
+        let processes = sqlx::query_scalar("SELECT COUNT(*) FROM session_events WHERE kind IN ('started', 'resumed')")
+            .fetch_one(store)
+            .await
+            .expect("session events");
         let events = sqlx::query_as("SELECT kind, COUNT(*) FROM session_events GROUP BY kind ORDER BY kind")
             .fetch_all(store)
             .await
             .expect("session events");
-        let ours = |chat: i64| (FIRST_CHAT - groups as i64 + 1..=FIRST_CHAT).contains(&chat);
         let replies = bot
             .calls_to("sendMessage")
             .into_iter()
@@ -564,11 +562,114 @@ impl Facts {
             .filter_map(|c| {
                 let chat = c.params.get("chat_id").and_then(|v| v.as_i64().or_else(|| v.as_str()?.parse().ok()))?;
                 let text = c.params.get("text").and_then(|t| t.as_str()).unwrap_or_default().to_owned();
-                ours(chat).then_some((chat, text, c.at))
+                Some((chat, text, c.at))
             })
             .collect();
         Facts { inbound, results, rows_by_result, notices, replies, processes, events }
     }
+}
+
+/// One message, followed through the store and its chat (times in unix µs).
+#[derive(Debug, Default)]
+struct Trace {
+    group: usize,
+    said: i64,
+    /// Its inbound rows: id, state, stored at.
+    stored: Vec<(i64, String, i64)>,
+    /// The results naming it: id, stored at, and the state and delivery time
+    /// of each of the result's outbox rows.
+    answers: Vec<(i64, i64, Vec<OutboxState>)>,
+    /// The replies naming it that Telegram took: chat, when.
+    replies: Vec<(i64, i64)>,
+}
+
+impl Trace {
+    fn stored_once(&self) -> bool {
+        self.stored.len() == 1 && self.stored[0].1 == "answered"
+    }
+
+    /// Exactly one result, with exactly one delivered outbox row.
+    fn answered_once(&self) -> bool {
+        self.answers.len() == 1 && self.answers[0].2.len() == 1 && self.answers[0].2[0].0 == "delivered"
+    }
+
+    fn first_stored(&self) -> Option<i64> {
+        self.stored.iter().map(|s| s.2).min()
+    }
+
+    fn answered(&self) -> Option<i64> {
+        self.answers.first().map(|a| a.1)
+    }
+
+    fn delivered(&self) -> Option<i64> {
+        self.answers.first()?.2.first()?.1
+    }
+
+    fn first_reply(&self) -> Option<i64> {
+        self.replies.iter().map(|r| r.1).min()
+    }
+
+    /// Where it went, with times from `origin`, for a failure report.
+    fn describe(&self, token: &str, origin: i64) -> String {
+        let t = |us: i64| format!("{:.3}s", (us - origin) as f64 / 1e6);
+        let stored: Vec<String> =
+            self.stored.iter().map(|(id, state, at)| format!("#{id} {state} at {}", t(*at))).collect();
+        let answers: Vec<String> = self
+            .answers
+            .iter()
+            .map(|(id, at, rows)| {
+                let rows: Vec<String> = rows.iter().map(|(state, _)| state.clone()).collect();
+                format!("#{id} at {} (outbox: {})", t(*at), rows.join(", "))
+            })
+            .collect();
+        let replies: Vec<String> = self.replies.iter().map(|(chat, at)| format!("{} in {chat}", t(*at))).collect();
+        format!(
+            "{token} ({}, said at {}): inbound [{}]; results [{}]; replies [{}]",
+            group_name(self.group),
+            t(self.said),
+            stored.join("; "),
+            answers.join("; "),
+            replies.join("; ")
+        )
+    }
+}
+
+/// Follows every message said through the facts; also returns the results
+/// and inbound rows that no message explains.
+fn trace(plan: &[Planned], said: &[Instant], clock: WallClock, facts: &Facts) -> (HashMap<String, Trace>, Vec<String>) {
+    let mut traces: HashMap<String, Trace> = plan
+        .iter()
+        .zip(said)
+        .map(|(p, at)| (p.token.clone(), Trace { group: p.group, said: clock.micros(*at), ..Trace::default() }))
+        .collect();
+    let mut strays = Vec::new();
+    for (id, text, state, at) in &facts.inbound {
+        match traces.get_mut(text) {
+            Some(trace) => trace.stored.push((*id, state.clone(), *at)),
+            None => strays.push(format!("inbound #{id} {state}: {text:?}")),
+        }
+    }
+    for (id, text, at) in &facts.results {
+        let named = standin::tokens(text.as_deref().unwrap_or(""));
+        if named.is_empty() {
+            strays.push(format!("result #{id} names no message: {text:?}"));
+        }
+        let rows = facts.rows_by_result.get(id).cloned().unwrap_or_default();
+        for token in named {
+            match traces.get_mut(token) {
+                Some(trace) => trace.answers.push((*id, *at, rows.clone())),
+                None => strays.push(format!("result #{id} names {token}, which was never said")),
+            }
+        }
+    }
+    for (chat, text, at) in &facts.replies {
+        for token in standin::tokens(text) {
+            if let Some(trace) = traces.get_mut(token) {
+                trace.replies.push((*chat, clock.micros(*at)));
+            }
+        }
+    }
+    (traces, strays)
 }
 
 /// Checks exactly-once and prints the numbers; returns the number of failed checks.
@@ -578,214 +679,126 @@ fn report(
     plan: &[Planned],
     said: &[Instant],
     clock: WallClock,
+    started: Instant,
     elapsed: Duration,
     facts: &Facts,
     usage: &Usage,
     kills: &[Kill],
     root: &Path,
 ) -> usize {
+    let origin = clock.micros(started);
+    let (traces, strays) = trace(plan, said, clock, facts);
     let mut failures = 0;
-    let mut fail = |what: String| {
-        println!("FAILED: {what}");
+    let mut check = |what: &str, failing: Vec<(&String, &Trace)>| {
+        if failing.is_empty() {
+            return;
+        }
         failures += 1;
+        println!("\nFAILED: {} message(s) {what}, e.g.:", failing.len());
+        for (token, trace) in failing.iter().take(10) {
+            println!("  {}", trace.describe(token, origin));
+        }
     };
-    let said_us: HashMap<&str, i64> =
-        plan.iter().zip(said).map(|(p, at)| (p.token.as_str(), clock.micros(*at))).collect();
-    let group_of: HashMap<&str, usize> = plan.iter().take(said.len()).map(|p| (p.token.as_str(), p.group)).collect();
-
-    // The store: inbound rows.
-    let mut stored: HashMap<&str, Vec<(&str, i64)>> = HashMap::new();
-    let mut strangers = 0;
-    for (text, state, at) in &facts.inbound {
-        match said_us.get_key_value(text.as_str()) {
-            Some((token, _)) => stored.entry(token).or_default().push((state, *at)),
-            None => strangers += 1,
-        }
-    }
-    let lost: Vec<&str> = group_of.keys().filter(|t| !stored.contains_key(*t)).copied().collect();
-    let twice: Vec<(&str, usize)> = stored.iter().filter(|(_, r)| r.len() > 1).map(|(t, r)| (*t, r.len())).collect();
-    let unanswered: Vec<(&str, &str)> =
-        stored.iter().flat_map(|(t, r)| r.iter().filter(|(s, _)| *s != "answered").map(|(s, _)| (*t, *s))).collect();
+    let all: Vec<(&String, &Trace)> = traces.iter().collect();
+    let such = |f: &dyn Fn(&Trace) -> bool| all.iter().filter(|(_, t)| f(t)).copied().collect::<Vec<_>>();
+    check("never stored (lost)", such(&|t| t.stored.is_empty()));
+    check("stored more than once", such(&|t| t.stored.len() > 1));
+    check("with an inbound row not `answered`", such(&|t| t.stored.iter().any(|s| s.1 != "answered")));
+    check("not named by exactly one result", such(&|t| t.answers.len() != 1));
+    check(
+        "whose result has not exactly one delivered outbox row",
+        such(&|t| t.answers.iter().any(|a| a.2.len() != 1 || a.2[0].0 != "delivered")),
+    );
+    check("without a reply in their chat", such(&|t| t.replies.is_empty()));
+    check("replied to in another chat", such(&|t| t.replies.iter().any(|r| r.0 != chat_of(t.group).id)));
+    // A reply the chat got twice while the store holds one delivered row is the
+    // window of a kill between Telegram's answer and pincer's record: a soak's only.
+    let window = |t: &Trace| o.soak && t.replies.len() > 1 && t.answered_once();
+    check("replied to more than once", such(&|t| t.replies.len() > 1 && !window(t)));
     if said.len() < plan.len() {
-        fail(format!("only {} of {} messages were said", said.len(), plan.len()));
+        failures += 1;
+        println!("\nFAILED: only {} of {} messages were said", said.len(), plan.len());
     }
-    if !lost.is_empty() {
-        fail(format!("{} message(s) never stored (lost): {:?}", lost.len(), sample(&lost)));
-    }
-    if !twice.is_empty() {
-        fail(format!("{} message(s) stored more than once: {:?}", twice.len(), sample(&twice)));
-    }
-    if !unanswered.is_empty() {
-        fail(format!("{} inbound row(s) not answered: {:?}", unanswered.len(), sample(&unanswered)));
-    }
-    if strangers > 0 {
-        fail(format!("{strangers} inbound row(s) that no planned message explains"));
-    }
-
-    // The store: results and their outbox rows.
-    let mut answers: HashMap<&str, Vec<(i64, i64)>> = HashMap::new();
-    for (id, named, at) in &facts.results {
-        if named.is_empty() {
-            fail(format!("result {id} names no message"));
-        }
-        for token in named {
-            answers.entry(token.as_str()).or_default().push((*id, *at));
+    if !strays.is_empty() {
+        failures += 1;
+        println!("\nFAILED: {} row(s) in the store that no message explains, e.g.:", strays.len());
+        for stray in strays.iter().take(10) {
+            println!("  {stray}");
         }
     }
-    let not_once: Vec<(&str, usize)> =
-        group_of.keys().map(|t| (*t, answers.get(t).map_or(0, Vec::len))).filter(|(_, n)| *n != 1).collect();
-    if !not_once.is_empty() {
-        fail(format!("{} message(s) not named by exactly one result: {:?}", not_once.len(), sample(&not_once)));
-    }
-    let mut bad_rows = Vec::new();
-    for (id, _, _) in &facts.results {
-        let rows = facts.rows_by_result.get(id).map_or(&[][..], Vec::as_slice);
-        if rows.len() != 1 || rows[0].0 != "delivered" {
-            bad_rows.push((*id, rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>()));
+    let sent_twice = such(&window);
+    if !sent_twice.is_empty() {
+        println!("\n{} message(s) replied to twice with one delivered row (a kill's window), e.g.:", sent_twice.len());
+        for (token, trace) in sent_twice.iter().take(10) {
+            println!("  {}", trace.describe(token, origin));
         }
-    }
-    if !bad_rows.is_empty() {
-        fail(format!("{} result(s) without exactly one delivered outbox row: {:?}", bad_rows.len(), sample(&bad_rows)));
-    }
-
-    // The chats: one reply per message, in its own chat.
-    let mut in_chat: HashMap<&str, Vec<(i64, Instant)>> = HashMap::new();
-    for (chat, text, at) in &facts.replies {
-        for token in standin::tokens(text) {
-            if let Some((token, _)) = said_us.get_key_value(token) {
-                in_chat.entry(token).or_default().push((*chat, *at));
-            }
-        }
-    }
-    let unreplied: Vec<&str> = group_of.keys().filter(|t| !in_chat.contains_key(*t)).copied().collect();
-    let wrong_chat: Vec<&str> = in_chat
-        .iter()
-        .filter(|(t, r)| r.iter().any(|(chat, _)| *chat != chat_of(group_of[*t]).id))
-        .map(|(t, _)| *t)
-        .collect();
-    let repeated: Vec<(&str, usize)> =
-        in_chat.iter().filter(|(_, r)| r.len() > 1).map(|(t, r)| (*t, r.len())).collect();
-    if !unreplied.is_empty() {
-        fail(format!("{} message(s) got no reply in the chat: {:?}", unreplied.len(), sample(&unreplied)));
-    }
-    if !wrong_chat.is_empty() {
-        fail(format!("{} reply(ies) went to another chat: {:?}", wrong_chat.len(), sample(&wrong_chat)));
-    }
-    // A reply sent twice while the store holds one delivered row is the window of
-    // a kill between Telegram's answer and pincer's record: expected in a soak only.
-    let in_window = |t: &str| o.soak && answers.get(t).is_some_and(|a| a.len() == 1);
-    let window: Vec<(&str, usize)> = repeated.iter().filter(|(t, _)| in_window(t)).copied().collect();
-    let other: Vec<(&str, usize)> = repeated.iter().filter(|(t, _)| !in_window(t)).copied().collect();
-    if !other.is_empty() {
-        fail(format!("{} message(s) replied to more than once: {:?}", other.len(), sample(&other)));
     }
 
     // Numbers.
-    let per_token = |f: &dyn Fn(&str) -> Option<i64>| -> Vec<Duration> {
-        group_of.keys().filter_map(|t| f(t)).map(|us| Duration::from_micros(us.max(0) as u64)).collect()
-    };
-    let first_stored = |t: &str| stored.get(t).and_then(|r| r.iter().map(|(_, at)| *at).min());
-    let answered_at = |t: &str| answers.get(t).and_then(|a| a.first()).map(|(_, at)| *at);
-    let result_id = |t: &str| answers.get(t).and_then(|a| a.first()).map(|(id, _)| *id);
-    let delivered_at = |t: &str| facts.rows_by_result.get(&result_id(t)?)?.first()?.1;
-    let reply_at = |t: &str| in_chat.get(t).and_then(|r| r.iter().map(|(_, at)| *at).min()).map(|at| clock.micros(at));
-    let said_at = |t: &str| said_us.get(t).copied();
-    let span = |end: Option<i64>| {
-        let start = said.first().map(|at| clock.micros(*at))?;
-        Some(Duration::from_micros((end? - start).max(1) as u64))
-    };
-    let last_answer = group_of.keys().filter_map(|t| answered_at(t)).max();
-    let last_reply = group_of.keys().filter_map(|t| reply_at(t)).max();
-    let rate =
-        |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.0}", said.len() as f64 / d.as_secs_f64()));
-    let mib = usage.peak_rss_kib as f64 / 1024.0;
-    let per_msg = |d: Duration| d.as_secs_f64() * 1e6 / said.len().max(1) as f64;
+    let n = said.len().max(1) as f64;
+    let first_said = said.first().map_or(origin, |at| clock.micros(*at));
+    let span_to = |end: Option<i64>| Duration::from_micros(end.map_or(0, |e| (e - first_said).max(1)) as u64);
+    let to_answered = span_to(traces.values().filter_map(Trace::answered).max());
+    let to_replied = span_to(traces.values().filter_map(Trace::first_reply).max());
+    let per_msg = |d: Duration| d.as_secs_f64() * 1e6 / n;
+    let notices: Vec<String> = facts.notices.iter().map(|(s, k)| format!("{k} {s}")).collect();
+    let events: Vec<String> = facts.events.iter().map(|(k, c)| format!("{k} {c}")).collect();
     println!("\nload, {} messages over {} groups, max_live_sessions = {}", said.len(), o.groups, o.live);
     println!("| measure | value |");
     println!("| --- | --- |");
+    let rate = |d: Duration| n / d.as_secs_f64().max(1e-6);
     println!(
-        "| first message said → last answered (stored result) | {:.1?} = {} messages/s |",
-        span(last_answer).unwrap_or_default(),
-        rate(span(last_answer))
+        "| first said → last answered (result stored) | {to_answered:.1?} = {:.0} messages/s |",
+        rate(to_answered)
     );
-    println!(
-        "| first message said → last reply in its chat | {:.1?} = {} messages/s |",
-        span(last_reply).unwrap_or_default(),
-        rate(span(last_reply))
-    );
+    println!("| first said → last reply in its chat | {to_replied:.1?} = {:.0} messages/s |", rate(to_replied));
     println!("| whole run (until settled) | {elapsed:.1?} |");
-    println!(
-        "| CLI processes started | {} ({:.2} per message) |",
-        facts.processes,
-        facts.processes as f64 / said.len().max(1) as f64
-    );
-    println!("| pincer peak RSS (VmHWM) | {mib:.1} MiB |");
+    println!("| CLI processes started | {} ({:.2} per message) |", facts.processes, facts.processes as f64 / n);
+    println!("| pincer peak RSS (VmHWM) | {:.1} MiB |", usage.peak_rss_kib as f64 / 1024.0);
     println!("| pincer CPU (user + system) | {:.1?} = {:.0} µs per message |", usage.cpu, per_msg(usage.cpu));
     println!(
         "| stand-ins' CPU (children pincer reaped) | {:.1?} = {:.0} µs per message |",
         usage.children_cpu,
         per_msg(usage.children_cpu)
     );
-    println!("| replies sent twice (pincer killed between Telegram's answer and its record) | {} |", window.len());
-    let notices: Vec<String> = facts.notices.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    println!("| replies sent twice (killed between Telegram's answer and pincer's record) | {} |", sent_twice.len());
     println!(
         "| pincer's notices in the chats | {} |",
-        if notices.is_empty() { "none".to_owned() } else { notices.join(", ") }
+        if notices.is_empty() { "none".into() } else { notices.join(", ") }
     );
-    let events: Vec<String> = facts.events.iter().map(|(k, n)| format!("{k} {n}")).collect();
     println!("| session events | {} |", events.join(", "));
-    println!("| pincer's log (warnings, errors) | {} |", log_counts(root));
+    println!("| pincer's log | {} |", log_counts(root));
 
-    let gap = |from: &dyn Fn(&str) -> Option<i64>, to: &dyn Fn(&str) -> Option<i64>| {
-        per_token(&|t: &str| Some(to(t)? - from(t)?))
+    let gaps = |from: fn(&Trace) -> Option<i64>, to: fn(&Trace) -> Option<i64>| -> Vec<Duration> {
+        traces.values().filter_map(|t| Some(Duration::from_micros((to(t)? - from(t)?).max(0) as u64))).collect()
     };
     print_summary_row(
         "said → stored (fake Bot API queue, long poll, teloxide, inbound stored)",
-        gap(&said_at, &first_stored),
+        gaps(|t| Some(t.said), Trace::first_stored),
     );
     print_summary_row(
         "stored → answered: pincer's overhead (group queue, live slot, CLI start, stdin, stand-in, result stored)",
-        gap(&first_stored, &answered_at),
+        gaps(Trace::first_stored, Trace::answered),
     );
-    print_summary_row("answered → delivered (outbox, teloxide Throttle: 30 sends/s)", gap(&answered_at, &delivered_at));
-    print_summary_row("said → reply in the chat (end to end)", gap(&said_at, &reply_at));
+    print_summary_row("answered → delivered (outbox, teloxide's Throttle)", gaps(Trace::answered, Trace::delivered));
+    print_summary_row("said → reply in the chat (end to end)", gaps(|t| Some(t.said), Trace::first_reply));
 
     if !kills.is_empty() {
-        println!("\nsoak: SIGKILL and restart");
+        println!("\nsoak: SIGKILL and restart (times from the start of the run)");
         println!("| kill | at | messages said | unanswered then | restart → running |");
         println!("| --- | --- | --- | --- | --- |");
         for (i, k) in kills.iter().enumerate() {
-            println!("| {} | {:.1?} | {} | {} | {:.1?} |", i + 1, k.at, k.said, k.unanswered, k.restart);
+            println!("| {} | {:.3?} | {} | {} | {:.1?} |", i + 1, k.at, k.said, k.unanswered, k.restart);
         }
     }
-    let clean = group_of
-        .keys()
-        .filter(|t| {
-            stored.get(*t).is_some_and(|r| r.len() == 1 && r[0].0 == "answered")
-                && answers.get(*t).is_some_and(|a| a.len() == 1)
-                && result_id(t)
-                    .and_then(|id| facts.rows_by_result.get(&id))
-                    .is_some_and(|r| r.len() == 1 && r[0].0 == "delivered")
-                && in_chat.get(*t).is_some_and(|r| r.len() == 1)
-        })
-        .count();
+    let clean = traces.values().filter(|t| t.stored_once() && t.answered_once() && t.replies.len() == 1).count();
     println!(
-        "\nexactly once: {clean} of {} messages stored once, answered by one result, one delivered row, one reply in the chat{}",
+        "\nexactly once: {clean} of {} messages stored once and answered, named by one result with one delivered \
+         row, one reply in their chat{}",
         said.len(),
         if failures == 0 { " (all checks passed)" } else { "" }
     );
     failures
-}
-
-/// The first few of a long list, for a failure message.
-fn sample<T: std::fmt::Debug>(items: &[T]) -> String {
-    let shown: Vec<String> = items.iter().take(10).map(|i| format!("{i:?}")).collect();
-    let more = items.len().saturating_sub(10);
-    if more > 0 {
-        format!("[{} … and {more} more]", shown.join(", "))
-    } else {
-        format!("[{}]", shown.join(", "))
-    }
 }
 
 /// WARN and ERROR lines in pincer's logs, with the most common messages.

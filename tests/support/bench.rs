@@ -28,6 +28,22 @@ pub fn print_row(title: &str, mut samples: Vec<Duration>) {
     println!("samples_ms {}", ms.join(" "));
 }
 
+/// [`print_row`] for many samples (a load run's thousands): the same table,
+/// the count in the title, and no samples line.
+pub fn print_summary_row(title: &str, mut samples: Vec<Duration>) {
+    if samples.is_empty() {
+        println!("\n{title}: no samples");
+        return;
+    }
+    samples.sort();
+    let n = samples.len();
+    let at = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+    println!("\n{title} (n = {n})");
+    println!("| median | p95 | p99 | max |");
+    println!("| --- | --- | --- | --- |");
+    println!("| {:.1?} | {:.1?} | {:.1?} | {:.1?} |", at(0.5), at(0.95), at(0.99), samples[n - 1]);
+}
+
 /// Ties `Instant`s to the wall clock the store's times use.
 #[derive(Clone, Copy)]
 pub struct WallClock(SystemTime, Instant);

@@ -822,6 +822,12 @@ impl FakeBot {
         inner.sent.iter().filter(|s| s.chat_id == chat_id).map(|meta| inner.sent_view(meta)).collect()
     }
 
+    /// How many messages the bot sent, to every chat: cheap enough to poll
+    /// while a load bench sends thousands.
+    pub fn sent_count(&self) -> usize {
+        self.shared.lock().sent.len()
+    }
+
     /// Any stored message (either side) as Telegram's Message JSON.
     pub fn message(&self, chat_id: i64, message_id: i64) -> Option<Value> {
         self.shared.lock().messages.get(&(chat_id, message_id)).cloned()

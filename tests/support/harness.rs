@@ -226,6 +226,18 @@ pub async fn spawn_pincer_run(
     args: &[&std::ffi::OsStr],
     env: &[(&str, &std::ffi::OsStr)],
 ) -> tokio::process::Child {
+    spawn_pincer_run_logging(cwd, args, env, None).await
+}
+
+/// [`spawn_pincer_run`], also appending every line of pincer's log to `log`
+/// (when given), for a bench that reports what pincer warned about.
+pub async fn spawn_pincer_run_logging(
+    cwd: &Path,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+    log_file: Option<&Path>,
+) -> tokio::process::Child {
+    use std::io::Write;
     use tokio::io::AsyncBufReadExt;
 
     #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
@@ -243,8 +255,18 @@ pub async fn spawn_pincer_run(
     }
     let mut child = command.spawn().expect("the pincer binary starts");
     let mut log = tokio::io::BufReader::new(child.stderr.take().expect("stderr is piped")).lines();
+    let mut copy = log_file.map(|path| {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("the log file opens");
+        std::io::BufWriter::new(file)
+    });
+    let mut keep = move |line: &str| {
+        if let Some(copy) = copy.as_mut() {
+            let _ = writeln!(copy, "{line}").and_then(|()| copy.flush());
+        }
+    };
     let ready = async {
         while let Some(line) = log.next_line().await.expect("pincer's log is readable") {
+            keep(&line);
             if line.contains("pincer is running") {
                 return;
             }
@@ -252,6 +274,10 @@ pub async fn spawn_pincer_run(
         panic!("pincer exited before it was running");
     };
     tokio::time::timeout(PATIENCE, ready).await.expect("pincer starts");
-    tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = log.next_line().await {
+            keep(&line);
+        }
+    });
     child
 }

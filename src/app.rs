@@ -24,6 +24,7 @@ use crate::lock::DataLock;
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::router::Router;
+use crate::sandbox::egress::{EgressService, Resolve, SystemResolver};
 use crate::sandbox::Launcher;
 use crate::scheduler::{self, SchedulerDeps, SchedulerHandle, SchedulerInbox};
 use crate::session::{SessionDeps, Slots};
@@ -48,6 +49,8 @@ pub struct Engine {
     pub scheduler: SchedulerHandle,
     /// What the scheduler needs until [`Engine::start_scheduler`] starts it.
     unstarted: Option<(SchedulerInbox, crate::config::SchedulerConfig)>,
+    /// The sandboxes' egress proxy, stopped after the sessions.
+    egress: EgressService,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 }
@@ -56,7 +59,18 @@ impl Engine {
     /// Starts the engine. Fails early, with what to do, when the store cannot
     /// be opened or the CLI cannot be found.
     pub async fn start(config: Config, shutdown: CancellationToken) -> anyhow::Result<Engine> {
-        Self::start_with(config, None, shutdown).await
+        Self::start_with(config, None, Arc::new(SystemResolver), shutdown).await
+    }
+
+    /// [`start`](Self::start), with the egress proxy looking names up and
+    /// vetting addresses through `resolver` instead of the system's (a test
+    /// answers made-up names with servers of its own).
+    pub async fn start_resolving(
+        config: Config,
+        resolver: Arc<dyn Resolve>,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Engine> {
+        Self::start_with(config, None, resolver, shutdown).await
     }
 
     /// Starts the engine for `pincer chat NAME`: that group's replies go to
@@ -66,12 +80,13 @@ impl Engine {
         group: GroupName,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Engine> {
-        Self::start_with(config, Some(group), shutdown).await
+        Self::start_with(config, Some(group), Arc::new(SystemResolver), shutdown).await
     }
 
     async fn start_with(
         config: Config,
         console: Option<GroupName>,
+        resolver: Arc<dyn Resolve>,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Engine> {
         let program = claude::resolve_program(&config)?;
@@ -81,7 +96,9 @@ impl Engine {
         let (approvals_tx, approvals) = async_channel::bounded(APPROVALS);
         let metrics = Arc::new(Metrics::default());
         let config = Arc::new(config);
-        let launcher = Launcher::start(config.clone(), program, shutdown.clone()).await?;
+        let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
+        let egress = EgressService::new(store.clone(), resolver, data_dir.join("run"), shutdown.clone());
+        let launcher = Launcher::start(config.clone(), program, egress.clone(), shutdown.clone()).await?;
         let (scheduler, inbox) = scheduler::channel();
         let tools = Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone()));
         let unstarted = Some((inbox, config.scheduler.clone()));
@@ -99,7 +116,19 @@ impl Engine {
         });
         let tracker = TaskTracker::new();
         let router = Router::new(deps, tracker.clone());
-        Ok(Engine { router, outbox, directory, approvals, store, metrics, scheduler, unstarted, tracker, shutdown })
+        Ok(Engine {
+            router,
+            outbox,
+            directory,
+            approvals,
+            store,
+            metrics,
+            scheduler,
+            unstarted,
+            egress,
+            tracker,
+            shutdown,
+        })
     }
 
     /// Hands each approval request to the channel of its group's chat (see
@@ -133,11 +162,13 @@ impl Engine {
     }
 
     /// Stops every session (stdin closed, grace, then signals) and waits for
-    /// them. Results printed while closing are still stored and queued.
+    /// them, then for the egress proxy. Results printed while closing are
+    /// still stored and queued.
     pub async fn stop_sessions(&self) {
         self.shutdown.cancel();
         self.tracker.close();
         self.tracker.wait().await;
+        self.egress.stop().await;
     }
 
     /// Stops every session, then closes the store.

@@ -9,20 +9,19 @@
 //! packet leaves the machine (a refusal comes before any connection; the
 //! loopback cases run first, so a proxy that did not vet would fail there).
 
-use std::collections::HashMap;
-use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
+#[path = "support/resolver.rs"]
+mod resolver;
+
 use pincer::domain::GroupName;
-use pincer::sandbox::egress::{
-    vet_ip, DomainPattern, EgressProxy, Forbidden, NetworkPolicy, Policy, Resolve, SystemResolver,
-};
+use pincer::sandbox::egress::{DomainPattern, EgressProxy, Forbidden, NetworkPolicy, Policy, Resolve, SystemResolver};
 use pincer::store::{EgressDecision, EgressVerdict, EgressVia, GroupSettings, Store};
+use resolver::TestResolver;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener, UnixStream};
@@ -31,45 +30,6 @@ use tokio_util::sync::CancellationToken;
 
 /// Generous: waits, never a measure of speed.
 const PATIENCE: Duration = Duration::from_secs(30);
-
-/// Answers made-up names with addresses on this machine, and vouches for the
-/// name/address pairs listed as `vouched`; everything else is vetted by
-/// pincer's own rule.
-#[derive(Default)]
-struct TestResolver {
-    names: HashMap<String, Vec<IpAddr>>,
-    vouched: Vec<(String, IpAddr)>,
-    lookups: AtomicUsize,
-}
-
-impl TestResolver {
-    fn answer(mut self, name: &str, ips: &[&str]) -> Self {
-        self.names.insert(name.to_owned(), ips.iter().map(|ip| ip.parse().unwrap()).collect());
-        self
-    }
-
-    /// `name` stands for the server at `ip`, as a public address would.
-    fn vouch(mut self, name: &str, ip: &str) -> Self {
-        self.vouched.push((name.to_owned(), ip.parse().unwrap()));
-        self
-    }
-}
-
-impl Resolve for TestResolver {
-    fn lookup<'a>(&'a self, host: &'a str, _port: u16) -> BoxFuture<'a, io::Result<Vec<IpAddr>>> {
-        self.lookups.fetch_add(1, Ordering::SeqCst);
-        let found = self.names.get(host).cloned();
-        Box::pin(async move { found.ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such test name")) })
-    }
-
-    fn vet(&self, host: &str, ip: IpAddr) -> Result<(), Forbidden> {
-        if self.vouched.iter().any(|(name, vouched)| name == host && *vouched == ip) {
-            Ok(())
-        } else {
-            vet_ip(ip)
-        }
-    }
-}
 
 /// A store with the group `team`, and the proxy serving it on a socket.
 struct Rig {
@@ -492,4 +452,43 @@ fn the_test_resolver_vouches_only_for_its_pairs() {
     assert_eq!(r.vet("example.test", lo), Ok(()));
     assert_eq!(r.vet("127.0.0.1", lo), Err(Forbidden::Loopback));
     assert_eq!(r.vet("other.test", lo), Err(Forbidden::Loopback));
+}
+
+/// `node container/forward.mjs`, the docker image's forwarder, run on the
+/// host: it presents the proxy's socket on a loopback port as `pincer
+/// forward` does in bwrap (no Docker engine is needed to test its part).
+#[tokio::test]
+async fn the_container_forwarder_carries_a_tcp_client_to_the_proxy_socket() {
+    let web = http_server().await;
+    let resolver = TestResolver::default().answer("example.test", &["127.0.0.1"]).vouch("example.test", "127.0.0.1");
+    let rig = rig(policy(NetworkPolicy::Allowlist, &[format!("example.test:{web}")]), Arc::new(resolver)).await;
+    let port = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("container/forward.mjs");
+    #[allow(clippy::disallowed_methods)] // the image's forwarder, run as Docker would
+    let mut node = tokio::process::Command::new("node")
+        .arg(&script)
+        .arg(format!("127.0.0.1:{port}"))
+        .arg(&rig.socket)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs (the CLI's tests install it)");
+    let connected = async {
+        loop {
+            match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                Ok(stream) => return stream,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    };
+    let mut stream = tokio::time::timeout(PATIENCE, connected).await.expect("the forwarder listens");
+    let url = format!("http://example.test:{web}/through-node");
+    let request = format!("GET {url} HTTP/1.1\r\nHost: example.test:{web}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_string(&mut answer)).await.expect("an answer").unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(&format!("hello example.test:{web} /through-node")), "{answer}");
+    let d = rig.decisions(1).await.remove(0);
+    assert_eq!((d.via, d.verdict), (EgressVia::Http, EgressVerdict::Allowed));
+    node.kill().await.unwrap();
 }

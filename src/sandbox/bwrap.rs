@@ -16,6 +16,8 @@
 //! | `/etc/passwd`, `/etc/group` | an `agent` user (uid 1000) | ro |
 //! | `/tmp` | private tmpfs | rw |
 //! | `/run/pincer/api.sock` | the credential proxy's socket | connect |
+//! | `/run/pincer/egress.sock` | the group's egress proxy socket | connect |
+//! | `/opt/pincer/pincer` | pincer's binary, run as `pincer forward` on `127.0.0.1:3128` | ro |
 //! | `/proc`, `/dev` | the sandbox's own | |
 
 use std::path::{Path, PathBuf};

@@ -1,9 +1,13 @@
 //! The Docker command line (`docker run -i --rm …` with the same layout as
 //! bwrap) and the cleanup of containers a killed pincer left behind.
 //!
-//! The container shares the host's network (`--network host`), so the CLI
-//! reaches the credential proxy on 127.0.0.1 exactly as in bwrap mode; the
-//! proxy never listens on another interface.
+//! The container has no network (`--network none`), as bwrap's sandbox: the
+//! CLI reaches the model through the credential proxy's Unix socket, and the
+//! tools the internet through the group's egress proxy socket, both mounted
+//! at the same paths as in bwrap. The forwarder that presents the egress
+//! proxy on the container's loopback is the image's own (`node
+//! /opt/pincer/forward.mjs`, from `container/`): pincer's binary, linked
+//! against the host's libc, need not run in the image.
 //!
 //! Every process gets a container of its own name ([`container_name`]), so
 //! starting one never touches another: an isolated scheduled run beside the
@@ -16,7 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::bwrap::{EXTRA, GLOBAL, HOME, WORKSPACE};
+use super::bwrap::{API_SOCKET, EGRESS_LISTEN, EGRESS_SOCKET, EXTRA, GLOBAL, HOME, WORKSPACE};
 use super::mounts::Mount;
 use crate::claude::process::run_tool;
 
@@ -26,6 +30,8 @@ pub const LABEL: &str = "pincer.agent";
 pub const DATA_LABEL: &str = "pincer.data";
 /// The CLI inside the image (`container/Dockerfile` installs it globally).
 pub const CLI_IN_IMAGE: &str = "claude";
+/// The egress forwarder inside the image (`container/forward.mjs`).
+pub const FORWARDER_IN_IMAGE: &str = "/opt/pincer/forward.mjs";
 
 /// One agent container, in host paths.
 #[derive(Clone, Debug)]
@@ -45,6 +51,10 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
     /// The CLI's arguments (the program is [`CLI_IN_IMAGE`]).
     pub cli_args: Vec<String>,
+    /// The credential proxy's socket, mounted at [`API_SOCKET`].
+    pub api_socket: PathBuf,
+    /// The group's egress proxy socket, mounted at [`EGRESS_SOCKET`].
+    pub egress: Option<PathBuf>,
 }
 
 /// A new container name for one process of `group`: `pincer-<group>-<8 hex>`.
@@ -73,9 +83,17 @@ pub fn run_args(plan: &Plan) -> Vec<String> {
     let mut push = |items: &[&str]| a.extend(items.iter().map(|s| (*s).to_owned()));
     push(&["--name", &plan.name, "--label", &format!("{LABEL}={}", plan.group)]);
     push(&["--label", &format!("{DATA_LABEL}={}", plan.data)]);
-    push(&["--network", "host", "--user", &plan.user, "--cap-drop", "ALL"]);
+    push(&["--network", "none", "--user", &plan.user, "--cap-drop", "ALL"]);
     push(&["--security-opt", "no-new-privileges", "--tmpfs", "/tmp"]);
-    let mut mounts = vec![bind_mount(&plan.group_dir, WORKSPACE, true), bind_mount(&plan.home, HOME, true)];
+    let mut mounts = vec![
+        bind_mount(&plan.group_dir, WORKSPACE, true),
+        bind_mount(&plan.home, HOME, true),
+        // Connecting to a socket is not writing it: read-only is enough.
+        bind_mount(&plan.api_socket, API_SOCKET, false),
+    ];
+    if let Some(socket) = &plan.egress {
+        mounts.push(bind_mount(socket, EGRESS_SOCKET, false));
+    }
     if let Some((global, writable)) = &plan.global {
         mounts.push(bind_mount(global, GLOBAL, *writable));
     }
@@ -89,7 +107,14 @@ pub fn run_args(plan: &Plan) -> Vec<String> {
     for (k, v) in &plan.env {
         push(&["--env", &format!("{k}={v}")]);
     }
-    push(&[&plan.image, CLI_IN_IMAGE]);
+    push(&[&plan.image]);
+    if plan.egress.is_some() {
+        // The forwarder lives as long as the container (`--init` reaps and
+        // ends it); the CLI takes the shell's place and its stdio.
+        let script = format!("node {FORWARDER_IN_IMAGE} {EGRESS_LISTEN} {EGRESS_SOCKET} & exec \"$@\"");
+        push(&["/bin/sh", "-c", &script, "pincer-sandbox"]);
+    }
+    push(&[CLI_IN_IMAGE]);
     a.extend(plan.cli_args.iter().cloned());
     a
 }
@@ -165,6 +190,8 @@ mod tests {
             extra: vec![Mount { host: "/srv/photos".into(), name: "photos".into(), writable: true }],
             env: vec![("ANTHROPIC_API_KEY".into(), "placeholder".into())],
             cli_args: vec!["-p".into(), "--resume=abc".into()],
+            api_socket: "/d/run/api.sock".into(),
+            egress: None,
         }
     }
 
@@ -173,9 +200,13 @@ mod tests {
         let a = run_args(&plan());
         let joined = a.join(" ");
         let head = "run -i --rm --init --name pincer-alpha-0a1b2c3d --label pincer.agent=alpha \
-                    --label pincer.data=00112233deadbeef --network host";
+                    --label pincer.data=00112233deadbeef --network none";
         assert!(joined.starts_with(head), "{joined}");
-        assert!(joined.contains("--network host --user 1000:1000 --cap-drop ALL"), "{joined}");
+        assert!(joined.contains("--network none --user 1000:1000 --cap-drop ALL"), "{joined}");
+        assert!(
+            joined.contains("--mount type=bind,source=/d/run/api.sock,target=/run/pincer/api.sock,readonly"),
+            "{joined}"
+        );
         assert!(joined.contains("--mount type=bind,source=/g/alpha,target=/workspace/group "), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/d/homes/alpha,target=/home/agent "), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/g/global,target=/workspace/global,readonly"), "{joined}");
@@ -183,6 +214,24 @@ mod tests {
         assert!(joined.contains("--workdir /workspace/group --env ANTHROPIC_API_KEY=placeholder"), "{joined}");
         assert!(joined.ends_with("pincer-agent:2.1.330 claude -p --resume=abc"), "{joined}");
         assert!(!joined.contains("--privileged") && !joined.contains("docker.sock"));
+        assert!(!joined.contains("egress"), "no egress proxy given: {joined}");
+    }
+
+    #[test]
+    fn the_egress_forwarder_runs_before_the_cli_in_the_container() {
+        let mut p = plan();
+        p.egress = Some("/d/run/egress/alpha.sock".into());
+        let a = run_args(&p);
+        let joined = a.join(" ");
+        assert!(
+            joined
+                .contains("--mount type=bind,source=/d/run/egress/alpha.sock,target=/run/pincer/egress.sock,readonly"),
+            "{joined}"
+        );
+        let image = a.iter().position(|x| x == "pincer-agent:2.1.330").unwrap();
+        let script = "node /opt/pincer/forward.mjs 127.0.0.1:3128 /run/pincer/egress.sock & exec \"$@\"";
+        assert_eq!(a[image + 1..image + 6], ["/bin/sh", "-c", script, "pincer-sandbox", "claude"]);
+        assert!(joined.ends_with("claude -p --resume=abc"), "{joined}");
     }
 
     #[test]
@@ -191,6 +240,7 @@ mod tests {
         let pin = crate::claude::install::PINNED_VERSION;
         assert!(dockerfile.contains(&format!("ARG CLAUDE_VERSION={pin}")), "update container/Dockerfile to {pin}");
         assert!(dockerfile.contains("USER agent"), "the image runs as a non-root user");
+        assert!(dockerfile.contains(&format!("COPY forward.mjs {FORWARDER_IN_IMAGE}")), "the image has the forwarder");
     }
 
     #[test]

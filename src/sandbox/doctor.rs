@@ -15,6 +15,19 @@ pub struct Report {
     pub ok: bool,
 }
 
+/// `; group team: allowlist (3 names)` for each group with a policy of its own.
+fn egress_overrides(config: &Config) -> String {
+    let mut out = String::new();
+    for (group, g) in &config.sandbox.groups {
+        if g.network.is_some() || !g.allow_domains.is_empty() {
+            let network = g.network.unwrap_or(config.sandbox.network);
+            let names = config.sandbox.allow_domains.len() + g.allow_domains.len();
+            let _ = write!(out, "; group {group}: {network}, {names} allowed name(s)");
+        }
+    }
+    out
+}
+
 pub async fn report(config: &Config) -> Report {
     let mut out = String::new();
     let mut ok = true;
@@ -46,12 +59,16 @@ pub async fn report(config: &Config) -> Report {
     let _ = writeln!(out, "docker: {docker}");
     let image = config.sandbox.docker_image.as_deref();
     let network = match availability.resolve(config.sandbox.mode, image) {
-        Ok(Confinement::Bwrap) => {
-            "none of its own: each agent has a network namespace with only its own \
-                                   loopback, and reaches the model through the credential proxy's Unix socket"
+        Ok(Confinement::Bwrap | Confinement::Docker) => format!(
+            "none of its own: each agent has a network namespace with only its own loopback; the model is \
+             reached through the credential proxy's Unix socket, the internet through the egress proxy \
+             (sandbox.network = {}{})",
+            config.sandbox.network,
+            egress_overrides(config)
+        ),
+        Ok(Confinement::None) | Err(_) => {
+            "the host's: without a sandbox the agent reaches whatever pincer can".to_owned()
         }
-        Ok(Confinement::Docker) => "the host's (docker containers run with --network host; the proxy is on 127.0.0.1)",
-        Ok(Confinement::None) | Err(_) => "the host's: without a sandbox the agent reaches whatever pincer can",
     };
     match availability.resolve(config.sandbox.mode, image) {
         Ok(Confinement::None) => {

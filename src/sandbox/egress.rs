@@ -1,8 +1,9 @@
 //! The egress proxy: the one way a sandboxed agent's tools reach the
 //! internet, with a policy per group and every decision stored.
 //!
-//! pincer serves it per group on a Unix socket (the group is the socket it
-//! accepted on); inside the sandbox it is the agent's `HTTP_PROXY` and
+//! pincer serves it per group on a Unix socket ([`EgressService`]: the group
+//! is the socket it accepted on); inside the sandbox `pincer forward`
+//! presents it on the sandbox's loopback as the agent's `HTTP_PROXY` and
 //! `HTTPS_PROXY`. It speaks HTTP/1.1: `CONNECT host:port` becomes a plain
 //! byte tunnel (TLS is not intercepted), an absolute-form `http://` request is
 //! forwarded. Before either, the group's [`Policy`] must allow the name and
@@ -17,7 +18,9 @@
 mod policy;
 mod resolve;
 mod server;
+mod service;
 
 pub use policy::{BadHost, DomainPattern, Host, NetworkPolicy, PatternError, Policy, Refusal, Rule, DEFAULT_PORTS};
 pub use resolve::{vet_ip, Forbidden, Resolve, SystemResolver};
 pub use server::EgressProxy;
+pub use service::EgressService;

@@ -18,6 +18,14 @@ pub const RESERVED: &[&str] = &[
     "PATH",
     "USER",
     "LOGNAME",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "ALL_PROXY",
+    "all_proxy",
 ];
 
 /// How the agent reaches the credential proxy.
@@ -31,14 +39,16 @@ pub enum Api {
 }
 
 /// The agent's environment: a fixed base, the locale from `host`, the
-/// operator's `claude.env` (minus [`RESERVED`] names), and the way to the
-/// proxy with this session's placeholder key.
+/// operator's `claude.env` (minus [`RESERVED`] names), the way to the
+/// credential proxy with this session's placeholder key, and the egress
+/// proxy's address inside the sandbox when it has one (`http://127.0.0.1:3128`).
 pub fn agent_env(
     host: impl Fn(&str) -> Option<String>,
     claude_env: &BTreeMap<String, String>,
     home: &str,
     api: &Api,
     placeholder: &str,
+    egress: Option<&str>,
 ) -> Vec<(String, String)> {
     let mut env: BTreeMap<String, String> = BTreeMap::new();
     for name in PASSED_THROUGH {
@@ -75,6 +85,17 @@ pub fn agent_env(
             env.insert("ANTHROPIC_BASE_URL".to_owned(), url.clone());
         }
     }
+    if let Some(proxy) = egress {
+        // Both spellings: curl reads only the lower-case `http_proxy`, most
+        // other tools either. The sandbox's own loopback stays direct, and
+        // so does the model (`localhost` over the credential proxy's socket).
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            env.insert(name.to_owned(), proxy.to_owned());
+        }
+        for name in ["NO_PROXY", "no_proxy"] {
+            env.insert(name.to_owned(), "localhost,127.0.0.1,::1".to_owned());
+        }
+    }
     env.into_iter().collect()
 }
 
@@ -100,7 +121,7 @@ mod tests {
         .collect();
         let api = Api::Url("http://127.0.0.1:9".to_owned());
         let env: BTreeMap<_, _> =
-            agent_env(host, &claude_env, "/home/agent", &api, "pincer-placeholder").into_iter().collect();
+            agent_env(host, &claude_env, "/home/agent", &api, "pincer-placeholder", None).into_iter().collect();
         assert_eq!(env["LANG"], "C.UTF-8");
         assert_eq!(env["DISABLE_AUTOUPDATER"], "1");
         assert_eq!(env["ANTHROPIC_API_KEY"], "pincer-placeholder");
@@ -109,15 +130,33 @@ mod tests {
         assert!(!env.contains_key("PINCER_TELEGRAM__TOKEN"));
         assert!(!env.values().any(|v| v == "secret" || v == "sk-real"), "{env:?}");
         assert!(!env.contains_key("ANTHROPIC_UNIX_SOCKET"));
+        assert!(!env.keys().any(|k| k.to_ascii_lowercase().contains("proxy")), "no egress proxy given: {env:?}");
     }
 
     #[test]
     fn a_socket_replaces_the_url() {
         let env: BTreeMap<_, _> =
-            agent_env(|_| None, &BTreeMap::new(), "/home/agent", &Api::Socket("/run/pincer/api.sock"), "p")
+            agent_env(|_| None, &BTreeMap::new(), "/home/agent", &Api::Socket("/run/pincer/api.sock"), "p", None)
                 .into_iter()
                 .collect();
         assert_eq!(env["ANTHROPIC_UNIX_SOCKET"], "/run/pincer/api.sock");
         assert_eq!(env["ANTHROPIC_BASE_URL"], "http://localhost");
+    }
+
+    #[test]
+    fn the_egress_proxy_is_every_tools_proxy_but_not_the_models() {
+        let operator: BTreeMap<String, String> =
+            [("HTTPS_PROXY".to_owned(), "http://corp:8080".to_owned())].into_iter().collect();
+        let api = Api::Socket("/run/pincer/api.sock");
+        let env: BTreeMap<_, _> =
+            agent_env(|_| None, &operator, "/home/agent", &api, "p", Some("http://127.0.0.1:3128"))
+                .into_iter()
+                .collect();
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            assert_eq!(env[name], "http://127.0.0.1:3128", "{name}: the operator's own proxy is unreachable inside");
+        }
+        let direct: Vec<&str> = env["no_proxy"].split(',').collect();
+        assert!(direct.contains(&"localhost") && direct.contains(&"127.0.0.1"), "{direct:?}");
+        assert_eq!(env["NO_PROXY"], env["no_proxy"]);
     }
 }

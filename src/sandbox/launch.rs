@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
+use super::egress::{EgressService, Policy};
 use super::mounts::{self, MountError, MountTable, Protected};
 use super::proxy::{Credential, KeyLease, Proxy, ProxyError};
 use super::{bwrap, docker, env, Availability, Confinement, SandboxMode};
@@ -65,6 +66,12 @@ pub struct Launcher {
     groups_dir: PathBuf,
     /// The data directory's [`docker::data_label`], on every container.
     docker_data: String,
+    /// Each sandboxed group's egress proxy socket.
+    egress: EgressService,
+    /// The pincer binary that runs `pincer forward` in bwrap sandboxes.
+    forwarder: PathBuf,
+    /// Said once: the forwarder binary is gone.
+    forwarder_missing: std::sync::Once,
 }
 
 impl Launcher {
@@ -73,6 +80,7 @@ impl Launcher {
     pub async fn start(
         config: std::sync::Arc<Config>,
         program: PathBuf,
+        egress: EgressService,
         shutdown: CancellationToken,
     ) -> Result<Launcher, SandboxError> {
         let sandbox = &config.sandbox;
@@ -92,7 +100,20 @@ impl Launcher {
             None => None,
         };
         let docker_data = docker::data_label(&data_dir);
-        let launcher = Launcher { config, program, availability, proxy, mounts, data_dir, groups_dir, docker_data };
+        let forwarder = sandbox.pincer_binary.clone().unwrap_or_else(own_binary);
+        let launcher = Launcher {
+            config,
+            program,
+            availability,
+            proxy,
+            mounts,
+            data_dir,
+            groups_dir,
+            docker_data,
+            egress,
+            forwarder,
+            forwarder_missing: std::sync::Once::new(),
+        };
         launcher.report();
         // Skipping prompts is only safe confined: refuse to start rather than run such a group unconfined.
         // (A mode that does not work here fails only its group, when it starts.)
@@ -173,19 +194,23 @@ impl Launcher {
         if settings.skip_permissions {
             args.push("--dangerously-skip-permissions".to_owned());
         }
-        // bwrap: no network at all, the API through the proxy's socket bound
-        // in; Docker: the proxy on the host's loopback.
-        let api = match confinement {
-            Confinement::Bwrap => env::Api::Socket(bwrap::API_SOCKET),
-            _ => env::Api::Url(proxy.base_url()),
-        };
-        let env =
-            env::agent_env(|name| std::env::var(name).ok(), &self.config.claude.env, bwrap::HOME, &api, lease.key());
+        // No network at all: the API through the credential proxy's socket,
+        // the tools' internet through the group's egress proxy socket, both
+        // bound in.
+        let egress = self.egress_socket(group, confinement).map_err(io)?;
+        let env = env::agent_env(
+            |name| std::env::var(name).ok(),
+            &self.config.claude.env,
+            bwrap::HOME,
+            &env::Api::Socket(bwrap::API_SOCKET),
+            lease.key(),
+            egress.is_some().then(|| format!("http://{}", bwrap::EGRESS_LISTEN)).as_deref(),
+        );
         // The main group keeps the memory every group reads; others only read it.
         let global = global_host.is_dir().then(|| (global_host.clone(), settings.writes_global || main));
         let group_dir = self.groups_dir.join(group.as_str());
         let extra = self.mounts.for_group(group.as_str()).to_vec();
-        let parts = Parts { group_dir, global, home, extra, env, args };
+        let parts = Parts { group_dir, global, home, extra, env, args, api_socket: proxy.socket().to_owned(), egress };
         let spec = match confinement {
             Confinement::Bwrap => self.bwrap_spec(group, parts).map_err(io)?,
             // No container is removed before a start: names are unique, and
@@ -196,8 +221,27 @@ impl Launcher {
         Ok(Launch { spec, confinement, lease: Some(lease) })
     }
 
+    /// The group's egress proxy socket, served from now on; `None` when the
+    /// sandbox cannot run a forwarder (the pincer binary is gone from disk):
+    /// then its tools get no way out, and the model still works.
+    fn egress_socket(&self, group: &GroupName, confinement: Confinement) -> std::io::Result<Option<PathBuf>> {
+        if confinement == Confinement::Bwrap && !self.forwarder.is_file() {
+            self.forwarder_missing.call_once(|| {
+                tracing::warn!(
+                    binary = %self.forwarder.display(),
+                    "the pincer binary that runs the egress forwarder in each sandbox is missing (replaced \
+                     while pincer runs?): agents' tools get no internet until pincer is restarted \
+                     (or set sandbox.pincer_binary)"
+                )
+            });
+            return Ok(None);
+        }
+        let policy = Policy::for_group(&self.config.sandbox, group);
+        self.egress.socket(policy).map(Some)
+    }
+
     fn bwrap_spec(&self, group: &GroupName, parts: Parts) -> std::io::Result<SpawnSpec> {
-        let Parts { group_dir, global, home, extra, env, args } = parts;
+        let Parts { group_dir, global, home, extra, env, args, api_socket, egress } = parts;
         let etc_dir = self.data_dir.join("sandbox/etc");
         bwrap::write_account_files(&etc_dir)?;
         // The installation's folder, found through symlinks (`.bin/claude`).
@@ -208,11 +252,7 @@ impl Launcher {
         };
         let mut command = vec![format!("{}/{file}", bwrap::CLI_DIR)];
         command.extend(args);
-        let api_socket = self
-            .proxy
-            .as_ref()
-            .map(|p| p.socket().to_owned())
-            .ok_or_else(|| std::io::Error::other("the credential proxy is not running"))?;
+        let egress = egress.map(|socket| bwrap::EgressPlan { socket, pincer: self.forwarder.clone() });
         let plan = bwrap::Plan {
             api_socket,
             system: bwrap::host_system(),
@@ -224,7 +264,7 @@ impl Launcher {
             extra,
             env,
             command,
-            egress: None,
+            egress,
         };
         Ok(SpawnSpec {
             program: PathBuf::from("bwrap"),
@@ -238,7 +278,7 @@ impl Launcher {
     }
 
     fn docker_spec(&self, group: &GroupName, parts: Parts) -> SpawnSpec {
-        let Parts { group_dir, global, home, extra, env, args: cli_args } = parts;
+        let Parts { group_dir, global, home, extra, env, args: cli_args, api_socket, egress } = parts;
         let name = docker::container_name(group.as_str());
         let plan = docker::Plan {
             image: self.config.sandbox.docker_image.clone().unwrap_or_default(),
@@ -252,6 +292,8 @@ impl Launcher {
             extra,
             env,
             cli_args,
+            api_socket,
+            egress,
         };
         SpawnSpec {
             program: PathBuf::from("docker"),
@@ -277,6 +319,19 @@ struct Parts {
     env: Vec<(String, String)>,
     /// The CLI's own arguments.
     args: Vec<String>,
+    /// The credential proxy's socket.
+    api_socket: PathBuf,
+    /// The group's egress proxy socket, when the sandbox gets one.
+    egress: Option<PathBuf>,
+}
+
+/// This process's binary; after an upgrade in place, the new one at its path.
+fn own_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    match exe.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+        Some(path) => PathBuf::from(path),
+        None => exe,
+    }
 }
 
 /// Where the credential proxy listens for sandboxes.

@@ -19,6 +19,7 @@ pub mod forward;
 mod launch;
 pub mod mounts;
 pub mod proxy;
+mod socket;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -89,6 +90,9 @@ pub struct SandboxConfig {
     /// Names every group may reach under `allowlist` (`*.example.com` for its
     /// subdomains, `:port` for a port beyond 80 and 443); a group's own list adds to it.
     pub allow_domains: Vec<DomainPattern>,
+    /// The pincer binary bound read-only into each sandbox to run `pincer
+    /// forward`, its way to the egress proxy. Unset: this pincer's own binary.
+    pub pincer_binary: Option<PathBuf>,
     /// Per-group overrides, keyed by group name.
     pub groups: BTreeMap<String, GroupSandbox>,
 }

@@ -146,20 +146,12 @@ impl Proxy {
     }
 }
 
-/// A fresh socket at `path`, readable and writable by pincer's user only (the
-/// sandbox's user is mapped to it).
+/// A fresh socket at `path` (see [`super::socket`]).
 fn bind_socket(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let listener = tokio::net::UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    Ok(listener)
+    let (Some(run), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::other("not a socket path"));
+    };
+    super::socket::bind(run, &name.to_string_lossy())
 }
 
 /// The placeholder a request carries, if any.

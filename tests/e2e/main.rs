@@ -10,6 +10,7 @@ mod console;
 mod crash;
 mod daemon;
 mod delivery;
+mod egress;
 mod fake_bot;
 mod faults;
 mod lifecycle;

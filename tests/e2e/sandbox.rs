@@ -35,7 +35,7 @@ fn commands() -> fake_api::Script {
 }
 
 /// What a Bash probe printed: the reply is `AFTER_TOOL: TOOL_RESULT(err=…):<output>`.
-async fn probe(pincer: &Running, group: &GroupName, needle: &str) -> String {
+pub(crate) async fn probe(pincer: &Running, group: &GroupName, needle: &str) -> String {
     pincer.send(group, &format!("please {needle}")).await;
     let reply = pincer.next_outbound().await.text;
     assert!(reply.starts_with("AFTER_TOOL: TOOL_RESULT("), "{needle}: the tool ran and its output came back: {reply}");
@@ -43,7 +43,7 @@ async fn probe(pincer: &Running, group: &GroupName, needle: &str) -> String {
 }
 
 /// These tests need bubblewrap: fail (never skip) with what to install.
-async fn require_bwrap() {
+pub(crate) async fn require_bwrap() {
     if let Err(why) = pincer::sandbox::bwrap::probe().await {
         panic!("the sandbox tests need a working bubblewrap (apt-get install bubblewrap): {why}");
     }
@@ -277,6 +277,9 @@ async fn doctor_reports_that_auto_picks_bwrap() {
     assert!(text.contains("sandbox.mode = auto -> bwrap"), "{text}");
     assert!(text.contains("docker: "), "{text}");
     assert!(text.contains("network: none of its own"), "{text}");
+    assert!(text.contains("the internet through the egress proxy (sandbox.network = api-only)"), "{text}");
+    let (_, text) = doctor(&[("PINCER_SANDBOX__NETWORK", "open")]).await;
+    assert!(text.contains("(sandbox.network = open)"), "{text}");
 
     let (_, text) = doctor(&[("PINCER_SANDBOX__MODE", "none")]).await;
     assert!(text.contains("network: the host's"), "{text}");

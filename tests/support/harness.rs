@@ -9,6 +9,7 @@ use std::time::Duration;
 use pincer::app::Engine;
 use pincer::config::{Config, Secret};
 use pincer::domain::{GroupName, Inbound, Source};
+use pincer::sandbox::egress::Resolve;
 use pincer::sandbox::SandboxMode;
 use pincer::session::SessionStatus;
 use pincer::store::{GroupSettings, OutboxId, OutboxRow, Store};
@@ -54,6 +55,8 @@ impl Sandbox {
         config.anthropic.api_key = Some(Secret::new(TEST_API_KEY));
         // Stand-in programs live (and write their logs) in host temp dirs.
         config.sandbox.mode = SandboxMode::None;
+        // The sandboxes' egress forwarder is pincer's binary, not this test's.
+        config.sandbox.pincer_binary = Some(PathBuf::from(env!("CARGO_BIN_EXE_pincer")));
         Sandbox { dir, config }
     }
 
@@ -89,6 +92,14 @@ impl Sandbox {
 
     pub async fn start(&self) -> Running {
         Running::start(self.config.clone()).await
+    }
+
+    /// [`start`](Self::start), the egress proxy resolving names through `resolver`.
+    pub async fn start_resolving(&self, resolver: std::sync::Arc<dyn Resolve>) -> Running {
+        let shutdown = CancellationToken::new();
+        let engine =
+            Engine::start_resolving(self.config.clone(), resolver, shutdown.clone()).await.expect("engine starts");
+        Running::started(engine, shutdown).await
     }
 
     /// Runs the whole daemon (`pincer run`: engine and channels) in a task.
@@ -153,6 +164,10 @@ impl Running {
     pub async fn start(config: Config) -> Running {
         let shutdown = CancellationToken::new();
         let engine = Engine::start(config, shutdown.clone()).await.expect("engine starts");
+        Running::started(engine, shutdown).await
+    }
+
+    async fn started(engine: Engine, shutdown: CancellationToken) -> Running {
         // Only what this engine queues: a restarted one reads the same store.
         let seen = engine.store.outbox_last_id().await.expect("the outbox is readable");
         Running { engine, shutdown, seen: std::sync::Mutex::new(seen) }

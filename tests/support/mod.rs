@@ -9,4 +9,5 @@ pub mod fake_api;
 pub mod fake_bot;
 pub mod fake_wa;
 pub mod harness;
+pub mod resolver;
 pub mod serve;

@@ -140,7 +140,7 @@ async fn an_oauth_token_goes_upstream_as_a_bearer_with_the_oauth_beta() {
 }
 
 #[tokio::test]
-async fn serves_the_same_on_its_unix_socket_which_only_its_user_may_open() {
+async fn serves_the_same_on_its_unix_socket_in_a_folder_only_its_user_may_enter() {
     use std::os::unix::fs::PermissionsExt;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -152,7 +152,8 @@ async fn serves_the_same_on_its_unix_socket_which_only_its_user_may_open() {
         .await
         .unwrap();
     assert_eq!(proxy.socket(), socket);
-    assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o600);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.path().join("run")), 0o700);
     let lease = proxy.lease("alpha");
     let ask = |key: String| {
         let socket = socket.clone();

@@ -1,0 +1,77 @@
+//! The egress proxy as pincer runs it: one socket per sandboxed group,
+//! `data_dir/run/egress/<group>.sock`, bound the first time the group's CLI
+//! is launched and served until shutdown. The socket is what that group's
+//! sandbox gets bound in, so the proxy knows the group from the socket a
+//! connection came in on, never from anything the agent says.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::policy::Policy;
+use super::resolve::Resolve;
+use super::server::EgressProxy;
+use crate::domain::GroupName;
+use crate::store::Store;
+
+/// The per-group sockets of one pincer's egress proxy (a cheap handle).
+#[derive(Clone, Debug)]
+pub struct EgressService {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    proxy: EgressProxy,
+    /// `data_dir/run`.
+    run: PathBuf,
+    /// The groups served so far, and their sockets.
+    served: Mutex<HashMap<GroupName, PathBuf>>,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl EgressService {
+    /// Starts the decisions writer (inside a tokio runtime); nothing is
+    /// served until [`socket`](Self::socket) asks. pincer's resolver is
+    /// [`SystemResolver`](super::SystemResolver).
+    pub fn new(store: Store, resolver: Arc<dyn Resolve>, run: PathBuf, shutdown: CancellationToken) -> EgressService {
+        let inner = Inner {
+            proxy: EgressProxy::new(store, resolver),
+            run,
+            served: Mutex::default(),
+            tasks: TaskTracker::new(),
+            shutdown,
+        };
+        EgressService { inner: Arc::new(inner) }
+    }
+
+    /// The socket serving `policy`'s group, bound and served from now on if it
+    /// is not yet. The policy of a group's first launch holds until shutdown
+    /// (it comes from pincer.toml, which is read once).
+    pub fn socket(&self, policy: Policy) -> std::io::Result<PathBuf> {
+        let inner = &self.inner;
+        let mut served = inner.served.lock().expect("egress sockets lock");
+        if let Some(path) = served.get(policy.group()) {
+            return Ok(path.clone());
+        }
+        let name = format!("egress/{}.sock", policy.group());
+        let listener = crate::sandbox::socket::bind(&inner.run, &name)?;
+        let path = inner.run.join(name);
+        served.insert(policy.group().clone(), path.clone());
+        let (proxy, shutdown) = (inner.proxy.clone(), inner.shutdown.clone());
+        inner.tasks.spawn(async move { proxy.serve_group(policy, listener, shutdown).await });
+        Ok(path)
+    }
+
+    /// Once shutdown is cancelled: waits for every group's connections to end,
+    /// then stores the decisions still queued.
+    pub async fn stop(&self) {
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        self.inner.proxy.close().await;
+    }
+}

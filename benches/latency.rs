@@ -15,6 +15,10 @@
 //!   stream-json --verbose --permission-prompt-tool stdio`, driven directly:
 //!   a user line written to stdin, lines read until the `result`. What pincer
 //!   would cost if it cost nothing.
+//! - **Raw pipe via the credential proxy:** the same pipe, its CLI sent
+//!   through pincer's credential proxy over the proxy's Unix socket
+//!   (`ANTHROPIC_UNIX_SOCKET`, a leased placeholder key), as in the sandbox,
+//!   without the sandbox or pincer's engine: what the proxy hop alone costs.
 //! - **pincer, sandboxed:** the engine as `main` runs it, one group, default
 //!   `sandbox.mode` (`auto`: bubblewrap with no network; the API through the
 //!   credential proxy's Unix socket). Measured from `router.send` to the reply
@@ -51,7 +55,9 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use support::cli::{claude_bin, cli_env, ENV_TO_REMOVE};
+use pincer::config::Secret;
+use pincer::sandbox::proxy::{Credential, Proxy};
+use support::cli::{claude_bin, cli_env, ENV_TO_REMOVE, TEST_API_KEY};
 use support::fake_api::{echo, FakeApi};
 use support::harness::{Running, Sandbox, PATIENCE};
 
@@ -79,6 +85,7 @@ struct Report {
     cores: usize,
     messages: usize,
     raw: Vec<Duration>,
+    proxied: Vec<Duration>,
     sandboxed: Vec<Duration>,
     unconfined: Vec<Duration>,
     spawned: Vec<Duration>,
@@ -91,12 +98,28 @@ async fn run(messages: usize) -> Report {
     let cli_version = cli_version().await;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     eprintln!("latency bench: {messages} follow-ups per side, interleaved, CLI {cli_version}, {cores} cores");
-    let mut raw = RawPipe::start(&api).await;
+    let mut raw = RawPipe::start(cli_env(&api.base_url(), Path::new("home"))).await;
+    // The same pipe with the CLI sent through pincer's credential proxy over
+    // its Unix socket, as in the sandbox, but without the sandbox or pincer's
+    // engine: what the proxy hop alone costs.
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let proxy_dir = tempfile::tempdir().unwrap();
+    let credential = Credential::ApiKey(Secret::new(TEST_API_KEY));
+    let proxy = Proxy::start(&api.base_url(), credential, &proxy_dir.path().join("run/api.sock"), shutdown.clone())
+        .await
+        .expect("the credential proxy starts");
+    let lease = proxy.lease("bench");
+    let mut env = cli_env("http://localhost", Path::new("home"));
+    env.retain(|(k, _)| k != "ANTHROPIC_API_KEY");
+    env.push(("ANTHROPIC_API_KEY".into(), lease.key().to_owned()));
+    env.push(("ANTHROPIC_UNIX_SOCKET".into(), proxy.socket().display().to_string()));
+    let mut proxied = RawPipe::start(env).await;
     let boxed = Side::start(&api, SandboxMode::Auto).await;
     let plain = Side::start(&api, SandboxMode::None).await;
     let mut spawn = Spawner::start(&api).await;
     // The first message of each pays for starting its process: not counted.
     raw.round_trip("warm-up").await;
+    proxied.round_trip("warm-up").await;
     boxed.round_trip("warm-up").await;
     plain.round_trip("warm-up").await;
     let metrics = &boxed.pincer.engine.metrics;
@@ -106,6 +129,7 @@ async fn run(messages: usize) -> Report {
         cores,
         messages,
         raw: Vec::new(),
+        proxied: Vec::new(),
         sandboxed: Vec::new(),
         unconfined: Vec::new(),
         spawned: Vec::new(),
@@ -115,6 +139,7 @@ async fn run(messages: usize) -> Report {
     for i in 1..=messages {
         let text = format!("follow-up {i}");
         report.raw.push(raw.round_trip(&text).await);
+        report.proxied.push(proxied.round_trip(&text).await);
         report.sandboxed.push(boxed.round_trip(&text).await);
         report.unconfined.push(plain.round_trip(&text).await);
         report.spawned.push(spawn.round_trip(&text).await);
@@ -126,6 +151,8 @@ async fn run(messages: usize) -> Report {
         side.pincer.stop().await;
     }
     raw.close().await;
+    proxied.close().await;
+    shutdown.cancel();
     report
 }
 
@@ -173,13 +200,16 @@ struct RawPipe {
 }
 
 impl RawPipe {
-    async fn start(api: &FakeApi) -> RawPipe {
+    /// With `env` (its `HOME` becomes a folder of the pipe's own).
+    async fn start(mut env: Vec<(String, String)>) -> RawPipe {
         let dir = tempfile::tempdir().expect("temp dir");
         let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&cwd).unwrap();
+        env.retain(|(k, _)| k != "HOME");
+        env.push(("HOME".into(), home.display().to_string()));
         let args = ["-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"];
-        let mut cmd = offline_cli(&cwd, &cli_env(&api.base_url(), &home), Stdio::piped());
+        let mut cmd = offline_cli(&cwd, &env, Stdio::piped());
         cmd.args(args).args(["--permission-prompt-tool", "stdio"]);
         let mut child = cmd.spawn().expect("claude starts");
         let stdin = child.stdin.take().expect("stdin is piped");
@@ -326,6 +356,7 @@ impl Report {
         let raw95 = percentile(&self.raw, 95.0);
         let sides = [
             ("raw CLI pipe", &self.raw),
+            ("raw CLI pipe via the credential proxy", &self.proxied),
             ("pincer, sandboxed (bwrap, no network)", &self.sandboxed),
             ("pincer, unconfined (mode none)", &self.unconfined),
             ("spawn `claude -p --resume` each time", &self.spawned),

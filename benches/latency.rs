@@ -19,6 +19,9 @@
 //!   through pincer's credential proxy over the proxy's Unix socket
 //!   (`ANTHROPIC_UNIX_SOCKET`, a leased placeholder key), as in the sandbox,
 //!   without the sandbox or pincer's engine: what the proxy hop alone costs.
+//! - **... and in bwrap:** that proxied pipe inside bubblewrap exactly as
+//!   pincer lays it out (`bwrap::args`, no network), started directly: what
+//!   the sandbox adds, without pincer's engine.
 //! - **pincer, sandboxed:** the engine as `main` runs it, one group, default
 //!   `sandbox.mode` (`auto`: bubblewrap with no network; the API through the
 //!   credential proxy's Unix socket). Measured from `router.send` to the reply
@@ -61,6 +64,18 @@ use support::cli::{claude_bin, cli_env, ENV_TO_REMOVE, TEST_API_KEY};
 use support::fake_api::{echo, FakeApi};
 use support::harness::{Running, Sandbox, PATIENCE};
 
+/// The long-lived pipe's flags, as pincer passes them.
+const PIPE_ARGS: [&str; 8] = [
+    "-p",
+    "--input-format",
+    "stream-json",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--permission-prompt-tool",
+    "stdio",
+];
+
 /// Overrides how many follow-up messages each side sends.
 const MESSAGES_ENV: &str = "PINCER_BENCH_MESSAGES";
 const DEFAULT_MESSAGES: usize = 30;
@@ -86,6 +101,7 @@ struct Report {
     messages: usize,
     raw: Vec<Duration>,
     proxied: Vec<Duration>,
+    bwrapped: Vec<Duration>,
     sandboxed: Vec<Duration>,
     unconfined: Vec<Duration>,
     spawned: Vec<Duration>,
@@ -114,12 +130,17 @@ async fn run(messages: usize) -> Report {
     env.push(("ANTHROPIC_API_KEY".into(), lease.key().to_owned()));
     env.push(("ANTHROPIC_UNIX_SOCKET".into(), proxy.socket().display().to_string()));
     let mut proxied = RawPipe::start(env).await;
+    // And the same again inside pincer's bubblewrap sandbox, no network,
+    // without pincer's engine: what the sandbox adds to the proxy hop.
+    let sandbox_lease = proxy.lease("bench");
+    let mut bwrapped = RawPipe::start_in_bwrap(proxy.socket(), sandbox_lease.key()).await;
     let boxed = Side::start(&api, SandboxMode::Auto).await;
     let plain = Side::start(&api, SandboxMode::None).await;
     let mut spawn = Spawner::start(&api).await;
     // The first message of each pays for starting its process: not counted.
     raw.round_trip("warm-up").await;
     proxied.round_trip("warm-up").await;
+    bwrapped.round_trip("warm-up").await;
     boxed.round_trip("warm-up").await;
     plain.round_trip("warm-up").await;
     let metrics = &boxed.pincer.engine.metrics;
@@ -130,6 +151,7 @@ async fn run(messages: usize) -> Report {
         messages,
         raw: Vec::new(),
         proxied: Vec::new(),
+        bwrapped: Vec::new(),
         sandboxed: Vec::new(),
         unconfined: Vec::new(),
         spawned: Vec::new(),
@@ -140,6 +162,7 @@ async fn run(messages: usize) -> Report {
         let text = format!("follow-up {i}");
         report.raw.push(raw.round_trip(&text).await);
         report.proxied.push(proxied.round_trip(&text).await);
+        report.bwrapped.push(bwrapped.round_trip(&text).await);
         report.sandboxed.push(boxed.round_trip(&text).await);
         report.unconfined.push(plain.round_trip(&text).await);
         report.spawned.push(spawn.round_trip(&text).await);
@@ -152,6 +175,7 @@ async fn run(messages: usize) -> Report {
     }
     raw.close().await;
     proxied.close().await;
+    bwrapped.close().await;
     shutdown.cancel();
     report
 }
@@ -208,9 +232,54 @@ impl RawPipe {
         std::fs::create_dir_all(&cwd).unwrap();
         env.retain(|(k, _)| k != "HOME");
         env.push(("HOME".into(), home.display().to_string()));
-        let args = ["-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"];
         let mut cmd = offline_cli(&cwd, &env, Stdio::piped());
-        cmd.args(args).args(["--permission-prompt-tool", "stdio"]);
+        cmd.args(PIPE_ARGS);
+        RawPipe::spawn(dir, cmd)
+    }
+
+    /// In bubblewrap as pincer lays it out (no network, the proxy's socket
+    /// bound in), started directly: no pincer engine, no guard.
+    async fn start_in_bwrap(api_socket: &Path, placeholder: &str) -> RawPipe {
+        use pincer::sandbox::{bwrap, env};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (home, cwd, etc) = (dir.path().join("home"), dir.path().join("work"), dir.path().join("etc"));
+        for d in [&home, &cwd] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        bwrap::write_account_files(&etc).unwrap();
+        let real = std::fs::canonicalize(claude_bin()).unwrap();
+        let offline: std::collections::BTreeMap<String, String> = cli_env("http://localhost", &home)
+            .into_iter()
+            .filter(|(k, _)| !env::RESERVED.contains(&k.as_str()))
+            .collect();
+        let api = env::Api::Socket(bwrap::API_SOCKET);
+        let mut command = vec![format!("{}/{}", bwrap::CLI_DIR, real.file_name().unwrap().to_string_lossy())];
+        command.extend(PIPE_ARGS.map(String::from));
+        let plan = bwrap::Plan {
+            api_socket: api_socket.to_owned(),
+            system: bwrap::host_system(),
+            etc_dir: etc,
+            group_dir: cwd.clone(),
+            global: None,
+            home,
+            cli_dir: real.parent().unwrap().to_owned(),
+            extra: Vec::new(),
+            env: env::agent_env(|_| None, &offline, bwrap::HOME, &api, placeholder, None),
+            command,
+            egress: None,
+        };
+        #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
+        let mut cmd = Command::new("bwrap");
+        cmd.args(bwrap::args(&plan))
+            .current_dir(&cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
+        RawPipe::spawn(dir, cmd)
+    }
+
+    fn spawn(dir: tempfile::TempDir, mut cmd: Command) -> RawPipe {
         let mut child = cmd.spawn().expect("claude starts");
         let stdin = child.stdin.take().expect("stdin is piped");
         let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
@@ -357,6 +426,7 @@ impl Report {
         let sides = [
             ("raw CLI pipe", &self.raw),
             ("raw CLI pipe via the credential proxy", &self.proxied),
+            ("  ... and in bwrap (no network)", &self.bwrapped),
             ("pincer, sandboxed (bwrap, no network)", &self.sandboxed),
             ("pincer, unconfined (mode none)", &self.unconfined),
             ("spawn `claude -p --resume` each time", &self.spawned),

@@ -411,6 +411,19 @@ fn percentile(samples: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// The median of `side[i] − raw[i]`: each follow-up against the raw pipe's
+/// same follow-up, sent right before it, so a busy moment cancels out.
+fn paired_median_ms(side: &[Duration], raw: &[Duration]) -> f64 {
+    let mut deltas: Vec<f64> = side.iter().zip(raw).map(|(s, r)| ms(*s) - ms(*r)).collect();
+    deltas.sort_by(f64::total_cmp);
+    let n = deltas.len();
+    if n % 2 == 1 {
+        deltas[n / 2]
+    } else {
+        (deltas[n / 2 - 1] + deltas[n / 2]) / 2.0
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -440,20 +453,22 @@ impl Report {
         );
         println!();
         println!(
-            "{:<40} {:>10} {:>10} {:>12} {:>12}",
-            "follow-up latency (in -> result)", "median", "p95", "÷ raw p50", "÷ raw p95"
+            "{:<40} {:>10} {:>10} {:>12} {:>12} {:>12}",
+            "follow-up latency (in -> result)", "median", "p95", "÷ raw p50", "÷ raw p95", "paired Δ p50"
         );
         for (name, samples) in sides {
             let (p50, p95) = (percentile(samples, 50.0), percentile(samples, 95.0));
             println!(
-                "{:<40} {:>7.1} ms {:>7.1} ms {:>11.2}x {:>11.2}x",
+                "{:<40} {:>7.1} ms {:>7.1} ms {:>11.2}x {:>11.2}x {:>+9.1} ms",
                 name,
                 ms(p50),
                 ms(p95),
                 ms(p50) / ms(raw50),
-                ms(p95) / ms(raw95)
+                ms(p95) / ms(raw95),
+                paired_median_ms(samples, &self.raw)
             );
         }
+        println!("(paired Δ: the median over follow-ups of this side's time minus the raw pipe's for the same one)");
         println!();
         println!("{:<40} {:>10} {:>10}", "pincer overhead (sandboxed)", "p50", "p99");
         for (name, samples) in overhead {

@@ -252,7 +252,6 @@ impl RawPipe {
             .into_iter()
             .filter(|(k, _)| !env::RESERVED.contains(&k.as_str()))
             .collect();
-        let api = env::Api::Socket(bwrap::API_SOCKET);
         let mut command = vec![format!("{}/{}", bwrap::CLI_DIR, real.file_name().unwrap().to_string_lossy())];
         command.extend(PIPE_ARGS.map(String::from));
         let plan = bwrap::Plan {
@@ -264,7 +263,7 @@ impl RawPipe {
             home,
             cli_dir: real.parent().unwrap().to_owned(),
             extra: Vec::new(),
-            env: env::agent_env(|_| None, &offline, bwrap::HOME, &api, placeholder, None),
+            env: env::agent_env(|_| None, &offline, bwrap::HOME, bwrap::API_SOCKET, placeholder, None),
             command,
             egress: None,
         };

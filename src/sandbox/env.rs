@@ -28,25 +28,16 @@ pub const RESERVED: &[&str] = &[
     "all_proxy",
 ];
 
-/// How the agent reaches the credential proxy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Api {
-    /// Over this Unix socket (a path inside the sandbox): the CLI speaks
-    /// HTTP over it (`ANTHROPIC_UNIX_SOCKET`), needing no network.
-    Socket(&'static str),
-    /// At this URL on the host's loopback.
-    Url(String),
-}
-
 /// The agent's environment: a fixed base, the locale from `host`, the
-/// operator's `claude.env` (minus [`RESERVED`] names), the way to the
-/// credential proxy with this session's placeholder key, and the egress
+/// operator's `claude.env` (minus [`RESERVED`] names), the credential
+/// proxy's socket (a path inside the sandbox: the CLI speaks HTTP over it,
+/// needing no network) with this session's placeholder key, and the egress
 /// proxy's address inside the sandbox when it has one (`http://127.0.0.1:3128`).
 pub fn agent_env(
     host: impl Fn(&str) -> Option<String>,
     claude_env: &BTreeMap<String, String>,
     home: &str,
-    api: &Api,
+    api_socket: &str,
     placeholder: &str,
     egress: Option<&str>,
 ) -> Vec<(String, String)> {
@@ -75,16 +66,9 @@ pub fn agent_env(
     for (k, v) in fixed {
         env.insert(k.to_owned(), v.to_owned());
     }
-    match api {
-        Api::Socket(path) => {
-            // The URL only names the Host header; every byte goes through the socket.
-            env.insert("ANTHROPIC_BASE_URL".to_owned(), "http://localhost".to_owned());
-            env.insert("ANTHROPIC_UNIX_SOCKET".to_owned(), (*path).to_owned());
-        }
-        Api::Url(url) => {
-            env.insert("ANTHROPIC_BASE_URL".to_owned(), url.clone());
-        }
-    }
+    // The URL only names the Host header; every byte goes through the socket.
+    env.insert("ANTHROPIC_BASE_URL".to_owned(), "http://localhost".to_owned());
+    env.insert("ANTHROPIC_UNIX_SOCKET".to_owned(), api_socket.to_owned());
     if let Some(proxy) = egress {
         // Both spellings: curl reads only the lower-case `http_proxy`, most
         // other tools either. The sandbox's own loopback stays direct, and
@@ -119,37 +103,27 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-        let api = Api::Url("http://127.0.0.1:9".to_owned());
         let env: BTreeMap<_, _> =
-            agent_env(host, &claude_env, "/home/agent", &api, "pincer-placeholder", None).into_iter().collect();
+            agent_env(host, &claude_env, "/home/agent", "/run/pincer/api.sock", "pincer-placeholder", None)
+                .into_iter()
+                .collect();
         assert_eq!(env["LANG"], "C.UTF-8");
         assert_eq!(env["DISABLE_AUTOUPDATER"], "1");
         assert_eq!(env["ANTHROPIC_API_KEY"], "pincer-placeholder");
-        assert_eq!(env["ANTHROPIC_BASE_URL"], "http://127.0.0.1:9");
+        assert_eq!(env["ANTHROPIC_BASE_URL"], "http://localhost", "not the operator's");
         assert_eq!(env["HOME"], "/home/agent");
         assert!(!env.contains_key("PINCER_TELEGRAM__TOKEN"));
         assert!(!env.values().any(|v| v == "secret" || v == "sk-real"), "{env:?}");
-        assert!(!env.contains_key("ANTHROPIC_UNIX_SOCKET"));
-        assert!(!env.keys().any(|k| k.to_ascii_lowercase().contains("proxy")), "no egress proxy given: {env:?}");
-    }
-
-    #[test]
-    fn a_socket_replaces_the_url() {
-        let env: BTreeMap<_, _> =
-            agent_env(|_| None, &BTreeMap::new(), "/home/agent", &Api::Socket("/run/pincer/api.sock"), "p", None)
-                .into_iter()
-                .collect();
         assert_eq!(env["ANTHROPIC_UNIX_SOCKET"], "/run/pincer/api.sock");
-        assert_eq!(env["ANTHROPIC_BASE_URL"], "http://localhost");
+        assert!(!env.keys().any(|k| k.to_ascii_lowercase().contains("proxy")), "no egress proxy given: {env:?}");
     }
 
     #[test]
     fn the_egress_proxy_is_every_tools_proxy_but_not_the_models() {
         let operator: BTreeMap<String, String> =
             [("HTTPS_PROXY".to_owned(), "http://corp:8080".to_owned())].into_iter().collect();
-        let api = Api::Socket("/run/pincer/api.sock");
         let env: BTreeMap<_, _> =
-            agent_env(|_| None, &operator, "/home/agent", &api, "p", Some("http://127.0.0.1:3128"))
+            agent_env(|_| None, &operator, "/home/agent", "/run/pincer/api.sock", "p", Some("http://127.0.0.1:3128"))
                 .into_iter()
                 .collect();
         for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {

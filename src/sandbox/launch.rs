@@ -202,7 +202,7 @@ impl Launcher {
             |name| std::env::var(name).ok(),
             &self.config.claude.env,
             bwrap::HOME,
-            &env::Api::Socket(bwrap::API_SOCKET),
+            bwrap::API_SOCKET,
             lease.key(),
             egress.is_some().then(|| format!("http://{}", bwrap::EGRESS_LISTEN)).as_deref(),
         );

@@ -1,16 +1,15 @@
 //! The credential proxy: the only place pincer's API credential is used.
 //!
-//! pincer serves HTTP on a Unix socket (`data_dir/run/api.sock`), which a
-//! bubblewrap sandbox gets bound in: the agent has no network of its own, and
-//! the CLI speaks HTTP over that socket (`ANTHROPIC_UNIX_SOCKET`). The same
-//! service listens on 127.0.0.1 (a free port) for Docker's containers. A
-//! sandboxed CLI gets a per-process placeholder as `ANTHROPIC_API_KEY`. A request must carry a placeholder that is still
+//! pincer serves HTTP on a Unix socket (`data_dir/run/api.sock`) and nowhere
+//! else; every sandbox (bwrap or Docker) gets it bound in: the agent has no
+//! network of its own, and the CLI speaks HTTP over that socket
+//! (`ANTHROPIC_UNIX_SOCKET`). A sandboxed CLI gets a per-process placeholder
+//! as `ANTHROPIC_API_KEY`. A request must carry a placeholder that is still
 //! leased (in `x-api-key` or `Authorization: Bearer`); the proxy then swaps in
 //! the real credential, forwards the request to the upstream API, and streams
 //! the response back as it arrives (SSE included), status and headers as sent.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,7 +44,6 @@ type Keys = Arc<Mutex<HashMap<String, String>>>;
 /// The running proxy. Stops when the shutdown token is cancelled.
 #[derive(Clone, Debug)]
 pub struct Proxy {
-    addr: SocketAddr,
     socket: PathBuf,
     keys: Keys,
 }
@@ -79,8 +77,6 @@ struct Shared {
 /// The proxy could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
-    #[error("the credential proxy cannot listen on 127.0.0.1: {0}")]
-    Bind(std::io::Error),
     #[error("the credential proxy cannot listen on the socket {path}: {source}")]
     BindSocket { path: PathBuf, source: std::io::Error },
     #[error("the credential proxy's HTTP client cannot be built: {0}")]
@@ -89,7 +85,7 @@ pub enum ProxyError {
 
 impl Proxy {
     /// Binds `socket` (replacing a dead pincer's; the caller holds the data
-    /// directory) and 127.0.0.1 on a free port, and serves both until `shutdown`.
+    /// directory) and serves it until `shutdown`.
     pub async fn start(
         upstream: &str,
         credential: Credential,
@@ -109,28 +105,14 @@ impl Proxy {
             client,
         });
         let app = Router::new().fallback(forward).with_state(shared);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(ProxyError::Bind)?;
-        let addr = listener.local_addr().map_err(ProxyError::Bind)?;
         let unix = bind_socket(socket).map_err(|source| ProxyError::BindSocket { path: socket.to_owned(), source })?;
-        let served = {
-            let (app, shutdown) = (app.clone(), shutdown.clone());
-            async move { axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await }
-        };
-        let served_unix =
-            async move { axum::serve(unix, app).with_graceful_shutdown(shutdown.cancelled_owned()).await };
         tokio::spawn(async move {
-            let (tcp, unix) = tokio::join!(served, served_unix);
-            if let Err(e) = tcp.and(unix) {
+            if let Err(e) = axum::serve(unix, app).with_graceful_shutdown(shutdown.cancelled_owned()).await {
                 tracing::error!(%e, "the credential proxy stopped");
             }
         });
-        tracing::info!(%addr, socket = %socket.display(), "credential proxy listening");
-        Ok(Proxy { addr, socket: socket.to_owned(), keys })
-    }
-
-    /// `http://127.0.0.1:PORT`, for the agent's `ANTHROPIC_BASE_URL` (Docker).
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        tracing::info!(socket = %socket.display(), "credential proxy listening");
+        Ok(Proxy { socket: socket.to_owned(), keys })
     }
 
     /// The Unix socket, for a sandbox to bind in.

@@ -57,6 +57,11 @@ async fn upstream() -> Upstream {
     Upstream { url, seen, release: Some(release) }
 }
 
+/// A client that speaks HTTP over the proxy's socket, as the sandboxed CLI does.
+fn over(proxy: &Proxy) -> reqwest::Client {
+    reqwest::Client::builder().unix_socket(proxy.socket()).build().unwrap()
+}
+
 #[tokio::test]
 async fn streams_the_reply_and_swaps_the_placeholder_for_the_real_key() {
     let mut up = upstream().await;
@@ -66,9 +71,8 @@ async fn streams_the_reply_and_swaps_the_placeholder_for_the_real_key() {
     let proxy =
         Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, shutdown.clone()).await.unwrap();
     let lease = proxy.lease("alpha");
-    let client = reqwest::Client::new();
-    let mut response = client
-        .post(format!("{}/v1/messages?beta=true", proxy.base_url()))
+    let mut response = over(&proxy)
+        .post("http://localhost/v1/messages?beta=true")
         .header("x-api-key", lease.key())
         .header("anthropic-version", "2023-06-01")
         .body("{\"stream\":true}")
@@ -103,16 +107,16 @@ async fn refuses_unknown_and_returned_placeholders() {
     let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
         .await
         .unwrap();
-    let client = reqwest::Client::new();
-    let url = format!("{}/v1/messages", proxy.base_url());
-    let wrong = client.post(&url).header("x-api-key", "sk-real").send().await.unwrap();
+    let client = over(&proxy);
+    let url = "http://localhost/v1/messages";
+    let wrong = client.post(url).header("x-api-key", "sk-real").send().await.unwrap();
     assert_eq!(wrong.status(), 401, "not even the real key is accepted from the agent's side");
-    let none = client.post(&url).send().await.unwrap();
+    let none = client.post(url).send().await.unwrap();
     assert_eq!(none.status(), 401);
     let lease = proxy.lease("alpha");
     let key = lease.key().to_owned();
     drop(lease);
-    let returned = client.post(&url).bearer_auth(&key).send().await.unwrap();
+    let returned = client.post(url).bearer_auth(&key).send().await.unwrap();
     assert_eq!(returned.status(), 401, "a process's key dies with it");
     assert!(up.seen.lock().unwrap().is_empty(), "nothing refused reaches the upstream");
 }
@@ -125,8 +129,8 @@ async fn an_oauth_token_goes_upstream_as_a_bearer_with_the_oauth_beta() {
     let proxy =
         Proxy::start(&up.url, credential, &dir.path().join("api.sock"), CancellationToken::new()).await.unwrap();
     let lease = proxy.lease("alpha");
-    let sent = reqwest::Client::new()
-        .post(format!("{}/v1/messages", proxy.base_url()))
+    let sent = over(&proxy)
+        .post("http://localhost/v1/messages")
         .bearer_auth(lease.key())
         .header("anthropic-beta", "fine-grained-tool-streaming-2025-05-14")
         .send()

@@ -58,7 +58,7 @@ impl EgressService {
         if let Some(path) = served.get(policy.group()) {
             return Ok(path.clone());
         }
-        let name = format!("egress/{}.sock", policy.group());
+        let name = socket_name(&inner.run, policy.group());
         let listener = crate::sandbox::socket::bind(&inner.run, &name)?;
         let path = inner.run.join(name);
         served.insert(policy.group().clone(), path.clone());
@@ -73,5 +73,38 @@ impl EgressService {
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
         self.inner.proxy.close().await;
+    }
+}
+
+/// The longest socket path Linux takes is 107 bytes (`sun_path`, with its NUL).
+const MAX_SOCKET_PATH: usize = 107;
+
+/// `egress/<group>.sock`; when that path would be too long for a socket (a
+/// deep data directory, a 64-character group name), `egress/<hash>.sock`.
+fn socket_name(run: &std::path::Path, group: &GroupName) -> String {
+    let readable = format!("egress/{group}.sock");
+    if run.join(&readable).as_os_str().len() <= MAX_SOCKET_PATH {
+        return readable;
+    }
+    let hash = group
+        .as_str()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("egress/{hash:016x}.sock")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_is_named_after_its_group_unless_the_path_would_be_too_long() {
+        let group: GroupName = "family".parse().unwrap();
+        assert_eq!(socket_name(std::path::Path::new("/var/lib/pincer/run"), &group), "egress/family.sock");
+        let long: GroupName = "a".repeat(64).parse().unwrap();
+        let deep = std::path::Path::new("/home/someone/.local/share/pincer/run");
+        let name = socket_name(deep, &long);
+        assert!(deep.join(&name).as_os_str().len() <= MAX_SOCKET_PATH, "{name}");
+        assert_ne!(name, socket_name(deep, &"b".repeat(64).parse().unwrap()), "groups keep sockets of their own");
     }
 }

@@ -60,21 +60,16 @@ use tokio::process::Command;
 
 use pincer::config::Secret;
 use pincer::sandbox::proxy::{Credential, Proxy};
-use support::cli::{claude_bin, cli_env, ENV_TO_REMOVE, TEST_API_KEY};
+use support::cli::{claude_bin, cli_env, stream_json_args, ENV_TO_REMOVE, TEST_API_KEY};
 use support::fake_api::{echo, FakeApi};
 use support::harness::{Running, Sandbox, PATIENCE};
 
-/// The long-lived pipe's flags, as pincer passes them.
-const PIPE_ARGS: [&str; 8] = [
-    "-p",
-    "--input-format",
-    "stream-json",
-    "--output-format",
-    "stream-json",
-    "--verbose",
-    "--permission-prompt-tool",
-    "stdio",
-];
+/// The long-lived pipe's flags, as pincer passes them (without its MCP tools).
+fn pipe_args() -> Vec<String> {
+    let mut args = stream_json_args();
+    args.extend(["--permission-prompt-tool".to_owned(), "stdio".to_owned()]);
+    args
+}
 
 /// Overrides how many follow-up messages each side sends.
 const MESSAGES_ENV: &str = "PINCER_BENCH_MESSAGES";
@@ -233,7 +228,7 @@ impl RawPipe {
         env.retain(|(k, _)| k != "HOME");
         env.push(("HOME".into(), home.display().to_string()));
         let mut cmd = offline_cli(&cwd, &env, Stdio::piped());
-        cmd.args(PIPE_ARGS);
+        cmd.args(pipe_args());
         RawPipe::spawn(dir, cmd)
     }
 
@@ -253,7 +248,7 @@ impl RawPipe {
             .filter(|(k, _)| !env::RESERVED.contains(&k.as_str()))
             .collect();
         let mut command = vec![format!("{}/{}", bwrap::CLI_DIR, real.file_name().unwrap().to_string_lossy())];
-        command.extend(PIPE_ARGS.map(String::from));
+        command.extend(pipe_args());
         let plan = bwrap::Plan {
             api_socket: api_socket.to_owned(),
             system: bwrap::host_system(),

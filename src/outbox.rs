@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::domain::{ChatAddress, GroupName, OutboundKind, Platform, TurnResult};
-use crate::store::{Enqueue, GroupRecord, OutboxId, OutboxRow, Store, StoreError};
+use crate::domain::{ChatAddress, GroupName, InboundId, OutboundKind, Platform, TurnResult};
+use crate::store::{Enqueue, GroupRecord, InboundState, OutboxId, OutboxRow, Store, StoreError};
 
 /// Cloneable handle to the outbox; every clone wakes the same deliverers.
 #[derive(Clone, Debug)]
@@ -49,10 +49,11 @@ impl Outbox {
         cost_usd: Option<f64>,
         raw: &str,
         chat_text: Option<&str>,
+        settles: &[(InboundId, InboundState)],
     ) -> Result<Option<OutboxId>, StoreError> {
         let kind = if result.is_error { OutboundKind::Error } else { OutboundKind::Reply };
         let out = chat_text.map(|text| self.enqueue(group, kind, text));
-        let id = self.store.record_result(group, result, cost_usd, raw, out).await?;
+        let id = self.store.record_result(group, result, cost_usd, raw, out, settles).await?;
         self.wake();
         Ok(id)
     }

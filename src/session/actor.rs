@@ -576,7 +576,7 @@ impl SessionActor {
         // the fresh start or the restart instead, and the messages stay pending.
         let missing_session = protocol::is_missing_session(&result);
         if missing_session || (self.stopping_hung && result.is_error) {
-            self.store_result(&result, cost, raw, None).await;
+            self.store_result(&result, cost, raw, None, &[]).await;
             self.in_turn = false;
             self.follow_up_until = None;
             if missing_session {
@@ -597,14 +597,15 @@ impl SessionActor {
             Some(failure) => (failure.chat_text(&result, taken.len(), self.zone), ids(&taken), Vec::new()),
             None => (result.chat_text(), ids(&taken), Vec::new()),
         };
-        self.store_result(&result, cost, raw, Some(&text)).await;
+        let settles: Vec<(InboundId, InboundState)> = (answered.iter().map(|id| (*id, InboundState::Answered)))
+            .chain(failed.iter().map(|id| (*id, InboundState::Failed)))
+            .collect();
+        self.store_result(&result, cost, raw, Some(&text), &settles).await;
         self.in_turn = false;
         self.follow_up_until = None;
         self.crashes = 0;
         self.hangs = 0;
         self.note_session_id(result.session_id.clone()).await;
-        self.set_state(&answered, InboundState::Answered).await;
-        self.set_state(&failed, InboundState::Failed).await;
         let outcome = TurnOutcome { is_error: result.is_error, text, cost_usd: cost };
         self.tell_watchers(&[answered, failed].concat(), outcome);
         self.deps.metrics.record_result_delivery(read_at.elapsed());
@@ -615,11 +616,18 @@ impl SessionActor {
     /// doubling to 10 s: the result is never dropped, and the CLI waits (its
     /// output queues up) until the store takes it or pincer shuts down (then
     /// the message is sent again at the next start).
-    async fn store_result(&self, result: &TurnResult, cost: Option<f64>, raw: &str, chat_text: Option<&str>) {
+    async fn store_result(
+        &self,
+        result: &TurnResult,
+        cost: Option<f64>,
+        raw: &str,
+        chat_text: Option<&str>,
+        settles: &[(InboundId, InboundState)],
+    ) {
         let mut pause = Duration::from_millis(200);
         let mut failing = false;
         loop {
-            let e = match self.deps.outbox.result(&self.group, result, cost, raw, chat_text).await {
+            let e = match self.deps.outbox.result(&self.group, result, cost, raw, chat_text, settles).await {
                 Ok(_) if failing => {
                     tracing::info!(group = %self.group, "the store takes results again; the waiting one is stored");
                     return;

@@ -250,7 +250,9 @@ impl Store {
 
     /// Stores a result; `cost_usd` is this turn's own share of the CLI's
     /// running total. `out`, if any, goes into the outbox in the same
-    /// transaction, so a stored result is never without its delivery.
+    /// transaction, so a stored result is never without its delivery, and so
+    /// do the states of the messages it settles (`answered`, `failed`): a
+    /// pincer killed right after never sends an answered message again.
     pub async fn record_result(
         &self,
         group: &GroupName,
@@ -258,6 +260,7 @@ impl Store {
         cost_usd: Option<f64>,
         raw: &str,
         out: Option<Enqueue<'_>>,
+        settles: &[(InboundId, InboundState)],
     ) -> Result<Option<OutboxId>, StoreError> {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
@@ -285,6 +288,13 @@ impl Store {
             }
             None => None,
         };
+        for (id, state) in settles {
+            sqlx::query("UPDATE inbound SET state = ? WHERE id = ?")
+                .bind(state.as_str())
+                .bind(id.0)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(queued)
     }

@@ -55,7 +55,7 @@ async fn history_merges_kinds_in_order_and_limits_to_newest() {
         origin: None,
         errors: vec![],
     };
-    store.record_result(&g, &result, Some(0.25), "{}", None).await.unwrap();
+    store.record_result(&g, &result, Some(0.25), "{}", None, &[]).await.unwrap();
 
     let all = store.history(&g, 100).await.unwrap();
     let kinds: Vec<_> = all.iter().map(|e| serde_json::to_value(e).unwrap()["kind"].clone()).collect();
@@ -226,4 +226,33 @@ async fn tools_allowed_at_the_same_time_all_stay_allowed() {
     assert_eq!(allowed.len(), 13, "{allowed:?}");
     assert!(tools.iter().all(|t| allowed.contains(t)) && allowed[0] == "Read", "{allowed:?}");
     assert!(matches!(store.allow_tool(&group("nobody"), "Bash", &[]).await, Err(StoreError::UnknownGroup(_))));
+}
+
+#[tokio::test]
+async fn a_result_settles_its_messages_in_its_own_transaction() {
+    let (_dir, store) = temp_store().await;
+    let g = group("a");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    let chat = |text: &str| Inbound::new(g.clone(), Source::Chat(Platform::Telegram), "ann", text);
+    let (one, two, three) = (
+        store.insert_inbound(&chat("one"), InboundState::Sent).await.unwrap(),
+        store.insert_inbound(&chat("two"), InboundState::Sent).await.unwrap(),
+        store.insert_inbound(&chat("three"), InboundState::Sent).await.unwrap(),
+    );
+    let result = TurnResult {
+        session_id: Some("s".into()),
+        subtype: "success".into(),
+        is_error: false,
+        text: Some("done".into()),
+        total_cost_usd: None,
+        duration_ms: None,
+        num_turns: None,
+        origin: None,
+        errors: vec![],
+    };
+    let settles = [(one, InboundState::Answered), (two, InboundState::Failed)];
+    store.record_result(&g, &result, None, "{}", None, &settles).await.unwrap();
+    // Nothing else was written: what a restart would send again is only the unsettled one.
+    let again: Vec<InboundId> = store.unanswered_inbound().await.unwrap().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(again, [three]);
 }

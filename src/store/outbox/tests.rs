@@ -54,11 +54,11 @@ async fn a_result_and_its_row_are_written_together() {
     let (_dir, store) = temp_store().await;
     let g = group("team");
     store.add_group(&g, &bound(-100)).await.unwrap();
-    let id = store.record_result(&g, &result("answer"), None, "{}", Some(reply("answer"))).await.unwrap().unwrap();
-    assert!(store.record_result(&g, &result("quiet"), None, "{}", None).await.unwrap().is_none());
+    let id = store.record_result(&g, &result("answer"), None, "{}", Some(reply("answer")), &[]).await.unwrap().unwrap();
+    assert!(store.record_result(&g, &result("quiet"), None, "{}", None, &[]).await.unwrap().is_none());
     // A row for a group that does not exist fails the whole step: no result without its delivery.
     let ghost = group("ghost");
-    assert!(store.record_result(&ghost, &result("x"), None, "{}", Some(reply("x"))).await.is_err());
+    assert!(store.record_result(&ghost, &result("x"), None, "{}", Some(reply("x")), &[]).await.is_err());
 
     let history = store.history(&g, 10).await.unwrap();
     let deliveries: Vec<Option<String>> = history

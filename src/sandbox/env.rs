@@ -70,8 +70,8 @@ pub fn agent_env(
     env.insert("ANTHROPIC_BASE_URL".to_owned(), "http://localhost".to_owned());
     env.insert("ANTHROPIC_UNIX_SOCKET".to_owned(), api_socket.to_owned());
     if let Some(proxy) = egress {
-        // Both spellings: curl reads only the lower-case `http_proxy`, most
-        // other tools either. The sandbox's own loopback stays direct, and
+        // Both spellings: curl takes `http_proxy` only in lower case, most
+        // other tools take either. The sandbox's own loopback stays direct, and
         // so does the model (`localhost` over the credential proxy's socket).
         for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
             env.insert(name.to_owned(), proxy.to_owned());

@@ -69,12 +69,7 @@ pub fn container_name(group: &str) -> String {
 pub fn data_label(data_dir: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
     let path = std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_owned());
-    let hash = path
-        .as_os_str()
-        .as_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3));
-    format!("{hash:016x}")
+    super::stable_hash(path.as_os_str().as_bytes())
 }
 
 /// The arguments of `docker` for `plan`.

@@ -139,6 +139,14 @@ impl AnthropicConfig {
     }
 }
 
+/// 16 hex digits of the FNV-1a hash of `bytes`: short names derived from
+/// paths and group names that stay the same in every pincer version (std's
+/// hasher promises no such thing).
+pub(crate) fn stable_hash(bytes: &[u8]) -> String {
+    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{hash:016x}")
+}
+
 impl SandboxConfig {
     /// The mode `group` asks for.
     pub fn requested(&self, group: &str) -> SandboxMode {

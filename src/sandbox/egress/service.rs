@@ -86,11 +86,7 @@ fn socket_name(run: &std::path::Path, group: &GroupName) -> String {
     if run.join(&readable).as_os_str().len() <= MAX_SOCKET_PATH {
         return readable;
     }
-    let hash = group
-        .as_str()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-    format!("egress/{hash:016x}.sock")
+    format!("egress/{}.sock", crate::sandbox::stable_hash(group.as_str().as_bytes()))
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, SqlitePool};
+use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source, TaskFrame, TurnResult};
 
@@ -238,14 +238,8 @@ impl Store {
     }
 
     pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
-        for id in ids {
-            sqlx::query("UPDATE inbound SET state = ? WHERE id = ?")
-                .bind(state.as_str())
-                .bind(id.0)
-                .execute(&self.pool)
-                .await?;
-        }
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        set_states(&mut conn, ids.iter().map(|id| (*id, state))).await
     }
 
     /// Stores a result; `cost_usd` is this turn's own share of the CLI's
@@ -288,13 +282,7 @@ impl Store {
             }
             None => None,
         };
-        for (id, state) in settles {
-            sqlx::query("UPDATE inbound SET state = ? WHERE id = ?")
-                .bind(state.as_str())
-                .bind(id.0)
-                .execute(&mut *tx)
-                .await?;
-        }
+        set_states(&mut tx, settles.iter().copied()).await?;
         tx.commit().await?;
         Ok(queued)
     }
@@ -392,6 +380,21 @@ impl Store {
             .await?;
         Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
     }
+}
+
+/// Sets each message's state, on `conn` (the pool's, or a transaction's).
+async fn set_states(
+    conn: &mut SqliteConnection,
+    states: impl Iterator<Item = (InboundId, InboundState)>,
+) -> Result<(), StoreError> {
+    for (id, state) in states {
+        sqlx::query("UPDATE inbound SET state = ? WHERE id = ?")
+            .bind(state.as_str())
+            .bind(id.0)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,12 +18,8 @@ pub fn agent_reply(kib: usize) -> String {
 /// Prints median, p95, p99 (nearest rank) and the max of `samples` under `title`.
 pub fn print_row(title: &str, mut samples: Vec<Duration>) {
     samples.sort();
-    let n = samples.len();
-    let at = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
     println!("\n{title}");
-    println!("| median | p95 | p99 | max |");
-    println!("| --- | --- | --- | --- |");
-    println!("| {:.1?} | {:.1?} | {:.1?} | {:.1?} |", at(0.5), at(0.95), at(0.99), samples[n - 1]);
+    print_table(&samples);
     let ms: Vec<String> = samples.iter().map(|d| format!("{:.2}", d.as_secs_f64() * 1000.0)).collect();
     println!("samples_ms {}", ms.join(" "));
 }
@@ -36,12 +32,17 @@ pub fn print_summary_row(title: &str, mut samples: Vec<Duration>) {
         return;
     }
     samples.sort();
-    let n = samples.len();
-    let at = |p: f64| samples[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-    println!("\n{title} (n = {n})");
+    println!("\n{title} (n = {})", samples.len());
+    print_table(&samples);
+}
+
+/// The percentile table of `sorted` (not empty).
+fn print_table(sorted: &[Duration]) {
+    let n = sorted.len();
+    let at = |p: f64| sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
     println!("| median | p95 | p99 | max |");
     println!("| --- | --- | --- | --- |");
-    println!("| {:.1?} | {:.1?} | {:.1?} | {:.1?} |", at(0.5), at(0.95), at(0.99), samples[n - 1]);
+    println!("| {:.1?} | {:.1?} | {:.1?} | {:.1?} |", at(0.5), at(0.95), at(0.99), sorted[n - 1]);
 }
 
 /// Ties `Instant`s to the wall clock the store's times use.

@@ -26,6 +26,8 @@ const TYPING_REPEAT: std::time::Duration = std::time::Duration::from_secs(4);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct ChatMessage {
     pub target: TelegramTarget,
+    /// Telegram's id for the message, unique within its chat.
+    pub message_id: i32,
     pub private: bool,
     pub sender_id: Option<i64>,
     pub sender_name: String,
@@ -56,6 +58,7 @@ impl ChatMessage {
         });
         Some(ChatMessage {
             target: TelegramTarget { chat_id: msg.chat.id.0, topic_id },
+            message_id: msg.id.0,
             private: msg.chat.is_private(),
             sender_id: msg.from.as_ref().map(|u| u.id.0 as i64),
             sender_name: msg.from.as_ref().map_or_else(|| "someone".to_owned(), |u| u.full_name()),
@@ -69,6 +72,13 @@ impl ChatMessage {
             replies_to_bot: reply.and_then(|r| r.from.as_ref()).is_some_and(|u| u.id == me.id),
             mentions_bot,
         })
+    }
+
+    /// The message's id across Telegram, which the store keeps unique, so a
+    /// message Telegram sends again (after a crash before its update was
+    /// confirmed) is recognised instead of answered twice.
+    pub fn external_id(&self) -> String {
+        format!("{}/{}", self.target.chat_id, self.message_id)
     }
 }
 
@@ -123,22 +133,31 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
     inbound.sender_id = chat.sender_id.map(|id| id.to_string());
     inbound.sent_at = chat.sent_at;
     inbound.reply_to = chat.reply_to.clone();
+    inbound.external_id = Some(chat.external_id());
     let router = &shared.ports.router;
-    if !engages(&chat, &group, &shared.assistant) {
-        router.observe(&inbound).await?;
-        return Ok(());
-    }
-    if let Err(e) = router.send(inbound).await {
-        tracing::error!(group = %group.name, %e, "cannot take a message for the group's session; the chat is told");
-        let text = text::not_taken(&e);
-        // Through the outbox when it can be written; else straight to the
-        // chat, once, since the store is what failed.
-        if shared.ports.outbox.try_say(&group.name, OutboundKind::Notice, &text).await.is_err() {
-            if let Err(e) = outbound::post(&shared.bot, chat.target, &text, None).await {
-                tracing::warn!(group = %group.name, %e, "cannot tell the chat that its message was not taken");
-            }
+    let engaged = engages(&chat, &group, &shared.assistant);
+    let taken =
+        if engaged { router.send(inbound).await.map(|_| ()) } else { router.observe(&inbound).await.map(|_| ()) };
+    match taken {
+        Ok(()) if engaged => {}
+        Ok(()) => return Ok(()),
+        Err(e) if e.is_duplicate() => {
+            tracing::debug!(group = %group.name, id = %chat.external_id(), "a Telegram message came again; dropped");
+            return Ok(());
         }
-        return Ok(());
+        Err(e) if !engaged => return Err(e.into()),
+        Err(e) => {
+            tracing::error!(group = %group.name, %e, "cannot take a message for the group's session; the chat is told");
+            let text = text::not_taken(&e);
+            // Through the outbox when it can be written; else straight to the
+            // chat, once, since the store is what failed.
+            if shared.ports.outbox.try_say(&group.name, OutboundKind::Notice, &text).await.is_err() {
+                if let Err(e) = outbound::post(&shared.bot, chat.target, &text, None).await {
+                    tracing::warn!(group = %group.name, %e, "cannot tell the chat that its message was not taken");
+                }
+            }
+            return Ok(());
+        }
     }
     let session = router.session(&group.name).await?;
     let (bot, target) = (shared.bot.clone(), chat.target);
@@ -219,6 +238,7 @@ mod tests {
     fn msg(text: &str) -> ChatMessage {
         ChatMessage {
             target: TelegramTarget { chat_id: -1, topic_id: None },
+            message_id: 1,
             private: false,
             sender_id: Some(1),
             sender_name: "Alice".into(),

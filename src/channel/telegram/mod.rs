@@ -3,8 +3,9 @@
 //! this adapter speaks `ChatAddress`, `Inbound` and outbox rows.
 //!
 //! Three loops run while pincer serves Telegram:
-//! - teloxide's dispatcher (long polling or a webhook) hands each update to
-//!   [`inbound`], one worker per chat, so chats never wait for each other;
+//! - [`polling`] (or [`webhook`]) receives updates and hands each to
+//!   [`updates`], one worker per chat, so chats never wait for each other;
+//!   an update is confirmed to Telegram only once [`inbound`] handled it;
 //! - `channel::delivery` drains the Telegram outbox through [`outbound`],
 //!   one worker per chat;
 //! - [`approvals`] shows tool calls that need an admin, with buttons.
@@ -17,18 +18,17 @@ mod commands;
 pub mod format;
 mod inbound;
 mod outbound;
+mod polling;
+mod updates;
+mod webhook;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use teloxide::adaptors::throttle::Limits;
 use teloxide::adaptors::Throttle;
-use teloxide::dispatching::{Dispatcher, UpdateFilterExt};
-use teloxide::error_handlers::LoggingErrorHandler;
 use teloxide::prelude::*;
-use teloxide::update_listeners::{webhooks, Polling, UpdateListener};
 use teloxide::utils::command::BotCommands;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -41,11 +41,6 @@ use crate::domain::{ChatAddress, Platform};
 
 /// The bot as pincer uses it: every request goes through the rate limiter.
 type TgBot = Throttle<Bot>;
-
-type TgDispatcher = Dispatcher<TgBot, anyhow::Error, teloxide::dispatching::DefaultKey>;
-
-/// How many updates may wait for one chat's worker.
-const CHAT_QUEUE: usize = 64;
 
 /// A Telegram chat, or one forum topic of it: a [`ChatAddress`] as the Bot API takes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -88,13 +83,13 @@ struct Shared {
     approvals: approvals::Waiting,
     typing: crate::channel::typing::Typing,
     unknown_chats: FirstSight<i64>,
-    /// Whether updates arrive; false from a failed receive until the next update.
+    /// Whether updates arrive; false from a failed receive until the next success.
     receiving: AtomicBool,
 }
 
 impl Shared {
     /// Receiving failed (the Bot API is unreachable, or refuses the token):
-    /// teloxide tries again with backoff; this says so once, with what to do,
+    /// the poller tries again with backoff; this says so once, with what to do,
     /// and stores it for `pincer doctor`.
     async fn receive_failed(&self, error: String) {
         if self.receiving.swap(false, Ordering::SeqCst) {
@@ -114,8 +109,8 @@ impl Shared {
         }
     }
 
-    /// An update arrived, so receiving works (again).
-    async fn update_arrived(&self) {
+    /// A poll succeeded or an update arrived, so receiving works (again).
+    async fn receiving_works(&self) {
         if !self.receiving.swap(true, Ordering::SeqCst) {
             tracing::info!("Telegram updates arrive again");
             if let Err(e) = self.ports.directory.set_health(Platform::Telegram, "connected", None, None).await {
@@ -236,21 +231,14 @@ impl Telegram {
         let delivery = tokio::spawn(delivery::run(sender, ledger, retry, stop_delivery));
         let asking = tokio::spawn(approvals::run(shared.clone(), asks, shutdown.clone()));
 
-        let handler = dptree::entry()
-            .inspect_async(|shared: Arc<Shared>| async move { shared.update_arrived().await })
-            .branch(Update::filter_message().endpoint(inbound::on_message))
-            .branch(Update::filter_callback_query().endpoint(inbound::on_callback))
-            .branch(Update::filter_my_chat_member().endpoint(inbound::on_membership));
-        let mut dispatcher = Dispatcher::builder(shared.bot.clone(), handler)
-            .dependencies(dptree::deps![shared.clone()])
-            .default_handler(|update| async move { tracing::trace!(?update, "ignored an update") })
-            .error_handler(LoggingErrorHandler::with_custom_text("a Telegram update handler failed"))
-            .worker_queue_size(CHAT_QUEUE)
-            .build();
-        let stopper = stop_on(dispatcher.shutdown_token(), shutdown.clone());
-        let result = receive(&shared, &config, &mut dispatcher).await;
-        stopper.abort();
-        drop(dispatcher);
+        let workers = updates::Workers::new(shared.clone());
+        let result = match &config.webhook_url {
+            Some(url) => webhook::run(&shared, &workers, &config, url, &shutdown).await,
+            None => {
+                polling::run(&shared, &workers, config.poll_timeout, retry, &shutdown).await;
+                Ok(())
+            }
+        };
         match &result {
             Err(e) => tracing::error!("cannot receive Telegram updates: {e:#}; pincer keeps delivering replies"),
             Ok(()) if !shutdown.is_cancelled() => {
@@ -263,52 +251,4 @@ impl Telegram {
         shared.typing.stop_all();
         result
     }
-}
-
-/// Receives updates until the dispatcher stops: by webhook when
-/// `webhook_url` is set, else by long polling.
-async fn receive(shared: &Arc<Shared>, config: &TelegramConfig, dispatcher: &mut TgDispatcher) -> anyhow::Result<()> {
-    match &config.webhook_url {
-        Some(url) => {
-            let mut options = webhooks::Options::new(config.webhook_listen, url.parse()?);
-            if let Some(secret) = &config.webhook_secret {
-                options = options.secret_token(secret.expose().to_owned());
-            }
-            let listener = webhooks::axum(shared.bot.clone(), options)
-                .await
-                .with_context(|| format!("cannot set the Telegram webhook to {url}"))?;
-            tracing::info!(%url, listen = %config.webhook_listen, "receiving Telegram updates through the webhook");
-            dispatch(shared, dispatcher, listener).await
-        }
-        None => {
-            let listener =
-                Polling::builder(shared.bot.clone()).timeout(config.poll_timeout).delete_webhook().await.build();
-            dispatch(shared, dispatcher, listener).await
-        }
-    }
-}
-
-async fn dispatch<L>(shared: &Arc<Shared>, dispatcher: &mut TgDispatcher, listener: L) -> anyhow::Result<()>
-where
-    L: UpdateListener + Send,
-    L::Err: std::fmt::Display + std::fmt::Debug + Send + 'static,
-{
-    let shared = shared.clone();
-    let errors = Arc::new(move |e: L::Err| {
-        let (shared, error) = (shared.clone(), e.to_string());
-        async move { shared.receive_failed(error).await }
-    });
-    dispatcher.dispatch_with_listener(listener, errors).await;
-    Ok(())
-}
-
-/// Asks the dispatcher to stop once `shutdown` is cancelled. The token refuses
-/// while the dispatcher has not started yet, so it is asked again until it takes.
-fn stop_on(token: teloxide::dispatching::ShutdownToken, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        while token.shutdown().is_err() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
 }

@@ -1,0 +1,98 @@
+//! Updates through a webhook, each answered only once pincer handled it.
+//!
+//! Telegram drops an update once its POST is answered with a 2xx and sends
+//! it again otherwise. teloxide's webhook answers at once, before anything is
+//! stored; here the answer waits until the update's handler is done (for up
+//! to [`HOLD_AT_MOST`]), so an update lost in a crash is one Telegram sends again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use teloxide::prelude::*;
+use teloxide::types::Update;
+use teloxide::update_listeners::webhooks;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::updates::{Handled, Workers, ALLOWED};
+use super::Shared;
+use crate::config::TelegramConfig;
+
+/// How long a POST waits for its update to be handled before it is answered
+/// anyway, so that one stuck handler does not stall Telegram's deliveries.
+const HOLD_AT_MOST: Duration = Duration::from_secs(60);
+
+#[derive(Clone)]
+struct Hook {
+    shared: Arc<Shared>,
+    workers: Arc<Workers>,
+    secret: Arc<str>,
+}
+
+/// Sets the webhook to `url`, serves it on `webhook_listen` until
+/// `shutdown`, then deletes it (Telegram keeps the updates until the next start).
+pub(super) async fn run(
+    shared: &Arc<Shared>,
+    workers: &Arc<Workers>,
+    config: &TelegramConfig,
+    url: &str,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let parsed: reqwest::Url = url.parse().with_context(|| format!("[telegram] webhook_url {url} is not a URL"))?;
+    let mut options = webhooks::Options::new(config.webhook_listen, parsed.clone());
+    if let Some(secret) = &config.webhook_secret {
+        options = options.secret_token(secret.expose().to_owned());
+    }
+    let secret: Arc<str> = options.get_or_gen_secret_token().into();
+    let listener = tokio::net::TcpListener::bind(config.webhook_listen)
+        .await
+        .with_context(|| format!("cannot listen on [telegram] webhook_listen {}", config.webhook_listen))?;
+    shared
+        .bot
+        .set_webhook(parsed.clone())
+        .secret_token(secret.to_string())
+        .allowed_updates(ALLOWED)
+        .await
+        .with_context(|| format!("cannot set the Telegram webhook to {url}"))?;
+    tracing::info!(%url, listen = %config.webhook_listen, "receiving Telegram updates through the webhook");
+    let hook = Hook { shared: shared.clone(), workers: workers.clone(), secret };
+    let app = axum::Router::new().route(parsed.path(), post(on_post)).with_state(hook);
+    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).await;
+    workers.close();
+    if let Err(e) = shared.bot.delete_webhook().await {
+        tracing::warn!("cannot delete the Telegram webhook at the stop: {e}");
+    }
+    served.context("the Telegram webhook server failed")
+}
+
+async fn on_post(State(hook): State<Hook>, headers: HeaderMap, body: String) -> StatusCode {
+    let secret = headers.get("x-telegram-bot-api-secret-token").map(|v| v.as_bytes());
+    if secret != Some(hook.secret.as_bytes()) {
+        return StatusCode::UNAUTHORIZED;
+    }
+    let update: Update = match serde_json::from_str(&body) {
+        Ok(update) => update,
+        Err(e) => {
+            // Telegram would send it again and again: take it as handled.
+            tracing::warn!(%e, "a Telegram webhook update could not be read; it is dropped");
+            return StatusCode::OK;
+        }
+    };
+    hook.shared.receiving_works().await;
+    let (tell, mut handled) = mpsc::unbounded_channel();
+    let id = update.id.0;
+    hook.workers.dispatch(update, Handled::new(id, tell)).await;
+    if tokio::time::timeout(HOLD_AT_MOST, handled.recv()).await.is_err() {
+        tracing::warn!(
+            update = id,
+            "a Telegram update is still being handled after {}; Telegram is told it arrived, so a crash \
+             before it is handled loses it",
+            humantime::format_duration(HOLD_AT_MOST)
+        );
+    }
+    StatusCode::OK
+}

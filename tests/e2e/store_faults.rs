@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
-use sqlx::{Connection, Executor, SqliteConnection};
 use whatsapp_rust::proto_helpers::MessageBuilderExt;
 use whatsapp_rust::waproto::whatsapp as wa;
 
@@ -17,23 +16,7 @@ use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 use crate::support::fake_wa::{inbound, FakeWa, Person};
 use crate::support::harness::Sandbox;
-
-/// Holds the database's write lock until released.
-struct WriteLock(SqliteConnection);
-
-impl WriteLock {
-    async fn take(sandbox: &Sandbox) -> WriteLock {
-        let url = format!("sqlite://{}", sandbox.config.database_path().display());
-        let mut conn = SqliteConnection::connect(&url).await.expect("a second connection opens");
-        conn.execute("BEGIN EXCLUSIVE").await.expect("the write lock is free");
-        WriteLock(conn)
-    }
-
-    async fn release(mut self) {
-        self.0.execute("ROLLBACK").await.unwrap();
-        self.0.close().await.unwrap();
-    }
-}
+use crate::support::store_lock::WriteLock;
 
 async fn inbound_texts(sandbox: &Sandbox, group: &str) -> Vec<String> {
     let store = sandbox.store().await;

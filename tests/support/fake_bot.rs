@@ -509,6 +509,9 @@ struct Inner {
     next_update_id: u32,
     /// Updates not yet confirmed by a `getUpdates` offset or a webhook 2xx.
     pending: VecDeque<Value>,
+    /// Every update ever queued, by id, and how many times it was handed to
+    /// the bot (in a `getUpdates` answer or a webhook POST).
+    queued: HashMap<u64, (Value, usize)>,
     /// The last `allowed_updates` given; `None` or empty: Telegram's default.
     allowed_updates: Option<Vec<String>>,
     chats: HashMap<i64, TgChat>,
@@ -580,6 +583,7 @@ impl FakeBot {
             inner: Mutex::new(Inner {
                 next_update_id: FIRST_UPDATE_ID,
                 pending: VecDeque::new(),
+                queued: HashMap::new(),
                 allowed_updates: None,
                 chats: HashMap::new(),
                 last_message_id: HashMap::new(),
@@ -843,6 +847,38 @@ impl FakeBot {
         self.shared.lock().pending.len()
     }
 
+    /// The id of the update that brought message `message_id` of `chat_id`.
+    pub fn update_of(&self, chat_id: i64, message_id: i64) -> Option<u64> {
+        let inner = self.shared.lock();
+        let mut found = inner.queued.iter().filter(|(_, (update, _))| {
+            update["message"]["chat"]["id"].as_i64() == Some(chat_id)
+                && update["message"]["message_id"].as_i64() == Some(message_id)
+        });
+        found.next().map(|(id, _)| *id)
+    }
+
+    /// Whether update `id` is still waiting for the bot to confirm it.
+    pub fn is_unconfirmed(&self, id: u64) -> bool {
+        self.shared.lock().pending.iter().any(|u| u["update_id"].as_u64() == Some(id))
+    }
+
+    /// How many times update `id` was handed to the bot (in a `getUpdates`
+    /// answer or a webhook POST).
+    pub fn times_handed_out(&self, id: u64) -> usize {
+        self.shared.lock().queued.get(&id).map_or(0, |(_, answers)| *answers)
+    }
+
+    /// Queues update `id` again, as it was: what Telegram does with an update
+    /// that a bot which has since died had not confirmed.
+    pub fn send_again(&self, id: u64) {
+        {
+            let mut inner = self.shared.lock();
+            let update = inner.queued.get(&id).map(|(update, _)| update.clone()).expect("an update queued before");
+            inner.pending.push_back(update);
+        }
+        self.shared.updates.notify_waiters();
+    }
+
     /// Waits until `f` holds, re-checking whenever a call is recorded; panics
     /// after [`PATIENCE`] naming `what` and listing the calls.
     pub async fn wait_for<F: Fn(&FakeBot) -> bool>(&self, what: &str, f: F) {
@@ -974,6 +1010,7 @@ impl Inner {
         let mut update = Map::new();
         update.insert("update_id".into(), json!(id));
         update.insert(kind.into(), payload);
+        self.queued.insert(u64::from(id), (Value::Object(update.clone()), 0));
         self.pending.push_back(Value::Object(update));
         id
     }
@@ -1606,6 +1643,11 @@ async fn get_updates(shared: &Shared, p: &Value) -> Outcome {
             }
             let batch: Vec<Value> = inner.pending.iter().take(limit).cloned().collect();
             if !batch.is_empty() || inner.closed || tokio::time::Instant::now() >= deadline {
+                for id in batch.iter().filter_map(|u| u["update_id"].as_u64()) {
+                    if let Some((_, answers)) = inner.queued.get_mut(&id) {
+                        *answers += 1;
+                    }
+                }
                 return Ok(Value::Array(batch));
             }
         }
@@ -1631,7 +1673,12 @@ async fn deliver_to_webhook(shared: Arc<Shared>) {
             match inner.webhook.clone() {
                 Some(webhook) => {
                     inner.drop_unwanted_updates();
-                    inner.pending.front().cloned().map(|update| (webhook, update))
+                    let update = inner.pending.front().cloned();
+                    if let Some(handed) = update.as_ref().and_then(|u| inner.queued.get_mut(&u["update_id"].as_u64()?))
+                    {
+                        handed.1 += 1;
+                    }
+                    update.map(|update| (webhook, update))
                 }
                 None => None,
             }

@@ -11,3 +11,4 @@ pub mod fake_wa;
 pub mod harness;
 pub mod resolver;
 pub mod serve;
+pub mod store_lock;

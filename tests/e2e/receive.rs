@@ -1,0 +1,141 @@
+//! Receiving from Telegram, end to end: an update is confirmed to Telegram
+//! (by the next `getUpdates` offset, or by answering the webhook's POST) only
+//! once pincer stored its message, so a message pincer dies holding comes
+//! again after the restart, and one that comes again is not answered twice.
+//! The store is held up for real: another connection holds its write lock.
+
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use pincer::domain::ChatAddress;
+use pincer::store::{GroupSettings, HistoryEntry};
+
+use crate::support::fake_api::{self, FakeApi};
+use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
+use crate::support::harness::{spawn_pincer_run, Sandbox, PATIENCE};
+use crate::support::store_lock::WriteLock;
+
+fn team() -> TgChat {
+    TgChat { id: -100_400, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
+}
+
+fn alice() -> TgUser {
+    TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
+}
+
+/// A daemon config serving `team` as group `team`, every message engaging.
+async fn serving(api: &FakeApi, bot: &FakeBot) -> Sandbox {
+    let mut sandbox = Sandbox::new(api);
+    sandbox.use_telegram(bot);
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        ..Default::default()
+    };
+    sandbox.add_group_with("team", settings).await;
+    sandbox
+}
+
+/// Says `text` in the team chat; returns the id of the update that carries it.
+fn say(bot: &FakeBot, text: &str) -> u64 {
+    let message = bot.say(&team(), &alice(), text);
+    bot.update_of(team().id, message).expect("the fake queued an update")
+}
+
+/// Long enough after a reply for a second one (a duplicate) to show.
+async fn settle() {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
+#[tokio::test]
+async fn a_message_pincer_dies_holding_is_answered_after_the_restart() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = serving(&api, &bot).await;
+    let config = sandbox.write_config();
+    let mut child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
+
+    // pincer receives the message but cannot store it yet.
+    let lock = WriteLock::take(&sandbox).await;
+    let update = say(&bot, "hello HELD1");
+    bot.wait_for("pincer to poll again while it holds the message", |bot| bot.times_handed_out(update) >= 2).await;
+    assert!(bot.is_unconfirmed(update), "a later poll must not confirm an update whose message is not stored");
+
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGKILL).unwrap();
+    child.wait().await.unwrap();
+    lock.release().await;
+    assert!(bot.sent(team().id).is_empty(), "nothing was answered before the kill");
+
+    let pincer = sandbox.spawn_daemon();
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains("hello HELD1"), "{}", sent[0].text);
+    bot.wait_for("the update to be confirmed", |bot| !bot.is_unconfirmed(update)).await;
+    settle().await;
+    assert_eq!(bot.sent(team().id).len(), 1, "answered once: {:?}", bot.sent(team().id));
+    assert_eq!(api.main_requests().len(), 1);
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_telegram_sends_again_is_answered_once() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = serving(&api, &bot).await;
+    let pincer = sandbox.spawn_daemon();
+
+    let update = say(&bot, "hello TWICE1");
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains("hello TWICE1"), "{}", sent[0].text);
+    bot.wait_for("the update to be confirmed", |bot| !bot.is_unconfirmed(update)).await;
+
+    // As after a crash between storing a message and confirming its update.
+    bot.send_again(update);
+    bot.wait_for("the update sent again to be confirmed", |bot| {
+        bot.times_handed_out(update) >= 2 && !bot.is_unconfirmed(update)
+    })
+    .await;
+    settle().await;
+    assert_eq!(bot.sent(team().id).len(), 1, "not answered twice: {:?}", bot.sent(team().id));
+    assert_eq!(api.main_requests().len(), 1, "no second turn");
+    let store = sandbox.store().await;
+    let history = store.history(&"team".parse().unwrap(), 50).await.unwrap();
+    let stored = history
+        .iter()
+        .filter(|e| matches!(e, HistoryEntry::Inbound { text, .. } if text.contains("hello TWICE1")))
+        .count();
+    assert_eq!(stored, 1, "stored once: {history:?}");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_webhook_post_is_answered_only_once_its_message_is_stored() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = serving(&api, &bot).await;
+    // A port nobody uses: bind, note it, let go (pincer binds it right after).
+    let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    sandbox.config.telegram.webhook_url = Some(format!("http://{listen}/telegram"));
+    sandbox.config.telegram.webhook_listen = listen;
+    let pincer = sandbox.spawn_daemon();
+    bot.wait_for("pincer to set its webhook", |bot| bot.webhook().is_some()).await;
+
+    let lock = WriteLock::take(&sandbox).await;
+    let update = say(&bot, "hello HOOKED1");
+    bot.wait_for("the update to be POSTed", |bot| bot.times_handed_out(update) >= 1).await;
+    // Well inside the store's 5 s busy timeout, after which the message would be refused.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(bot.is_unconfirmed(update), "the POST must wait until the message is stored");
+    lock.release().await;
+
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains("hello HOOKED1"), "{}", sent[0].text);
+    tokio::time::timeout(PATIENCE, async {
+        while bot.is_unconfirmed(update) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the POST is answered once the message is stored");
+    pincer.stop().await;
+}

@@ -3,17 +3,28 @@
 //! lives, so two processes never serve the same chats or write one CLI
 //! session at once. The lock is the kernel's (`flock`), so it is released
 //! however the process ends, `kill -9` included; the file keeps the holder's
-//! pid only to say who holds it.
+//! pid to say who holds it.
+//!
+//! A pincer killed while it starts a CLI leaves, for a moment, forks of
+//! itself that share its lock until they exec (see `claude::guard`). So a
+//! lock whose recorded holder is no longer alive is waited for, briefly,
+//! instead of refused: a restart right after a `kill -9` must not fail.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
+use nix::sys::signal::kill;
+use nix::unistd::Pid;
 
 /// The lock file, in the data directory.
 const LOCK_FILE: &str = "pincer.lock";
+
+/// How long a lock whose holder has died may still be held by its last forks.
+const DEAD_HOLDER_GRACE: Duration = Duration::from_secs(5);
 
 /// Why the data directory could not be locked.
 #[derive(Debug, thiserror::Error)]
@@ -35,23 +46,32 @@ pub struct DataLock {
 }
 
 impl DataLock {
-    /// Takes the lock at once, or says who holds it.
+    /// Takes the lock, or says who holds it: at once while the holder lives;
+    /// after [`DEAD_HOLDER_GRACE`] when it has died (or wrote no pid).
     pub fn acquire(data_dir: &Path) -> Result<DataLock, LockError> {
         let io = |source| LockError::Io { dir: data_dir.to_owned(), source };
         std::fs::create_dir_all(data_dir).map_err(io)?;
-        let file = OpenOptions::new()
+        let mut unlocked = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(data_dir.join(LOCK_FILE))
             .map_err(io)?;
-        let mut file = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(locked) => locked,
-            Err((mut file, Errno::EWOULDBLOCK)) => {
-                return Err(LockError::Held { dir: data_dir.to_owned(), holder: holder(&mut file) })
+        let deadline = Instant::now() + DEAD_HOLDER_GRACE;
+        let mut file = loop {
+            match Flock::lock(unlocked, FlockArg::LockExclusiveNonblock) {
+                Ok(locked) => break locked,
+                Err((mut held, Errno::EWOULDBLOCK)) => {
+                    let holder = holder(&mut held);
+                    if holder.is_some_and(is_alive) || Instant::now() >= deadline {
+                        return Err(LockError::Held { dir: data_dir.to_owned(), holder });
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                    unlocked = held;
+                }
+                Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
             }
-            Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
         };
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
@@ -60,8 +80,15 @@ impl DataLock {
     }
 }
 
+/// Whether process `pid` exists (one we may not signal exists too).
+fn is_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    !matches!(kill(Pid::from_raw(pid), None), Err(Errno::ESRCH))
+}
+
 /// The pid the holder wrote, if it is readable.
 fn holder(file: &mut File) -> Option<u32> {
+    file.rewind().ok()?;
     let mut text = String::new();
     file.read_to_string(&mut text).ok()?;
     text.trim().parse().ok()
@@ -81,5 +108,24 @@ mod tests {
         assert!(text.contains(&dir.path().display().to_string()), "{text}");
         drop(first);
         DataLock::acquire(dir.path()).expect("free again once released");
+    }
+
+    #[test]
+    fn a_lock_left_by_a_dead_holder_is_waited_for_not_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        #[allow(clippy::disallowed_methods)] // a process that has ended, for its pid
+        let mut ended = std::process::Command::new("true").spawn().unwrap();
+        let dead = ended.id();
+        ended.wait().unwrap();
+        // What a killed pincer's fork holds until its exec: the lock, with the dead pid in the file.
+        let path = dir.path().join(LOCK_FILE);
+        std::fs::write(&path, dead.to_string()).unwrap();
+        let fork = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock).unwrap();
+        let exec = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(fork);
+        });
+        DataLock::acquire(dir.path()).expect("taken once the dead holder's fork lets go");
+        exec.join().unwrap();
     }
 }

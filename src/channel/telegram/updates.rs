@@ -128,8 +128,9 @@ async fn work(workers: Arc<Workers>, chat: i64, mut jobs: mpsc::Receiver<Job>) {
     }
 }
 
-/// Hands an update to its handler; what fails is logged, since Telegram
-/// cannot be asked to send an update again.
+/// Hands an update to its handler. A failure is logged and the update counts
+/// as handled: a message that could not be stored was refused in its chat
+/// already, and holding the update would only bring the same failure back.
 async fn handle(shared: &Arc<Shared>, update: Update) {
     let done = match update.kind {
         UpdateKind::Message(msg) => inbound::on_message(msg, shared.clone()).await,

@@ -2,7 +2,7 @@
 //! far fewer live CLI processes than groups, 100,000 messages, every one
 //! checked to be answered exactly once.
 //!
-//! - **Setup:** the fake Bot API (`tests/support/fake_bot.rs`, teloxide long
+//! - **Setup:** the fake Bot API (`tests/support/fake_bot.rs`, pincer long
 //!   polls it on loopback), G groups registered as `pincer groups add` does,
 //!   each bound to its own Telegram group chat and engaged by every message,
 //!   `claude.max_live_sessions` = L, and `sandbox.mode = "none"` (the sandbox
@@ -773,7 +773,7 @@ fn report(
         traces.values().filter_map(|t| Some(Duration::from_micros((to(t)? - from(t)?).max(0) as u64))).collect()
     };
     print_summary_row(
-        "said → stored (fake Bot API queue, long poll, teloxide, inbound stored)",
+        "said → stored (fake Bot API queue, long poll, inbound stored)",
         gaps(|t| Some(t.said), Trace::first_stored),
     );
     print_summary_row(

@@ -4,7 +4,7 @@
 //! - **Render:** `format::render` on generated replies of growing size, with
 //!   headings, lists, inline code and fenced code blocks (the split must not
 //!   break those). Reported per call, with the number of messages produced.
-//! - **Round trip:** the daemon as `main` runs it (`app::run`), teloxide long
+//! - **Round trip:** the daemon as `main` runs it (`app::run`), pincer long
 //!   polling the fake Bot API from `tests/support`, the real CLI against the fake
 //!   Messages API (which answers at once). Measured from a message being queued
 //!   at the fake Bot API to pincer's `sendMessage` reaching it; the first

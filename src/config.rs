@@ -368,6 +368,15 @@ impl Config {
             "telegram.webhook_url",
             "is not a URL (e.g. \"https://bot.example.com/telegram\")",
         )?;
+        let secret_ok = |s: &str| {
+            (1..=256).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if t.webhook_secret.as_ref().is_some_and(|s| !secret_ok(s.expose())) {
+            return Err(ConfigError::Rule {
+                key: "telegram.webhook_secret",
+                problem: "must be 1 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram's rule)",
+            });
+        }
         if t.poll_timeout.is_zero() || t.poll_timeout > Duration::from_secs(50) {
             return Err(ConfigError::Rule { key: "telegram.poll_timeout", problem: "must be between 1s and 50s" });
         }
@@ -458,6 +467,16 @@ mod tests {
         assert!(err.contains("scheduler.run_timeout"), "{err}");
         let err = from_toml("timezone = \"Berlin\"\n").unwrap_err().to_string();
         assert!(err.contains("timezone"), "{err}");
+    }
+
+    #[test]
+    fn a_webhook_secret_telegram_would_refuse_stops_pincer_naming_the_key() {
+        let ok = from_toml("[telegram]\nwebhook_secret = \"s3cret-token_1\"\n");
+        assert!(ok.is_ok(), "{ok:?}");
+        for bad in ["", "with space", "slash/"] {
+            let e = from_toml(&format!("[telegram]\nwebhook_secret = \"{bad}\"\n")).unwrap_err().to_string();
+            assert!(e.contains("telegram.webhook_secret"), "{e}");
+        }
     }
 
     #[test]

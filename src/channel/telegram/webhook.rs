@@ -14,7 +14,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use teloxide::prelude::*;
 use teloxide::types::Update;
-use teloxide::update_listeners::webhooks;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -43,11 +42,11 @@ pub(super) async fn run(
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
     let parsed: reqwest::Url = url.parse().with_context(|| format!("[telegram] webhook_url {url} is not a URL"))?;
-    let mut options = webhooks::Options::new(config.webhook_listen, parsed.clone());
-    if let Some(secret) = &config.webhook_secret {
-        options = options.secret_token(secret.expose().to_owned());
-    }
-    let secret: Arc<str> = options.get_or_gen_secret_token().into();
+    let secret: Arc<str> = match &config.webhook_secret {
+        Some(secret) => secret.expose().into(),
+        // 32 characters Telegram accepts, new at each start.
+        None => uuid::Uuid::new_v4().simple().to_string().into(),
+    };
     let listener = tokio::net::TcpListener::bind(config.webhook_listen)
         .await
         .with_context(|| format!("cannot listen on [telegram] webhook_listen {}", config.webhook_listen))?;

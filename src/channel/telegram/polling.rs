@@ -21,16 +21,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::updates::{Handled, Workers, ALLOWED};
+use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
 use super::Shared;
 use crate::channel::retry::RetryPolicy;
 
 /// How long a poll waits for the updates in hand to be handled, so the next
 /// `getUpdates` confirms them, before it asks for more anyway.
 const SETTLE: Duration = Duration::from_secs(1);
-
-/// How long one update may hold back the confirmation of all that follow.
-const HOLD_AT_MOST: Duration = Duration::from_secs(60);
 
 /// At a stop, how long the updates in hand get to be handled and confirmed.
 const LAST_WAIT: Duration = Duration::from_secs(5);

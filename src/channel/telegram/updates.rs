@@ -23,6 +23,11 @@ const CHAT_QUEUE: usize = 64;
 pub(super) const ALLOWED: [AllowedUpdate; 3] =
     [AllowedUpdate::Message, AllowedUpdate::CallbackQuery, AllowedUpdate::MyChatMember];
 
+/// How long one update still being handled may hold back Telegram's
+/// confirmation (the poll offset, or the answer to the webhook's POST): past
+/// it, the others go on, so one stuck handler cannot stall every chat.
+pub(super) const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Reports its update's id once dropped, which is when its handler is done
 /// (or the update was never handled, since its worker is gone: then too the
 /// source must stop waiting for it).

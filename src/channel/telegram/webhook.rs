@@ -6,7 +6,6 @@
 //! to [`HOLD_AT_MOST`]), so an update lost in a crash is one Telegram sends again.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use axum::extract::State;
@@ -17,13 +16,9 @@ use teloxide::types::Update;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::updates::{Handled, Workers, ALLOWED};
+use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
 use super::Shared;
 use crate::config::TelegramConfig;
-
-/// How long a POST waits for its update to be handled before it is answered
-/// anyway, so that one stuck handler does not stall Telegram's deliveries.
-const HOLD_AT_MOST: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 struct Hook {

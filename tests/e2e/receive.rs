@@ -113,10 +113,7 @@ async fn a_webhook_post_is_answered_only_once_its_message_is_stored() {
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let mut sandbox = serving(&api, &bot).await;
-    // A port nobody uses: bind, note it, let go (pincer binds it right after).
-    let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    sandbox.config.telegram.webhook_url = Some(format!("http://{listen}/telegram"));
-    sandbox.config.telegram.webhook_listen = listen;
+    sandbox.use_webhook();
     let pincer = sandbox.spawn_daemon();
     bot.wait_for("pincer to set its webhook", |bot| bot.webhook().is_some()).await;
 

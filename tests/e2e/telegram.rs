@@ -394,11 +394,7 @@ async fn a_webhook_receives_updates_and_refuses_a_wrong_secret() {
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let mut sandbox = telegram_sandbox(&api, &bot).await;
-    // A port nobody uses: bind, note it, let go (pincer binds it right after).
-    let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let url = format!("http://{listen}/telegram");
-    sandbox.config.telegram.webhook_url = Some(url.clone());
-    sandbox.config.telegram.webhook_listen = listen;
+    let url = sandbox.use_webhook();
     sandbox.config.telegram.webhook_secret = Some(pincer::config::Secret::new("s3cret-token"));
     sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
     let pincer = sandbox.spawn_daemon();

@@ -90,6 +90,17 @@ impl Sandbox {
         self.config.telegram.poll_timeout = Duration::from_secs(1);
     }
 
+    /// Has pincer receive Telegram updates by webhook on a free loopback
+    /// port instead of polling; returns the webhook's URL.
+    pub fn use_webhook(&mut self) -> String {
+        // A port nobody uses: bind, note it, let go (pincer binds it right after).
+        let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let url = format!("http://{listen}/telegram");
+        self.config.telegram.webhook_url = Some(url.clone());
+        self.config.telegram.webhook_listen = listen;
+        url
+    }
+
     pub async fn start(&self) -> Running {
         Running::start(self.config.clone()).await
     }

@@ -147,6 +147,10 @@ impl Launcher {
         if self.proxy.is_none() {
             tracing::warn!("{}", SandboxError::NoCredential);
         }
+        let unlocking = crate::claude::unlocking_args(&self.config.claude.args);
+        if !unlocking.is_empty() {
+            tracing::warn!(flags = ?unlocking, "{}", crate::claude::settings_report(&self.config.claude));
+        }
     }
 
     pub fn availability(&self) -> &Availability {
@@ -172,11 +176,12 @@ impl Launcher {
         let has_global = global_host.join("CLAUDE.md").exists();
         if confinement == Confinement::None {
             let global = global_host.join("CLAUDE.md");
+            let cwd = self.groups_dir.join(group.as_str());
             let spec = SpawnSpec {
                 program: self.program.clone(),
-                args: session_args(&self.config.claude, resume, has_global.then_some(global.as_path())),
-                cwd: self.groups_dir.join(group.as_str()),
-                env: self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                args: session_args(&self.config.claude, resume, has_global.then_some(global.as_path()), &cwd),
+                cwd,
+                env: session_env(self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
                 env_remove: unconfined_env_remove(),
                 label: group.to_string(),
                 after_kill: None,
@@ -190,7 +195,12 @@ impl Launcher {
         let lease = proxy.lease(group.as_str());
         let settings = self.config.sandbox.group(group.as_str());
         let inside_global = Path::new(bwrap::GLOBAL).join("CLAUDE.md");
-        let mut args = session_args(&self.config.claude, resume, has_global.then_some(inside_global.as_path()));
+        let mut args = session_args(
+            &self.config.claude,
+            resume,
+            has_global.then_some(inside_global.as_path()),
+            Path::new(bwrap::WORKSPACE),
+        );
         if settings.skip_permissions {
             args.push("--dangerously-skip-permissions".to_owned());
         }
@@ -206,6 +216,7 @@ impl Launcher {
             lease.key(),
             egress.is_some().then(|| format!("http://{}", bwrap::EGRESS_LISTEN)).as_deref(),
         );
+        let env = session_env(env);
         // The main group keeps the memory every group reads; others only read it.
         let global = global_host.is_dir().then(|| (global_host.clone(), settings.writes_global || main));
         let group_dir = self.groups_dir.join(group.as_str());
@@ -323,6 +334,16 @@ struct Parts {
     api_socket: PathBuf,
     /// The group's egress proxy socket, when the sandbox gets one.
     egress: Option<PathBuf>,
+}
+
+/// `env` with what every session needs ([`crate::claude::SESSION_ENV`]), which
+/// the operator's `claude.env` cannot take away.
+fn session_env(mut env: Vec<(String, String)>) -> Vec<(String, String)> {
+    for (name, value) in crate::claude::SESSION_ENV {
+        env.retain(|(k, _)| k != name);
+        env.push(((*name).to_owned(), (*value).to_owned()));
+    }
+    env
 }
 
 /// This process's binary; after an upgrade in place, the new one at its path.

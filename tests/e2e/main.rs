@@ -19,6 +19,7 @@ mod receive;
 mod sandbox;
 mod schedule;
 mod session;
+mod settings;
 mod store_faults;
 mod telegram;
 mod tools;

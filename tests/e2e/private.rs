@@ -1,7 +1,8 @@
 //! The `pincer` binary keeps its files private and its own folder names for
 //! itself: what a first command creates is owner-only, a start tightens an
 //! install an older pincer left open (0755/0644) and says so in one log
-//! line, `pincer doctor` tells which, and `groups add global` is refused.
+//! line, `pincer doctor` tells which, and `groups add global` is refused (a
+//! `global` group an older pincer registered never starts an agent).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -90,4 +91,23 @@ async fn a_start_tightens_an_old_install_and_says_so_in_one_line() {
     let doctor = pincer(&sandbox, &["doctor"]);
     let report = String::from_utf8_lossy(&doctor.stdout);
     assert!(report.contains("file modes: private"), "{report}");
+}
+
+#[tokio::test]
+async fn a_group_named_global_from_an_older_store_never_starts_an_agent() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let sandbox = Sandbox::new(&api);
+    // Registered before the name was reserved: straight into the store.
+    let store = pincer::app::open_store(&sandbox.config).await.unwrap();
+    let global: pincer::domain::GroupName = "global".parse().unwrap();
+    store.add_group(&global, &Default::default()).await.unwrap();
+    store.close().await;
+
+    let pincer = sandbox.start().await;
+    pincer.send(&global, "write the shared memory").await;
+    let told = pincer.next_outbound().await.text;
+    assert!(told.contains("the group name `global` is reserved"), "{told}");
+    assert!(told.contains("pincer groups set global --no-chat"), "says what to do: {told}");
+    assert!(api.requests().is_empty(), "no agent ran");
+    pincer.stop().await;
 }

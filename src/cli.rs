@@ -444,6 +444,7 @@ async fn setup(config: &Config, version: &str) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e),
     }
+    crate::private::tighten(config);
     println!("ready: `pincer chat {STARTER_GROUP}` talks to the starter group (set ANTHROPIC_API_KEY first)");
     Ok(())
 }

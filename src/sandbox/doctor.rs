@@ -114,5 +114,6 @@ pub async fn report(config: &Config) -> Report {
             }
         }
     }
+    let _ = writeln!(out, "{}", crate::private::doctor_line(config));
     Report { text: out, ok }
 }

@@ -42,6 +42,8 @@ struct Live {
     _slot: OwnedSemaphorePermit,
     /// The proxy accepts this process's placeholder key until it is dropped.
     _lease: Option<KeyLease>,
+    /// A Docker container's env file, removed when the process is gone.
+    _env_file: Option<crate::sandbox::docker::EnvFile>,
 }
 
 /// How long a follow-up turn is expected after a background task ends. It
@@ -444,6 +446,7 @@ impl SessionActor {
                     cost_so_far: 0.0,
                     _slot: slot,
                     _lease: launch.lease,
+                    _env_file: launch.env_file,
                 });
                 true
             }

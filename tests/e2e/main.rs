@@ -15,6 +15,8 @@ mod fake_bot;
 mod faults;
 mod lifecycle;
 mod orphans;
+mod private;
+mod proxy;
 mod receive;
 mod sandbox;
 mod schedule;

@@ -458,3 +458,29 @@ async fn setup(config: &Config, version: &str) -> anyhow::Result<()> {
     println!("ready: `pincer chat {STARTER_GROUP}` talks to the starter group (set ANTHROPIC_API_KEY first)");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &[&str]) -> GroupOptions {
+        let cli = Cli::try_parse_from([&["pincer", "groups", "set", "g"], args].concat()).unwrap();
+        match cli.command {
+            Cmd::Groups { command: GroupsCmd::Set { options, .. } } => options,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tools_for_admins_is_set_and_kept() {
+        let mut settings = GroupSettings::default();
+        options(&["--tools", "admins"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.tools, ToolsFor::Admins);
+        options(&["--trigger", "@bot"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.tools, ToolsFor::Admins, "an option not given keeps its value");
+        options(&["--tools", "everyone"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.tools, ToolsFor::Everyone);
+        let e = Cli::try_parse_from(["pincer", "groups", "set", "g", "--tools", "members"]).unwrap_err();
+        assert!(e.to_string().contains("use `everyone` or `admins`"), "{e}");
+    }
+}

@@ -58,7 +58,8 @@ pub struct ClaudeConfig {
     /// At most this many CLI processes at once; further groups wait in line.
     pub max_live_sessions: usize,
     /// Tools `can_use_tool` allows when a group has no list of its own. A name
-    /// ending in `*` matches by prefix (`mcp__pincer__*`).
+    /// ending in `*` matches by prefix (`mcp__github__*`). Pincer's own tools need no
+    /// entry: they are allowed by their exact names.
     pub allowed_tools: Vec<String>,
     /// In a group with `--tools admins`: the tools a turn holding a member's
     /// message may use without asking an admin (and only those of them the

@@ -764,7 +764,7 @@ impl SessionActor {
                 if rules.member_bound.is_some() {
                     tracing::debug!(group = %self.group, tool = %tool_name, "a member's message is in the turn: read-only tools");
                 }
-                match decide(&self.group, &tool_name, rules) {
+                match decide(&self.group, &tool_name, &input, rules) {
                     Verdict::Allow => {
                         let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
                         self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, None).await

@@ -38,13 +38,21 @@ pub struct Rules<'a> {
 static OWN_TOOLS: LazyLock<Vec<String>> =
     LazyLock::new(|| crate::tools::specs::all().iter().map(|spec| format!("{TOOL_PREFIX}{}", spec.name)).collect());
 
-/// Pincer's own tools a member's turn may call: they only read, post to the
-/// chat, or schedule a prompt, and a scheduled prompt in an admins-only group
-/// runs with a member's rights, so it gains nothing. Pausing, resuming or
-/// cancelling a task changes what admins set up: that asks an admin.
-const OWN_TOOLS_FOR_MEMBERS: [&str; 4] = ["send_message", "list_tasks", "list_groups", "schedule_task"];
+/// Whether a member's turn may call one of pincer's own tools (`name`, without
+/// the prefix) without an admin. Reading and posting to the chat, yes. A
+/// prompt scheduled for this group runs with a member's rights (see
+/// `session::rights`), so it gains nothing; one for another group would run
+/// with that group's, so it asks. Pausing, resuming or cancelling a task
+/// changes what admins set up: that asks too.
+fn members_may_call(group: &GroupName, name: &str, input: &Value) -> bool {
+    match name {
+        "send_message" | "list_tasks" | "list_groups" => true,
+        "schedule_task" => input.get("group").is_none_or(|g| g.is_null() || g.as_str() == Some(group.as_str())),
+        _ => false,
+    }
+}
 
-pub fn decide(group: &GroupName, tool_name: &str, rules: Rules<'_>) -> Verdict {
+pub fn decide(group: &GroupName, tool_name: &str, input: &Value, rules: Rules<'_>) -> Verdict {
     let matches = |rule: &String| match rule.strip_suffix('*') {
         Some(prefix) => tool_name.starts_with(prefix),
         None => rule == tool_name,
@@ -56,7 +64,7 @@ pub fn decide(group: &GroupName, tool_name: &str, rules: Rules<'_>) -> Verdict {
         None => own || rules.allowed.iter().any(matches),
         Some(bound) => {
             let own_for_members =
-                own && OWN_TOOLS_FOR_MEMBERS.iter().any(|t| tool_name.strip_prefix(TOOL_PREFIX) == Some(t));
+                own && tool_name.strip_prefix(TOOL_PREFIX).is_some_and(|name| members_may_call(group, name, input));
             // The read-only set narrows the group's list; it never widens it.
             own_for_members || (bound.iter().any(matches) && rules.allowed.iter().any(matches))
         }
@@ -112,6 +120,10 @@ fn truncate(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
 
+    fn none() -> Value {
+        serde_json::json!({})
+    }
+
     fn rules(allowed: &[String], has_admins: bool) -> Rules<'_> {
         Rules { allowed, has_admins, member_bound: None }
     }
@@ -120,14 +132,22 @@ mod tests {
     fn exact_names_and_prefixes() {
         let g: GroupName = "g".parse().unwrap();
         let allowed = vec!["Bash".to_owned(), "mcp__github__*".to_owned()];
-        assert_eq!(decide(&g, "Bash", rules(&allowed, false)), Verdict::Allow);
-        assert_eq!(decide(&g, "mcp__github__issues", rules(&allowed, false)), Verdict::Allow, "an operator's `*` rule");
-        assert!(
-            matches!(decide(&g, "BashOutput", rules(&allowed, false)), Verdict::Deny(m) if m.contains("`BashOutput`"))
+        assert_eq!(decide(&g, "Bash", &none(), rules(&allowed, false)), Verdict::Allow);
+        assert_eq!(
+            decide(&g, "mcp__github__issues", &none(), rules(&allowed, false)),
+            Verdict::Allow,
+            "an operator's `*` rule"
         );
-        assert!(matches!(decide(&g, "Write", rules(&[], false)), Verdict::Deny(_)));
-        assert_eq!(decide(&g, "Write", rules(&[], true)), Verdict::Ask, "admins decide what the list does not");
-        assert_eq!(decide(&g, "Bash", rules(&allowed, true)), Verdict::Allow);
+        assert!(
+            matches!(decide(&g, "BashOutput", &none(), rules(&allowed, false)), Verdict::Deny(m) if m.contains("`BashOutput`"))
+        );
+        assert!(matches!(decide(&g, "Write", &none(), rules(&[], false)), Verdict::Deny(_)));
+        assert_eq!(
+            decide(&g, "Write", &none(), rules(&[], true)),
+            Verdict::Ask,
+            "admins decide what the list does not"
+        );
+        assert_eq!(decide(&g, "Bash", &none(), rules(&allowed, true)), Verdict::Allow);
     }
 
     #[test]
@@ -136,12 +156,16 @@ mod tests {
         for name in
             ["send_message", "schedule_task", "list_tasks", "pause_task", "resume_task", "cancel_task", "list_groups"]
         {
-            assert_eq!(decide(&g, &format!("mcp__pincer__{name}"), rules(&[], true)), Verdict::Allow, "{name}");
+            assert_eq!(
+                decide(&g, &format!("mcp__pincer__{name}"), &none(), rules(&[], true)),
+                Verdict::Allow,
+                "{name}"
+            );
         }
         for forged in
             ["mcp__pincer__x__run", "mcp__pincer__", "mcp__pincer__send_message2", "mcp__pincer__Send_message"]
         {
-            assert_eq!(decide(&g, forged, rules(&[], true)), Verdict::Ask, "{forged}");
+            assert_eq!(decide(&g, forged, &none(), rules(&[], true)), Verdict::Ask, "{forged}");
         }
     }
 
@@ -151,18 +175,27 @@ mod tests {
         let allowed: Vec<String> = ["Read", "Grep", "Bash", "Write"].map(String::from).to_vec();
         let bound: Vec<String> = ["Read", "Glob", "Grep", "WebSearch"].map(String::from).to_vec();
         let member = |has_admins| Rules { allowed: &allowed, has_admins, member_bound: Some(&bound) };
-        assert_eq!(decide(&g, "Read", member(true)), Verdict::Allow);
-        assert_eq!(decide(&g, "Bash", member(true)), Verdict::Ask, "an admin decides");
-        assert_eq!(decide(&g, "Write", member(true)), Verdict::Ask);
-        assert_eq!(decide(&g, "Glob", member(true)), Verdict::Ask, "the set never widens the group's list");
+        assert_eq!(decide(&g, "Read", &none(), member(true)), Verdict::Allow);
+        assert_eq!(decide(&g, "Bash", &none(), member(true)), Verdict::Ask, "an admin decides");
+        assert_eq!(decide(&g, "Write", &none(), member(true)), Verdict::Ask);
+        assert_eq!(decide(&g, "Glob", &none(), member(true)), Verdict::Ask, "the set never widens the group's list");
         assert!(
-            matches!(decide(&g, "Bash", member(false)), Verdict::Deny(m) if m.contains("member") && m.contains("--tools everyone"))
+            matches!(decide(&g, "Bash", &none(), member(false)), Verdict::Deny(m) if m.contains("member") && m.contains("--tools everyone"))
         );
-        assert_eq!(decide(&g, "mcp__pincer__schedule_task", member(false)), Verdict::Allow);
-        assert_eq!(decide(&g, "mcp__pincer__send_message", member(false)), Verdict::Allow);
-        assert_eq!(decide(&g, "mcp__pincer__cancel_task", member(true)), Verdict::Ask);
-        assert!(matches!(decide(&g, "mcp__pincer__pause_task", member(false)), Verdict::Deny(_)));
-        assert_eq!(decide(&g, "Bash", rules(&allowed, true)), Verdict::Allow, "an admin's turn: today's policy");
+        assert_eq!(decide(&g, "mcp__pincer__schedule_task", &none(), member(false)), Verdict::Allow);
+        assert_eq!(decide(&g, "mcp__pincer__send_message", &none(), member(false)), Verdict::Allow);
+        let schedule = |group: &str| serde_json::json!({"prompt": "p", "group": group});
+        let schedule_task = "mcp__pincer__schedule_task";
+        assert_eq!(decide(&g, schedule_task, &schedule("g"), member(true)), Verdict::Allow, "for its own group");
+        assert_eq!(decide(&g, schedule_task, &schedule("other"), member(true)), Verdict::Ask, "another group's rights");
+        assert_eq!(decide(&g, schedule_task, &schedule("other"), rules(&[], true)), Verdict::Allow, "an admin's turn");
+        assert_eq!(decide(&g, "mcp__pincer__cancel_task", &none(), member(true)), Verdict::Ask);
+        assert!(matches!(decide(&g, "mcp__pincer__pause_task", &none(), member(false)), Verdict::Deny(_)));
+        assert_eq!(
+            decide(&g, "Bash", &none(), rules(&allowed, true)),
+            Verdict::Allow,
+            "an admin's turn: today's policy"
+        );
     }
 
     #[test]

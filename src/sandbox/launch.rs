@@ -10,7 +10,7 @@ use super::egress::{EgressService, Policy};
 use super::mounts::{self, MountError, MountTable, Protected};
 use super::proxy::{Credential, KeyLease, Proxy, ProxyError};
 use super::{bwrap, docker, env, Availability, Confinement, SandboxMode};
-use crate::claude::process::SpawnSpec;
+use crate::claude::process::{PassFd, SpawnSpec};
 use crate::claude::session_args;
 use crate::config::{Config, Secret};
 use crate::domain::GroupName;
@@ -33,6 +33,11 @@ pub enum SandboxError {
     NoCredential,
     #[error("cannot prepare the sandbox of group `{group}`: {source}")]
     Io { group: String, source: std::io::Error },
+    #[error(
+        "pincer's seccomp filter cannot be applied here: {0}. Groups in bwrap do not start without it; \
+         set sandbox.seccomp = false in pincer.toml to run them unfiltered (less confined), see `pincer doctor`"
+    )]
+    Seccomp(String),
     #[error(transparent)]
     Mounts(#[from] MountError),
     #[error(transparent)]
@@ -147,6 +152,19 @@ impl Launcher {
         if self.proxy.is_none() {
             tracing::warn!("{}", SandboxError::NoCredential);
         }
+        if self.availability.bwrap.is_ok() {
+            let features = &self.availability.features;
+            match (&features.seccomp, sandbox.seccomp.0) {
+                (Err(why), true) => tracing::error!("{}", SandboxError::Seccomp(why.clone())),
+                (_, false) => {
+                    tracing::warn!("sandbox.seccomp = false: bwrap sandboxes run without pincer's seccomp filter")
+                }
+                (Ok(_), true) => {}
+            }
+            if let Err(why) = &features.disable_userns {
+                tracing::warn!(%why, "bwrap sandboxes can create user namespaces: this bwrap has no --disable-userns");
+            }
+        }
     }
 
     pub fn availability(&self) -> &Availability {
@@ -180,6 +198,7 @@ impl Launcher {
                 env_remove: unconfined_env_remove(),
                 label: group.to_string(),
                 after_kill: None,
+                pass_fds: Vec::new(),
             };
             return Ok(Launch { spec, confinement, lease: None });
         }
@@ -212,10 +231,10 @@ impl Launcher {
         let extra = self.mounts.for_group(group.as_str()).to_vec();
         let parts = Parts { group_dir, global, home, extra, env, args, api_socket: proxy.socket().to_owned(), egress };
         let spec = match confinement {
-            Confinement::Bwrap => self.bwrap_spec(group, parts).map_err(io)?,
+            Confinement::Bwrap => self.bwrap_spec(group, parts)?,
             // No container is removed before a start: names are unique, and
             // a process whose client had to be killed removes its own.
-            Confinement::Docker => self.docker_spec(group, parts),
+            Confinement::Docker => self.docker_spec(group, parts)?,
             Confinement::None => unreachable!("handled above"),
         };
         Ok(Launch { spec, confinement, lease: Some(lease) })
@@ -240,16 +259,36 @@ impl Launcher {
         self.egress.socket(policy).map(Some)
     }
 
-    fn bwrap_spec(&self, group: &GroupName, parts: Parts) -> std::io::Result<SpawnSpec> {
+    fn bwrap_spec(&self, group: &GroupName, parts: Parts) -> Result<SpawnSpec, SandboxError> {
         let Parts { group_dir, global, home, extra, env, args, api_socket, egress } = parts;
+        let io = |source| SandboxError::Io { group: group.to_string(), source };
         let etc_dir = self.data_dir.join("sandbox/etc");
-        bwrap::write_account_files(&etc_dir)?;
+        bwrap::write_account_files(&etc_dir).map_err(io)?;
         // The installation's folder, found through symlinks (`.bin/claude`).
-        let real = std::fs::canonicalize(&self.program)?;
+        let real = std::fs::canonicalize(&self.program).map_err(io)?;
         let (cli_dir, file) = match (real.parent(), real.file_name()) {
             (Some(dir), Some(file)) => (dir.to_owned(), file.to_string_lossy().into_owned()),
-            _ => return Err(std::io::Error::other(format!("odd CLI path {}", real.display()))),
+            _ => return Err(io(std::io::Error::other(format!("odd CLI path {}", real.display())))),
         };
+        let features = &self.availability.features;
+        // Fail closed: asked for and not applicable means no start.
+        let seccomp = if self.config.sandbox.seccomp.0 {
+            let filter = features.seccomp.as_ref().map_err(|why| SandboxError::Seccomp(why.clone()))?;
+            filter.descriptors().map_err(io)?
+        } else {
+            Vec::new()
+        };
+        let mut extra_fds = Vec::new();
+        let mut bound = Vec::new();
+        for mount in extra {
+            let folder = mounts::reopen(&mount)?;
+            let fd = match features.bind_fd {
+                Ok(()) => Some(PassFd::new(folder).map_err(io)?),
+                Err(_) => None,
+            };
+            extra_fds.extend(fd.clone());
+            bound.push(bwrap::Extra { mount, fd });
+        }
         let mut command = vec![format!("{}/{file}", bwrap::CLI_DIR)];
         command.extend(args);
         let egress = egress.map(|socket| bwrap::EgressPlan { socket, pincer: self.forwarder.clone() });
@@ -261,10 +300,12 @@ impl Launcher {
             global,
             home,
             cli_dir,
-            extra,
+            extra: bound,
             env,
             command,
             egress,
+            seccomp: seccomp.clone(),
+            disable_userns: features.disable_userns.is_ok(),
         };
         Ok(SpawnSpec {
             program: PathBuf::from("bwrap"),
@@ -274,11 +315,16 @@ impl Launcher {
             env_remove: Vec::new(),
             label: group.to_string(),
             after_kill: None,
+            pass_fds: [seccomp, extra_fds].concat(),
         })
     }
 
-    fn docker_spec(&self, group: &GroupName, parts: Parts) -> SpawnSpec {
+    fn docker_spec(&self, group: &GroupName, parts: Parts) -> Result<SpawnSpec, SandboxError> {
         let Parts { group_dir, global, home, extra, env, args: cli_args, api_socket, egress } = parts;
+        // Docker takes paths only: checked right before, and resolved again by the engine.
+        for mount in &extra {
+            mounts::reopen(mount)?;
+        }
         let name = docker::container_name(group.as_str());
         let plan = docker::Plan {
             image: self.config.sandbox.docker_image.clone().unwrap_or_default(),
@@ -295,7 +341,7 @@ impl Launcher {
             api_socket,
             egress,
         };
-        SpawnSpec {
+        Ok(SpawnSpec {
             program: PathBuf::from("docker"),
             args: docker::run_args(&plan),
             cwd: group_dir,
@@ -304,7 +350,8 @@ impl Launcher {
             label: group.to_string(),
             // SIGKILL ends the client, not its container (it cannot be forwarded).
             after_kill: Some([vec!["docker".to_owned()], docker::remove_args(&[name])].concat()),
-        }
+            pass_fds: Vec::new(),
+        })
     }
 }
 

@@ -17,6 +17,7 @@ mod lifecycle;
 mod orphans;
 mod receive;
 mod sandbox;
+mod sandbox_hardening;
 mod schedule;
 mod session;
 mod store_faults;

@@ -415,3 +415,15 @@ fn docker_user() -> String {
         format!("{uid}:{gid}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_that_cannot_be_applied_names_why_and_the_knob() {
+        let text = SandboxError::Seccomp("this bwrap refuses `--add-seccomp-fd`".into()).to_string();
+        assert!(text.contains("refuses `--add-seccomp-fd`"), "{text}");
+        assert!(text.contains("do not start") && text.contains("sandbox.seccomp = false"), "{text}");
+    }
+}

@@ -16,6 +16,8 @@ fn commands() -> fake_api::Script {
         ("PROBE_USERNS", bash("unshare -U true; echo rc=$?")),
         ("PROBE_MOUNTNS", bash("unshare -m true; echo rc=$?")),
         ("PROBE_NESTED_BWRAP", bash("bwrap --dev-bind / / true; echo rc=$?")),
+        // The CLI (the shell's parent) and the shell: what they hold open.
+        ("PROBE_FDS", bash("ls -l /proc/$PPID/fd/ /proc/self/fd/ 2>&1; echo parent=$(cat /proc/$PPID/comm)")),
         (
             "PROBE_ORDINARY",
             bash("echo ordinary > note.txt && cat note.txt && ls /workspace && grep -E '^Seccomp:' /proc/self/status"),
@@ -40,6 +42,10 @@ async fn in_the_sandbox_seccomp_denies_new_namespaces_while_tools_and_answers_wo
     assert!(mountns.contains("Operation not permitted") && !mountns.contains("rc=0"), "{mountns}");
     let nested = probe(&pincer, &group, "PROBE_NESTED_BWRAP").await;
     assert!(!nested.contains("rc=0"), "no sandbox of its own inside: {nested}");
+
+    // bwrap read the filter and closed it: no copy reaches the CLI or its tools.
+    let fds = probe(&pincer, &group, "PROBE_FDS").await;
+    assert!(fds.contains(" -> ") && !fds.contains("pincer-seccomp"), "{fds}");
 
     // Ordinary work goes on (a shell, files, the CLI's node threads), under the filter.
     let ordinary = probe(&pincer, &group, "PROBE_ORDINARY").await;

@@ -74,6 +74,54 @@ async fn with_seccomp_off_the_sandbox_still_cannot_create_user_namespaces() {
     pincer.stop().await;
 }
 
+/// A writable mount that holds another mount's folder: the agent swaps that
+/// folder for a symlink to a host folder no mount names. The next process
+/// is refused (never bound through the symlink), and the chat is told why.
+#[tokio::test]
+async fn a_mount_the_agent_swaps_for_a_symlink_is_refused_at_the_next_start() {
+    require_bwrap().await;
+    let root_dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(root_dir.path()).unwrap();
+    let (share, inner, secret) = (root.join("share"), root.join("share/inner"), root.join("secret"));
+    for dir in [&inner, &secret] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(inner.join("book.txt"), "INNER-BOOK").unwrap();
+    std::fs::write(secret.join("book.txt"), "HOST-SECRET").unwrap();
+    let swap = format!(
+        "cat /workspace/extra/inner/book.txt; mv /workspace/extra/share/inner /workspace/extra/share/inner.old \
+         && ln -s {} /workspace/extra/share/inner && echo swapped",
+        secret.display()
+    );
+    let bash = |cmd: &str| Reply::bash(cmd, "probe");
+    let api = FakeApi::start(fake_api::scripted(vec![
+        ("PROBE_SWAP", bash(&swap)),
+        ("PROBE_READ_INNER", bash("cat /workspace/extra/inner/book.txt")),
+    ]))
+    .await;
+    let mut sandbox = Sandbox::new(&api);
+    let allowlist = sandbox.root().join("mounts.toml");
+    let entry = |host: &std::path::Path, extra: &str| {
+        format!("[[mount]]\ngroup = \"alpha\"\nhost = \"{}\"\n{extra}", host.display())
+    };
+    std::fs::write(&allowlist, entry(&share, "writable = true\n") + &entry(&inner, "")).unwrap();
+    sandbox.config.sandbox.mounts_file = Some(allowlist);
+    let group = sandbox.add_group("alpha", Some(&["Bash"])).await;
+    let pincer = sandbox.start().await;
+
+    let swapped = probe(&pincer, &group, "PROBE_SWAP").await;
+    assert!(swapped.contains("INNER-BOOK") && swapped.contains("swapped"), "{swapped}");
+    assert!(std::fs::symlink_metadata(&inner).unwrap().file_type().is_symlink(), "the host path is a symlink now");
+
+    pincer.engine.router.new_session(&group).await.unwrap();
+    assert!(pincer.next_outbound().await.text.starts_with("Started a fresh session"));
+    pincer.send(&group, "please PROBE_READ_INNER").await;
+    let refused = pincer.next_outbound().await.text;
+    assert!(refused.contains("changed since pincer started") && refused.contains("is a symlink now"), "{refused}");
+    assert!(!refused.contains("HOST-SECRET"), "{refused}");
+    pincer.stop().await;
+}
+
 #[tokio::test]
 async fn the_sandbox_probe_finds_this_bwraps_hardening() {
     require_bwrap().await;

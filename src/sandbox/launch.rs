@@ -270,25 +270,9 @@ impl Launcher {
             (Some(dir), Some(file)) => (dir.to_owned(), file.to_string_lossy().into_owned()),
             _ => return Err(io(std::io::Error::other(format!("odd CLI path {}", real.display())))),
         };
-        let features = &self.availability.features;
-        // Fail closed: asked for and not applicable means no start.
-        let seccomp = if self.config.sandbox.seccomp.0 {
-            let filter = features.seccomp.as_ref().map_err(|why| SandboxError::Seccomp(why.clone()))?;
-            filter.descriptors().map_err(io)?
-        } else {
-            Vec::new()
-        };
-        let mut extra_fds = Vec::new();
-        let mut bound = Vec::new();
-        for mount in extra {
-            let folder = mounts::reopen(&mount)?;
-            let fd = match features.bind_fd {
-                Ok(()) => Some(PassFd::new(folder).map_err(io)?),
-                Err(_) => None,
-            };
-            extra_fds.extend(fd.clone());
-            bound.push(bwrap::Extra { mount, fd });
-        }
+        let seccomp = self.seccomp_descriptors(group)?;
+        let extra = self.pinned_mounts(group, extra)?;
+        let extra_fds: Vec<PassFd> = extra.iter().filter_map(|e| e.fd.clone()).collect();
         let mut command = vec![format!("{}/{file}", bwrap::CLI_DIR)];
         command.extend(args);
         let egress = egress.map(|socket| bwrap::EgressPlan { socket, pincer: self.forwarder.clone() });
@@ -300,12 +284,12 @@ impl Launcher {
             global,
             home,
             cli_dir,
-            extra: bound,
+            extra,
             env,
             command,
             egress,
             seccomp: seccomp.clone(),
-            disable_userns: features.disable_userns.is_ok(),
+            disable_userns: self.availability.features.disable_userns.is_ok(),
         };
         Ok(SpawnSpec {
             program: PathBuf::from("bwrap"),
@@ -317,6 +301,33 @@ impl Launcher {
             after_kill: None,
             pass_fds: [seccomp, extra_fds].concat(),
         })
+    }
+
+    /// The seccomp programs for one bwrap process; an error when the filter is
+    /// asked for and cannot be applied here (fail closed: no start).
+    fn seccomp_descriptors(&self, group: &GroupName) -> Result<Vec<PassFd>, SandboxError> {
+        if !self.config.sandbox.seccomp.0 {
+            return Ok(Vec::new());
+        }
+        let filter = self.availability.features.seccomp.as_ref().map_err(|why| SandboxError::Seccomp(why.clone()))?;
+        filter.descriptors().map_err(|source| SandboxError::Io { group: group.to_string(), source })
+    }
+
+    /// The group's allowlisted mounts, each reopened as loaded (or refused),
+    /// with its descriptor when this bwrap binds by descriptor.
+    fn pinned_mounts(&self, group: &GroupName, extra: Vec<mounts::Mount>) -> Result<Vec<bwrap::Extra>, SandboxError> {
+        let by_fd = self.availability.features.bind_fd.is_ok();
+        extra
+            .into_iter()
+            .map(|mount| {
+                let folder = mounts::reopen(&mount)?;
+                let fd = by_fd
+                    .then(|| PassFd::new(folder))
+                    .transpose()
+                    .map_err(|source| SandboxError::Io { group: group.to_string(), source })?;
+                Ok(bwrap::Extra { mount, fd })
+            })
+            .collect()
     }
 
     fn docker_spec(&self, group: &GroupName, parts: Parts) -> Result<SpawnSpec, SandboxError> {

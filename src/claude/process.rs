@@ -74,19 +74,23 @@ impl PassFd {
     }
 }
 
-/// Has the process `cmd` starts keep `fds` open across its exec. Registered
-/// after the guard's hook, it runs only in the process that becomes the CLI.
+/// Has the process `cmd` starts keep exactly `fds` open across its exec,
+/// besides its stdio: whatever else it inherited without close-on-exec
+/// (pincer's own parent may leave descriptors open, as a test runner's
+/// jobserver pipe) is marked close-on-exec first. Registered after the
+/// guard's hook, it runs only in the process that becomes the CLI.
 fn inherit(cmd: &mut Command, fds: &[PassFd]) {
-    if fds.is_empty() {
-        return;
-    }
+    use nix::libc;
     let numbers: Vec<RawFd> = fds.iter().map(PassFd::number).collect();
-    // SAFETY: between fork and exec, only `fcntl` on descriptors the child
-    // holds (the vector was allocated before the fork and is only read).
+    // SAFETY: between fork and exec, only `close_range` and `fcntl` on
+    // descriptors the child holds (the vector was allocated before the fork
+    // and is only read).
     unsafe {
         cmd.pre_exec(move || {
+            // Kernels before 5.11 lack the flag: there inherited descriptors pass as before.
+            libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC);
             for fd in &numbers {
-                if nix::libc::fcntl(*fd, nix::libc::F_SETFD, 0) != 0 {
+                if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
                     return Err(io::Error::last_os_error());
                 }
             }
@@ -392,10 +396,16 @@ pub(super) mod tests {
         std::fs::write(&kept, "must-not-leak\n").unwrap();
         let passed = PassFd::new(std::fs::File::open(&passed).unwrap().into()).unwrap();
         let kept = std::fs::File::open(&kept).unwrap();
-        let (n, m) = (passed.number(), kept.as_raw_fd());
-        // The check of `m` comes before any redirection, which a shell may do with descriptors of its
-        // own; `cat` (which inherits the shell's) reads `n` by its /proc name: dash takes one digit after `<&`.
-        let script = format!("[ -e /proc/self/fd/{m} ] && echo leaked || echo closed; cat /proc/self/fd/{n}");
+        // As if pincer's parent had left it open: inheritable.
+        let stray = std::fs::File::open("/dev/null").unwrap();
+        nix::fcntl::fcntl(stray.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty())).unwrap();
+        let (n, m, o) = (passed.number(), kept.as_raw_fd(), stray.as_raw_fd());
+        // The checks come before any redirection, which a shell may do with descriptors of its own;
+        // `cat` (which inherits the shell's) reads `n` by its /proc name: dash takes one digit after `<&`.
+        let script = format!(
+            "for fd in {m} {o}; do [ -e /proc/self/fd/$fd ] && echo leaked-$fd || echo closed; done; \
+             cat /proc/self/fd/{n}"
+        );
         let mut spec = sh(dir.path(), &script);
         spec.pass_fds = vec![passed.clone()];
         let (mut process, mut lines) = CliProcess::spawn(&spec).unwrap();
@@ -405,7 +415,7 @@ pub(super) mod tests {
                 out.push(l);
             }
         }
-        assert_eq!(out, ["closed", "through-the-fd"], "only the passed descriptor reached the CLI");
+        assert_eq!(out, ["closed", "closed", "through-the-fd"], "only the passed descriptor reached the CLI");
         assert!(process.wait_for(LONG).await.expect("exited").success());
         let flags = nix::fcntl::fcntl(n, nix::fcntl::FcntlArg::F_GETFD).unwrap();
         assert_eq!(flags & nix::libc::FD_CLOEXEC, nix::libc::FD_CLOEXEC, "still close-on-exec in pincer");

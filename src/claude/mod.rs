@@ -49,10 +49,12 @@ fn is_executable(path: &Path) -> bool {
     path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// pincer's settings for every session, given on the command line: hooks off
-/// (none can come from a settings file anyway; this also covers any source a
-/// later CLI adds) and no project MCP server approved.
-pub const LOCKED_SETTINGS: &str = r#"{"disableAllHooks":true,"enableAllProjectMcpServers":false}"#;
+/// pincer's settings for every session, given on the command line: no
+/// project MCP server approved (none is read anyway). Not `disableAllHooks`:
+/// no hook can come from a settings file once the sources are off, and with it
+/// 2.1.330 prints a `ui_invalidate` system frame at every start, which would be
+/// stored and shown in every group's history.
+pub const LOCKED_SETTINGS: &str = r#"{"enableAllProjectMcpServers":false}"#;
 
 /// Environment every session process gets, in every sandbox mode: read
 /// `CLAUDE.md` in the `--add-dir` folders (the group's own, see [`session_args`]).
@@ -184,7 +186,7 @@ mod tests {
         assert!(args.contains(&"--resume=abc".to_owned()));
         assert_eq!(&args[args.len() - 2..], ["--model", "m"], "the operator's own arguments come last");
         let settings: serde_json::Value = serde_json::from_str(LOCKED_SETTINGS).unwrap();
-        assert_eq!(settings["disableAllHooks"], true);
+        assert_eq!(settings["enableAllProjectMcpServers"], false);
         assert!(settings_report(&config).starts_with("locked"), "`--model` unlocks nothing");
     }
 

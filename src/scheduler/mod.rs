@@ -9,6 +9,7 @@
 //! once. Time is read from the clock and waited for only through `tokio::time`;
 //! when a schedule runs next is the pure [`schedule::Trigger::next_after`].
 
+pub mod limits;
 pub mod manage;
 mod run;
 pub mod schedule;

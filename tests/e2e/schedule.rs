@@ -47,7 +47,7 @@ async fn finished_runs_in(store: &Store, id: ScheduleId, n: usize) -> Vec<RunRec
 
 async fn add(pincer: &Running, group: &GroupName, prompt: &str, trigger: Trigger, context: ContextMode) -> Schedule {
     let new = NewSchedule { group: group.clone(), prompt: prompt.into(), trigger, context };
-    manage::add(pincer.store(), new).await.unwrap()
+    manage::add(pincer.store(), new, &Default::default()).await.unwrap()
 }
 
 #[tokio::test]

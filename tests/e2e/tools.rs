@@ -112,7 +112,7 @@ async fn a_group_cannot_touch_another_groups_task() {
         trigger,
         context: pincer::scheduler::schedule::ContextMode::Group,
     };
-    pincer::scheduler::manage::add(pincer.store(), new).await.unwrap();
+    pincer::scheduler::manage::add(pincer.store(), new, &Default::default()).await.unwrap();
 
     pincer.send(&intruder, "LISTIT").await;
     let listed = pincer.next_outbound().await;

@@ -244,6 +244,50 @@ async fn an_admin_approves_a_tool_in_the_chat_and_a_non_admin_cannot() {
     pincer.stop().await;
 }
 
+/// Every `callback_data` of a message's buttons.
+fn button_data(message: &crate::support::fake_bot::Sent) -> Vec<String> {
+    let buttons = message.reply_markup.clone().unwrap_or_default();
+    let rows = buttons["inline_keyboard"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_long_commands_approval_shows_all_of_it_and_offers_no_always() {
+    // A harmless head, then thousands of characters, then what really happens.
+    let tail = "&& touch tail-ran.txt && echo TAIL-RAN";
+    let command = format!("echo looking around {} {tail}", "x".repeat(6000));
+    let script = fake_api::scripted(vec![("LONGCMD", Reply::bash(&command, "look around"))]);
+    let api = FakeApi::start(script).await;
+    let bot = FakeBot::start().await;
+    let sandbox = approval_sandbox(&api, &bot, PATIENCE).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say(&team(), &bob(), "LONGCMD please");
+    bot.wait_for("a prompt with buttons", |b| b.sent(team().id).iter().any(|m| m.reply_markup.is_some())).await;
+    let sent = bot.sent(team().id);
+    // Everything the chat received, as an admin reads it: messages and files.
+    let received: String = sent
+        .iter()
+        .map(|m| format!("{}\n{}\n", m.text, m.document.as_ref().map_or("", |d| d.content.as_str())))
+        .collect();
+    assert!(received.contains(&command), "the whole command reached the chat");
+    assert!(received.contains(tail), "its tail too");
+    let prompt = sent.iter().find(|m| m.reply_markup.is_some()).unwrap();
+    let data = button_data(prompt);
+    assert_eq!(data.len(), 2, "Allow and Deny only: {data:?}");
+    assert!(!data.iter().any(|d| d.ends_with(":A")), "no Always for an input not shown in the prompt: {data:?}");
+    let file = sent.iter().find_map(|m| m.document.clone()).expect("the input came as a file");
+    assert!(prompt.text.contains(&file.file_name), "the prompt points to the file: {}", prompt.text);
+
+    let allow = data.iter().find(|d| d.ends_with(":a")).unwrap();
+    bot.press(&team(), &alice(), prompt.message_id, allow);
+    bot.wait_for("the answer", |b| b.sent(team().id).iter().any(|m| m.text.contains("TAIL-RAN"))).await;
+    assert!(sandbox.group_dir("team").join("tail-ran.txt").exists(), "what ran is what was shown");
+    pincer.stop().await;
+}
+
 #[tokio::test]
 async fn an_unanswered_approval_is_denied_after_the_timeout() {
     let api = FakeApi::start(touch_script()).await;

@@ -100,6 +100,15 @@ pub fn check_frequency(trigger: &Trigger, min: Duration, now: DateTime<Utc>) -> 
     }
 }
 
+/// When a schedule that fires at `now` runs next: its trigger's next time,
+/// but never sooner than `min` from now. Schedules are checked when added and
+/// resumed; this keeps one stored before the minimum was raised (or by an
+/// older pincer) from running more often than the minimum all the same.
+pub fn next_run(trigger: &Trigger, now: DateTime<Utc>, min: Duration) -> Option<DateTime<Utc>> {
+    let floor = chrono::Duration::from_std(min).ok().and_then(|min| now.checked_add_signed(min));
+    trigger.next_after(now).map(|next| next.max(floor.unwrap_or(DateTime::<Utc>::MAX_UTC)))
+}
+
 /// The first gap shorter than `min` between the next fire times after `now`,
 /// and the fire time that ends it. A gap is short only when it is short both
 /// in real time and on the zone's wall clock (as the expression is written):
@@ -212,6 +221,17 @@ mod tests {
         let fast = Trigger::interval("1s").unwrap();
         assert!(matches!(check(&g, &fast, 50, &limits, at(NOW)), Err(LimitError::TooMany { .. })));
         assert!(matches!(check(&g, &fast, 0, &limits, at(NOW)), Err(LimitError::IntervalTooShort { .. })));
+    }
+
+    #[test]
+    fn a_schedule_stored_before_the_minimum_still_waits_the_minimum() {
+        let now = at(NOW);
+        let every_second = Trigger::Interval(Duration::from_secs(1));
+        assert_eq!(next_run(&every_second, now, FIVE_MIN), Some(at("2026-11-23T10:05:00Z")));
+        let hourly = Trigger::interval("1h").unwrap();
+        assert_eq!(next_run(&hourly, now, FIVE_MIN), Some(at("2026-11-23T11:00:00Z")), "untouched");
+        let spent = Trigger::once("2026-11-01T00:00:00Z", "UTC").unwrap();
+        assert_eq!(next_run(&spent, now, FIVE_MIN), None, "a spent once stays spent");
     }
 
     #[test]

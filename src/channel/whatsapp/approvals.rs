@@ -157,7 +157,8 @@ async fn ask<C: WaClient>(shared: Arc<Shared<C>>, ask: ApprovalAsk) {
         Err(too_long) => {
             tracing::warn!(%group, tool = %tool_name, "a tool input too long to show on WhatsApp; denied without asking");
             shared.approvals.forget(&code);
-            let by = "its input is too long to show the admins in full; do it in smaller steps".to_owned();
+            let by = "pincer (its input is too long to show the admins in full on WhatsApp; do it in smaller steps)";
+            let by = by.to_owned();
             let _ = respond.send(ApprovalAnswer { verdict: Approval::Deny, by });
             shared.ports.outbox.notice(&group, &too_long.notice).await;
             return;

@@ -92,6 +92,9 @@ impl Engine {
     ) -> anyhow::Result<Engine> {
         let program = claude::resolve_program(&config)?;
         let store = open_store(&config).await?;
+        // Once the store (and a linked device's) is open: an install made
+        // before pincer kept its files private is fixed before any agent runs.
+        crate::private::tighten(&config);
         let outbox = Outbox::new(store.clone(), console);
         let directory = Directory::new(store.clone(), outbox.clone());
         let (approvals_tx, approvals) = async_channel::bounded(APPROVALS);
@@ -196,7 +199,7 @@ fn warn_if_untested(program: std::path::PathBuf) {
 
 /// Opens (and migrates) the store in `data_dir`.
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
-    std::fs::create_dir_all(&config.data_dir)
+    crate::private::create_dir(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
     Ok(Store::open(&config.database_path()).await?)
 }
@@ -209,6 +212,7 @@ pub async fn register_group(
     name: &GroupName,
     settings: &GroupSettings,
 ) -> anyhow::Result<()> {
+    groups::check_not_reserved(name)?;
     store.add_group(name, settings).await?;
     groups::create(&config.groups_dir, name, &config.assistant_name)
         .with_context(|| format!("cannot create the folder of group `{name}` in {}", config.groups_dir.display()))?;

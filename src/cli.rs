@@ -15,7 +15,7 @@ use crate::channel::whatsapp::link;
 use crate::claude::install;
 use crate::config::Config;
 use crate::control::{self, wire::Change};
-use crate::domain::{ChatAddress, GroupName};
+use crate::domain::{ChatAddress, GroupName, ToolsFor};
 use crate::groups;
 use crate::lock::LockError;
 use crate::store::{Delivery, GroupRecord, GroupSettings, HistoryEntry, Store, StoreError};
@@ -168,6 +168,10 @@ pub struct GroupOptions {
     /// No longer the main group.
     #[arg(long)]
     not_main: bool,
+    /// Whose messages may make the agent use tools: `everyone` (default), or `admins` (a turn holding a
+    /// member's message gets only claude.member_tools; anything else asks an admin).
+    #[arg(long, value_name = "everyone|admins")]
+    tools: Option<ToolsFor>,
 }
 
 impl GroupOptions {
@@ -197,6 +201,9 @@ impl GroupOptions {
         }
         if self.main || self.not_main {
             settings.main = self.main;
+        }
+        if let Some(tools) = self.tools {
+            settings.tools = tools;
         }
         Ok(())
     }
@@ -325,7 +332,11 @@ fn describe(g: &GroupRecord, config: &Config) -> String {
         (false, reason) => format!("\tINACTIVE ({})", reason.as_deref().unwrap_or("chat gone")),
     };
     let main = if s.main { "\tMAIN" } else { "" };
-    format!("{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{session}{state}{main}", g.name)
+    let tools_for = match s.tools {
+        ToolsFor::Everyone => "tools for everyone".to_owned(),
+        ToolsFor::Admins => format!("tools for admins (members: {})", config.claude.member_tools.join(",")),
+    };
+    format!("{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{tools_for}\t{session}{state}{main}", g.name)
 }
 
 async fn list_groups(config: &Config) -> anyhow::Result<()> {
@@ -444,6 +455,33 @@ async fn setup(config: &Config, version: &str) -> anyhow::Result<()> {
         }
         Err(e) => return Err(e),
     }
+    crate::private::tighten(config);
     println!("ready: `pincer chat {STARTER_GROUP}` talks to the starter group (set ANTHROPIC_API_KEY first)");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &[&str]) -> GroupOptions {
+        let cli = Cli::try_parse_from([&["pincer", "groups", "set", "g"], args].concat()).unwrap();
+        match cli.command {
+            Cmd::Groups { command: GroupsCmd::Set { options, .. } } => options,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tools_for_admins_is_set_and_kept() {
+        let mut settings = GroupSettings::default();
+        options(&["--tools", "admins"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.tools, ToolsFor::Admins);
+        options(&["--trigger", "@bot"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.tools, ToolsFor::Admins, "an option not given keeps its value");
+        options(&["--tools", "everyone"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.tools, ToolsFor::Everyone);
+        let e = Cli::try_parse_from(["pincer", "groups", "set", "g", "--tools", "members"]).unwrap_err();
+        assert!(e.to_string().contains("use `everyone` or `admins`"), "{e}");
+    }
 }

@@ -58,8 +58,13 @@ pub struct ClaudeConfig {
     /// At most this many CLI processes at once; further groups wait in line.
     pub max_live_sessions: usize,
     /// Tools `can_use_tool` allows when a group has no list of its own. A name
-    /// ending in `*` matches by prefix (`mcp__pincer__*`).
+    /// ending in `*` matches by prefix (`mcp__github__*`). Pincer's own tools need no
+    /// entry: they are allowed by their exact names.
     pub allowed_tools: Vec<String>,
+    /// In a group with `--tools admins`: the tools a turn holding a member's
+    /// message may use without asking an admin (and only those of them the
+    /// group allows). Same matching as `allowed_tools`.
+    pub member_tools: Vec<String>,
     /// How long a closing CLI gets to exit after stdin closes, and again after SIGTERM.
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
@@ -276,6 +281,7 @@ impl Default for ClaudeConfig {
             ]
             .map(String::from)
             .to_vec(),
+            member_tools: ["Read", "Glob", "Grep", "WebSearch"].map(String::from).to_vec(),
             shutdown_grace: Duration::from_secs(5),
             max_restarts: 3,
             approval_timeout: Duration::from_secs(5 * 60),

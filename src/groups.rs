@@ -11,6 +11,29 @@ use crate::domain::GroupName;
 /// The folder of shared memory.
 pub const GLOBAL_DIR: &str = "global";
 
+/// The folders under `groups_dir` that pincer keeps for itself, with what
+/// each holds: a group of that name would have its agent write there.
+const RESERVED: &[(&str, &str)] = &[(GLOBAL_DIR, "the memory every group's agent reads (its CLAUDE.md)")];
+
+/// A group name that is one of pincer's own folders under `groups_dir`.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "the group name `{name}` is reserved: groups/{name} is {holds}, and a group of that name would let its \
+     agent rewrite it. Choose another name, e.g. `{name}-chat`"
+)]
+pub struct ReservedName {
+    pub name: String,
+    pub holds: &'static str,
+}
+
+/// Refuses a name pincer uses for a folder of its own under `groups_dir`.
+pub fn check_not_reserved(name: &GroupName) -> Result<(), ReservedName> {
+    match RESERVED.iter().find(|(folder, _)| *folder == name.as_str()) {
+        Some((folder, holds)) => Err(ReservedName { name: (*folder).to_owned(), holds }),
+        None => Ok(()),
+    }
+}
+
 fn write_if_missing(path: &Path, text: &str) -> io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
@@ -53,6 +76,16 @@ pub fn create(groups_dir: &Path, name: &GroupName, assistant_name: &str) -> io::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pincers_own_folders_are_no_group_names() {
+        let reserved = check_not_reserved(&"global".parse().unwrap()).unwrap_err();
+        assert_eq!(reserved.name, "global");
+        assert!(reserved.to_string().contains("Choose another name, e.g. `global-chat`"), "{reserved}");
+        for ok in ["team", "globals", "global-chat", "my-global"] {
+            assert_eq!(check_not_reserved(&ok.parse().unwrap()), Ok(()), "{ok}");
+        }
+    }
 
     #[test]
     fn creates_memory_once_and_keeps_edits() {

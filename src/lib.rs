@@ -16,6 +16,7 @@ pub mod groups;
 pub mod lock;
 pub mod metrics;
 pub mod outbox;
+pub mod private;
 pub mod router;
 pub mod sandbox;
 pub mod scheduler;

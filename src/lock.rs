@@ -12,6 +12,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,7 @@ use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
 /// The lock file, in the data directory.
-const LOCK_FILE: &str = "pincer.lock";
+pub const LOCK_FILE: &str = "pincer.lock";
 
 /// How long a lock whose holder has died may still be held by its last forks.
 const DEAD_HOLDER_GRACE: Duration = Duration::from_secs(5);
@@ -50,8 +51,9 @@ impl DataLock {
     /// after [`DEAD_HOLDER_GRACE`] when it has died (or wrote no pid).
     pub fn acquire(data_dir: &Path) -> Result<DataLock, LockError> {
         let io = |source| LockError::Io { dir: data_dir.to_owned(), source };
-        std::fs::create_dir_all(data_dir).map_err(io)?;
+        crate::private::create_dir(data_dir).map_err(io)?;
         let mut unlocked = OpenOptions::new()
+            .mode(0o600)
             .read(true)
             .write(true)
             .create(true)

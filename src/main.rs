@@ -12,6 +12,8 @@ use pincer::cli::{Cli, Cmd};
 use pincer::config::Config;
 
 fn main() -> ExitCode {
+    // Before any thread: what pincer creates is its user's alone.
+    pincer::private::restrict_umask();
     let cli = Cli::parse();
     // The daemon logs at info; interactive commands keep the terminal for replies.
     let default_level = if matches!(cli.command, Cmd::Run | Cmd::Setup { .. }) { "info" } else { "warn" };

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 
-use crate::domain::{ChatLine, GroupName, Inbound, InboundId};
+use crate::domain::{GroupName, Inbound, InboundId, Missed};
 use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus, TurnOutcome};
 use crate::store::{InboundState, StoreError, TakenContext};
 
@@ -87,8 +87,7 @@ impl Router {
         let handle = SessionHandle::spawn_isolated(&record, self.inner.deps.clone(), &self.inner.tracker);
         let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;
         // The chat's unread messages stay for the group's own session.
-        let prompt = msg.prompt(&[]);
-        handle.send(Command::Message { id, msg, prompt, done: Some(done) }).await?;
+        handle.send(Command::Message { id, msg, missed: Missed::default(), done: Some(done) }).await?;
         Ok((id, handle))
     }
 
@@ -106,18 +105,8 @@ impl Router {
             tracing::warn!(group = %msg.group, %e, "cannot take the chat's context; the message goes without it");
             TakenContext::default()
         });
-        let mut context = taken.lines.clone();
-        if taken.omitted > 0 {
-            let note = ChatLine {
-                sender: "pincer".into(),
-                sent_at: context.first().map_or(msg.sent_at, |c| c.sent_at),
-                reply_to: None,
-                text: format!("({} earlier messages left out)", taken.omitted),
-            };
-            context.insert(0, note);
-        }
-        let prompt = msg.prompt(&context);
-        if let Err(e) = handle.send(Command::Message { id, msg, prompt, done }).await {
+        let missed = Missed { lines: taken.lines.clone(), omitted: taken.omitted };
+        if let Err(e) = handle.send(Command::Message { id, msg, missed, done }).await {
             // The session never took the message, so the context was not handed over.
             if let Err(e) = store.return_context(&taken).await {
                 tracing::error!(%e, "cannot give back the chat context of a message the session refused");
@@ -156,9 +145,9 @@ impl Router {
             tracing::info!(%group, count = msgs.len(), "sending messages again that were not answered before the restart");
             self.inner.deps.outbox.notice(&group, &text).await;
             for (id, msg) in msgs {
-                let prompt = msg.prompt(&[]);
                 // One group's closed session must not cost the other groups their messages.
-                if let Err(e) = handle.send(Command::Message { id, msg, prompt, done: None }).await {
+                let missed = Missed::default();
+                if let Err(e) = handle.send(Command::Message { id, msg, missed, done: None }).await {
                     tracing::error!(%group, %e, "cannot send a message again after the restart; marking it failed");
                     store.set_inbound_state(&[id], InboundState::Failed).await?;
                     continue;

@@ -72,7 +72,8 @@ pub enum InstallError {
 pub async fn install(data_dir: &Path, version: &str) -> Result<PathBuf, InstallError> {
     let npm = which::which("npm").map_err(|_| InstallError::NoNpm)?;
     let prefix = install_prefix(data_dir);
-    std::fs::create_dir_all(&prefix)
+    // data_dir too, when setup is the first to make it: private from the start.
+    crate::private::create_dir(&prefix)
         .map_err(|source| InstallError::Io { what: format!("mkdir {}", prefix.display()), source })?;
     let package = format!("{NPM_PACKAGE}@{version}");
     tracing::info!(%package, prefix = %prefix.display(), "installing the Claude Code CLI with npm");

@@ -49,6 +49,53 @@ fn is_executable(path: &Path) -> bool {
     path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// pincer's settings for every session, given on the command line: hooks off
+/// (none can come from a settings file anyway; this also covers any source a
+/// later CLI adds) and no project MCP server approved.
+pub const LOCKED_SETTINGS: &str = r#"{"disableAllHooks":true,"enableAllProjectMcpServers":false}"#;
+
+/// Environment every session process gets, in every sandbox mode: read
+/// `CLAUDE.md` in the `--add-dir` folders (the group's own, see [`session_args`]).
+pub const SESSION_ENV: &[(&str, &str)] = &[("CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD", "1")];
+
+/// Flags that would undo the lock if an operator put them in `claude.args`
+/// (appended after pincer's own, so the CLI would take theirs).
+const UNLOCKING_FLAGS: &[&str] = &[
+    "--setting-sources",
+    "--settings",
+    "--mcp-config",
+    "--allowedTools",
+    "--allowed-tools",
+    "--permission-mode",
+    "--dangerously-skip-permissions",
+    "--allow-dangerously-skip-permissions",
+    "--plugin-dir",
+    "--agents",
+    "--add-dir",
+];
+
+/// The flags in the operator's `claude.args` that load settings, servers or
+/// permissions from elsewhere than pincer: said by `pincer doctor` and at start.
+pub fn unlocking_args(args: &[String]) -> Vec<&str> {
+    args.iter()
+        .map(|a| a.split_once('=').map_or(a.as_str(), |(flag, _)| flag))
+        .filter(|flag| UNLOCKING_FLAGS.contains(flag))
+        .collect()
+}
+
+/// What `pincer doctor` says about the CLI's settings.
+pub fn settings_report(config: &ClaudeConfig) -> String {
+    match unlocking_args(&config.args).as_slice() {
+        [] => "locked: no settings file, hook, permission rule, MCP server, agent or skill from a group's folder \
+               or the CLI's home is loaded (--setting-sources \"\", --settings from pincer, --strict-mcp-config)"
+            .to_owned(),
+        flags => format!(
+            "NOT locked as pincer intends: claude.args in pincer.toml adds {}, which the CLI takes over pincer's own",
+            flags.join(", ")
+        ),
+    }
+}
+
 /// The arguments of one session process.
 ///
 /// `--replay-user-messages` makes the CLI echo each message (with our uuid)
@@ -64,7 +111,24 @@ fn is_executable(path: &Path) -> bool {
 /// The shared memory (`groups/global/CLAUDE.md`) is not an ancestor of the
 /// group's folder, so the CLI would not load it by itself: it is appended to
 /// the system prompt from its file at every start.
-pub fn session_args(config: &ClaudeConfig, resume: Option<&str>, global_memory: Option<&Path>) -> Vec<String> {
+///
+/// Nothing the agent can write changes how its CLI runs (see [`LOCKED_SETTINGS`]):
+/// `--setting-sources ""` loads no user, project or local settings file (so
+/// no permission rule, hook, env, `apiKeyHelper`, model, plugin, agent, skill
+/// or command from the group's folder or the CLI's home), `--settings` gives
+/// pincer's own as a JSON string (no file the agent could reach), and
+/// `--strict-mcp-config` takes MCP servers only from our `--mcp-config` (not
+/// `.mcp.json`, nor `~/.claude.json`). Without the project source the CLI no
+/// longer reads the group's `CLAUDE.md` by itself: `--add-dir <workspace>`
+/// with [`SESSION_ENV`] has it read that folder's `CLAUDE.md` (and only that)
+/// as memory again. The CLI's auto-memory and transcripts live in its home and
+/// need no settings file. Seen on 2.1.197 and 2.1.330: docs/cli-observations.md.
+pub fn session_args(
+    config: &ClaudeConfig,
+    resume: Option<&str>,
+    global_memory: Option<&Path>,
+    workspace: &Path,
+) -> Vec<String> {
     let mut args: Vec<String> = [
         "-p",
         "--input-format",
@@ -79,9 +143,16 @@ pub fn session_args(config: &ClaudeConfig, resume: Option<&str>, global_memory: 
         mcp::SERVER_CONFIG,
         "--disallowedTools",
         mcp::REPLACED_BUILTINS,
+        "--setting-sources",
+        "",
+        "--settings",
+        LOCKED_SETTINGS,
+        "--strict-mcp-config",
+        "--add-dir",
     ]
     .map(String::from)
     .to_vec();
+    args.push(workspace.display().to_string());
     if let Some(id) = resume {
         // The equals form: an id is never mistaken for a flag.
         args.push(format!("--resume={id}"));
@@ -92,4 +163,36 @@ pub fn session_args(config: &ClaudeConfig, resume: Option<&str>, global_memory: 
     }
     args.extend(config.args.iter().cloned());
     args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags that keep every file the agent can write out of the CLI's
+    /// configuration, with their values next to them.
+    #[test]
+    fn sessions_load_no_settings_file_and_only_pincers_mcp_server() {
+        let config = ClaudeConfig { args: vec!["--model".into(), "m".into()], ..ClaudeConfig::default() };
+        let args = session_args(&config, Some("abc"), None, Path::new("/workspace/group"));
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        assert_eq!(after("--setting-sources"), Some(""), "no user, project or local settings");
+        assert_eq!(after("--settings"), Some(LOCKED_SETTINGS));
+        assert_eq!(after("--add-dir"), Some("/workspace/group"), "the group's CLAUDE.md, read as memory");
+        assert_eq!(after("--mcp-config"), Some(mcp::SERVER_CONFIG));
+        assert!(args.contains(&"--strict-mcp-config".to_owned()));
+        assert!(args.contains(&"--resume=abc".to_owned()));
+        assert_eq!(&args[args.len() - 2..], ["--model", "m"], "the operator's own arguments come last");
+        let settings: serde_json::Value = serde_json::from_str(LOCKED_SETTINGS).unwrap();
+        assert_eq!(settings["disableAllHooks"], true);
+        assert!(settings_report(&config).starts_with("locked"), "`--model` unlocks nothing");
+    }
+
+    #[test]
+    fn operator_flags_that_undo_the_lock_are_named() {
+        let args: Vec<String> = ["--model", "m", "--settings=/x.json", "--add-dir", "/y"].map(String::from).to_vec();
+        assert_eq!(unlocking_args(&args), ["--settings", "--add-dir"]);
+        let config = ClaudeConfig { args, ..ClaudeConfig::default() };
+        assert!(settings_report(&config).contains("NOT locked"), "{}", settings_report(&config));
+    }
 }

@@ -16,7 +16,13 @@
 //! data directory, [`data_label`]). At startup, with the data directory's lock
 //! held, every container labelled with this data directory is an orphan of a
 //! killed pincer, and only those are removed.
+//!
+//! The environment (the placeholder key among it) goes through an env file
+//! ([`EnvFile`], 0600 in the owner-only `data_dir/run/docker-env`), never the
+//! command line, which every local user can read in `ps`.
 
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -48,7 +54,8 @@ pub struct Plan {
     pub global: Option<(PathBuf, bool)>,
     pub home: PathBuf,
     pub extra: Vec<Mount>,
-    pub env: Vec<(String, String)>,
+    /// The container's environment, written by [`EnvFile::write`].
+    pub env_file: PathBuf,
     /// The CLI's arguments (the program is [`CLI_IN_IMAGE`]).
     pub cli_args: Vec<String>,
     /// The credential proxy's socket, mounted at [`API_SOCKET`].
@@ -99,9 +106,7 @@ pub fn run_args(plan: &Plan) -> Vec<String> {
         push(&["--mount", m]);
     }
     push(&["--workdir", WORKSPACE]);
-    for (k, v) in &plan.env {
-        push(&["--env", &format!("{k}={v}")]);
-    }
+    push(&["--env-file", &plan.env_file.display().to_string()]);
     push(&[&plan.image]);
     if plan.egress.is_some() {
         // The forwarder lives as long as the container (`--init` reaps and
@@ -114,6 +119,94 @@ pub fn run_args(plan: &Plan) -> Vec<String> {
     a
 }
 
+/// The folder of the containers' env files, inside `data_dir/run`.
+pub const ENV_DIR: &str = "docker-env";
+
+/// Why a container's environment cannot be written to its env file.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvFileError {
+    #[error(
+        "the environment variable {name} cannot be passed to a Docker container: its value holds a line \
+         break, and Docker's --env-file has no quoting. Remove the line break (or the variable) from \
+         [claude] env in pincer.toml"
+    )]
+    LineBreak { name: String },
+    #[error(
+        "`{name}` cannot be passed to a Docker container: Docker's --env-file takes only names without `=`, \
+         white space, line breaks or a leading `#`. Rename it in [claude] env in pincer.toml"
+    )]
+    BadName { name: String },
+    #[error("cannot write the container's env file {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+/// The text of an env file: `NAME=value` a line. Docker reads the value
+/// verbatim up to the line's end (no quotes, no escapes; a `\r` before the
+/// end is dropped), so a value with a line break is refused, never split.
+pub fn env_file_text(env: &[(String, String)]) -> Result<String, EnvFileError> {
+    let mut text = String::new();
+    for (name, value) in env {
+        let bad_name = name.is_empty()
+            || name.starts_with('#')
+            || name.contains('=')
+            || name.chars().any(|c| c.is_whitespace() || c.is_control());
+        if bad_name {
+            return Err(EnvFileError::BadName { name: name.clone() });
+        }
+        if value.contains(['\n', '\r', '\0']) {
+            return Err(EnvFileError::LineBreak { name: name.clone() });
+        }
+        text.push_str(&format!("{name}={value}\n"));
+    }
+    Ok(text)
+}
+
+/// One container's env file, removed when dropped: it lives as long as the
+/// CLI process it was written for.
+#[derive(Debug)]
+pub struct EnvFile {
+    path: PathBuf,
+}
+
+impl EnvFile {
+    /// Writes `env` to `run/docker-env/<name>.env`, mode 0600 (the folder 0700).
+    pub fn write(run: &Path, name: &str, env: &[(String, String)]) -> Result<EnvFile, EnvFileError> {
+        let text = env_file_text(env)?;
+        let dir = run.join(ENV_DIR);
+        let path = dir.join(format!("{name}.env"));
+        let io = |source| EnvFileError::Io { path: path.clone(), source };
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(io)?;
+        // A new name each process: an existing file is an error, never reused.
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).map_err(io)?;
+        // From here on a failure still removes the file (on drop).
+        let written = EnvFile { path: path.clone() };
+        file.write_all(text.as_bytes()).map_err(io)?;
+        Ok(written)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for EnvFile {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            tracing::warn!(path = %self.path.display(), %e, "cannot remove a container's env file");
+        }
+    }
+}
+
+/// Removes the env files a killed pincer left (call it with the data
+/// directory's lock held: then no container of this pincer is starting).
+pub fn remove_stale_env_files(run: &Path) {
+    let Ok(entries) = std::fs::read_dir(run.join(ENV_DIR)) else { return };
+    for entry in entries.flatten() {
+        if let Err(e) = std::fs::remove_file(entry.path()) {
+            tracing::warn!(path = %entry.path().display(), %e, "cannot remove an old container env file");
+        }
+    }
+}
 /// One `--mount` value. (A host path with a comma would break the syntax;
 /// group folders and homes never have one, allowlisted mounts are checked.)
 fn bind_mount(host: &std::path::Path, inside: &str, writable: bool) -> String {
@@ -183,7 +276,7 @@ mod tests {
             global: Some(("/g/global".into(), false)),
             home: "/d/homes/alpha".into(),
             extra: vec![Mount { host: "/srv/photos".into(), name: "photos".into(), writable: true }],
-            env: vec![("ANTHROPIC_API_KEY".into(), "placeholder".into())],
+            env_file: "/d/run/docker-env/pincer-alpha-0a1b2c3d.env".into(),
             cli_args: vec!["-p".into(), "--resume=abc".into()],
             api_socket: "/d/run/api.sock".into(),
             egress: None,
@@ -206,7 +299,11 @@ mod tests {
         assert!(joined.contains("--mount type=bind,source=/d/homes/alpha,target=/home/agent "), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/g/global,target=/workspace/global,readonly"), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/srv/photos,target=/workspace/extra/photos "), "{joined}");
-        assert!(joined.contains("--workdir /workspace/group --env ANTHROPIC_API_KEY=placeholder"), "{joined}");
+        assert!(
+            joined.contains("--workdir /workspace/group --env-file /d/run/docker-env/pincer-alpha-0a1b2c3d.env "),
+            "{joined}"
+        );
+        assert!(!a.iter().any(|x| x == "--env" || x == "-e"), "no variable on the command line: {joined}");
         assert!(joined.ends_with("pincer-agent:2.1.330 claude -p --resume=abc"), "{joined}");
         assert!(!joined.contains("--privileged") && !joined.contains("docker.sock"));
         assert!(!joined.contains("egress"), "no egress proxy given: {joined}");
@@ -227,6 +324,62 @@ mod tests {
         let script = "node /opt/pincer/forward.mjs 127.0.0.1:3128 /run/pincer/egress.sock & exec \"$@\"";
         assert_eq!(a[image + 1..image + 6], ["/bin/sh", "-c", script, "pincer-sandbox", "claude"]);
         assert!(joined.ends_with("claude -p --resume=abc"), "{joined}");
+    }
+
+    #[test]
+    fn the_environment_goes_to_a_private_file_and_never_to_argv() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let env = vec![
+            ("ANTHROPIC_API_KEY".to_owned(), "pincer-placeholder-0123".to_owned()),
+            ("NOTE".to_owned(), "a=b \"quoted\" # not a comment ".to_owned()),
+        ];
+        let file = EnvFile::write(&run, "pincer-alpha-0a1b2c3d", &env).unwrap();
+        let path = run.join("docker-env/pincer-alpha-0a1b2c3d.env");
+        assert_eq!(file.path(), path);
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&run.join(ENV_DIR)), 0o700);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, "ANTHROPIC_API_KEY=pincer-placeholder-0123\nNOTE=a=b \"quoted\" # not a comment \n");
+
+        let args = run_args(&Plan { env_file: file.path().to_owned(), ..plan() });
+        assert!(!args.join(" ").contains("pincer-placeholder-0123"), "{args:?}");
+        assert!(args.windows(2).any(|w| w[0] == "--env-file" && w[1] == path.display().to_string()), "{args:?}");
+
+        assert!(EnvFile::write(&run, "pincer-alpha-0a1b2c3d", &env).is_err(), "a name is never reused");
+        drop(file);
+        assert!(!path.exists(), "the file goes with its process");
+    }
+
+    #[test]
+    fn a_value_docker_would_split_or_a_bad_name_is_refused() {
+        let one = |name: &str, value: &str| env_file_text(&[(name.to_owned(), value.to_owned())]);
+        for value in ["two\nlines", "carriage\rreturn", "nul\0"] {
+            let e = one("NOTE", value).unwrap_err();
+            assert!(matches!(e, EnvFileError::LineBreak { ref name } if name == "NOTE"), "{value:?}: {e}");
+            assert!(e.to_string().contains("[claude] env"), "{e}");
+        }
+        for name in ["", "A=B", "WITH SPACE", "#COMMENT", "TAB\t"] {
+            assert!(matches!(one(name, "v"), Err(EnvFileError::BadName { .. })), "{name:?}");
+        }
+        assert_eq!(one("EMPTY", "").unwrap(), "EMPTY=\n");
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        assert!(EnvFile::write(&run, "c1", &[("NOTE".into(), "x\ny".into())]).is_err());
+        assert!(!run.join("docker-env/c1.env").exists(), "nothing is written for a refused environment");
+    }
+
+    #[test]
+    fn env_files_left_by_a_killed_pincer_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let left = EnvFile::write(&run, "c1", &[]).unwrap();
+        std::mem::forget(left);
+        remove_stale_env_files(&run);
+        assert!(!run.join("docker-env/c1.env").exists());
+        remove_stale_env_files(&dir.path().join("nowhere"));
     }
 
     #[test]

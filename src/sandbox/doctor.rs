@@ -39,6 +39,7 @@ pub async fn report(config: &Config) -> Report {
                 .unwrap_or_else(|e| format!("--version failed: {e}"));
             let note = claude::install::range_note(&version);
             let _ = writeln!(out, "CLI: {} ({version}), {note}", program.display());
+            let _ = writeln!(out, "CLI settings: {}", claude::settings_report(&config.claude));
         }
         Err(e) => {
             ok = false;
@@ -113,5 +114,6 @@ pub async fn report(config: &Config) -> Report {
             }
         }
     }
+    let _ = writeln!(out, "{}", crate::private::doctor_line(config));
     Report { text: out, ok }
 }

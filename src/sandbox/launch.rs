@@ -33,6 +33,15 @@ pub enum SandboxError {
     NoCredential,
     #[error("cannot prepare the sandbox of group `{group}`: {source}")]
     Io { group: String, source: std::io::Error },
+    #[error("cannot start group `{group}` in Docker: {source}")]
+    EnvFile { group: String, source: docker::EnvFileError },
+    #[error(
+        "{0}. This group was registered before the name was reserved, and its agent does not start: \
+         unbind its chat (`pincer groups set {name} --no-chat`) and register the chat under another name \
+         (`pincer groups add NAME --telegram ID`, or --whatsapp JID)",
+        name = .0.name
+    )]
+    Reserved(groups::ReservedName),
     #[error(transparent)]
     Mounts(#[from] MountError),
     #[error(transparent)]
@@ -51,6 +60,8 @@ pub struct Launch {
     pub confinement: Confinement,
     /// The placeholder key the proxy accepts while this process lives.
     pub lease: Option<KeyLease>,
+    /// A Docker container's environment, removed when this is dropped.
+    pub env_file: Option<docker::EnvFile>,
 }
 
 /// Starts every group's CLI in its confinement.
@@ -124,6 +135,9 @@ impl Launcher {
         }
         // Only this data directory's containers: its lock is held (by the
         // caller), so they are a killed pincer's, never a live one's.
+        if wants_docker {
+            docker::remove_stale_env_files(&launcher.data_dir.join("run"));
+        }
         if wants_docker && launcher.availability.docker.is_ok() {
             match docker::remove_orphans(&launcher.docker_data).await {
                 Ok(0) => {}
@@ -147,6 +161,10 @@ impl Launcher {
         if self.proxy.is_none() {
             tracing::warn!("{}", SandboxError::NoCredential);
         }
+        let unlocking = crate::claude::unlocking_args(&self.config.claude.args);
+        if !unlocking.is_empty() {
+            tracing::warn!(flags = ?unlocking, "{}", crate::claude::settings_report(&self.config.claude));
+        }
     }
 
     pub fn availability(&self) -> &Availability {
@@ -166,31 +184,39 @@ impl Launcher {
 
     /// The next CLI process of `group`, resuming `resume` if given.
     pub async fn launch(&self, group: &GroupName, resume: Option<&str>, main: bool) -> Result<Launch, SandboxError> {
+        // A store from before names were reserved may hold one: its agent never runs.
+        groups::check_not_reserved(group).map_err(SandboxError::Reserved)?;
         let confinement = self.resolve(group.as_str())?;
         tracing::info!(%group, %confinement, "starting the group's CLI");
         let global_host = self.groups_dir.join(groups::GLOBAL_DIR);
         let has_global = global_host.join("CLAUDE.md").exists();
         if confinement == Confinement::None {
             let global = global_host.join("CLAUDE.md");
+            let cwd = self.groups_dir.join(group.as_str());
             let spec = SpawnSpec {
                 program: self.program.clone(),
-                args: session_args(&self.config.claude, resume, has_global.then_some(global.as_path())),
-                cwd: self.groups_dir.join(group.as_str()),
-                env: self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                args: session_args(&self.config.claude, resume, has_global.then_some(global.as_path()), &cwd),
+                cwd,
+                env: session_env(self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
                 env_remove: unconfined_env_remove(),
                 label: group.to_string(),
                 after_kill: None,
             };
-            return Ok(Launch { spec, confinement, lease: None });
+            return Ok(Launch { spec, confinement, lease: None, env_file: None });
         }
         let proxy = self.proxy.as_ref().ok_or(SandboxError::NoCredential)?;
         let io = |source| SandboxError::Io { group: group.to_string(), source };
         let home = self.data_dir.join("homes").join(group.as_str());
-        std::fs::create_dir_all(&home).map_err(io)?;
+        crate::private::create_dir(&home).map_err(io)?;
         let lease = proxy.lease(group.as_str());
         let settings = self.config.sandbox.group(group.as_str());
         let inside_global = Path::new(bwrap::GLOBAL).join("CLAUDE.md");
-        let mut args = session_args(&self.config.claude, resume, has_global.then_some(inside_global.as_path()));
+        let mut args = session_args(
+            &self.config.claude,
+            resume,
+            has_global.then_some(inside_global.as_path()),
+            Path::new(bwrap::WORKSPACE),
+        );
         if settings.skip_permissions {
             args.push("--dangerously-skip-permissions".to_owned());
         }
@@ -206,19 +232,20 @@ impl Launcher {
             lease.key(),
             egress.is_some().then(|| format!("http://{}", bwrap::EGRESS_LISTEN)).as_deref(),
         );
+        let env = session_env(env);
         // The main group keeps the memory every group reads; others only read it.
         let global = global_host.is_dir().then(|| (global_host.clone(), settings.writes_global || main));
         let group_dir = self.groups_dir.join(group.as_str());
         let extra = self.mounts.for_group(group.as_str()).to_vec();
         let parts = Parts { group_dir, global, home, extra, env, args, api_socket: proxy.socket().to_owned(), egress };
-        let spec = match confinement {
-            Confinement::Bwrap => self.bwrap_spec(group, parts).map_err(io)?,
+        let (spec, env_file) = match confinement {
+            Confinement::Bwrap => (self.bwrap_spec(group, parts).map_err(io)?, None),
             // No container is removed before a start: names are unique, and
             // a process whose client had to be killed removes its own.
-            Confinement::Docker => self.docker_spec(group, parts),
+            Confinement::Docker => self.docker_spec(group, parts).map(|(spec, file)| (spec, Some(file)))?,
             Confinement::None => unreachable!("handled above"),
         };
-        Ok(Launch { spec, confinement, lease: Some(lease) })
+        Ok(Launch { spec, confinement, lease: Some(lease), env_file })
     }
 
     /// The group's egress proxy socket, served from now on; `None` when the
@@ -277,9 +304,11 @@ impl Launcher {
         })
     }
 
-    fn docker_spec(&self, group: &GroupName, parts: Parts) -> SpawnSpec {
+    fn docker_spec(&self, group: &GroupName, parts: Parts) -> Result<(SpawnSpec, docker::EnvFile), SandboxError> {
         let Parts { group_dir, global, home, extra, env, args: cli_args, api_socket, egress } = parts;
         let name = docker::container_name(group.as_str());
+        let env_file = docker::EnvFile::write(&self.data_dir.join("run"), &name, &env)
+            .map_err(|source| SandboxError::EnvFile { group: group.to_string(), source })?;
         let plan = docker::Plan {
             image: self.config.sandbox.docker_image.clone().unwrap_or_default(),
             group: group.to_string(),
@@ -290,12 +319,12 @@ impl Launcher {
             global,
             home,
             extra,
-            env,
+            env_file: env_file.path().to_owned(),
             cli_args,
             api_socket,
             egress,
         };
-        SpawnSpec {
+        let spec = SpawnSpec {
             program: PathBuf::from("docker"),
             args: docker::run_args(&plan),
             cwd: group_dir,
@@ -304,7 +333,8 @@ impl Launcher {
             label: group.to_string(),
             // SIGKILL ends the client, not its container (it cannot be forwarded).
             after_kill: Some([vec!["docker".to_owned()], docker::remove_args(&[name])].concat()),
-        }
+        };
+        Ok((spec, env_file))
     }
 }
 
@@ -323,6 +353,16 @@ struct Parts {
     api_socket: PathBuf,
     /// The group's egress proxy socket, when the sandbox gets one.
     egress: Option<PathBuf>,
+}
+
+/// `env` with what every session needs ([`crate::claude::SESSION_ENV`]), which
+/// the operator's `claude.env` cannot take away.
+fn session_env(mut env: Vec<(String, String)>) -> Vec<(String, String)> {
+    for (name, value) in crate::claude::SESSION_ENV {
+        env.retain(|(k, _)| k != name);
+        env.push(((*name).to_owned(), (*value).to_owned()));
+    }
+    env
 }
 
 /// This process's binary; after an upgrade in place, the new one at its path.

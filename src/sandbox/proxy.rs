@@ -5,9 +5,11 @@
 //! network of its own, and the CLI speaks HTTP over that socket
 //! (`ANTHROPIC_UNIX_SOCKET`). A sandboxed CLI gets a per-process placeholder
 //! as `ANTHROPIC_API_KEY`. A request must carry a placeholder that is still
-//! leased (in `x-api-key` or `Authorization: Bearer`); the proxy then swaps in
-//! the real credential, forwards the request to the upstream API, and streams
-//! the response back as it arrives (SSE included), status and headers as sent.
+//! leased (in `x-api-key` or `Authorization: Bearer`), and be one of the
+//! Messages API calls the CLI makes ([`allow`]: anything else gets a 403 and
+//! never leaves); the proxy then swaps in the real credential, forwards the
+//! request to the upstream API, and streams the response back as it arrives
+//! (SSE included), status and headers as sent.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -154,6 +156,16 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
             "pincer's credential proxy refused this request: its key is not a current placeholder issued by pincer",
         );
     };
+    if let Err(why) = allow::check(request.method(), request.uri()) {
+        let call = allow::shown(request.method(), request.uri());
+        tracing::warn!(%group, request = %call, %why, "credential proxy: refused a request the CLI does not make; the API never saw it");
+        let message = format!(
+            "pincer's credential proxy refused {call}: {why}. It forwards only the Messages API calls the Claude \
+             Code CLI makes ({})",
+            allow::allowed_text()
+        );
+        return error(StatusCode::FORBIDDEN, "permission_error", &message);
+    }
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(body) => body,
@@ -236,6 +248,8 @@ fn error(status: StatusCode, kind: &str, message: &str) -> Response {
     let body = serde_json::json!({ "type": "error", "error": { "type": kind, "message": message } });
     (status, [("x-should-retry", "false")], axum::Json(body)).into_response()
 }
+
+mod allow;
 
 #[cfg(test)]
 mod tests;

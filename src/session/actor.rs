@@ -13,13 +13,15 @@ use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
 
 use super::api_error::{self, LimitPlan, Seen, TurnFailure, UsageLimit};
 use super::pending::{Pending, PendingMessage};
-use super::permission::{decide, summarize, Verdict};
+use super::permission::{decide, summarize, Rules, Verdict};
+use super::rights::{self, Voice};
 use super::{Command, SessionDeps, SessionStatus, TurnOutcome};
 use crate::claude::lines::LineRead;
 use crate::claude::process::{CliProcess, StdoutLine};
 use crate::claude::protocol::{self, CliEvent, ControlRequest, TurnEnd};
 use crate::domain::{
-    Approval, ApprovalAnswer, ApprovalRequest, GroupName, InboundId, PermissionDecision, TaskFrame, TurnResult,
+    Approval, ApprovalAnswer, ApprovalRequest, GroupName, InboundId, PermissionDecision, TaskFrame, ToolsFor,
+    TurnResult,
 };
 use crate::groups;
 use crate::sandbox::proxy::KeyLease;
@@ -42,6 +44,8 @@ struct Live {
     _slot: OwnedSemaphorePermit,
     /// The proxy accepts this process's placeholder key until it is dropped.
     _lease: Option<KeyLease>,
+    /// A Docker container's env file, removed when the process is gone.
+    _env_file: Option<crate::sandbox::docker::EnvFile>,
 }
 
 /// How long a follow-up turn is expected after a background task ends. It
@@ -96,8 +100,10 @@ const ANSWER_QUEUE: usize = 16;
 /// What the group's settings decide for its session, re-read before each new process.
 struct Policy {
     allowed_tools: Vec<String>,
-    /// The group has people who answer approvals.
-    has_admins: bool,
+    /// Channel ids of the people who answer approvals.
+    admins: Vec<String>,
+    /// Whose messages may make the agent use tools.
+    tools: ToolsFor,
     /// The main group's agent writes the shared memory in `groups/global`.
     is_main: bool,
 }
@@ -106,7 +112,8 @@ impl Policy {
     fn of(settings: &GroupSettings, default_tools: &[String]) -> Policy {
         Policy {
             allowed_tools: settings.allowed_tools.clone().unwrap_or_else(|| default_tools.to_vec()),
-            has_admins: !settings.admins.is_empty(),
+            admins: settings.admins.clone(),
+            tools: settings.tools,
             is_main: settings.main,
         }
     }
@@ -327,11 +334,13 @@ impl SessionActor {
 
     async fn on_command(&mut self, cmd: Command) {
         match cmd {
-            Command::Message { id, msg, prompt, done } => {
+            Command::Message { id, msg, missed, done } => {
                 if let Some(done) = done {
                     self.watchers.insert(id, done);
                 }
-                self.pending.push(id, prompt, msg.accepted_at);
+                let voice = Voice::of(&msg, &missed, &self.policy.admins);
+                let prompt = msg.prompt(&missed, &self.policy.admins);
+                self.pending.push(id, prompt, msg.accepted_at, voice);
                 if self.ensure_live().await {
                     self.write_pending_tail().await;
                 }
@@ -444,6 +453,7 @@ impl SessionActor {
                     cost_so_far: 0.0,
                     _slot: slot,
                     _lease: launch.lease,
+                    _env_file: launch.env_file,
                 });
                 true
             }
@@ -748,7 +758,16 @@ impl SessionActor {
     async fn on_control_request(&mut self, request_id: String, request: ControlRequest) {
         let line = match request {
             ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
-                match decide(&self.group, &tool_name, &self.policy.allowed_tools, self.policy.has_admins) {
+                let member_tools = &self.deps.config.claude.member_tools;
+                let rules = Rules {
+                    allowed: &self.policy.allowed_tools,
+                    has_admins: !self.policy.admins.is_empty(),
+                    member_bound: rights::member_bound(self.policy.tools, member_tools, self.pending.voices()),
+                };
+                if rules.member_bound.is_some() {
+                    tracing::debug!(group = %self.group, tool = %tool_name, "a member's message is in the turn: read-only tools");
+                }
+                match decide(&self.group, &tool_name, &input, rules) {
                     Verdict::Allow => {
                         let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
                         self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, None).await

@@ -8,6 +8,7 @@ mod actor;
 mod api_error;
 mod pending;
 mod permission;
+mod rights;
 mod slots;
 
 pub use slots::Slots;
@@ -21,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId};
+use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId, Missed};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::sandbox::Launcher;
@@ -56,9 +57,11 @@ pub struct SessionDeps {
 // One command per chat message: boxing the message would buy nothing measurable.
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
-    /// An inbound message, already stored under `id`; `prompt` is what the agent reads.
+    /// An inbound message, already stored under `id`, with the chat messages
+    /// the agent missed before it. The session renders what the agent reads,
+    /// marking admins by the group's settings it also decides tools by.
     /// `done` (a scheduled run's) hears how the turn that answers it ended.
-    Message { id: InboundId, msg: Inbound, prompt: String, done: Option<oneshot::Sender<TurnOutcome>> },
+    Message { id: InboundId, msg: Inbound, missed: Missed, done: Option<oneshot::Sender<TurnOutcome>> },
     /// Interrupt the current turn, if any.
     Interrupt,
     /// End the current CLI session; the next message starts a fresh one.

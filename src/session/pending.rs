@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use super::rights::Voice;
 use crate::domain::InboundId;
 
 #[derive(Debug)]
@@ -19,6 +20,8 @@ pub struct PendingMessage {
     pub accepted_at: Instant,
     /// Already sent again once after a usage limit: a second limit gives up on it.
     pub after_limit: bool,
+    /// Whose words it carries: a member's bound the tools while it is here.
+    pub voice: Voice,
 }
 
 #[derive(Debug, Default)]
@@ -30,7 +33,7 @@ pub struct Pending {
 }
 
 impl Pending {
-    pub fn push(&mut self, id: InboundId, text: String, accepted_at: Instant) -> &mut PendingMessage {
+    pub fn push(&mut self, id: InboundId, text: String, accepted_at: Instant, voice: Voice) -> &mut PendingMessage {
         self.messages.push_back(PendingMessage {
             id,
             text,
@@ -38,6 +41,7 @@ impl Pending {
             taken: false,
             accepted_at,
             after_limit: false,
+            voice,
         });
         self.messages.back_mut().expect("just pushed")
     }
@@ -52,6 +56,11 @@ impl Pending {
 
     pub fn len(&self) -> usize {
         self.messages.len()
+    }
+
+    /// Whose words the unsettled messages carry.
+    pub fn voices(&self) -> impl Iterator<Item = Voice> + '_ {
+        self.messages.iter().map(|m| m.voice)
     }
 
     /// Marks the message with this uuid as taken into a turn.
@@ -109,7 +118,8 @@ mod tests {
 
     fn pending_with(n: i64) -> (Pending, Vec<String>) {
         let mut p = Pending::default();
-        let uuids = (0..n).map(|i| p.push(InboundId(i), format!("m{i}"), Instant::now()).uuid.clone()).collect();
+        let uuids =
+            (0..n).map(|i| p.push(InboundId(i), format!("m{i}"), Instant::now(), Voice::Admin).uuid.clone()).collect();
         (p, uuids)
     }
 

@@ -1,11 +1,17 @@
 //! The `can_use_tool` policy: a group's allowed list, by exact name or by a
-//! prefix ending in `*` (`mcp__pincer__*`). A tool not on the list goes to the
-//! group's admins for approval when the group has any; otherwise it is denied
-//! with a message that tells the operator how to allow it. Pincer's own tools
-//! (`mcp__pincer__*`) are always allowed.
+//! prefix ending in `*` (the operator's own rules). A tool not on the list
+//! goes to the group's admins for approval when the group has any; otherwise
+//! it is denied with a message that tells the operator how to allow it.
+//! Pincer's own tools are allowed by their exact names (`mcp__pincer__` and a
+//! name `tools::specs` offers), never by prefix: a server that calls itself
+//! `pincer__x` gets nothing from it. While a member's words may steer the call
+//! (`--tools admins`), only the read-only set runs without an admin.
+
+use std::sync::LazyLock;
 
 use serde_json::Value;
 
+use crate::claude::mcp::TOOL_PREFIX;
 use crate::domain::GroupName;
 
 /// The answer to one `can_use_tool` request.
@@ -17,20 +23,63 @@ pub enum Verdict {
     Deny(String),
 }
 
-pub fn decide(group: &GroupName, tool_name: &str, allowed: &[String], has_admins: bool) -> Verdict {
-    // Pincer's own tools are allowed whatever the group's list says: they
-    // check for themselves what a group may do.
-    if tool_name.starts_with(crate::claude::mcp::TOOL_PREFIX) {
-        return Verdict::Allow;
+/// What decides a group's tool calls right now.
+#[derive(Clone, Copy, Debug)]
+pub struct Rules<'a> {
+    /// The group's allowed tools.
+    pub allowed: &'a [String],
+    /// The group has people who answer approvals.
+    pub has_admins: bool,
+    /// `Some(read-only set)` while a member's words may steer the call (see `session::rights`).
+    pub member_bound: Option<&'a [String]>,
+}
+
+/// Pincer's own tools as the model calls them.
+static OWN_TOOLS: LazyLock<Vec<String>> =
+    LazyLock::new(|| crate::tools::specs::all().iter().map(|spec| format!("{TOOL_PREFIX}{}", spec.name)).collect());
+
+/// Whether a member's turn may call one of pincer's own tools (`name`, without
+/// the prefix) without an admin. Reading and posting to the chat, yes. A
+/// prompt scheduled for this group runs with a member's rights (see
+/// `session::rights`), so it gains nothing; one for another group would run
+/// with that group's, so it asks. Pausing, resuming or cancelling a task
+/// changes what admins set up: that asks too.
+fn members_may_call(group: &GroupName, name: &str, input: &Value) -> bool {
+    match name {
+        "send_message" | "list_tasks" | "list_groups" => true,
+        "schedule_task" => input.get("group").is_none_or(|g| g.is_null() || g.as_str() == Some(group.as_str())),
+        _ => false,
     }
+}
+
+pub fn decide(group: &GroupName, tool_name: &str, input: &Value, rules: Rules<'_>) -> Verdict {
     let matches = |rule: &String| match rule.strip_suffix('*') {
         Some(prefix) => tool_name.starts_with(prefix),
         None => rule == tool_name,
     };
-    if allowed.iter().any(matches) {
+    let own = OWN_TOOLS.iter().any(|t| t == tool_name);
+    let allowed = match rules.member_bound {
+        // Pincer's own tools are allowed whatever the group's list says: they
+        // check for themselves what a group may do.
+        None => own || rules.allowed.iter().any(matches),
+        Some(bound) => {
+            let own_for_members =
+                own && tool_name.strip_prefix(TOOL_PREFIX).is_some_and(|name| members_may_call(group, name, input));
+            // The read-only set narrows the group's list; it never widens it.
+            own_for_members || (bound.iter().any(matches) && rules.allowed.iter().any(matches))
+        }
+    };
+    if allowed {
         Verdict::Allow
-    } else if has_admins {
+    } else if rules.has_admins {
         Verdict::Ask
+    } else if rules.member_bound.is_some() {
+        Verdict::Deny(format!(
+            "pincer: `{tool_name}` needs an admin in group `{group}`: a member's message is in this turn, and only \
+             admins' messages may use tools beyond {}; the group has no admins to ask. An operator can name admins \
+             (`pincer groups set {group} --admin USER_ID`) or let everyone use tools (`--tools everyone`).",
+            rules.member_bound.unwrap_or_default().join(", ")
+        ))
     } else {
         Verdict::Deny(format!(
             "pincer: the tool `{tool_name}` is not allowed for group `{group}`. \
@@ -96,17 +145,82 @@ fn visible(text: &str) -> String {
 mod tests {
     use super::*;
 
+    fn none() -> Value {
+        serde_json::json!({})
+    }
+
+    fn rules(allowed: &[String], has_admins: bool) -> Rules<'_> {
+        Rules { allowed, has_admins, member_bound: None }
+    }
+
     #[test]
     fn exact_names_and_prefixes() {
         let g: GroupName = "g".parse().unwrap();
-        let allowed = vec!["Bash".to_owned(), "mcp__pincer__*".to_owned()];
-        assert_eq!(decide(&g, "Bash", &allowed, false), Verdict::Allow);
-        assert_eq!(decide(&g, "mcp__pincer__send_message", &allowed, false), Verdict::Allow);
-        assert!(matches!(decide(&g, "BashOutput", &allowed, false), Verdict::Deny(m) if m.contains("`BashOutput`")));
-        assert!(matches!(decide(&g, "Write", &[], false), Verdict::Deny(_)));
-        assert_eq!(decide(&g, "Write", &[], true), Verdict::Ask, "admins decide what the list does not");
-        assert_eq!(decide(&g, "Bash", &allowed, true), Verdict::Allow);
-        assert_eq!(decide(&g, "mcp__pincer__schedule_task", &[], true), Verdict::Allow, "pincer's own tools");
+        let allowed = vec!["Bash".to_owned(), "mcp__github__*".to_owned()];
+        assert_eq!(decide(&g, "Bash", &none(), rules(&allowed, false)), Verdict::Allow);
+        assert_eq!(
+            decide(&g, "mcp__github__issues", &none(), rules(&allowed, false)),
+            Verdict::Allow,
+            "an operator's `*` rule"
+        );
+        assert!(
+            matches!(decide(&g, "BashOutput", &none(), rules(&allowed, false)), Verdict::Deny(m) if m.contains("`BashOutput`"))
+        );
+        assert!(matches!(decide(&g, "Write", &none(), rules(&[], false)), Verdict::Deny(_)));
+        assert_eq!(
+            decide(&g, "Write", &none(), rules(&[], true)),
+            Verdict::Ask,
+            "admins decide what the list does not"
+        );
+        assert_eq!(decide(&g, "Bash", &none(), rules(&allowed, true)), Verdict::Allow);
+    }
+
+    #[test]
+    fn pincer_tools_pass_by_exact_name_only() {
+        let g: GroupName = "g".parse().unwrap();
+        for name in
+            ["send_message", "schedule_task", "list_tasks", "pause_task", "resume_task", "cancel_task", "list_groups"]
+        {
+            assert_eq!(
+                decide(&g, &format!("mcp__pincer__{name}"), &none(), rules(&[], true)),
+                Verdict::Allow,
+                "{name}"
+            );
+        }
+        for forged in
+            ["mcp__pincer__x__run", "mcp__pincer__", "mcp__pincer__send_message2", "mcp__pincer__Send_message"]
+        {
+            assert_eq!(decide(&g, forged, &none(), rules(&[], true)), Verdict::Ask, "{forged}");
+        }
+    }
+
+    #[test]
+    fn a_members_turn_runs_only_the_read_only_set() {
+        let g: GroupName = "g".parse().unwrap();
+        let allowed: Vec<String> = ["Read", "Grep", "Bash", "Write"].map(String::from).to_vec();
+        let bound: Vec<String> = ["Read", "Glob", "Grep", "WebSearch"].map(String::from).to_vec();
+        let member = |has_admins| Rules { allowed: &allowed, has_admins, member_bound: Some(&bound) };
+        assert_eq!(decide(&g, "Read", &none(), member(true)), Verdict::Allow);
+        assert_eq!(decide(&g, "Bash", &none(), member(true)), Verdict::Ask, "an admin decides");
+        assert_eq!(decide(&g, "Write", &none(), member(true)), Verdict::Ask);
+        assert_eq!(decide(&g, "Glob", &none(), member(true)), Verdict::Ask, "the set never widens the group's list");
+        assert!(
+            matches!(decide(&g, "Bash", &none(), member(false)), Verdict::Deny(m) if m.contains("member") && m.contains("--tools everyone"))
+        );
+        assert_eq!(decide(&g, "mcp__pincer__schedule_task", &none(), member(false)), Verdict::Allow);
+        assert_eq!(decide(&g, "mcp__pincer__send_message", &none(), member(false)), Verdict::Allow);
+        let schedule = |group: &str| serde_json::json!({"prompt": "p", "group": group});
+        let schedule_task = "mcp__pincer__schedule_task";
+        assert_eq!(decide(&g, schedule_task, &schedule("g"), member(true)), Verdict::Allow, "for its own group");
+        assert_eq!(decide(&g, schedule_task, &schedule("other"), member(true)), Verdict::Ask, "another group's rights");
+        assert_eq!(decide(&g, schedule_task, &schedule("other"), rules(&[], true)), Verdict::Allow, "an admin's turn");
+        assert_eq!(decide(&g, "mcp__pincer__cancel_task", &none(), member(true)), Verdict::Ask);
+        assert!(matches!(decide(&g, "mcp__pincer__pause_task", &none(), member(false)), Verdict::Deny(_)));
+        assert_eq!(
+            decide(&g, "Bash", &none(), rules(&allowed, true)),
+            Verdict::Allow,
+            "an admin's turn: today's policy"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
 use super::{now_us, Store, StoreError};
-use crate::domain::{ChatAddress, GroupName, Platform};
+use crate::domain::{ChatAddress, GroupName, Platform, ToolsFor};
 
 /// What an operator chooses for a group (`pincer groups add/set`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +22,8 @@ pub struct GroupSettings {
     pub chat: Option<ChatAddress>,
     /// The main group's agent may act on other groups (`--main`).
     pub main: bool,
+    /// Whose messages may make the agent use tools (`--tools`).
+    pub tools: ToolsFor,
 }
 
 impl Default for GroupSettings {
@@ -33,6 +35,7 @@ impl Default for GroupSettings {
             admins: Vec::new(),
             chat: None,
             main: false,
+            tools: ToolsFor::Everyone,
         }
     }
 }
@@ -51,7 +54,7 @@ pub struct GroupRecord {
 
 const SELECT_GROUP: &str = "
 SELECT g.name, g.created_at_us, g.session_id, g.allowed_tools, g.trigger, g.requires_trigger, g.admins,
-       g.active, g.inactive_reason, b.platform, b.chat, b.thread, g.is_main
+       g.active, g.inactive_reason, b.platform, b.chat, b.thread, g.is_main, g.tools
   FROM groups g LEFT JOIN chat_bindings b ON b.group_name = g.name";
 
 impl Store {
@@ -178,7 +181,7 @@ async fn write_settings(
 ) -> Result<(), StoreError> {
     let json = |list: &[String]| serde_json::to_string(list).expect("a list of strings serializes");
     sqlx::query(
-        "UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ?, is_main = ?
+        "UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ?, is_main = ?, tools = ?
           WHERE name = ?",
     )
     .bind(settings.allowed_tools.as_deref().map(json))
@@ -186,6 +189,7 @@ async fn write_settings(
     .bind(settings.requires_trigger)
     .bind(json(&settings.admins))
     .bind(settings.main)
+    .bind(settings.tools.as_str())
     .bind(name.as_str())
     .execute(&mut **tx)
     .await?;
@@ -234,6 +238,8 @@ fn group_from_row(row: SqliteRow) -> GroupRecord {
             admins: list(row.get(6)).unwrap_or_default(),
             chat,
             main: row.get(12),
+            // Only `as_str` values are written; anything else reads as the stricter choice.
+            tools: row.get::<String, _>(13).parse().unwrap_or(ToolsFor::Admins),
         },
         active: row.get(7),
         inactive_reason: row.get(8),

@@ -176,7 +176,7 @@ impl Store {
         // transaction (which WAL refuses to upgrade once another writer committed).
         let mut rows = sqlx::query(
             "UPDATE inbound SET state = 'included' WHERE group_name = ? AND state = 'observed'
-             RETURNING id, sender, sent_at_us, reply_to, text",
+             RETURNING id, sender, sent_at_us, reply_to, text, sender_id",
         )
         .bind(group.as_str())
         .fetch_all(&self.pool)
@@ -190,6 +190,7 @@ impl Store {
             .take(limit)
             .map(|r| ChatLine {
                 sender: r.get(1),
+                sender_id: r.get(5),
                 sent_at: r.get::<Option<i64>, _>(2).map_or(UNIX_EPOCH, from_unix_us),
                 reply_to: r.get(3),
                 text: r.get(4),

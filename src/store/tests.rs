@@ -25,6 +25,10 @@ async fn groups_register_once() {
     let all = store.groups().await.unwrap();
     assert_eq!(all.len(), 2);
     assert_eq!(all[1].settings.allowed_tools.as_deref(), Some(&tools[..]));
+    assert_eq!(all[1].settings.tools, crate::domain::ToolsFor::Everyone, "today's policy by default");
+    let admins_only = GroupSettings { tools: crate::domain::ToolsFor::Admins, ..settings };
+    store.save_group_settings(&group("b"), &admins_only).await.unwrap();
+    assert_eq!(store.group("b").await.unwrap().settings, admins_only);
     assert!(matches!(store.group("zzz").await, Err(StoreError::UnknownGroup(_))));
 }
 
@@ -156,12 +160,14 @@ async fn observed_messages_are_taken_once_as_context() {
     let g = group("chat");
     store.add_group(&g, &GroupSettings::default()).await.unwrap();
     for text in ["one", "two", "three"] {
-        let msg = Inbound::new(g.clone(), Source::Chat(crate::domain::Platform::Telegram), "Bob", text);
+        let mut msg = Inbound::new(g.clone(), Source::Chat(crate::domain::Platform::Telegram), "Bob", text);
+        msg.sender_id = Some(format!("id-{text}"));
         store.insert_inbound(&msg, InboundState::Observed).await.unwrap();
     }
     let taken = store.take_context(&g, 2).await.unwrap();
     let texts: Vec<&str> = taken.lines.iter().map(|l| l.text.as_str()).collect();
     assert_eq!(texts, ["two", "three"], "the newest, oldest first");
+    assert_eq!(taken.lines[0].sender_id.as_deref(), Some("id-two"), "the agent is told whether they are admins");
     assert_eq!(taken.omitted, 1);
     let again = store.take_context(&g, 2).await.unwrap();
     assert!(again.lines.is_empty());

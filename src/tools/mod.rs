@@ -7,7 +7,7 @@
 //! another group and list all groups. A refused call returns an MCP error
 //! result that explains the rule, and is logged.
 
-mod specs;
+pub(crate) mod specs;
 
 use serde_json::Value;
 

@@ -136,7 +136,8 @@ async fn a_group_whose_redelivery_fails_does_not_cost_the_others_their_messages(
     let notice = pincer.next_outbound().await;
     assert!(notice.text.contains("restarted before answering 1 message"), "{notice:?}");
     let reply = pincer.next_outbound().await.text;
-    assert!(reply.starts_with("ECHO: ") && reply.ends_with("bo: still there?"), "{reply}");
+    assert!(reply.starts_with(r#"ECHO: <message from="bo" admin="no" at="#), "{reply}");
+    assert!(reply.ends_with(">still there?</message>"), "{reply}");
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     let state: String =
         sqlx::query_scalar("SELECT state FROM inbound WHERE id = ?").bind(lost.0).fetch_one(&mut conn).await.unwrap();

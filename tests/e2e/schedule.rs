@@ -280,3 +280,37 @@ async fn the_tasks_command_rejects_bad_times_and_manages_schedules() {
     assert!(tasks[0].next_run.is_some());
     store.close().await;
 }
+
+/// In a group whose tools are for admins only, a scheduled prompt runs with a
+/// member's rights (the agent may have scheduled it on a member's word), while
+/// the operator's console line keeps the group's own list.
+#[tokio::test]
+async fn in_an_admins_only_group_a_scheduled_prompt_gets_only_what_a_member_has() {
+    let api = FakeApi::start(fake_api::scripted(vec![
+        ("SCHEDBASH", Reply::bash("touch scheduled.txt && echo touched", "make a file")),
+        ("CONSOLEBASH", Reply::bash("touch console.txt && echo touched", "make a file")),
+    ]))
+    .await;
+    let sandbox = Sandbox::new(&api);
+    let settings = pincer::store::GroupSettings {
+        allowed_tools: Some(vec!["Bash".into()]),
+        tools: pincer::domain::ToolsFor::Admins,
+        ..Default::default()
+    };
+    let group = sandbox.add_group_with("ops", settings).await;
+    let mut pincer = sandbox.start().await;
+    pincer.engine.start_scheduler();
+
+    let task = add(&pincer, &group, "SCHEDBASH now", Trigger::interval("1h").unwrap(), ContextMode::Group).await;
+    manage::run_now(pincer.store(), task.id).await.unwrap();
+    pincer.engine.scheduler.poke();
+    let (report, _) = outbound_containing(&pincer, "needs an admin").await;
+    assert!(report.text.contains("TOOL_RESULT(err=True)"), "{report:?}");
+    assert!(!sandbox.group_dir("ops").join("scheduled.txt").exists());
+
+    pincer.send(&group, "CONSOLEBASH").await;
+    let (reply, _) = outbound_containing(&pincer, "touched").await;
+    assert!(reply.text.starts_with("AFTER_TOOL: TOOL_RESULT(err=False)"), "{reply:?}");
+    assert!(sandbox.group_dir("ops").join("console.txt").exists(), "the operator keeps the group's list");
+    pincer.stop().await;
+}

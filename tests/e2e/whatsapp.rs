@@ -64,9 +64,14 @@ async fn a_triggered_message_is_answered_in_the_same_group_and_context_goes_with
     let requests = api.main_requests();
     assert_eq!(requests.len(), 1, "only the triggered message started a turn");
     let prompt = requests[0].last_user_prompt();
-    assert!(prompt.contains("Bob: lunch at noon?"), "{prompt}");
-    assert!(prompt.contains("Alice (replying to 4915100000002: lunch at noon?): sounds good"), "{prompt}");
-    assert!(prompt.ends_with("Alice: @Andy what did we decide?"), "{prompt}");
+    assert!(prompt.starts_with("<missed "), "{prompt}");
+    assert!(
+        prompt.contains(r#"<message from="Bob" admin="no" at="#) && prompt.contains(">lunch at noon?</message>"),
+        "{prompt}"
+    );
+    assert!(prompt.contains(r#"reply-to="4915100000002: lunch at noon?">sounds good</message>"#), "{prompt}");
+    assert!(prompt.contains(r#"<message from="Alice" admin="no" at="#), "{prompt}");
+    assert!(prompt.ends_with(">@Andy what did we decide?</message>"), "{prompt}");
     assert_eq!(wa.composing(FAMILY).first(), Some(&true), "typing… was shown");
     wa.wait_for("every message marked read", |wa| wa.read().len() == 3).await;
 

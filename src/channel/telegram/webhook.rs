@@ -63,9 +63,19 @@ pub(super) async fn run(
     served.context("the Telegram webhook server failed")
 }
 
+/// The header Telegram repeats the webhook's secret in.
+const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
+
+/// Whether a POST carries the webhook's secret. Compared in constant time, so
+/// the answer's timing tells a caller nothing about how much of a guess was
+/// right (only the length may show, and the secret's length is no secret).
+fn secret_matches(presented: Option<&[u8]>, secret: &[u8]) -> bool {
+    use subtle::ConstantTimeEq;
+    presented.is_some_and(|p| bool::from(p.ct_eq(secret)))
+}
+
 async fn on_post(State(hook): State<Hook>, headers: HeaderMap, body: String) -> StatusCode {
-    let secret = headers.get("x-telegram-bot-api-secret-token").map(|v| v.as_bytes());
-    if secret != Some(hook.secret.as_bytes()) {
+    if !secret_matches(headers.get(SECRET_HEADER).map(|v| v.as_bytes()), hook.secret.as_bytes()) {
         return StatusCode::UNAUTHORIZED;
     }
     let update: Update = match serde_json::from_str(&body) {
@@ -89,4 +99,20 @@ async fn on_post(State(hook): State<Hook>, headers: HeaderMap, body: String) -> 
         );
     }
     StatusCode::OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::secret_matches;
+
+    #[test]
+    fn only_the_whole_secret_is_accepted() {
+        let secret = b"0123456789abcdef0123456789abcdef";
+        assert!(secret_matches(Some(secret), secret));
+        assert!(!secret_matches(None, secret), "missing");
+        assert!(!secret_matches(Some(b""), secret), "empty");
+        assert!(!secret_matches(Some(&secret[..31]), secret), "a prefix");
+        assert!(!secret_matches(Some(b"0123456789abcdef0123456789abcdeX"), secret), "one byte off");
+        assert!(!secret_matches(Some(b"0123456789abcdef0123456789abcdef0"), secret), "longer");
+    }
 }

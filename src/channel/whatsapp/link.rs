@@ -43,7 +43,7 @@ async fn bot(config: &Config, hook: Option<Hook>, pair_phone: Option<String>) ->
     let path = config.whatsapp_db_path();
     if let Some(dir) = path.parent() {
         // The store waits 30 s on a missing folder before it fails.
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        crate::private::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let url = path.to_str().with_context(|| format!("{} is not a UTF-8 path", path.display()))?;
     let store = SqliteStore::new(url)

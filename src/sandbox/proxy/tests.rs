@@ -178,3 +178,81 @@ async fn serves_the_same_on_its_unix_socket_in_a_folder_only_its_user_may_enter(
     assert!(ask("sk-real".to_owned()).await.starts_with("HTTP/1.1 401"), "a placeholder is still required");
     assert_eq!(up.seen.lock().unwrap()[0]["x-api-key"], "sk-real");
 }
+
+/// One raw HTTP/1.1 request over the socket, the target exactly as given
+/// (an HTTP client would resolve `..` before sending); the whole answer.
+async fn raw(socket: &std::path::Path, method: &str, target: &str, key: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let request = format!(
+        "{method} {target} HTTP/1.1\r\nhost: localhost\r\nx-api-key: {key}\r\ncontent-type: application/json\r\n\
+         content-length: 2\r\nconnection: close\r\n\r\n{{}}"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+#[tokio::test]
+async fn forwards_only_the_calls_the_cli_makes_and_refuses_the_rest_before_the_upstream() {
+    let mut up = upstream().await;
+    drop(up.release.take()); // the whole body at once
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("api.sock");
+    let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
+        .await
+        .unwrap();
+    let lease = proxy.lease("alpha");
+    let refused = [
+        ("GET", "/v1/files"),
+        ("POST", "/v1/files"),
+        ("DELETE", "/v1/files/file_011"),
+        ("GET", "/v1/models"),
+        ("POST", "/v1/messages/batches"),
+        ("GET", "/v1/messages/batches/msgbatch_1/results"),
+        ("GET", "/v1/organizations/me/api_keys"),
+        ("GET", "/api/oauth/profile"),
+        ("GET", "/v1/messages?beta=true"),
+        ("HEAD", "/"),
+        ("POST", "/v1/messages/../files"),
+        ("POST", "/v1/messages/%2e%2e/files"),
+        ("POST", "//v1/messages"),
+        ("POST", "/v1/messages?beta=true&limit=1"),
+    ];
+    for (method, target) in refused {
+        let answer = raw(&socket, method, target, lease.key()).await;
+        assert!(answer.starts_with("HTTP/1.1 403"), "{method} {target}: {answer}");
+        if method != "HEAD" {
+            let body = answer.split_once("\r\n\r\n").unwrap().1;
+            let body: serde_json::Value = serde_json::from_str(body).unwrap();
+            assert_eq!(body["type"], "error");
+            assert_eq!(body["error"]["type"], "permission_error");
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.contains(&format!("refused {method} {target}:")), "{message}");
+            assert!(message.contains("POST /v1/messages"), "says what is forwarded: {message}");
+        }
+    }
+    assert!(up.seen.lock().unwrap().is_empty(), "no refused request reached the upstream");
+
+    for target in ["/v1/messages?beta=true", "/v1/messages", "/v1/messages/count_tokens?beta=true"] {
+        let answer = raw(&socket, "POST", target, lease.key()).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{target}: {answer}");
+    }
+    let seen = up.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3, "each allowed call was forwarded once");
+    assert!(seen.iter().all(|h| h["x-api-key"] == "sk-real"));
+}
+
+#[tokio::test]
+async fn a_request_without_a_placeholder_is_refused_whatever_its_path() {
+    let up = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("api.sock");
+    let _proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
+        .await
+        .unwrap();
+    let answer = raw(&socket, "GET", "/v1/files", "pincer-placeholder-forged").await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(up.seen.lock().unwrap().is_empty());
+}

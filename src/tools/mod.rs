@@ -69,7 +69,7 @@ impl Toolbox {
                 mcp::result(&incoming.id, mcp::initialize_result(protocol_version.as_deref()))
             }
             McpRequest::Notification => mcp::notification_ack(),
-            McpRequest::ListTools => mcp::result(&incoming.id, mcp::tools_list(&specs::all(&self.limits))),
+            McpRequest::ListTools => mcp::result(&incoming.id, mcp::tools_list(&specs::with_limits(&self.limits))),
             McpRequest::CallTool { name, arguments } => {
                 let output = self.call(group, &name, &arguments).await;
                 mcp::result(&incoming.id, mcp::call_result(&output))

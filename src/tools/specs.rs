@@ -5,7 +5,13 @@ use serde_json::json;
 use crate::claude::mcp::ToolSpec;
 use crate::scheduler::limits::Limits;
 
-pub fn all(limits: &Limits) -> Vec<ToolSpec> {
+/// Every tool, its schema stating the default limits (enough where only the names matter).
+pub fn all() -> Vec<ToolSpec> {
+    with_limits(&Limits::default())
+}
+
+/// Every tool, the schedule's schema stating the `limits` in force.
+pub fn with_limits(limits: &Limits) -> Vec<ToolSpec> {
     // Said up front, so the agent does not learn the limits only from refusals.
     let limits_note = format!(
         "Runs at most once every {} (a shorter interval, or a cron expression that fires more often, is \

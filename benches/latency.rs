@@ -261,6 +261,9 @@ impl RawPipe {
             env: env::agent_env(|_| None, &offline, bwrap::HOME, bwrap::API_SOCKET, placeholder, None),
             command,
             egress: None,
+            // Started without pincer's spawner, which is what passes the filter's descriptors.
+            seccomp: Vec::new(),
+            disable_userns: false,
         };
         #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
         let mut cmd = Command::new("bwrap");

@@ -368,8 +368,9 @@ pub fn one_line(text: &str, max: usize) -> String {
 }
 
 /// Appends `text` with `&`, `<` and `>` escaped (and `"` too in an attribute),
-/// so it can neither end the element it is in nor start another.
-fn escape_into(out: &mut String, text: &str, attribute: bool) {
+/// so it can neither end the element it is in nor start another. Also what
+/// Telegram's HTML needs (`channel::telegram::format`).
+pub(crate) fn escape_into(out: &mut String, text: &str, attribute: bool) {
     for c in text.chars() {
         match c {
             '&' => out.push_str("&amp;"),

@@ -472,6 +472,7 @@ mod tests {
                 env_remove: vec![],
                 label: "guarded".into(),
                 after_kill: None,
+                pass_fds: vec![],
             };
             let _process = CliProcess::spawn(&spec).unwrap();
             tokio::time::sleep(Duration::from_secs(600)).await;
@@ -565,6 +566,7 @@ mod tests {
             env_remove: vec![],
             label: "memory".into(),
             after_kill: None,
+            pass_fds: vec![],
         };
         let (process, _lines) = CliProcess::spawn(&spec).unwrap();
         let guard = process.pid().expect("the guard's pid");

@@ -9,9 +9,11 @@
 //! the guard's pid is the group's id.
 
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
@@ -39,6 +41,62 @@ pub struct SpawnSpec {
     /// process had to be killed: `docker rm --force NAME`, as killing the
     /// `docker run` client leaves its container running.
     pub after_kill: Option<Vec<String>>,
+    /// Descriptors the CLI's process inherits at their own numbers (bwrap's
+    /// `--add-seccomp-fd N`, `--bind-fd N …`); nothing else is inherited.
+    pub pass_fds: Vec<PassFd>,
+}
+
+/// A descriptor a child inherits under the same number. It stays
+/// close-on-exec in pincer, so no other child (started meanwhile by another
+/// thread) gets it; only the child it is given to clears the flag, after the
+/// fork. Clones share the open file, and so its offset.
+#[derive(Clone, Debug)]
+pub struct PassFd(Arc<OwnedFd>);
+
+impl PassFd {
+    pub fn new(fd: OwnedFd) -> io::Result<PassFd> {
+        use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+        // std puts the child's stdio on 0-2, which would replace a descriptor there.
+        let fd = if fd.as_raw_fd() < 3 {
+            let above = fcntl(fd.as_raw_fd(), FcntlArg::F_DUPFD_CLOEXEC(3))?;
+            // SAFETY: a fresh descriptor from F_DUPFD_CLOEXEC, owned by nothing else.
+            unsafe { std::os::fd::FromRawFd::from_raw_fd(above) }
+        } else {
+            fcntl(fd.as_raw_fd(), FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+            fd
+        };
+        Ok(PassFd(Arc::new(fd)))
+    }
+
+    /// The number the child finds it under.
+    pub fn number(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Has the process `cmd` starts keep exactly `fds` open across its exec,
+/// besides its stdio: whatever else it inherited without close-on-exec
+/// (pincer's own parent may leave descriptors open, as a test runner's
+/// jobserver pipe) is marked close-on-exec first. Registered after the
+/// guard's hook, it runs only in the process that becomes the CLI.
+fn inherit(cmd: &mut Command, fds: &[PassFd]) {
+    use nix::libc;
+    let numbers: Vec<RawFd> = fds.iter().map(PassFd::number).collect();
+    // SAFETY: between fork and exec, only `close_range` and `fcntl` on
+    // descriptors the child holds (the vector was allocated before the fork
+    // and is only read).
+    unsafe {
+        cmd.pre_exec(move || {
+            // Kernels before 5.11 lack the flag: there inherited descriptors pass as before.
+            libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC);
+            for fd in &numbers {
+                if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
 }
 
 /// One stdout line as read, stamped for latency metrics.
@@ -97,6 +155,7 @@ impl CliProcess {
         }
         let io = |source| SpawnError::Io { program: spec.program.clone(), source };
         let mut tether = guard::install(&mut cmd).map_err(io)?;
+        inherit(&mut cmd, &spec.pass_fds);
         let mut child = cmd.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => SpawnError::NotFound(spec.program.clone()),
             io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(spec.program.clone()),
@@ -224,9 +283,20 @@ async fn after_kill(command: Vec<String>, label: String) {
 /// Runs a short helper tool (the sandbox probes, `docker rm`) to completion,
 /// killed when `limit` passes. Kept here so processes start in one module only.
 pub async fn run_tool(program: &str, args: &[String], limit: Duration) -> io::Result<std::process::Output> {
+    run_tool_passing(program, args, &[], limit).await
+}
+
+/// [`run_tool`], the tool inheriting `fds` (see [`PassFd`]).
+pub async fn run_tool_passing(
+    program: &str,
+    args: &[String],
+    fds: &[PassFd],
+    limit: Duration,
+) -> io::Result<std::process::Output> {
     #[allow(clippy::disallowed_methods)] // the one place that starts processes
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    inherit(&mut cmd, fds);
     match tokio::time::timeout(limit, cmd.output()).await {
         Ok(output) => output,
         Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, format!("`{program}` did not finish within {limit:?}"))),
@@ -311,10 +381,45 @@ pub(super) mod tests {
             env_remove: vec![],
             label: "test".into(),
             after_kill: None,
+            pass_fds: vec![],
         }
     }
 
     const LONG: Duration = Duration::from_secs(30);
+
+    #[tokio::test]
+    async fn the_cli_inherits_exactly_the_descriptors_passed_and_pincer_keeps_them_close_on_exec() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let (passed, kept) = (dir.path().join("passed"), dir.path().join("kept"));
+        std::fs::File::create(&passed).unwrap().write_all(b"through-the-fd\n").unwrap();
+        std::fs::write(&kept, "must-not-leak\n").unwrap();
+        let passed = PassFd::new(std::fs::File::open(&passed).unwrap().into()).unwrap();
+        let kept = std::fs::File::open(&kept).unwrap();
+        // As if pincer's parent had left it open: inheritable.
+        let stray = std::fs::File::open("/dev/null").unwrap();
+        nix::fcntl::fcntl(stray.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty())).unwrap();
+        let (n, m, o) = (passed.number(), kept.as_raw_fd(), stray.as_raw_fd());
+        // The checks come before any redirection, which a shell may do with descriptors of its own;
+        // `cat` (which inherits the shell's) reads `n` by its /proc name: dash takes one digit after `<&`.
+        let script = format!(
+            "for fd in {m} {o}; do [ -e /proc/self/fd/$fd ] && echo leaked-$fd || echo closed; done; \
+             cat /proc/self/fd/{n}"
+        );
+        let mut spec = sh(dir.path(), &script);
+        spec.pass_fds = vec![passed.clone()];
+        let (mut process, mut lines) = CliProcess::spawn(&spec).unwrap();
+        let mut out = Vec::new();
+        while let Some(line) = tokio::time::timeout(LONG, lines.recv()).await.expect("stdout closes") {
+            if let LineRead::Line(l) = line.line {
+                out.push(l);
+            }
+        }
+        assert_eq!(out, ["closed", "closed", "through-the-fd"], "only the passed descriptor reached the CLI");
+        assert!(process.wait_for(LONG).await.expect("exited").success());
+        let flags = nix::fcntl::fcntl(n, nix::fcntl::FcntlArg::F_GETFD).unwrap();
+        assert_eq!(flags & nix::libc::FD_CLOEXEC, nix::libc::FD_CLOEXEC, "still close-on-exec in pincer");
+    }
 
     #[tokio::test]
     async fn lines_go_through_both_pipes_and_closing_stdin_ends_the_cli() {

@@ -19,12 +19,19 @@
 //! | `/run/pincer/egress.sock` | the group's egress proxy socket | connect |
 //! | `/opt/pincer/pincer` | pincer's binary, run as `pincer forward` on `127.0.0.1:3128` | ro |
 //! | `/proc`, `/dev` | the sandbox's own | |
+//!
+//! Where the installed bwrap has them ([`Features`], probed once), the agent
+//! also runs under pincer's seccomp filter (`--add-seccomp-fd`, see
+//! `seccomp.rs`), cannot create user namespaces (`--disable-userns`), and
+//! its allowlisted mounts are bound from descriptors opened at launch
+//! (`--bind-fd`), never re-resolved from their paths.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::mounts::Mount;
-use crate::claude::process::run_tool;
+use super::seccomp::Filter;
+use crate::claude::process::{run_tool_passing, PassFd};
 
 pub const WORKSPACE: &str = "/workspace/group";
 pub const GLOBAL: &str = "/workspace/global";
@@ -98,12 +105,24 @@ pub struct Plan {
     pub home: PathBuf,
     /// The folder of the CLI's executable, bound at [`CLI_DIR`].
     pub cli_dir: PathBuf,
-    pub extra: Vec<Mount>,
+    pub extra: Vec<Extra>,
     pub env: Vec<(String, String)>,
     /// The command as seen inside (`/opt/claude/claude …`).
     pub command: Vec<String>,
     /// The way to the internet, for a group whose policy allows any.
     pub egress: Option<EgressPlan>,
+    /// The seccomp programs, one descriptor each (`--add-seccomp-fd`); none: no filter.
+    pub seccomp: Vec<PassFd>,
+    /// `--disable-userns`: the agent cannot create user namespaces.
+    pub disable_userns: bool,
+}
+
+/// An allowlisted mount, with the descriptor bwrap binds when it can.
+#[derive(Clone, Debug)]
+pub struct Extra {
+    pub mount: Mount,
+    /// The folder as `mounts::reopen` found it (`--bind-fd`); `None`: bound by its path.
+    pub fd: Option<PassFd>,
 }
 
 /// What a sandbox with internet access through the egress proxy adds.
@@ -120,6 +139,9 @@ pub fn args(plan: &Plan) -> Vec<String> {
     let mut a = Args::default();
     let id = AGENT_ID.to_string();
     a.push(&["--unshare-user", "--uid", &id, "--gid", &id]);
+    if plan.disable_userns {
+        a.push(&["--disable-userns"]);
+    }
     // No network: nothing on the host's loopback or beyond is reachable.
     a.push(&["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
     a.push(&["--die-with-parent", "--new-session", "--hostname", "sandbox"]);
@@ -135,8 +157,17 @@ pub fn args(plan: &Plan) -> Vec<String> {
     if let Some((global, writable)) = &plan.global {
         a.bind(if *writable { "--bind" } else { "--ro-bind" }, global, GLOBAL);
     }
-    for m in &plan.extra {
-        a.bind(if m.writable { "--bind" } else { "--ro-bind" }, &m.host, &format!("{EXTRA}/{}", m.name));
+    for Extra { mount: m, fd } in &plan.extra {
+        let inside = format!("{EXTRA}/{}", m.name);
+        match fd {
+            Some(fd) => {
+                a.push(&[if m.writable { "--bind-fd" } else { "--ro-bind-fd" }, &fd.number().to_string(), &inside])
+            }
+            None => a.bind(if m.writable { "--bind" } else { "--ro-bind" }, &m.host, &inside),
+        }
+    }
+    for fd in &plan.seccomp {
+        a.push(&["--add-seccomp-fd", &fd.number().to_string()]);
     }
     a.push(&["--chdir", WORKSPACE, "--clearenv"]);
     for (k, v) in &plan.env {
@@ -194,15 +225,7 @@ pub fn write_account_files(etc_dir: &Path) -> std::io::Result<()> {
 /// Whether bwrap can build this layout here: runs `true` inside the same
 /// namespaces and system binds the agent gets.
 pub async fn probe() -> Result<(), String> {
-    let bwrap =
-        which::which("bwrap").map_err(|_| "`bwrap` is not installed (apt-get install bubblewrap)".to_owned())?;
-    let id = AGENT_ID.to_string();
-    let mut a = Args::default();
-    // The network namespace too: a sandbox that could not drop the network is not one pincer runs.
-    a.push(&["--unshare-user", "--uid", &id, "--gid", &id, "--unshare-pid", "--unshare-net", "--die-with-parent"]);
-    a.system(&host_system());
-    a.push(&["--proc", "/proc", "--dev", "/dev", "--", "true"]);
-    let out = run_tool(&bwrap.display().to_string(), &a.0, Duration::from_secs(10)).await.map_err(|e| e.to_string())?;
+    let out = run_probe(&[], &[]).await?;
     if out.status.success() {
         Ok(())
     } else {
@@ -214,6 +237,73 @@ pub async fn probe() -> Result<(), String> {
             stderr.trim()
         ))
     }
+}
+
+/// Runs the probe's sandbox with `extra` arguments, passing `fds`.
+async fn run_probe(extra: &[String], fds: &[PassFd]) -> Result<std::process::Output, String> {
+    let bwrap =
+        which::which("bwrap").map_err(|_| "`bwrap` is not installed (apt-get install bubblewrap)".to_owned())?;
+    let id = AGENT_ID.to_string();
+    let mut a = Args::default();
+    // The network namespace too: a sandbox that could not drop the network is not one pincer runs.
+    a.push(&["--unshare-user", "--uid", &id, "--gid", &id, "--unshare-pid", "--unshare-net", "--die-with-parent"]);
+    a.system(&host_system());
+    a.0.extend(extra.iter().cloned());
+    a.push(&["--proc", "/proc", "--dev", "/dev", "--", "true"]);
+    let bwrap = bwrap.display().to_string();
+    run_tool_passing(&bwrap, &a.0, fds, Duration::from_secs(10)).await.map_err(|e| e.to_string())
+}
+
+/// What the installed bwrap adds beyond namespaces, each probed once by a
+/// sandbox that uses it (after [`probe`] succeeded).
+#[derive(Clone, Debug)]
+pub struct Features {
+    /// `--disable-userns` (bubblewrap 0.8 and later).
+    pub disable_userns: Result<(), String>,
+    /// `--bind-fd`/`--ro-bind-fd` (bubblewrap 0.10 and later, and some distributions' 0.8).
+    pub bind_fd: Result<(), String>,
+    /// pincer's seccomp filter, built for this architecture and loaded by bwrap here.
+    pub seccomp: Result<Filter, String>,
+}
+
+impl Features {
+    /// Nothing probed, for `why`.
+    pub fn none(why: &str) -> Features {
+        Features { disable_userns: Err(why.to_owned()), bind_fd: Err(why.to_owned()), seccomp: Err(why.to_owned()) }
+    }
+
+    pub async fn probe() -> Features {
+        let disable_userns = async {
+            let needs = "bubblewrap 0.8 or later has it";
+            probe_feature(&["--disable-userns".to_owned()], &[], needs).await
+        };
+        let bind_fd = async {
+            let usr = std::fs::File::open("/usr").map_err(|e| format!("cannot open /usr: {e}"))?;
+            let fd = PassFd::new(usr.into()).map_err(|e| e.to_string())?;
+            let args = ["--ro-bind-fd".to_owned(), fd.number().to_string(), "/probe".to_owned()];
+            probe_feature(&args, &[fd], "bubblewrap 0.10 or later has it").await
+        };
+        let seccomp = async {
+            let filter = Filter::build().map_err(|e| e.to_string())?;
+            let fds = filter.descriptors().map_err(|e| format!("cannot hand the filter to bwrap: {e}"))?;
+            let args: Vec<String> =
+                fds.iter().flat_map(|fd| ["--add-seccomp-fd".to_owned(), fd.number().to_string()]).collect();
+            probe_feature(&args, &fds, "bubblewrap 0.5 or later, and a kernel with CONFIG_SECCOMP_FILTER").await?;
+            Ok(filter)
+        };
+        let (disable_userns, bind_fd, seccomp) = tokio::join!(disable_userns, bind_fd, seccomp);
+        Features { disable_userns, bind_fd, seccomp }
+    }
+}
+
+/// Ok when the probe's sandbox runs with `args`; else bwrap's complaint and what would have it.
+async fn probe_feature(args: &[String], fds: &[PassFd], needs: &str) -> Result<(), String> {
+    let out = run_probe(args, fds).await?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    Err(format!("this bwrap refuses `{}` ({}; {needs})", args[0], stderr.trim()))
 }
 
 #[cfg(test)]
@@ -233,11 +323,22 @@ mod tests {
             global: Some(("/g/global".into(), false)),
             home: "/d/homes/alpha".into(),
             cli_dir: "/d/claude/bin".into(),
-            extra: vec![Mount { host: "/srv/photos".into(), name: "photos".into(), writable: false }],
+            extra: vec![Extra { mount: photos(), fd: None }],
             env: vec![("HOME".into(), HOME.into())],
             command: vec!["/opt/claude/claude".into(), "-p".into()],
             egress: None,
+            seccomp: Vec::new(),
+            disable_userns: false,
         }
+    }
+
+    fn photos() -> Mount {
+        let identity = crate::sandbox::mounts::Identity { dev: 1, ino: 2 };
+        Mount { host: "/srv/photos".into(), name: "photos".into(), writable: false, identity }
+    }
+
+    fn descriptor() -> PassFd {
+        PassFd::new(std::fs::File::open("/dev/null").unwrap().into()).unwrap()
     }
 
     fn has(args: &[String], window: &[&str]) -> bool {
@@ -278,6 +379,40 @@ mod tests {
         assert_eq!(a[at + 1..at + 3], ["/bin/sh", "-c"]);
         assert!(a[at + 3].starts_with("/opt/pincer/pincer forward --listen 127.0.0.1:3128"), "{}", a[at + 3]);
         assert_eq!(&a[at + 4..], ["pincer-sandbox", "/opt/claude/claude", "-p"]);
+    }
+
+    #[test]
+    fn without_hardening_nothing_is_filtered_and_mounts_are_bound_by_path() {
+        let a = args(&plan());
+        assert!(!has(&a, &["--disable-userns"]) && !has(&a, &["--add-seccomp-fd"]), "{a:?}");
+        assert!(!a.iter().any(|x| x.ends_with("-fd")), "{a:?}");
+    }
+
+    #[test]
+    fn hardening_adds_the_filters_disable_userns_and_mounts_bound_by_descriptor() {
+        let (deny, nosys, folder) = (descriptor(), descriptor(), descriptor());
+        let mut p = plan();
+        p.seccomp = vec![deny.clone(), nosys.clone()];
+        p.disable_userns = true;
+        let mut writable = photos();
+        writable.writable = true;
+        writable.name = "shelf".into();
+        p.extra = vec![
+            Extra { mount: photos(), fd: Some(folder.clone()) },
+            Extra { mount: writable, fd: Some(folder.clone()) },
+        ];
+        let a = args(&p);
+        let n = |fd: &PassFd| fd.number().to_string();
+        // `--disable-userns` needs `--unshare-user` (bwrap refuses it alone).
+        assert!(has(&a, &["--unshare-user", "--uid", "1000", "--gid", "1000", "--disable-userns"]), "{a:?}");
+        assert!(has(&a, &["--add-seccomp-fd", &n(&deny), "--add-seccomp-fd", &n(&nosys)]), "{a:?}");
+        assert!(!has(&a, &["--seccomp"]), "bwrap refuses --seccomp with --add-seccomp-fd");
+        assert!(has(&a, &["--ro-bind-fd", &n(&folder), "/workspace/extra/photos"]), "{a:?}");
+        assert!(has(&a, &["--bind-fd", &n(&folder), "/workspace/extra/shelf"]), "{a:?}");
+        assert!(!a.iter().any(|x| x == "/srv/photos"), "the path is not handed to bwrap: {a:?}");
+        // Everything bwrap reads comes before the command.
+        let end = a.iter().position(|x| x == "--").unwrap();
+        assert!(a.iter().rposition(|x| x == "--add-seccomp-fd").unwrap() < end);
     }
 
     #[test]

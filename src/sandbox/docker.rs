@@ -275,7 +275,12 @@ mod tests {
             group_dir: "/g/alpha".into(),
             global: Some(("/g/global".into(), false)),
             home: "/d/homes/alpha".into(),
-            extra: vec![Mount { host: "/srv/photos".into(), name: "photos".into(), writable: true }],
+            extra: vec![Mount {
+                host: "/srv/photos".into(),
+                name: "photos".into(),
+                writable: true,
+                identity: crate::sandbox::mounts::Identity { dev: 1, ino: 2 },
+            }],
             env_file: "/d/run/docker-env/pincer-alpha-0a1b2c3d.env".into(),
             cli_args: vec!["-p".into(), "--resume=abc".into()],
             api_socket: "/d/run/api.sock".into(),
@@ -291,6 +296,9 @@ mod tests {
                     --label pincer.data=00112233deadbeef --network none";
         assert!(joined.starts_with(head), "{joined}");
         assert!(joined.contains("--network none --user 1000:1000 --cap-drop ALL"), "{joined}");
+        // No capability, none regained through a setuid binary; the engine's default seccomp profile stays on.
+        assert!(joined.contains("--security-opt no-new-privileges"), "{joined}");
+        assert!(!joined.contains("seccomp=unconfined") && !joined.contains("--cap-add"), "{joined}");
         assert!(
             joined.contains("--mount type=bind,source=/d/run/api.sock,target=/run/pincer/api.sock,readonly"),
             "{joined}"

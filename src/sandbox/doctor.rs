@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::{mounts, Availability, Confinement};
+use super::{mounts, seccomp, Availability, Confinement};
 use crate::claude::{self, process::run_tool};
 use crate::config::Config;
 
@@ -26,6 +26,49 @@ fn egress_overrides(config: &Config) -> String {
         }
     }
     out
+}
+
+/// The seccomp line, and false when it keeps the default mode's groups from starting.
+fn seccomp_line(config: &Config, availability: &Availability) -> (String, bool) {
+    let bwrap_default = matches!(
+        availability.resolve(config.sandbox.mode, config.sandbox.docker_image.as_deref()),
+        Ok(Confinement::Bwrap)
+    );
+    match (&availability.bwrap, config.sandbox.seccomp.0, &availability.features.seccomp) {
+        (Err(_), _, _) => ("not used (bwrap does not work here)".to_owned(), true),
+        (Ok(()), false, _) => (
+            "off by config (sandbox.seccomp = false): code in a bwrap sandbox may try unshare, mount, ptrace, \
+             bpf and the like, stopped only by the capabilities bwrap dropped"
+                .to_owned(),
+            true,
+        ),
+        (Ok(()), true, Ok(_)) => (
+            format!(
+                "in force in bwrap sandboxes: {} system calls, and clone with a namespace flag, fail with EPERM; \
+                 clone3 with ENOSYS (so threads fall back to clone)",
+                seccomp::denied_count()
+            ),
+            true,
+        ),
+        (Ok(()), true, Err(why)) => (
+            format!(
+                "unavailable: {why}; groups in bwrap will not start (set sandbox.seccomp = false to run them \
+                 without it)"
+            ),
+            !bwrap_default,
+        ),
+    }
+}
+
+fn userns_line(availability: &Availability) -> String {
+    match (&availability.bwrap, &availability.features.disable_userns) {
+        (Err(_), _) => "not used (bwrap does not work here)".to_owned(),
+        (Ok(()), Ok(())) => "disabled in bwrap sandboxes (--disable-userns)".to_owned(),
+        (Ok(()), Err(why)) => format!(
+            "not disabled in bwrap sandboxes: {why}; the seccomp filter still denies unshare and clone with \
+             CLONE_NEWUSER when it is on"
+        ),
+    }
 }
 
 pub async fn report(config: &Config) -> Report {
@@ -52,6 +95,10 @@ pub async fn report(config: &Config) -> Report {
         Err(why) => format!("does not work: {why}"),
     };
     let _ = writeln!(out, "bwrap: {}", line(&availability.bwrap));
+    let (seccomp, seccomp_ok) = seccomp_line(config, &availability);
+    ok &= seccomp_ok;
+    let _ = writeln!(out, "seccomp: {seccomp}");
+    let _ = writeln!(out, "userns: {}", userns_line(&availability));
     let docker = match (&availability.docker, &config.sandbox.docker_image) {
         (Ok(()), None) => "an engine answers, but sandbox.docker_image is not set".to_owned(),
         (Ok(()), Some(image)) => format!("works (image {image})"),
@@ -106,7 +153,12 @@ pub async fn report(config: &Config) -> Report {
         let protected = mounts::Protected(vec![config.data_dir.clone(), config.groups_dir.clone()]);
         match mounts::load(path, &protected, &config.groups_dir) {
             Ok(_) => {
-                let _ = writeln!(out, "mount allowlist {}: valid", path.display());
+                let how = match (&availability.bwrap, &availability.features.bind_fd) {
+                    (Ok(()), Ok(())) => "bound in bwrap by the descriptor opened at each launch (--bind-fd)".to_owned(),
+                    (Ok(()), Err(why)) => format!("bound in bwrap by path, checked at each launch: {why}"),
+                    (Err(_), _) => "checked at each launch".to_owned(),
+                };
+                let _ = writeln!(out, "mount allowlist {}: valid; {how}", path.display());
             }
             Err(e) => {
                 ok = false;

@@ -10,7 +10,7 @@ use super::egress::{EgressService, Policy};
 use super::mounts::{self, MountError, MountTable, Protected};
 use super::proxy::{Credential, KeyLease, Proxy, ProxyError};
 use super::{bwrap, docker, env, Availability, Confinement, SandboxMode};
-use crate::claude::process::SpawnSpec;
+use crate::claude::process::{PassFd, SpawnSpec};
 use crate::claude::session_args;
 use crate::config::{Config, Secret};
 use crate::domain::GroupName;
@@ -42,6 +42,11 @@ pub enum SandboxError {
         name = .0.name
     )]
     Reserved(groups::ReservedName),
+    #[error(
+        "pincer's seccomp filter cannot be applied here: {0}. Groups in bwrap do not start without it; \
+         set sandbox.seccomp = false in pincer.toml to run them unfiltered (less confined), see `pincer doctor`"
+    )]
+    Seccomp(String),
     #[error(transparent)]
     Mounts(#[from] MountError),
     #[error(transparent)]
@@ -161,6 +166,19 @@ impl Launcher {
         if self.proxy.is_none() {
             tracing::warn!("{}", SandboxError::NoCredential);
         }
+        if self.availability.bwrap.is_ok() {
+            let features = &self.availability.features;
+            match (&features.seccomp, sandbox.seccomp.0) {
+                (Err(why), true) => tracing::error!("{}", SandboxError::Seccomp(why.clone())),
+                (_, false) => {
+                    tracing::warn!("sandbox.seccomp = false: bwrap sandboxes run without pincer's seccomp filter")
+                }
+                (Ok(_), true) => {}
+            }
+            if let Err(why) = &features.disable_userns {
+                tracing::warn!(%why, "bwrap sandboxes can create user namespaces: this bwrap has no --disable-userns");
+            }
+        }
         let unlocking = crate::claude::unlocking_args(&self.config.claude.args);
         if !unlocking.is_empty() {
             tracing::warn!(flags = ?unlocking, "{}", crate::claude::settings_report(&self.config.claude));
@@ -201,6 +219,7 @@ impl Launcher {
                 env_remove: unconfined_env_remove(),
                 label: group.to_string(),
                 after_kill: None,
+                pass_fds: Vec::new(),
             };
             return Ok(Launch { spec, confinement, lease: None, env_file: None });
         }
@@ -239,7 +258,7 @@ impl Launcher {
         let extra = self.mounts.for_group(group.as_str()).to_vec();
         let parts = Parts { group_dir, global, home, extra, env, args, api_socket: proxy.socket().to_owned(), egress };
         let (spec, env_file) = match confinement {
-            Confinement::Bwrap => (self.bwrap_spec(group, parts).map_err(io)?, None),
+            Confinement::Bwrap => (self.bwrap_spec(group, parts)?, None),
             // No container is removed before a start: names are unique, and
             // a process whose client had to be killed removes its own.
             Confinement::Docker => self.docker_spec(group, parts).map(|(spec, file)| (spec, Some(file)))?,
@@ -267,16 +286,20 @@ impl Launcher {
         self.egress.socket(policy).map(Some)
     }
 
-    fn bwrap_spec(&self, group: &GroupName, parts: Parts) -> std::io::Result<SpawnSpec> {
+    fn bwrap_spec(&self, group: &GroupName, parts: Parts) -> Result<SpawnSpec, SandboxError> {
         let Parts { group_dir, global, home, extra, env, args, api_socket, egress } = parts;
+        let io = |source| SandboxError::Io { group: group.to_string(), source };
         let etc_dir = self.data_dir.join("sandbox/etc");
-        bwrap::write_account_files(&etc_dir)?;
+        bwrap::write_account_files(&etc_dir).map_err(io)?;
         // The installation's folder, found through symlinks (`.bin/claude`).
-        let real = std::fs::canonicalize(&self.program)?;
+        let real = std::fs::canonicalize(&self.program).map_err(io)?;
         let (cli_dir, file) = match (real.parent(), real.file_name()) {
             (Some(dir), Some(file)) => (dir.to_owned(), file.to_string_lossy().into_owned()),
-            _ => return Err(std::io::Error::other(format!("odd CLI path {}", real.display()))),
+            _ => return Err(io(std::io::Error::other(format!("odd CLI path {}", real.display())))),
         };
+        let seccomp = self.seccomp_descriptors(group)?;
+        let extra = self.pinned_mounts(group, extra)?;
+        let extra_fds: Vec<PassFd> = extra.iter().filter_map(|e| e.fd.clone()).collect();
         let mut command = vec![format!("{}/{file}", bwrap::CLI_DIR)];
         command.extend(args);
         let egress = egress.map(|socket| bwrap::EgressPlan { socket, pincer: self.forwarder.clone() });
@@ -292,6 +315,8 @@ impl Launcher {
             env,
             command,
             egress,
+            seccomp: seccomp.clone(),
+            disable_userns: self.availability.features.disable_userns.is_ok(),
         };
         Ok(SpawnSpec {
             program: PathBuf::from("bwrap"),
@@ -301,11 +326,43 @@ impl Launcher {
             env_remove: Vec::new(),
             label: group.to_string(),
             after_kill: None,
+            pass_fds: [seccomp, extra_fds].concat(),
         })
+    }
+
+    /// The seccomp programs for one bwrap process; an error when the filter is
+    /// asked for and cannot be applied here (fail closed: no start).
+    fn seccomp_descriptors(&self, group: &GroupName) -> Result<Vec<PassFd>, SandboxError> {
+        if !self.config.sandbox.seccomp.0 {
+            return Ok(Vec::new());
+        }
+        let filter = self.availability.features.seccomp.as_ref().map_err(|why| SandboxError::Seccomp(why.clone()))?;
+        filter.descriptors().map_err(|source| SandboxError::Io { group: group.to_string(), source })
+    }
+
+    /// The group's allowlisted mounts, each reopened as loaded (or refused),
+    /// with its descriptor when this bwrap binds by descriptor.
+    fn pinned_mounts(&self, group: &GroupName, extra: Vec<mounts::Mount>) -> Result<Vec<bwrap::Extra>, SandboxError> {
+        let by_fd = self.availability.features.bind_fd.is_ok();
+        extra
+            .into_iter()
+            .map(|mount| {
+                let folder = mounts::reopen(&mount)?;
+                let fd = by_fd
+                    .then(|| PassFd::new(folder))
+                    .transpose()
+                    .map_err(|source| SandboxError::Io { group: group.to_string(), source })?;
+                Ok(bwrap::Extra { mount, fd })
+            })
+            .collect()
     }
 
     fn docker_spec(&self, group: &GroupName, parts: Parts) -> Result<(SpawnSpec, docker::EnvFile), SandboxError> {
         let Parts { group_dir, global, home, extra, env, args: cli_args, api_socket, egress } = parts;
+        // Docker takes paths only: checked right before, and resolved again by the engine.
+        for mount in &extra {
+            mounts::reopen(mount)?;
+        }
         let name = docker::container_name(group.as_str());
         let env_file = docker::EnvFile::write(&self.data_dir.join("run"), &name, &env)
             .map_err(|source| SandboxError::EnvFile { group: group.to_string(), source })?;
@@ -333,6 +390,7 @@ impl Launcher {
             label: group.to_string(),
             // SIGKILL ends the client, not its container (it cannot be forwarded).
             after_kill: Some([vec!["docker".to_owned()], docker::remove_args(&[name])].concat()),
+            pass_fds: Vec::new(),
         };
         Ok((spec, env_file))
     }
@@ -406,5 +464,17 @@ fn docker_user() -> String {
         format!("{id}:{id}", id = bwrap::AGENT_ID)
     } else {
         format!("{uid}:{gid}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_that_cannot_be_applied_names_why_and_the_knob() {
+        let text = SandboxError::Seccomp("this bwrap refuses `--add-seccomp-fd`".into()).to_string();
+        assert!(text.contains("refuses `--add-seccomp-fd`"), "{text}");
+        assert!(text.contains("do not start") && text.contains("sandbox.seccomp = false"), "{text}");
     }
 }

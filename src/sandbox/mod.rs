@@ -19,6 +19,7 @@ pub mod forward;
 mod launch;
 pub mod mounts;
 pub mod proxy;
+pub mod seccomp;
 mod socket;
 
 use std::collections::BTreeMap;
@@ -93,8 +94,22 @@ pub struct SandboxConfig {
     /// The pincer binary bound read-only into each sandbox to run `pincer
     /// forward`, its way to the egress proxy. Unset: this pincer's own binary.
     pub pincer_binary: Option<PathBuf>,
+    /// Run bwrap sandboxes under pincer's seccomp filter (`sandbox::seccomp`).
+    /// On unless set to false; when it cannot be applied here, bwrap groups do not start.
+    pub seccomp: DefaultOn,
     /// Per-group overrides, keyed by group name.
     pub groups: BTreeMap<String, GroupSandbox>,
+}
+
+/// A switch that is on unless the config says `false`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct DefaultOn(pub bool);
+
+impl Default for DefaultOn {
+    fn default() -> Self {
+        DefaultOn(true)
+    }
 }
 
 /// `[sandbox.groups.<name>]`.
@@ -163,6 +178,8 @@ impl SandboxConfig {
 pub struct Availability {
     pub bwrap: Result<(), String>,
     pub docker: Result<(), String>,
+    /// What the installed bwrap adds (seccomp, `--disable-userns`, `--bind-fd`).
+    pub features: bwrap::Features,
 }
 
 impl Availability {
@@ -170,8 +187,12 @@ impl Availability {
     /// talks to a daemon and may be slow).
     pub async fn probe(probe_docker: bool) -> Availability {
         let bwrap = bwrap::probe().await;
+        let features = match &bwrap {
+            Ok(()) => bwrap::Features::probe().await,
+            Err(_) => bwrap::Features::none("bwrap does not work here"),
+        };
         let docker = if probe_docker { docker::probe().await } else { Err("not probed".to_owned()) };
-        Availability { bwrap, docker }
+        Availability { bwrap, docker, features }
     }
 
     /// Resolves what a group asked for. An explicit mode that does not work is
@@ -208,7 +229,7 @@ mod tests {
 
     fn avail(bwrap: bool, docker: bool) -> Availability {
         let r = |ok: bool| if ok { Ok(()) } else { Err("missing".to_owned()) };
-        Availability { bwrap: r(bwrap), docker: r(docker) }
+        Availability { bwrap: r(bwrap), docker: r(docker), features: bwrap::Features::none("not probed") }
     }
 
     #[test]
@@ -252,6 +273,17 @@ mod tests {
         assert!(err.contains("allow_domains") && err.contains("link-local"), "{err}");
         let err = load("[sandbox]\nnetwork = \"everything\"\n").unwrap_err().to_string();
         assert!(err.contains("network") && err.contains("api-only"), "{err}");
+    }
+
+    #[test]
+    fn seccomp_is_on_unless_the_config_says_false() {
+        use figment::providers::{Format, Serialized, Toml};
+        let load = |text: &str| {
+            let figment = figment::Figment::from(Serialized::defaults(crate::config::Config::default()));
+            crate::config::Config::from_figment(figment.merge(Toml::string(text))).unwrap()
+        };
+        assert_eq!(load("").sandbox.seccomp, DefaultOn(true));
+        assert_eq!(load("[sandbox]\nseccomp = false\n").sandbox.seccomp, DefaultOn(false));
     }
 
     #[test]

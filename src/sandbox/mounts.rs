@@ -15,8 +15,17 @@
 //! Every entry is checked when pincer starts: the path must be its own
 //! realpath (so no symlink leads elsewhere), must not hold or be inside a
 //! deny-listed name, and must not overlap pincer's data or the group folders.
+//! The folder found then is the one mounted: at each launch [`reopen`] walks
+//! the path again one component at a time, refusing any symlink, and checks
+//! that it reaches the same folder (device and inode). A writable mount that
+//! holds another mount's path cannot swap a component for a symlink or
+//! another folder. bwrap then binds that descriptor (`--bind-fd`), so the path
+//! is not resolved again; a bwrap without `--bind-fd`, and Docker, get the
+//! checked path (a swap between the check and their own lookup is not caught).
 
 use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
@@ -47,6 +56,15 @@ pub struct Mount {
     /// The folder name under `/workspace/extra`.
     pub name: String,
     pub writable: bool,
+    /// What `host` was when the allowlist was loaded.
+    pub identity: Identity,
+}
+
+/// A file's device and inode: the same folder, whatever its path says now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// Checked mounts per group.
@@ -89,6 +107,11 @@ pub enum MountError {
     InsideGroups(PathBuf),
     #[error("mount `{host}` for group `{group}` refused: {why}. Fix it in the mount allowlist")]
     Refused { group: String, host: PathBuf, why: String },
+    #[error(
+        "mount `{host}` changed since pincer started ({why}), so it is not mounted and the group does not start: \
+         put the folder back, or fix the mount allowlist and restart pincer"
+    )]
+    Changed { host: PathBuf, why: String },
 }
 
 /// Folders no extra mount may touch: pincer's data (database, homes, the CLI)
@@ -176,7 +199,48 @@ fn check(entry: &Entry, deny: &[&str], protected: &Protected) -> Result<Mount, S
     if !valid {
         return Err(format!("`{name}` is not a usable mount name (letters, digits, `-`, `_`, `.`)"));
     }
-    Ok(Mount { host: real, name, writable: entry.writable })
+    let meta = std::fs::metadata(&real).map_err(|e| format!("cannot read it: {e}"))?;
+    let identity = Identity { dev: meta.dev(), ino: meta.ino() };
+    Ok(Mount { host: real, name, writable: entry.writable, identity })
+}
+
+/// Opens `mount`'s folder (`O_PATH`) by walking its path from `/` without
+/// following any symlink, and checks it is the folder the allowlist named
+/// when it was loaded.
+pub fn reopen(mount: &Mount) -> Result<OwnedFd, MountError> {
+    let changed = |why: String| MountError::Changed { host: mount.host.clone(), why };
+    let fd = open_without_symlinks(&mount.host).map_err(changed)?;
+    let stat = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|e| changed(format!("cannot read it: {e}")))?;
+    let now = Identity { dev: stat.st_dev, ino: stat.st_ino };
+    if now != mount.identity {
+        return Err(changed("it is another file or folder now".to_owned()));
+    }
+    Ok(fd)
+}
+
+fn open_without_symlinks(path: &Path) -> Result<OwnedFd, String> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::{fstat, Mode, SFlag};
+    let open = |dir: Option<&OwnedFd>, name: &Path, flags: OFlag| -> Result<OwnedFd, String> {
+        let fd = openat(dir.map(AsRawFd::as_raw_fd), name, flags | OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| format!("cannot open {}: {e}", name.display()))?;
+        // SAFETY: a fresh descriptor from openat, owned by nothing else.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let mut at = open(None, Path::new("/"), OFlag::O_DIRECTORY)?;
+    let mut walked = PathBuf::from("/");
+    for part in path.components() {
+        let Component::Normal(part) = part else { continue };
+        walked.push(part);
+        // O_NOFOLLOW with O_PATH opens a symlink itself, which fstat then shows.
+        let next = open(Some(&at), Path::new(part), OFlag::O_NOFOLLOW)?;
+        let stat = fstat(next.as_raw_fd()).map_err(|e| format!("cannot read {}: {e}", walked.display()))?;
+        if SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFLNK {
+            return Err(format!("{} is a symlink now", walked.display()));
+        }
+        at = next;
+    }
+    Ok(at)
 }
 
 #[cfg(test)]

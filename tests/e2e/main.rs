@@ -19,6 +19,7 @@ mod private;
 mod proxy;
 mod receive;
 mod sandbox;
+mod sandbox_hardening;
 mod schedule;
 mod session;
 mod settings;

@@ -255,7 +255,7 @@ async fn an_allowlisted_mount_is_read_only_unless_allowed() {
 }
 
 /// `pincer doctor` in an empty folder, with `env` added to its environment.
-async fn doctor(env: &[(&str, &str)]) -> (bool, String) {
+pub(crate) async fn doctor(env: &[(&str, &str)]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"));

@@ -22,6 +22,7 @@ use pulldown_cmark::{CodeBlockKind, Event, LinkType, Tag};
 use crate::channel::split::{
     self, container_prefix, enclosing, line_end, line_start, piece_events, Indentation, Links, Pieces, Source,
 };
+use crate::domain::escape_into;
 
 #[cfg(test)]
 mod tests;
@@ -64,7 +65,7 @@ pub fn utf16_len(s: &str) -> usize {
 /// makes the result safe both as text and as an attribute value.
 pub fn escape_html(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    push_escaped(&mut out, s, true);
+    escape_into(&mut out, s, true);
     out
 }
 
@@ -72,20 +73,8 @@ pub fn escape_html(s: &str) -> String {
 /// cost length.
 fn escape_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    push_escaped(&mut out, s, false);
+    escape_into(&mut out, s, false);
     out
-}
-
-fn push_escaped(out: &mut String, s: &str, quotes: bool) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' if quotes => out.push_str("&quot;"),
-            _ => out.push(c),
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -511,7 +500,7 @@ impl Writer {
                 if let Some(table) = self.table.take() {
                     self.flush();
                     self.out.push_str("<pre>");
-                    push_escaped(&mut self.out, &table.lines(), false);
+                    escape_into(&mut self.out, &table.lines(), false);
                     self.out.push_str("</pre>");
                 }
             }
@@ -580,7 +569,7 @@ impl Writer {
         if !self.in_code_block {
             self.flush();
         }
-        push_escaped(&mut self.out, text, false);
+        escape_into(&mut self.out, text, false);
     }
 
     /// Telegram allows no entity inside a link's `<code>` or a table's `<pre>`:
@@ -592,7 +581,7 @@ impl Writer {
         }
         self.flush();
         self.out.push_str("<code>");
-        push_escaped(&mut self.out, code, false);
+        escape_into(&mut self.out, code, false);
         self.out.push_str("</code>");
     }
 
@@ -647,7 +636,7 @@ impl Writer {
             "</pre>"
         } else {
             self.out.push_str("<pre><code class=\"language-");
-            push_escaped(&mut self.out, language, true);
+            escape_into(&mut self.out, language, true);
             self.out.push_str("\">");
             "</code></pre>"
         };
@@ -694,7 +683,7 @@ impl Writer {
         let clickable = href.is_some();
         if let Some(href) = href {
             self.out.push_str("<a href=\"");
-            push_escaped(&mut self.out, href.as_str(), true);
+            escape_into(&mut self.out, href.as_str(), true);
             self.out.push_str("\">");
             self.link_depth += 1;
         }

@@ -37,6 +37,17 @@ impl Fixture {
         parse(&text, &self.protected())
     }
 
+    fn identity(&self, rel: &str) -> Identity {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(self.path(rel)).unwrap();
+        Identity { dev: meta.dev(), ino: meta.ino() }
+    }
+
+    /// `shared/photos` loaded as group alpha's mount.
+    fn photos(&self) -> Mount {
+        self.one(&self.path("shared/photos"), "").unwrap().for_group("alpha")[0].clone()
+    }
+
     fn refused(&self, host: &Path, extra: &str) -> String {
         match self.one(host, extra) {
             Ok(t) => panic!("{} was accepted: {t:?}", host.display()),
@@ -49,9 +60,10 @@ impl Fixture {
 fn a_plain_folder_is_mounted_read_only_unless_allowed() {
     let f = Fixture::new();
     let table = f.one(&f.path("shared/photos"), "").unwrap();
+    let identity = f.identity("shared/photos");
     assert_eq!(
         table.for_group("alpha"),
-        [Mount { host: f.path("shared/photos"), name: "photos".into(), writable: false }]
+        [Mount { host: f.path("shared/photos"), name: "photos".into(), writable: false, identity }]
     );
     assert!(table.for_group("beta").is_empty(), "other groups get nothing");
     let table = f.one(&f.path("shared/photos"), "writable = true\nname = \"pics\"\n").unwrap();
@@ -116,4 +128,53 @@ fn an_allowlist_inside_the_groups_folder_is_refused() {
     let outside = f.path("mounts.toml");
     std::fs::write(&outside, "").unwrap();
     assert!(load(&outside, &f.protected(), &f.path("groups")).unwrap().for_group("alpha").is_empty());
+}
+
+/// What a reopened descriptor is: its device and inode.
+fn identity_of(fd: &std::os::fd::OwnedFd) -> Identity {
+    let stat = nix::sys::stat::fstat(std::os::fd::AsRawFd::as_raw_fd(fd)).unwrap();
+    Identity { dev: stat.st_dev, ino: stat.st_ino }
+}
+
+#[test]
+fn an_unchanged_mount_is_reopened_as_the_folder_loaded() {
+    let f = Fixture::new();
+    let mount = f.photos();
+    assert_eq!(identity_of(&reopen(&mount).unwrap()), f.identity("shared/photos"));
+}
+
+#[test]
+fn a_mount_swapped_for_a_symlink_after_loading_is_refused_never_followed() {
+    let f = Fixture::new();
+    let mount = f.photos();
+    std::fs::rename(f.path("shared/photos"), f.path("shared/photos.old")).unwrap();
+    std::os::unix::fs::symlink(f.path("other"), f.path("shared/photos")).unwrap();
+    let err = reopen(&mount).unwrap_err();
+    assert!(matches!(err, MountError::Changed { .. }), "{err}");
+    assert!(err.to_string().contains("is a symlink now"), "{err}");
+}
+
+#[test]
+fn a_folder_above_the_mount_swapped_for_a_symlink_is_refused() {
+    let f = Fixture::new();
+    let mount = f.photos();
+    // A look-alike tree elsewhere, reached through `shared` as a symlink.
+    std::fs::create_dir_all(f.path("other/photos")).unwrap();
+    std::fs::rename(f.path("shared"), f.path("shared.old")).unwrap();
+    std::os::unix::fs::symlink(f.path("other"), f.path("shared")).unwrap();
+    let err = reopen(&mount).unwrap_err().to_string();
+    assert!(err.contains("shared is a symlink now"), "{err}");
+}
+
+#[test]
+fn a_mount_replaced_by_another_folder_is_refused() {
+    let f = Fixture::new();
+    let mount = f.photos();
+    std::fs::rename(f.path("shared/photos"), f.path("shared/photos.old")).unwrap();
+    std::fs::create_dir(f.path("shared/photos")).unwrap();
+    let err = reopen(&mount).unwrap_err().to_string();
+    assert!(err.contains("another file or folder"), "{err}");
+    std::fs::remove_dir(f.path("shared/photos")).unwrap();
+    let err = reopen(&mount).unwrap_err().to_string();
+    assert!(err.contains("cannot open"), "a missing folder: {err}");
 }

@@ -26,6 +26,7 @@ use crate::outbox::Outbox;
 use crate::router::Router;
 use crate::sandbox::egress::{EgressService, Resolve, SystemResolver};
 use crate::sandbox::Launcher;
+use crate::scheduler::limits::Limits;
 use crate::scheduler::{self, SchedulerDeps, SchedulerHandle, SchedulerInbox};
 use crate::session::{SessionDeps, Slots};
 use crate::store::{GroupSettings, Store};
@@ -103,7 +104,9 @@ impl Engine {
         let egress = EgressService::new(store.clone(), resolver, data_dir.join("run"), shutdown.clone());
         let launcher = Launcher::start(config.clone(), program, egress.clone(), shutdown.clone()).await?;
         let (scheduler, inbox) = scheduler::channel();
-        let tools = Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone()));
+        let limits = Limits::from(&config.scheduler);
+        let tools =
+            Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone(), limits));
         let unstarted = Some((inbox, config.scheduler.clone()));
         let deps = Arc::new(SessionDeps {
             store: store.clone(),

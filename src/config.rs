@@ -154,6 +154,12 @@ pub struct SchedulerConfig {
     /// like any failed run). The turn itself is left to `claude.turn_timeout`.
     #[serde(with = "humantime_serde")]
     pub run_timeout: Duration,
+    /// The shortest interval a schedule may have; a cron expression that fires
+    /// more often is refused too (for the agent's tool and `pincer tasks add` alike).
+    #[serde(with = "humantime_serde")]
+    pub min_interval: Duration,
+    /// At most this many active schedules per group; the next one is refused.
+    pub max_active_tasks: usize,
 }
 
 impl Default for SchedulerConfig {
@@ -163,6 +169,8 @@ impl Default for SchedulerConfig {
             retry_delay: Duration::from_secs(60),
             max_retries: 3,
             run_timeout: Duration::from_secs(30 * 60),
+            min_interval: Duration::from_secs(5 * 60),
+            max_active_tasks: 50,
         }
     }
 }

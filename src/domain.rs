@@ -485,7 +485,7 @@ pub struct ApprovalRequest {
     pub id: u64,
     pub group: GroupName,
     pub tool_name: String,
-    /// A short, human rendering of the tool's input.
+    /// The whole input as a person reads it (`session::permission::summarize`): never cut.
     pub summary: String,
     /// When the session stops waiting and denies.
     pub timeout: std::time::Duration,

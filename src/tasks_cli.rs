@@ -8,6 +8,7 @@ use clap::{ArgGroup, Args, Subcommand};
 use crate::app;
 use crate::config::Config;
 use crate::control::wire::Change;
+use crate::scheduler::limits::Limits;
 use crate::scheduler::manage;
 use crate::scheduler::schedule::{ContextMode, ScheduleId, Trigger};
 use crate::store::{NewSchedule, RunRecord};
@@ -56,6 +57,7 @@ pub struct AddArgs {
 
 pub async fn execute(command: TasksCmd, config: &Config) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
+    let limits = Limits::from(&config.scheduler);
     let changed = match command {
         TasksCmd::Add(args) => {
             if args.every.is_some() && args.tz.is_some() {
@@ -70,7 +72,8 @@ pub async fn execute(command: TasksCmd, config: &Config) -> anyhow::Result<()> {
             };
             let group = store.group(&args.group).await?.name;
             let context = if args.isolated { ContextMode::Isolated } else { ContextMode::Group };
-            let schedule = manage::add(&store, NewSchedule { group, prompt: args.prompt, trigger, context }).await?;
+            let new = NewSchedule { group, prompt: args.prompt, trigger, context };
+            let schedule = manage::add(&store, new, &limits).await?;
             println!("scheduled {}", schedule.describe());
             true
         }
@@ -89,7 +92,7 @@ pub async fn execute(command: TasksCmd, config: &Config) -> anyhow::Result<()> {
             false
         }
         TasksCmd::Pause { id } => print(manage::pause(&store, ScheduleId(id)).await?),
-        TasksCmd::Resume { id } => print(manage::resume(&store, ScheduleId(id)).await?),
+        TasksCmd::Resume { id } => print(manage::resume(&store, ScheduleId(id), &limits).await?),
         TasksCmd::Cancel { id } => print(manage::cancel(&store, ScheduleId(id)).await?),
         TasksCmd::RunNow { id } => print(manage::run_now(&store, ScheduleId(id)).await?),
         TasksCmd::Runs { id } => {

@@ -9,6 +9,7 @@
 //! once. Time is read from the clock and waited for only through `tokio::time`;
 //! when a schedule runs next is the pure [`schedule::Trigger::next_after`].
 
+pub mod limits;
 pub mod manage;
 mod run;
 pub mod schedule;
@@ -131,8 +132,8 @@ impl Scheduler {
 
     async fn fire(&mut self, s: Schedule, now: DateTime<Utc>) {
         // The next run counts from now, so runs missed while pincer was down
-        // are made up once, not one by one.
-        let next = s.trigger.next_after(now);
+        // are made up once, not one by one; and never sooner than the minimum.
+        let next = limits::next_run(&s.trigger, now, self.deps.config.min_interval);
         if let Err(e) = self.deps.store.schedule_started(s.id, now, next).await {
             tracing::error!(schedule = %s.id, %e, "cannot mark a schedule as started; not running it now");
             return;

@@ -49,10 +49,25 @@ const SELECT_SCHEDULE: &str = "SELECT id, group_name, prompt, kind, value, tz, c
 
 impl Store {
     pub async fn add_schedule(&self, s: &NewSchedule, next_run: Option<DateTime<Utc>>) -> Result<Schedule, StoreError> {
+        // No cap: the insert always happens, so `None` cannot come back.
+        let added = self.add_schedule_capped(s, next_run, usize::MAX).await?;
+        added.ok_or(StoreError::Sql(sqlx::Error::RowNotFound))
+    }
+
+    /// Stores a new active schedule unless its group already has `max_active`
+    /// active ones (then `None`). The count is taken in the same statement, so
+    /// two callers at once cannot both take the last place.
+    pub async fn add_schedule_capped(
+        &self,
+        s: &NewSchedule,
+        next_run: Option<DateTime<Utc>>,
+        max_active: usize,
+    ) -> Result<Option<Schedule>, StoreError> {
         self.group(s.group.as_str()).await?;
-        let id = sqlx::query(
+        let done = sqlx::query(
             "INSERT INTO schedules (group_name, created_at_us, prompt, kind, value, tz, context_mode, status, next_run_us)
-             VALUES (?, ?, ?, ?, ?, ?, ?, 'active', ?)",
+             SELECT ?, ?, ?, ?, ?, ?, ?, 'active', ?
+             WHERE (SELECT COUNT(*) FROM schedules WHERE group_name = ? AND status = 'active') < ?",
         )
         .bind(s.group.as_str())
         .bind(now_us())
@@ -62,10 +77,45 @@ impl Store {
         .bind(s.trigger.tz())
         .bind(s.context.as_str())
         .bind(next_run.map(us))
+        .bind(s.group.as_str())
+        .bind(i64::try_from(max_active).unwrap_or(i64::MAX))
         .execute(&self.pool)
-        .await?
-        .last_insert_rowid();
-        self.schedule(ScheduleId(id)).await
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(None);
+        }
+        self.schedule(ScheduleId(done.last_insert_rowid())).await.map(Some)
+    }
+
+    /// How many active schedules `group` has.
+    pub async fn active_schedule_count(&self, group: &GroupName) -> Result<usize, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM schedules WHERE group_name = ? AND status = 'active'")
+            .bind(group.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    /// Makes a paused schedule active again, due at `next_run`, unless its
+    /// group already has `max_active` active ones (then false). Counted in the
+    /// same statement, like [`Store::add_schedule_capped`].
+    pub async fn resume_schedule_capped(
+        &self,
+        id: ScheduleId,
+        next_run: Option<DateTime<Utc>>,
+        max_active: usize,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE schedules SET status = 'active', next_run_us = ? WHERE id = ? AND status = 'paused'
+             AND (SELECT COUNT(*) FROM schedules AS o
+                  WHERE o.group_name = schedules.group_name AND o.status = 'active') < ?",
+        )
+        .bind(next_run.map(us))
+        .bind(id.0)
+        .bind(i64::try_from(max_active).unwrap_or(i64::MAX))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     pub async fn schedule(&self, id: ScheduleId) -> Result<Schedule, StoreError> {

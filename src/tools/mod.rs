@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::claude::mcp::{self, McpRequest, ToolOutput};
 use crate::domain::GroupName;
 use crate::outbox::Outbox;
+use crate::scheduler::limits::Limits;
 use crate::scheduler::manage::{self, ManageError};
 use crate::scheduler::schedule::{ContextMode, Schedule, ScheduleId, Trigger};
 use crate::scheduler::SchedulerHandle;
@@ -26,6 +27,8 @@ pub struct Toolbox {
     scheduler: SchedulerHandle,
     /// The configured zone for cron expressions and local times.
     timezone: String,
+    /// How often and how many schedules a group may have.
+    limits: Limits,
 }
 
 /// Why a call did nothing; becomes the tool's error text.
@@ -51,8 +54,8 @@ enum Change {
 }
 
 impl Toolbox {
-    pub fn new(store: Store, outbox: Outbox, scheduler: SchedulerHandle, timezone: String) -> Toolbox {
-        Toolbox { store, outbox, scheduler, timezone }
+    pub fn new(store: Store, outbox: Outbox, scheduler: SchedulerHandle, timezone: String, limits: Limits) -> Toolbox {
+        Toolbox { store, outbox, scheduler, timezone, limits }
     }
 
     /// Answers one `mcp_message` of `group`'s session with its JSON-RPC response.
@@ -66,7 +69,7 @@ impl Toolbox {
                 mcp::result(&incoming.id, mcp::initialize_result(protocol_version.as_deref()))
             }
             McpRequest::Notification => mcp::notification_ack(),
-            McpRequest::ListTools => mcp::result(&incoming.id, mcp::tools_list(&specs::all())),
+            McpRequest::ListTools => mcp::result(&incoming.id, mcp::tools_list(&specs::with_limits(&self.limits))),
             McpRequest::CallTool { name, arguments } => {
                 let output = self.call(group, &name, &arguments).await;
                 mcp::result(&incoming.id, mcp::call_result(&output))
@@ -127,7 +130,7 @@ impl Toolbox {
                 .ok_or_else(|| ToolError::BadInput(format!("context_mode {mode:?}: use \"group\" or \"isolated\"")))?,
         };
         let new = NewSchedule { group: target, prompt: required(args, "prompt")?.to_owned(), trigger, context };
-        let schedule = manage::add(&self.store, new).await?;
+        let schedule = manage::add(&self.store, new, &self.limits).await?;
         self.scheduler.poke();
         Ok(format!("scheduled: {}", schedule.describe()))
     }
@@ -169,7 +172,7 @@ impl Toolbox {
         }
         let changed = match change {
             Change::Pause => manage::pause(&self.store, id).await?,
-            Change::Resume => manage::resume(&self.store, id).await?,
+            Change::Resume => manage::resume(&self.store, id, &self.limits).await?,
             Change::Cancel => manage::cancel(&self.store, id).await?,
         };
         self.scheduler.poke();

@@ -3,8 +3,22 @@
 use serde_json::json;
 
 use crate::claude::mcp::ToolSpec;
+use crate::scheduler::limits::Limits;
 
+/// Every tool, its schema stating the default limits (enough where only the names matter).
 pub fn all() -> Vec<ToolSpec> {
+    with_limits(&Limits::default())
+}
+
+/// Every tool, the schedule's schema stating the `limits` in force.
+pub fn with_limits(limits: &Limits) -> Vec<ToolSpec> {
+    // Said up front, so the agent does not learn the limits only from refusals.
+    let limits_note = format!(
+        "Runs at most once every {} (a shorter interval, or a cron expression that fires more often, is \
+         refused); a group has at most {} active tasks.",
+        humantime::format_duration(limits.min_interval),
+        limits.max_active
+    );
     let group = json!({
         "type": "string",
         "description": "Another group's name. Only the main group may target other groups; leave it out for your own group."
@@ -33,7 +47,7 @@ pub fn all() -> Vec<ToolSpec> {
                 "properties": {
                     "prompt": { "type": "string", "description": "What you will be asked to do when it runs." },
                     "schedule_type": { "type": "string", "enum": ["cron", "interval", "once"] },
-                    "schedule_value": { "type": "string" },
+                    "schedule_value": { "type": "string", "description": limits_note },
                     "context_mode": { "type": "string", "enum": ["group", "isolated"] },
                     "timezone": { "type": "string", "description": "IANA zone for cron and local times, e.g. Europe/Berlin." },
                     "group": group,

@@ -334,7 +334,7 @@ async fn a_scheduled_run_without_an_answer_in_time_is_logged_as_failed() {
         trigger: Trigger::interval("1d").unwrap(),
         context: ContextMode::Isolated,
     };
-    let task = manage::add(pincer.store(), new).await.unwrap();
+    let task = manage::add(pincer.store(), new, &Default::default()).await.unwrap();
     manage::run_now(pincer.store(), task.id).await.unwrap();
     pincer.engine.scheduler.poke();
 

@@ -81,7 +81,7 @@ async fn kill_9_leaves_nothing(mode: pincer::sandbox::SandboxMode) {
         trigger: Trigger::interval("1h").unwrap(),
         context: ContextMode::Group,
     };
-    let task = manage::add(&store, new).await.unwrap();
+    let task = manage::add(&store, new, &Default::default()).await.unwrap();
     manage::run_now(&store, task.id).await.unwrap();
     store.close().await;
     let config = sandbox.write_config();
@@ -183,7 +183,7 @@ async fn docker_containers_are_named_per_process_and_only_this_data_dirs_orphans
             trigger: Trigger::interval("1h").unwrap(),
             context,
         };
-        let task = manage::add(&store, new).await.unwrap();
+        let task = manage::add(&store, new, &Default::default()).await.unwrap();
         manage::run_now(&store, task.id).await.unwrap();
         tasks.push(task.id);
     }

@@ -47,7 +47,7 @@ async fn finished_runs_in(store: &Store, id: ScheduleId, n: usize) -> Vec<RunRec
 
 async fn add(pincer: &Running, group: &GroupName, prompt: &str, trigger: Trigger, context: ContextMode) -> Schedule {
     let new = NewSchedule { group: group.clone(), prompt: prompt.into(), trigger, context };
-    manage::add(pincer.store(), new).await.unwrap()
+    manage::add(pincer.store(), new, &Default::default()).await.unwrap()
 }
 
 #[tokio::test]
@@ -253,6 +253,11 @@ async fn the_tasks_command_rejects_bad_times_and_manages_schedules() {
     assert!(past.to_string().contains("in the past"), "{past}");
     let unknown = run(&["tasks", "add", "nobody", "--every", "2h", "--prompt", "x"]).await.unwrap_err();
     assert!(unknown.to_string().contains("not registered"), "{unknown}");
+    // The operator's command obeys scheduler.min_interval like the agent's tool.
+    let fast = run(&["tasks", "add", "team", "--every", "1s", "--prompt", "x"]).await.unwrap_err();
+    assert!(fast.to_string().contains("shorter than the minimum of 5m"), "{fast}");
+    let fast_cron = run(&["tasks", "add", "team", "--cron", "* * * * *", "--prompt", "x"]).await.unwrap_err();
+    assert!(fast_cron.to_string().contains("scheduler.min_interval"), "{fast_cron}");
 
     run(&["tasks", "add", "team", "--cron", "0 9 * * 1-5", "--tz", "Europe/Berlin", "--prompt", "standup"])
         .await

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
+use serde_json::json;
 
 use crate::support::fake_api::{self, FakeApi, Reply};
 use crate::support::fake_bot::{ChatKind, FakeBot, Incoming, TgChat, TgUser, BOT_USERNAME};
@@ -248,6 +249,136 @@ async fn an_admin_approves_a_tool_in_the_chat_and_a_non_admin_cannot() {
     assert!(decisions[0].allowed);
     assert_eq!(decisions[0].decided_by, "telegram:42 (Alice)");
     pincer.stop().await;
+}
+
+/// Every `callback_data` of a message's buttons.
+fn button_data(message: &crate::support::fake_bot::Sent) -> Vec<String> {
+    let buttons = message.reply_markup.clone().unwrap_or_default();
+    let rows = buttons["inline_keyboard"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_long_commands_approval_shows_all_of_it_and_offers_no_always() {
+    // A harmless head, then thousands of characters, then what really happens.
+    let tail = "&& touch tail-ran.txt && echo TAIL-RAN";
+    let command = format!("echo looking around {} {tail}", "x".repeat(6000));
+    let script = fake_api::scripted(vec![("LONGCMD", Reply::bash(&command, "look around"))]);
+    let api = FakeApi::start(script).await;
+    let bot = FakeBot::start().await;
+    let sandbox = approval_sandbox(&api, &bot, PATIENCE).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say(&team(), &bob(), "LONGCMD please");
+    bot.wait_for("a prompt with buttons", |b| b.sent(team().id).iter().any(|m| m.reply_markup.is_some())).await;
+    let sent = bot.sent(team().id);
+    // Everything the chat received, as an admin reads it: messages and files.
+    let received: String = sent
+        .iter()
+        .map(|m| format!("{}\n{}\n", m.text, m.document.as_ref().map_or("", |d| d.content.as_str())))
+        .collect();
+    assert!(received.contains(&command), "the whole command reached the chat");
+    assert!(received.contains(tail), "its tail too");
+    let prompt = sent.iter().find(|m| m.reply_markup.is_some()).unwrap();
+    let data = button_data(prompt);
+    assert_eq!(data.len(), 2, "Allow and Deny only: {data:?}");
+    assert!(!data.iter().any(|d| d.ends_with(":A")), "no Always for an input not shown in the prompt: {data:?}");
+    let file = sent.iter().find_map(|m| m.document.clone()).expect("the input came as a file");
+    assert!(prompt.text.contains(&file.file_name), "the prompt points to the file: {}", prompt.text);
+
+    let allow = data.iter().find(|d| d.ends_with(":a")).unwrap();
+    bot.press(&team(), &alice(), prompt.message_id, allow);
+    bot.wait_for("the answer", |b| b.sent(team().id).iter().any(|m| m.text.contains("TAIL-RAN"))).await;
+    assert!(sandbox.group_dir("team").join("tail-ran.txt").exists(), "what ran is what was shown");
+    pincer.stop().await;
+}
+
+fn carol() -> TgUser {
+    TgUser { id: 44, first_name: "Carol".into(), username: None }
+}
+
+fn boss_chat() -> TgChat {
+    TgChat { id: -100_400, kind: ChatKind::Supergroup { forum: false }, title: "Boss".into() }
+}
+
+/// Issue 19: the main group's agent schedules a prompt in another group; the
+/// run's tool calls are that group's to decide (its allowed list, its admins,
+/// its chat), never the main group's, and in an isolated run too.
+#[tokio::test]
+async fn a_run_the_main_group_schedules_in_another_group_asks_that_groups_admins() {
+    let schedule = Reply::tool_use(
+        "mcp__pincer__schedule_task",
+        json!({"prompt": "CROSSRUN touch a file", "schedule_type": "interval", "schedule_value": "1h",
+               "group": "team", "context_mode": "isolated"}),
+    );
+    let touch = Reply::bash("touch cross.txt && echo TOUCHED-IN-TEAM", "make a file");
+    let script: fake_api::Script = std::sync::Arc::new(move |req: &fake_api::ApiRequest| {
+        let text = req.last_user_text();
+        if req.has_tool_result() {
+            fake_api::echo()(req)
+        } else if text.contains("SCHEDTEAM") {
+            schedule.clone()
+        } else if text.contains("[Scheduled task #1") && text.contains("CROSSRUN") {
+            touch.clone()
+        } else {
+            fake_api::echo()(req)
+        }
+    });
+    let api = FakeApi::start(script).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = approval_sandbox(&api, &bot, PATIENCE).await;
+    sandbox.config.scheduler.poll_interval = Duration::from_millis(300);
+    // The main group may run Bash without asking, and has its own admin: neither counts in team.
+    let boss = GroupSettings {
+        main: true,
+        allowed_tools: Some(vec!["Bash".into()]),
+        requires_trigger: false,
+        admins: vec![carol().id.to_string()],
+        ..bound(&boss_chat(), None)
+    };
+    sandbox.add_group_with("boss", boss).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say(&boss_chat(), &carol(), "SCHEDTEAM please");
+    let scheduled = bot.wait_sent(boss_chat().id, 1).await.remove(0);
+    assert!(scheduled.text.contains("scheduled: #1"), "{}", scheduled.text);
+    let store = sandbox.store().await;
+    pincer::scheduler::manage::run_now(&store, pincer::scheduler::schedule::ScheduleId(1)).await.unwrap();
+
+    // The prompt is in team's chat, under team's policy (Bash is not on its list).
+    bot.wait_for("a prompt in team's chat", |b| b.sent(team().id).iter().any(|m| m.reply_markup.is_some())).await;
+    let prompt = bot.sent(team().id).into_iter().find(|m| m.reply_markup.is_some()).unwrap();
+    assert!(prompt.text.contains("touch cross.txt"), "{}", prompt.text);
+    assert!(bot.sent(boss_chat().id).iter().all(|m| m.reply_markup.is_none()), "nothing asked in boss's chat");
+    let allow = button_data(&prompt).into_iter().find(|d| d.ends_with(":a")).unwrap();
+
+    // The main group's admin is not one of team's: the press is refused.
+    bot.press(&team(), &carol(), prompt.message_id, &allow);
+    bot.wait_for("the main group's admin is refused", |b| {
+        b.calls().iter().any(|c| {
+            c.method == "answerCallbackQuery"
+                && c.params["text"].as_str().is_some_and(|t| t.contains("only this group's admins"))
+        })
+    })
+    .await;
+    assert!(!sandbox.group_dir("team").join("cross.txt").exists(), "nothing ran on the main group's word");
+
+    bot.press(&team(), &alice(), prompt.message_id, &allow);
+    let answered =
+        |b: &FakeBot| b.sent(team().id).iter().any(|m| m.text.starts_with("AFTER_TOOL: TOOL_RESULT(err=False)"));
+    bot.wait_for("the run's answer", answered).await;
+    assert!(sandbox.group_dir("team").join("cross.txt").exists(), "it ran in team's folder");
+    assert!(!sandbox.group_dir("boss").join("cross.txt").exists());
+    let decisions = store.decisions(&"team".parse().unwrap()).await.unwrap();
+    let bash: Vec<_> = decisions.iter().filter(|d| d.tool_name == "Bash").collect();
+    assert_eq!(bash.len(), 1, "{decisions:?}");
+    assert_eq!((bash[0].allowed, bash[0].decided_by.as_str()), (true, "telegram:42 (Alice)"));
+    let boss_decisions = store.decisions(&"boss".parse().unwrap()).await.unwrap();
+    assert!(boss_decisions.iter().all(|d| d.tool_name != "Bash"), "{boss_decisions:?}");
+    pincer.stop().await;
+    store.close().await;
 }
 
 #[tokio::test]

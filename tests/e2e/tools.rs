@@ -112,7 +112,7 @@ async fn a_group_cannot_touch_another_groups_task() {
         trigger,
         context: pincer::scheduler::schedule::ContextMode::Group,
     };
-    pincer::scheduler::manage::add(pincer.store(), new).await.unwrap();
+    pincer::scheduler::manage::add(pincer.store(), new, &Default::default()).await.unwrap();
 
     pincer.send(&intruder, "LISTIT").await;
     let listed = pincer.next_outbound().await;
@@ -126,6 +126,55 @@ async fn a_group_cannot_touch_another_groups_task() {
     pincer.send(&owner, "PAUSEIT").await;
     let paused = pincer.next_outbound().await;
     assert!(paused.text.contains("err=False") && paused.text.contains("[paused]"), "{paused:?}");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_schedule_every_second_and_the_task_past_the_most_are_refused_with_why() {
+    let api = FakeApi::start(fake_api::scripted(vec![
+        (
+            "EVERYSECOND",
+            Reply::tool_use(
+                "mcp__pincer__schedule_task",
+                json!({"prompt": "spam", "schedule_type": "interval", "schedule_value": "1s"}),
+            ),
+        ),
+        (
+            "ONEMORE",
+            Reply::tool_use(
+                "mcp__pincer__schedule_task",
+                json!({"prompt": "one more", "schedule_type": "cron", "schedule_value": "0 9 * * *"}),
+            ),
+        ),
+    ]))
+    .await;
+    let sandbox = Sandbox::new(&api);
+    let group = sandbox.add_group("busy", None).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "EVERYSECOND please").await;
+    let refused = pincer.next_outbound().await;
+    assert!(refused.text.contains("TOOL_RESULT(err=True)"), "an error tool result: {refused:?}");
+    assert!(refused.text.contains("shorter than the minimum of 5m"), "says why: {refused:?}");
+    assert!(refused.text.contains("every 5m or more"), "says what to do: {refused:?}");
+    assert!(pincer.store().schedules(None).await.unwrap().is_empty(), "nothing was stored");
+
+    for i in 0..50 {
+        let trigger = pincer::scheduler::schedule::Trigger::interval("1day").unwrap();
+        let new = pincer::store::NewSchedule {
+            group: group.clone(),
+            prompt: format!("task {i}"),
+            trigger,
+            context: pincer::scheduler::schedule::ContextMode::Group,
+        };
+        pincer::scheduler::manage::add(pincer.store(), new, &Default::default()).await.unwrap();
+    }
+    pincer.send(&group, "ONEMORE please").await;
+    let refused = pincer.next_outbound().await;
+    assert!(refused.text.contains("TOOL_RESULT(err=True)"), "{refused:?}");
+    assert!(refused.text.contains("already has 50 active scheduled tasks"), "{refused:?}");
+    assert!(refused.text.contains("cancel or pause one first"), "{refused:?}");
+    assert_eq!(pincer.store().active_schedule_count(&group).await.unwrap(), 50);
     pincer.stop().await;
 }
 

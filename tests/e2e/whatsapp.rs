@@ -207,6 +207,43 @@ async fn an_admin_approves_a_tool_by_its_code_and_a_non_admin_cannot() {
 }
 
 #[tokio::test]
+async fn a_long_commands_approval_comes_in_parts_and_always_is_refused() {
+    let tail = "&& touch tail-ran.txt && echo TAIL-RAN";
+    let command = format!("echo looking around {} {tail}", "x".repeat(6000));
+    let api = FakeApi::start(fake_api::scripted(vec![("LONGCMD", Reply::bash(&command, "look around"))])).await;
+    let wa = FakeWa::new();
+    let settings = GroupSettings { allowed_tools: Some(vec!["Read".into()]), ..bound(&[&alice()]) };
+    let sandbox = family_sandbox(&api, settings).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    wa.say(FAMILY, &bob(), "@Andy LONGCMD please");
+    wa.wait_for("the prompt", |wa| wa.sent(FAMILY).iter().any(|s| s.text.starts_with("🔐"))).await;
+    let sent = wa.sent(FAMILY);
+    let prompt = sent.iter().find(|s| s.text.starts_with("🔐")).unwrap();
+    let parts: String = sent.iter().take_while(|s| !s.text.starts_with("🔐")).map(|s| s.text.as_str()).collect();
+    assert!(parts.contains("part 1 of 2") && parts.contains("part 2 of 2"), "{parts}");
+    let joined: String = sent
+        .iter()
+        .take_while(|s| !s.text.starts_with("🔐"))
+        .map(|s| s.text.split_once("```\n").unwrap().1.rsplit_once("\n```").unwrap().0)
+        .collect();
+    assert!(joined.ends_with(&command), "the parts hold the whole command, tail included");
+    let code = code_of(&prompt.text);
+    assert!(!prompt.text.contains(&format!("always {code}")), "always is not offered: {}", prompt.text);
+
+    wa.say(FAMILY, &alice(), &format!("always {code}"));
+    wa.wait_for("always is refused", |wa| wa.sent(FAMILY).iter().any(|s| s.text.contains("is not offered"))).await;
+    wa.say(FAMILY, &alice(), &format!("allow {code}"));
+    let after_tool = |wa: &FakeWa| wa.sent(FAMILY).iter().any(|s| s.text.starts_with("AFTER_TOOL"));
+    wa.wait_for("the tool ran and the turn ended", after_tool).await;
+    assert!(sandbox.group_dir("family").join("tail-ran.txt").exists());
+    let store = sandbox.store().await;
+    let tools = store.group("family").await.unwrap().settings.allowed_tools;
+    assert_eq!(tools, Some(vec!["Read".to_owned()]), "Bash was not allowed for good");
+    pincer.stop().await;
+}
+
+#[tokio::test]
 async fn an_unanswered_approval_is_denied_after_the_timeout() {
     let api = FakeApi::start(touch_script()).await;
     let wa = FakeWa::new();

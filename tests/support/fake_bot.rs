@@ -58,7 +58,9 @@
 //!
 //! Faults act between the bot and the API only: updates still reach a webhook.
 //!
-//! Not modelled: file uploads, inline mode, MarkdownV2 parsing (its text is
+//! `sendDocument` keeps an uploaded file's name and text ([`Sent::document`]).
+//!
+//! Not modelled: other file uploads, inline mode, MarkdownV2 parsing (its text is
 //! counted as is), HTTPS-only webhooks, rate limits (inject them with
 //! [`FakeBot::fail_next`]), a call that takes effect but whose answer is lost.
 #![allow(dead_code)]
@@ -90,6 +92,8 @@ pub const BOT_USERNAME: &str = "pincer_test_bot";
 pub const BOT_FIRST_NAME: &str = "Andy";
 /// Telegram's limit on a message's text, in UTF-16 code units after entity parsing.
 pub const MAX_TEXT_UTF16: usize = 4096;
+/// Telegram's limit on a caption, in UTF-16 code units.
+pub const MAX_CAPTION_UTF16: usize = 1024;
 /// Telegram's limit on an inline button's `callback_data`, in bytes.
 pub const MAX_CALLBACK_DATA: usize = 64;
 /// How long [`FakeBot::wait_for`] waits before it gives up.
@@ -304,6 +308,16 @@ pub struct Sent {
     pub reply_markup: Option<Value>,
     /// How many successful edits the message had.
     pub edits: u32,
+    /// The file of a `sendDocument` (its text is the caption).
+    pub document: Option<SentDocument>,
+}
+
+/// A file the bot uploaded with `sendDocument`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SentDocument {
+    pub file_name: String,
+    /// The bytes as text (lossy UTF-8).
+    pub content: String,
 }
 
 /// A message a user posts. `reply_to` is a message id in the same chat, one
@@ -503,6 +517,7 @@ struct SentMeta {
     parse_mode: Option<String>,
     reply_markup: Option<Value>,
     edits: u32,
+    document: Option<SentDocument>,
 }
 
 struct Inner {
@@ -1078,7 +1093,8 @@ impl Inner {
 
     fn sent_view(&self, meta: &SentMeta) -> Sent {
         let message = self.messages.get(&(meta.chat_id, meta.message_id));
-        let text = message.and_then(|m| m["text"].as_str()).unwrap_or_default().to_owned();
+        // A document's text is its caption.
+        let text = message.and_then(|m| m["text"].as_str().or(m["caption"].as_str())).unwrap_or_default().to_owned();
         Sent {
             message_id: meta.message_id,
             chat_id: meta.chat_id,
@@ -1088,6 +1104,7 @@ impl Inner {
             parse_mode: meta.parse_mode.clone(),
             reply_markup: meta.reply_markup.clone(),
             edits: meta.edits,
+            document: meta.document.clone(),
         }
     }
 
@@ -1096,6 +1113,7 @@ impl Inner {
         match method {
             "getMe" => Ok(me()),
             "sendMessage" => self.send_message(p),
+            "sendDocument" => self.send_document(p),
             "editMessageText" => self.edit_message(p, true),
             "editMessageReplyMarkup" => self.edit_message(p, false),
             "sendChatAction" => {
@@ -1210,6 +1228,71 @@ impl Inner {
             parse_mode,
             reply_markup: markup,
             edits: 0,
+            document: None,
+        });
+        Ok(message)
+    }
+
+    /// `sendDocument` with an uploaded file (a `file_id` or URL is refused:
+    /// pincer only uploads). The caption is checked like Telegram's, 1024 units at most.
+    fn send_document(&mut self, p: &Value) -> Outcome {
+        let chat = self.target_chat(p)?;
+        // teloxide uploads the file as a part of its own, named by `attach://NAME`.
+        let file = match p.get("document") {
+            Some(Value::String(s)) => s.strip_prefix("attach://").and_then(|name| p.get(name)),
+            other => other,
+        };
+        let file = file.filter(|d| d.is_object()).ok_or_else(|| bad("there is no document in the request"))?;
+        let document = SentDocument {
+            file_name: file["file_name"].as_str().unwrap_or_default().to_owned(),
+            content: file["content"].as_str().unwrap_or_default().to_owned(),
+        };
+        if document.content.is_empty() {
+            return Err(bad("file must be non-empty"));
+        }
+        let raw_text = p.get("caption").and_then(string_value).unwrap_or_default();
+        let parse_mode = p.get("parse_mode").and_then(string_value).filter(|m| !m.is_empty());
+        // A caption may be left out; one that is given is parsed like a message's text.
+        let caption = match raw_text.is_empty() {
+            true => String::new(),
+            false => {
+                let formatted = format_text(&raw_text, parse_mode.as_deref(), p.get("caption_entities"))?;
+                if formatted.len_utf16() > MAX_CAPTION_UTF16 {
+                    return Err(bad("message caption is too long"));
+                }
+                formatted.text
+            }
+        };
+        let thread = p.get("message_thread_id").and_then(int_value);
+        let topic = thread.filter(|_| chat.is_forum());
+        let root = topic.map(|t| self.topic_root(&chat, t));
+        let id = self.next_message_id(chat.id);
+        let mut message = json!({
+            "message_id": id,
+            "from": TgUser::bot().to_json(),
+            "chat": chat.to_json(),
+            "date": now(),
+            "document": {
+                "file_id": format!("doc-{}-{id}", chat.id),
+                "file_unique_id": format!("u-{}-{id}", chat.id),
+                "file_name": document.file_name,
+                "file_size": document.content.len(),
+            },
+        });
+        if !caption.is_empty() {
+            message["caption"] = json!(caption);
+        }
+        place_in_thread(&mut message, &chat, topic, root, None);
+        self.messages.insert((chat.id, id), message.clone());
+        self.sent.push(SentMeta {
+            chat_id: chat.id,
+            message_id: id,
+            thread_id: thread,
+            raw_text,
+            parse_mode,
+            reply_markup: None,
+            edits: 0,
+            document: Some(document),
         });
         Ok(message)
     }
@@ -1433,9 +1516,7 @@ fn parse_params(headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> Result
     } else if content_type.starts_with("multipart/form-data") {
         // teloxide sends every payload that could carry a file this way, setWebhook included.
         let fields = parse_multipart(content_type, body).ok_or_else(|| bad("can't parse multipart/form-data"))?;
-        for (name, value) in fields {
-            params.insert(name, Value::String(value));
-        }
+        params.extend(fields);
     } else {
         match serde_json::from_slice::<Value>(body) {
             Ok(Value::Object(object)) => params.extend(object),
@@ -1446,11 +1527,12 @@ fn parse_params(headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> Result
     Ok(Value::Object(params))
 }
 
-/// The fields of a multipart/form-data body, files replaced by `<file>`.
-fn parse_multipart(content_type: &str, body: &[u8]) -> Option<Vec<(String, String)>> {
+/// The fields of a multipart/form-data body: strings, and for a file an
+/// object with its `file_name` and `content` (as lossy UTF-8 text).
+fn parse_multipart(content_type: &str, body: &[u8]) -> Option<Vec<(String, Value)>> {
     let boundary = content_type.split(';').find_map(|p| p.trim().strip_prefix("boundary="))?.trim_matches('"');
     let delimiter = format!("--{boundary}");
-    // Files may not be UTF-8, and their bytes are not kept anyway.
+    // Files may not be UTF-8; pincer uploads only text, which survives this.
     let text = String::from_utf8_lossy(body);
     let mut fields = Vec::new();
     for part in text.split(delimiter.as_str()).skip(1) {
@@ -1462,8 +1544,12 @@ fn parse_multipart(content_type: &str, body: &[u8]) -> Option<Vec<(String, Strin
         let value = value.strip_suffix("\r\n").unwrap_or(value);
         let disposition = head.lines().find(|l| l.to_ascii_lowercase().starts_with("content-disposition"))?;
         let name = disposition.split(';').find_map(|p| p.trim().strip_prefix("name="))?.trim_matches('"');
-        let value = if disposition.contains("filename=") { "<file>" } else { value };
-        fields.push((name.to_owned(), value.to_owned()));
+        let file_name = disposition.split(';').find_map(|p| p.trim().strip_prefix("filename="));
+        let value = match file_name {
+            Some(file_name) => json!({ "file_name": file_name.trim_matches('"'), "content": value }),
+            None => Value::String(value.to_owned()),
+        };
+        fields.push((name.to_owned(), value));
     }
     Some(fields)
 }

@@ -3,17 +3,23 @@
 //!
 //! The session decides what needs approval and denies when no answer comes in
 //! time; this module only asks. A press from someone who is not one of the
-//! group's admins is refused in the button's answer and changes nothing.
+//! group's admins is refused in the button's answer and changes nothing. The
+//! prompt shows the tool's whole input, or sends it as a file first when it
+//! is too long (`view`); "Always allow" is offered, and accepted, only when
+//! the prompt itself shows all of it.
+
+mod view;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use teloxide::prelude::*;
-use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode};
+use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, InputFile, MessageId, ParseMode};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::{format, outbound, Shared, TelegramTarget};
+use super::format::Chunk;
+use super::{outbound, Shared, TelegramTarget};
 use crate::channel::ApprovalAsk;
 use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest};
 
@@ -55,6 +61,8 @@ impl Press {
 struct Entry {
     chat_id: i64,
     admins: Vec<String>,
+    /// The prompt showed the whole input, so "Always allow" may be pressed.
+    offer_always: bool,
     decide: oneshot::Sender<ApprovalAnswer>,
 }
 
@@ -80,6 +88,12 @@ impl Waiting {
         if !entry.admins.contains(&by_id.to_string()) {
             tracing::info!(approval = press.id, by_id, "a non-admin pressed an approval button; refused");
             return "Sorry, only this group's admins can answer tool requests.".to_owned();
+        }
+        if press.choice == Approval::AlwaysAllow && !entry.offer_always {
+            // No such button was shown; only a hand-made callback gets here.
+            return "\"Always allow\" is not offered for this request: its input was too long to show in the \
+                    prompt. Allow it once or deny it."
+                .to_owned();
         }
         let Some(entry) = waiting.remove(&press.id) else {
             return "This request is no longer waiting.".to_owned();
@@ -115,24 +129,20 @@ async fn ask(shared: Arc<Shared>, ask: ApprovalAsk) {
         tracing::error!(%group, chat = %to, "an approval request for a chat that is not Telegram's; denied");
         return;
     };
+    let view = view::view(id, &tool_name, &summary, timeout);
     let (decide, decided) = oneshot::channel();
-    shared.approvals.lock().insert(id, Entry { chat_id: target.chat_id, admins, decide });
+    let entry = Entry { chat_id: target.chat_id, admins, offer_always: view.offer_always, decide };
+    shared.approvals.lock().insert(id, entry);
 
-    let question = format!(
-        "🔐 The agent wants to use **{tool_name}**:\n```\n{}\n```\nAn admin of this group can answer; \
-         without an answer within {} it is denied.",
-        summary.replace("```", "'''"),
-        humantime::format_duration(timeout)
-    );
     let button = |label: &str, choice| InlineKeyboardButton::callback(label.to_owned(), Press { id, choice }.data());
-    let keyboard = InlineKeyboardMarkup::new([
-        vec![button("Allow", Approval::Allow), button("Deny", Approval::Deny)],
-        vec![button("Always allow", Approval::AlwaysAllow)],
-    ]);
-    let message = match outbound::post(&shared.bot, target, &question, Some(keyboard)).await {
-        Ok(Some(message)) => message,
-        Ok(None) | Err(_) => {
-            tracing::error!(%group, tool = %tool_name, "cannot post an approval request; denied");
+    let mut rows = vec![vec![button("Allow", Approval::Allow), button("Deny", Approval::Deny)]];
+    if view.offer_always {
+        rows.push(vec![button("Always allow", Approval::AlwaysAllow)]);
+    }
+    let message = match post(&shared, target, &view, InlineKeyboardMarkup::new(rows)).await {
+        Ok(message) => message,
+        Err(e) => {
+            tracing::error!(%group, tool = %tool_name, %e, "cannot post an approval request; denied");
             shared.approvals.lock().remove(&id);
             return;
         }
@@ -156,15 +166,31 @@ async fn ask(shared: Arc<Shared>, ask: ApprovalAsk) {
             "⌛ No answer in time: denied.".to_owned()
         }
     };
-    let decided_text = question.rsplit_once("\nAn admin").map_or(question.as_str(), |(head, _)| head);
-    settle(&shared, target.chat_id, message, &format!("{decided_text}\n{outcome}")).await;
+    let (html, plain) = view.settled(&outcome);
+    settle(&shared, target.chat_id, message, Chunk { html, plain }).await;
+}
+
+/// Sends the input's file (if the view has one), then the prompt with its buttons.
+async fn post(
+    shared: &Shared,
+    target: TelegramTarget,
+    view: &view::View,
+    keyboard: InlineKeyboardMarkup,
+) -> Result<MessageId, teloxide::RequestError> {
+    if let Some(doc) = &view.document {
+        let file = InputFile::memory(doc.text.clone().into_bytes()).file_name(doc.file_name.clone());
+        let mut request = shared.bot.send_document(ChatId(target.chat_id), file);
+        if let Some(thread) = target.thread() {
+            request = request.message_thread_id(thread);
+        }
+        request.await?;
+    }
+    let prompt = Chunk { html: view.html.clone(), plain: view.plain.clone() };
+    outbound::send_chunk(&shared.bot, target, &prompt, Some(keyboard)).await
 }
 
 /// Replaces a prompt's text with its outcome and removes its buttons.
-async fn settle(shared: &Shared, chat_id: i64, message: MessageId, markdown: &str) {
-    let Some(chunk) = format::render(markdown).into_iter().next() else {
-        return;
-    };
+async fn settle(shared: &Shared, chat_id: i64, message: MessageId, chunk: Chunk) {
     let edit = shared.bot.edit_message_text(ChatId(chat_id), message, chunk.html).parse_mode(ParseMode::Html).await;
     if let Err(e) = edit {
         tracing::debug!(chat_id, %e, "cannot update an approval prompt; trying plain text");
@@ -193,7 +219,7 @@ mod tests {
     fn only_admins_of_the_right_chat_decide() {
         let waiting = Waiting::default();
         let (decide, mut decided) = oneshot::channel();
-        waiting.lock().insert(7, Entry { chat_id: -5, admins: vec!["42".into()], decide });
+        waiting.lock().insert(7, Entry { chat_id: -5, admins: vec!["42".into()], offer_always: true, decide });
         let press = Press { id: 7, choice: Approval::Allow };
         assert!(waiting.press(press, Some(-5), 99, "Mallory").contains("only this group's admins"));
         assert!(waiting.press(press, Some(-6), 42, "Alice").contains("does not belong"));
@@ -203,5 +229,16 @@ mod tests {
         assert_eq!(answer.verdict, Approval::Allow);
         assert_eq!(answer.by, "telegram:42 (Alice)");
         assert!(waiting.press(press, Some(-5), 42, "Alice").contains("no longer waiting"));
+    }
+
+    #[test]
+    fn always_is_refused_where_it_was_not_offered() {
+        let waiting = Waiting::default();
+        let (decide, mut decided) = oneshot::channel();
+        waiting.lock().insert(8, Entry { chat_id: -5, admins: vec!["42".into()], offer_always: false, decide });
+        let always = Press { id: 8, choice: Approval::AlwaysAllow };
+        assert!(waiting.press(always, Some(-5), 42, "Alice").contains("not offered"));
+        assert!(decided.try_recv().is_err(), "nothing decided");
+        assert_eq!(waiting.press(Press { id: 8, choice: Approval::Allow }, Some(-5), 42, "Alice"), "Allowed.");
     }
 }

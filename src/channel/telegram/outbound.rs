@@ -94,7 +94,7 @@ pub(super) async fn post(
 }
 
 /// Sends one chunk, once; as plain text if Telegram rejects our HTML.
-async fn send_chunk(
+pub(super) async fn send_chunk(
     bot: &TgBot,
     target: TelegramTarget,
     chunk: &Chunk,

@@ -3,7 +3,12 @@
 //! an admin answers `allow CODE`, `deny CODE` or `always CODE`, or replies to
 //! the prompt with one of those words. Anyone else is told they are not an
 //! admin and nothing changes. The session denies when no answer comes within
-//! `approval_timeout`; this module then says so in the chat.
+//! `approval_timeout`; this module then says so in the chat. The prompt shows
+//! the tool's whole input, or comes after it in numbered messages when it is
+//! long (`view`); `always` is offered, and accepted, only when the prompt
+//! itself shows all of it.
+
+mod view;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,6 +30,8 @@ struct Entry {
     /// The prompt's message id, once posted: a reply to it answers it.
     prompt_id: Option<String>,
     admins: Vec<String>,
+    /// The prompt showed the whole input, so `always` may be answered.
+    offer_always: bool,
     decide: oneshot::Sender<ApprovalAnswer>,
 }
 
@@ -54,8 +61,16 @@ impl Waiting {
                 break code;
             }
         };
-        waiting.insert(code.clone(), Entry { chat: chat.to_owned(), prompt_id: None, admins, decide });
+        let entry = Entry { chat: chat.to_owned(), prompt_id: None, admins, offer_always: false, decide };
+        waiting.insert(code.clone(), entry);
         code
+    }
+
+    /// Whether `always` is accepted for `code` (only once its prompt shows the whole input).
+    fn offer_always(&self, code: &str, offer: bool) {
+        if let Some(entry) = self.lock().get_mut(code) {
+            entry.offer_always = offer;
+        }
     }
 
     fn posted(&self, code: &str, prompt_id: String) {
@@ -86,6 +101,12 @@ impl Waiting {
         if !by.number.is_some_and(|n| entry.admins.iter().any(|a| a == n)) {
             tracing::info!(code, by = by.name, "a non-admin answered a tool request; refused");
             return format!("Sorry {}, only this group's admins can answer tool requests.", by.name);
+        }
+        if verdict == Approval::AlwaysAllow && !entry.offer_always {
+            return format!(
+                "*always* is not offered for {code}: its input was too long to show in the request itself. \
+                 Answer *allow {code}* or *deny {code}*."
+            );
         }
         let Some(entry) = waiting.remove(code) else {
             return format!("No tool request {code} is waiting here.");
@@ -131,14 +152,20 @@ async fn ask<C: WaClient>(shared: Arc<Shared<C>>, ask: ApprovalAsk) {
     let ApprovalRequest { group, tool_name, summary, timeout, mut respond, .. } = request;
     let (decide, decided) = oneshot::channel();
     let code = shared.approvals.open(&to.chat, admins, decide);
-    let question = format!(
-        "🔐 The agent wants to use *{tool_name}*:\n```\n{}\n```\nAn admin of this group answers *allow {code}*, \
-         *deny {code}* or *always {code}* (or replies to this message with allow, deny or always). \
-         Without an answer within {} it is denied.",
-        summary.replace("```", "'''"),
-        humantime::format_duration(timeout)
-    );
-    match shared.client.send_text(&to.chat, &question).await {
+    let view = match view::view(&code, &tool_name, &summary, timeout) {
+        Ok(view) => view,
+        Err(too_long) => {
+            tracing::warn!(%group, tool = %tool_name, "a tool input too long to show on WhatsApp; denied without asking");
+            shared.approvals.forget(&code);
+            let by = "pincer (its input is too long to show the admins in full on WhatsApp; do it in smaller steps)";
+            let by = by.to_owned();
+            let _ = respond.send(ApprovalAnswer { verdict: Approval::Deny, by });
+            shared.ports.outbox.notice(&group, &too_long.notice).await;
+            return;
+        }
+    };
+    shared.approvals.offer_always(&code, view.offer_always);
+    match post(&*shared, &to.chat, &view).await {
         Ok(id) => shared.approvals.posted(&code, id),
         Err(e) => {
             tracing::error!(%group, tool = %tool_name, %e, "cannot post an approval request; denied");
@@ -163,6 +190,18 @@ async fn ask<C: WaClient>(shared: Arc<Shared<C>>, ask: ApprovalAsk) {
     }
 }
 
+/// Sends the input's parts (if any), then the prompt; returns the prompt's id.
+async fn post<C: WaClient>(
+    shared: &Shared<C>,
+    chat: &str,
+    view: &view::View,
+) -> Result<String, super::client::WaError> {
+    for part in &view.parts {
+        shared.client.send_text(chat, part).await?;
+    }
+    shared.client.send_text(chat, &view.prompt).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,6 +224,7 @@ mod tests {
         let waiting = Waiting::default();
         let (decide, mut decided) = oneshot::channel();
         let code = waiting.open("g1@g.us", vec!["4915100000001".into()], decide);
+        waiting.offer_always(&code, true);
         waiting.posted(&code, "PROMPT1".into());
         assert_eq!(waiting.code_of_prompt("g1@g.us", "PROMPT1"), Some(code.clone()));
         assert_eq!(waiting.code_of_prompt("g2@g.us", "PROMPT1"), None);
@@ -202,5 +242,16 @@ mod tests {
         assert_eq!(answer.verdict, Approval::AlwaysAllow);
         assert_eq!(answer.by, "whatsapp:4915100000001 (Alice)");
         assert!(waiting.answer("g1@g.us", &code, Approval::Deny, &alice()).contains("No tool request"));
+    }
+
+    #[test]
+    fn always_is_refused_where_it_was_not_offered() {
+        let waiting = Waiting::default();
+        let (decide, mut decided) = oneshot::channel();
+        let code = waiting.open("g1@g.us", vec!["4915100000001".into()], decide);
+        let told = waiting.answer("g1@g.us", &code, Approval::AlwaysAllow, &alice());
+        assert!(told.contains("not offered"), "{told}");
+        assert!(decided.try_recv().is_err(), "nothing decided");
+        assert!(waiting.answer("g1@g.us", &code, Approval::Allow, &alice()).contains("allowed by Alice"));
     }
 }

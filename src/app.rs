@@ -238,7 +238,7 @@ pub type StartWhatsApp<C> = Box<dyn FnOnce(&WhatsApp<C>) -> whatsapp::link::Runn
 /// next start.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     // Before anything is opened: the device store and the chats are this process's alone.
-    let lock = DataLock::acquire(&config.data_dir)?;
+    let lock = DataLock::acquire(&config.data_dir).await?;
     let whatsapp = match open_whatsapp(&config).await {
         Ok(source) => source,
         Err(e) => {
@@ -275,7 +275,7 @@ pub async fn run_with<C: WaClient>(
     whatsapp: Option<WhatsAppSource<C>>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let lock = DataLock::acquire(&config.data_dir)?;
+    let lock = DataLock::acquire(&config.data_dir).await?;
     serve(config, whatsapp, lock, shutdown).await
 }
 

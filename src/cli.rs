@@ -360,7 +360,7 @@ async fn chat(config: Config, group: &str, wait: Option<Duration>, shutdown: Can
         attached: false,
     };
     let input = BufReader::new(tokio::io::stdin());
-    let end = match crate::lock::DataLock::acquire(&config.data_dir) {
+    let end = match crate::lock::DataLock::acquire(&config.data_dir).await {
         // No daemon: this chat runs its own engine, and holds the lock so none starts meanwhile.
         Ok(_lock) => {
             let engine = Engine::start_console(config, opts.group.clone(), shutdown.clone()).await?;

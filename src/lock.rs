@@ -14,7 +14,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
@@ -48,8 +48,10 @@ pub struct DataLock {
 
 impl DataLock {
     /// Takes the lock, or says who holds it: at once while the holder lives;
-    /// after [`DEAD_HOLDER_GRACE`] when it has died (or wrote no pid).
-    pub fn acquire(data_dir: &Path) -> Result<DataLock, LockError> {
+    /// after [`DEAD_HOLDER_GRACE`] when it has died (or wrote no pid). The
+    /// wait sleeps on the runtime's timer, never on its thread: other tasks
+    /// (a terminal, a signal handler) go on meanwhile.
+    pub async fn acquire(data_dir: &Path) -> Result<DataLock, LockError> {
         let io = |source| LockError::Io { dir: data_dir.to_owned(), source };
         crate::private::create_dir(data_dir).map_err(io)?;
         let mut unlocked = OpenOptions::new()
@@ -60,16 +62,16 @@ impl DataLock {
             .truncate(false)
             .open(data_dir.join(LOCK_FILE))
             .map_err(io)?;
-        let deadline = Instant::now() + DEAD_HOLDER_GRACE;
+        let deadline = tokio::time::Instant::now() + DEAD_HOLDER_GRACE;
         let mut file = loop {
             match Flock::lock(unlocked, FlockArg::LockExclusiveNonblock) {
                 Ok(locked) => break locked,
                 Err((mut held, Errno::EWOULDBLOCK)) => {
                     let holder = holder(&mut held);
-                    if holder.is_some_and(is_alive) || Instant::now() >= deadline {
+                    if holder.is_some_and(is_alive) || tokio::time::Instant::now() >= deadline {
                         return Err(LockError::Held { dir: data_dir.to_owned(), holder });
                     }
-                    std::thread::sleep(Duration::from_millis(50));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                     unlocked = held;
                 }
                 Err((_, errno)) => return Err(io(std::io::Error::from(errno))),
@@ -100,34 +102,55 @@ fn holder(file: &mut File) -> Option<u32> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_second_holder_is_refused_with_the_first_ones_pid_until_it_lets_go() {
+    #[tokio::test]
+    async fn a_second_holder_is_refused_with_the_first_ones_pid_until_it_lets_go() {
         let dir = tempfile::tempdir().unwrap();
-        let first = DataLock::acquire(dir.path()).unwrap();
-        let refused = DataLock::acquire(dir.path()).unwrap_err();
+        let first = DataLock::acquire(dir.path()).await.unwrap();
+        let refused = DataLock::acquire(dir.path()).await.unwrap_err();
         let text = refused.to_string();
         assert!(text.contains(&format!("pid {}", std::process::id())), "{text}");
         assert!(text.contains(&dir.path().display().to_string()), "{text}");
         drop(first);
-        DataLock::acquire(dir.path()).expect("free again once released");
+        DataLock::acquire(dir.path()).await.expect("free again once released");
     }
 
-    #[test]
-    fn a_lock_left_by_a_dead_holder_is_waited_for_not_refused() {
-        let dir = tempfile::tempdir().unwrap();
+    /// What a killed pincer's fork holds until its exec: the lock, with a
+    /// dead pid in the file.
+    fn held_by_a_dead_pincers_fork(dir: &Path) -> Flock<File> {
         #[allow(clippy::disallowed_methods)] // a process that has ended, for its pid
         let mut ended = std::process::Command::new("true").spawn().unwrap();
         let dead = ended.id();
         ended.wait().unwrap();
-        // What a killed pincer's fork holds until its exec: the lock, with the dead pid in the file.
-        let path = dir.path().join(LOCK_FILE);
+        let path = dir.join(LOCK_FILE);
         std::fs::write(&path, dead.to_string()).unwrap();
-        let fork = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock).unwrap();
+        Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusiveNonblock).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_lock_left_by_a_dead_holder_is_waited_for_not_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fork = held_by_a_dead_pincers_fork(dir.path());
         let exec = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
             drop(fork);
         });
-        DataLock::acquire(dir.path()).expect("taken once the dead holder's fork lets go");
+        DataLock::acquire(dir.path()).await.expect("taken once the dead holder's fork lets go");
         exec.join().unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn waiting_for_a_dead_holder_leaves_the_runtime_thread_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let fork = held_by_a_dead_pincers_fork(dir.path());
+        // On the waiter's only thread: it lets go only if that thread runs it
+        // while the lock is waited for (a blocking wait would end refused).
+        let ticker = tokio::spawn(async move {
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            drop(fork);
+        });
+        DataLock::acquire(dir.path()).await.expect("taken once the ticking task let go");
+        ticker.await.unwrap();
     }
 }

@@ -52,6 +52,9 @@ pub struct Engine {
     unstarted: Option<(SchedulerInbox, crate::config::SchedulerConfig)>,
     /// The sandboxes' egress proxy, stopped after the sessions.
     egress: EgressService,
+    /// Stops the credential and egress proxies. Not `shutdown`: a turn that
+    /// ends during the sessions' grace may still call the API or the web.
+    stop_proxies: CancellationToken,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 }
@@ -101,8 +104,11 @@ impl Engine {
         let metrics = Arc::new(Metrics::default());
         let config = Arc::new(config);
         let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
-        let egress = EgressService::new(store.clone(), resolver, data_dir.join("run"), shutdown.clone());
-        let launcher = Launcher::start(config.clone(), program, egress.clone(), shutdown.clone()).await?;
+        let stop_proxies = CancellationToken::new();
+        // Until the engine is built: a start that fails stops what it started.
+        let proxies_started = stop_proxies.clone().drop_guard();
+        let egress = EgressService::new(store.clone(), resolver, data_dir.join("run"), stop_proxies.clone());
+        let launcher = Launcher::start(config.clone(), program, egress.clone(), stop_proxies.clone()).await?;
         let (scheduler, inbox) = scheduler::channel();
         let limits = Limits::from(&config.scheduler);
         let tools =
@@ -122,6 +128,7 @@ impl Engine {
         });
         let tracker = TaskTracker::new();
         let router = Router::new(deps, tracker.clone());
+        proxies_started.disarm();
         Ok(Engine {
             router,
             outbox,
@@ -132,6 +139,7 @@ impl Engine {
             scheduler,
             unstarted,
             egress,
+            stop_proxies,
             tracker,
             shutdown,
         })
@@ -168,12 +176,13 @@ impl Engine {
     }
 
     /// Stops every session (stdin closed, grace, then signals) and waits for
-    /// them, then for the egress proxy. Results printed while closing are
-    /// still stored and queued.
+    /// them, then stops the proxies they used. Results printed while closing
+    /// are still stored and queued.
     pub async fn stop_sessions(&self) {
         self.shutdown.cancel();
         self.tracker.close();
         self.tracker.wait().await;
+        self.stop_proxies.cancel();
         self.egress.stop().await;
     }
 

@@ -92,12 +92,13 @@ pub struct Launcher {
 
 impl Launcher {
     /// Probes what works, loads the mount allowlist, starts the proxy (when a
-    /// credential is known), and cleans Docker orphans when docker is in use.
+    /// credential is known; it serves until `stop_proxy`, which must come
+    /// after the sessions' grace), and cleans Docker orphans when docker is in use.
     pub async fn start(
         config: std::sync::Arc<Config>,
         program: PathBuf,
         egress: EgressService,
-        shutdown: CancellationToken,
+        stop_proxy: CancellationToken,
     ) -> Result<Launcher, SandboxError> {
         let sandbox = &config.sandbox;
         let wants_docker = sandbox.docker_image.is_some()
@@ -112,7 +113,7 @@ impl Launcher {
             None => MountTable::default(),
         };
         let proxy = match credential(&config) {
-            Some(c) => Some(Proxy::start(&config.anthropic.upstream(), c, &api_socket(&data_dir), shutdown).await?),
+            Some(c) => Some(Proxy::start(&config.anthropic.upstream(), c, &api_socket(&data_dir), stop_proxy).await?),
             None => None,
         };
         let docker_data = docker::data_label(&data_dir);

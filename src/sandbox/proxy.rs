@@ -43,7 +43,8 @@ pub enum Credential {
 /// is held for a map lookup only, never across an await.
 type Keys = Arc<Mutex<HashMap<String, String>>>;
 
-/// The running proxy. Stops when the shutdown token is cancelled.
+/// The running proxy. Stops when its stop token is cancelled (after the
+/// sessions: a turn finishing during their grace still reaches the API).
 #[derive(Clone, Debug)]
 pub struct Proxy {
     socket: PathBuf,
@@ -87,12 +88,12 @@ pub enum ProxyError {
 
 impl Proxy {
     /// Binds `socket` (replacing a dead pincer's; the caller holds the data
-    /// directory) and serves it until `shutdown`.
+    /// directory) and serves it until `stop`.
     pub async fn start(
         upstream: &str,
         credential: Credential,
         socket: &Path,
-        shutdown: CancellationToken,
+        stop: CancellationToken,
     ) -> Result<Proxy, ProxyError> {
         let keys = Keys::default();
         let client = reqwest::Client::builder()
@@ -109,7 +110,7 @@ impl Proxy {
         let app = Router::new().fallback(forward).with_state(shared);
         let unix = bind_socket(socket).map_err(|source| ProxyError::BindSocket { path: socket.to_owned(), source })?;
         tokio::spawn(async move {
-            if let Err(e) = axum::serve(unix, app).with_graceful_shutdown(shutdown.cancelled_owned()).await {
+            if let Err(e) = axum::serve(unix, app).with_graceful_shutdown(stop.cancelled_owned()).await {
                 tracing::error!(%e, "the credential proxy stopped");
             }
         });

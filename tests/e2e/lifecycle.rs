@@ -145,3 +145,27 @@ async fn a_group_whose_redelivery_fails_does_not_cost_the_others_their_messages(
     conn.close().await.unwrap();
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn a_turn_that_calls_the_api_again_during_the_shutdown_grace_is_answered() {
+    // The tool runs while pincer begins to stop; its result goes back to the
+    // API (through the credential proxy) after shutdown began.
+    let script = fake_api::scripted(vec![("TWOCALLS", Reply::bash("sleep 2; echo step-done", "slow step"))]);
+    let api = FakeApi::start(script).await;
+    let sandbox = Sandbox::new(&api);
+    let group = sandbox.add_group("closing", Some(&["Bash"])).await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "TWOCALLS please").await;
+    while api.main_requests().is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pincer.shutdown.cancel();
+    pincer.engine.stop_sessions().await;
+
+    assert_eq!(api.main_requests().len(), 2, "the turn's second call reached the API during the grace");
+    let reply = pincer.next_outbound().await;
+    assert!(reply.text.starts_with("AFTER_TOOL:") && reply.text.contains("step-done"), "{reply:?}");
+    assert_eq!(pincer.session_events(&group).await, ["started", "shutdown"]);
+    pincer.stop().await;
+}

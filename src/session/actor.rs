@@ -62,6 +62,22 @@ const HANG_GRACE: Duration = Duration::from_secs(5);
 /// limit still in force.
 const RESEND_MARGIN: Duration = Duration::from_secs(2);
 
+/// The first restart after a crash waits this long; each crash in a row doubles it.
+const FIRST_CRASH_BACKOFF: Duration = Duration::from_millis(250);
+
+/// The longest wait before a restart, however many crashes came in a row
+/// (`max_restarts` has no upper bound).
+const MAX_CRASH_BACKOFF: Duration = Duration::from_secs(60);
+
+/// How long to wait before restarting after the `crashes`-th crash in a row
+/// (counted from 1): a little more on each, never more than [`MAX_CRASH_BACKOFF`].
+fn crash_backoff(crashes: u32) -> Duration {
+    let doublings = crashes.saturating_sub(1);
+    2u32.checked_pow(doublings)
+        .and_then(|factor| FIRST_CRASH_BACKOFF.checked_mul(factor))
+        .map_or(MAX_CRASH_BACKOFF, |backoff| backoff.min(MAX_CRASH_BACKOFF))
+}
+
 /// Messages a usage limit refused, waiting to be written again once.
 struct Held {
     messages: Vec<PendingMessage>,
@@ -937,8 +953,7 @@ impl SessionActor {
             "The agent stopped unexpectedly ({status_text}); restarting it and resending your message."
         ))
         .await;
-        // Back off a little more on every crash in a row.
-        let backoff = Duration::from_millis(250) * 2u32.pow(self.crashes - 1);
+        let backoff = crash_backoff(self.crashes);
         tokio::select! {
             _ = tokio::time::sleep(backoff) => self.restart().await,
             _ = self.deps.shutdown.cancelled() => {}
@@ -1115,4 +1130,25 @@ fn running_tasks(raw: &str) -> Option<HashSet<String>> {
     let v: Value = serde_json::from_str(raw).ok()?;
     let tasks = v.get("tasks")?.as_array()?;
     Some(tasks.iter().filter_map(|t| t.get("task_id")?.as_str().map(str::to_owned)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_crash_backoff_doubles_from_a_quarter_second_up_to_its_cap() {
+        let waits: Vec<Duration> = (1..=4).map(crash_backoff).collect();
+        assert_eq!(waits, [250, 500, 1000, 2000].map(Duration::from_millis));
+        assert_eq!(crash_backoff(9), MAX_CRASH_BACKOFF, "250 ms × 256 is past the cap");
+    }
+
+    #[test]
+    fn any_number_of_crashes_in_a_row_gets_the_capped_backoff() {
+        // `max_restarts` above 32 lets the count pass what 2^(n-1) fits in a u32.
+        for crashes in [32, 33, 34, 1000, u32::MAX] {
+            assert_eq!(crash_backoff(crashes), MAX_CRASH_BACKOFF, "after {crashes} crashes");
+        }
+        assert_eq!(crash_backoff(0), FIRST_CRASH_BACKOFF, "never called so, but no underflow either");
+    }
 }

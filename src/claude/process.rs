@@ -130,6 +130,9 @@ pub struct CliProcess {
     after_kill: Option<Vec<String>>,
 }
 
+/// How long a write to the CLI's stdin may wait for room in the pipe. A live
+/// CLI reads its input even mid-turn, so a full pipe for this long means a hung one.
+const STDIN_WRITE_LIMIT: Duration = Duration::from_secs(30);
 /// How many stdout lines may wait for the session actor.
 const STDOUT_QUEUE: usize = 64;
 /// stderr is only logged, so a shorter cap is plenty.
@@ -176,15 +179,31 @@ impl CliProcess {
         Ok((CliProcess { child, tether, stdin, pid, label, group_killed: false, after_kill }, rx))
     }
 
-    /// Writes one line (a newline is added) and flushes it.
+    /// Writes one line (a newline is added) and flushes it. A CLI that does
+    /// not take it within [`STDIN_WRITE_LIMIT`] is killed (its stdout then
+    /// closes, as for any exit) and the write fails with `TimedOut`.
     pub async fn write_line(&mut self, line: &str) -> io::Result<()> {
+        self.write_line_within(line, STDIN_WRITE_LIMIT).await
+    }
+
+    async fn write_line_within(&mut self, line: &str, limit: Duration) -> io::Result<()> {
         debug_assert!(!line.contains('\n'), "stdin lines are single JSON lines");
         let stdin = self.stdin.as_mut().ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "stdin is closed"))?;
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
-        stdin.write_all(&buf).await?;
-        stdin.flush().await
+        let write = async {
+            stdin.write_all(&buf).await?;
+            stdin.flush().await
+        };
+        let Ok(written) = tokio::time::timeout(limit, write).await else {
+            // Hung, and part of a line may sit in its pipe now: it cannot go on.
+            tracing::warn!(group = %self.label, ?limit, "the CLI did not read its input in time; killing it");
+            self.close_stdin();
+            self.tether = None;
+            return Err(io::Error::new(io::ErrorKind::TimedOut, format!("the CLI did not read its input within {limit:?}")));
+        };
+        written
     }
 
     /// Closes stdin: the CLI finishes its work and exits by itself.
@@ -434,6 +453,21 @@ pub(super) mod tests {
         assert!(end.is_none());
         let status = process.wait_for(LONG).await.expect("the CLI exited");
         assert!(status.success(), "{status}");
+    }
+
+    #[tokio::test]
+    async fn a_cli_that_never_reads_its_input_is_given_up_on_and_stopped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut process, mut lines) = CliProcess::spawn(&sh(dir.path(), "sleep 600")).unwrap();
+        // Far more than a pipe holds: the write waits for a reader that never comes.
+        let line = "x".repeat(4 << 20);
+        let written = tokio::time::timeout(LONG, process.write_line_within(&line, Duration::from_millis(200)))
+            .await
+            .expect("the write gives up within its limit");
+        assert_eq!(written.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        let end = tokio::time::timeout(LONG, lines.recv()).await.expect("stdout closes: the CLI was stopped");
+        assert!(end.is_none());
+        assert!(process.write_line("late").await.is_err(), "nothing more goes to a CLI given up on");
     }
 
     #[tokio::test]

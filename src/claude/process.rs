@@ -201,7 +201,10 @@ impl CliProcess {
             tracing::warn!(group = %self.label, ?limit, "the CLI did not read its input in time; killing it");
             self.close_stdin();
             self.tether = None;
-            return Err(io::Error::new(io::ErrorKind::TimedOut, format!("the CLI did not read its input within {limit:?}")));
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the CLI did not read its input within {limit:?}"),
+            ));
         };
         written
     }

@@ -306,88 +306,95 @@ async fn serve<C: WaClient>(
         warn_if_untested(program);
     }
     let mut engine = Engine::start(config, shutdown.clone()).await?;
-    engine.start_scheduler();
-    // Before any channel serves: a new message must not overtake an older
-    // unanswered one. The notices wait in the outbox until delivery starts.
-    if let Err(e) = engine.router.redeliver_unanswered().await {
-        tracing::error!(%e, "cannot send again the messages left unanswered before the restart");
-    }
-    let groups = engine.store.groups().await?;
-    let mut askers = Askers::default();
-    // `pincer chat NAME` attaches here; other commands say what they changed.
-    let control = match ControlSocket::bind(&data_dir) {
-        Ok(socket) => {
-            let control = Control::new(engine.ports(), engine.scheduler.clone(), askers.register(Platform::Console));
-            Some(tokio::spawn(crate::control::server::serve(socket, control, shutdown.clone())))
+    // However serving ends (a `?` below included), the sessions are stopped
+    // the normal way before the store closes: none is left running.
+    let ended: anyhow::Result<()> = async {
+        engine.start_scheduler();
+        // Before any channel serves: a new message must not overtake an older
+        // unanswered one. The notices wait in the outbox until delivery starts.
+        if let Err(e) = engine.router.redeliver_unanswered().await {
+            tracing::error!(%e, "cannot send again the messages left unanswered before the restart");
         }
-        Err(e) => {
-            tracing::warn!("{e}");
-            None
-        }
-    };
-    let stop_delivery = CancellationToken::new();
-    let mut served = Vec::new();
-    let telegram = if telegram_config.token.is_some() {
-        // A setting that can never work stops pincer here; an unreachable Bot API does not.
-        let bot = Telegram::client(&telegram_config)?;
-        let asks = askers.register(Platform::Telegram);
-        served.push(Platform::Telegram);
-        let (ports, assistant, shutdown, stop_delivery) =
-            (engine.ports(), assistant.clone(), shutdown.clone(), stop_delivery.clone());
-        Some(tokio::spawn(async move {
-            let Some(channel) = Telegram::connect_until_up(bot, ports, &assistant, retry, &shutdown).await else {
-                return Ok(());
-            };
-            tracing::info!(bot = %channel.username(), "serving Telegram");
-            channel.serve(telegram_config, asks, retry, shutdown, stop_delivery).await
-        }))
-    } else {
-        None
-    };
-    let whatsapp = whatsapp.map(|source| {
-        let asks = askers.register(Platform::WhatsApp);
-        let adapter = WhatsApp::new(source.client, engine.ports(), &assistant);
-        let running = source.start.map(|start| start(&adapter));
-        let options = ServeOptions { retry, silence_warning };
-        let serving = adapter.serve(source.events, asks, options, shutdown.clone(), stop_delivery.clone());
-        served.push(Platform::WhatsApp);
-        tracing::info!("serving WhatsApp");
-        tokio::spawn(async move {
-            serving.await;
-            if let Some(running) = running {
-                running.stop().await;
+        let groups = engine.store.groups().await?;
+        let mut askers = Askers::default();
+        // `pincer chat NAME` attaches here; other commands say what they changed.
+        let control = match ControlSocket::bind(&data_dir) {
+            Ok(socket) => {
+                let control =
+                    Control::new(engine.ports(), engine.scheduler.clone(), askers.register(Platform::Console));
+                Some(tokio::spawn(crate::control::server::serve(socket, control, shutdown.clone())))
             }
-        })
-    });
-    if served.is_empty() {
-        tracing::warn!(
-            "no chat channel is configured, so replies wait in the outbox (`pincer history NAME` shows them): \
-             set [telegram] token in pincer.toml (or PINCER_TELEGRAM__TOKEN), or link WhatsApp with \
-             `pincer whatsapp link`"
-        );
-    }
-    tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
-    engine.route_approvals(askers, shutdown.clone());
-    shutdown.cancelled().await;
-    tracing::info!("shutting down");
-    engine.stop_sessions().await;
-    if let Some(control) = control {
-        // Attached terminals were told the daemon stops; the socket file goes with it.
-        let _ = control.await;
-    }
-    drain(&engine.outbox, &served, grace).await;
-    stop_delivery.cancel();
-    if let Some(whatsapp) = whatsapp {
-        if let Err(e) = whatsapp.await {
-            tracing::error!("the WhatsApp channel task failed: {e}");
+            Err(e) => {
+                tracing::warn!("{e}");
+                None
+            }
+        };
+        let stop_delivery = CancellationToken::new();
+        let mut served = Vec::new();
+        let telegram = if telegram_config.token.is_some() {
+            // A setting that can never work stops pincer here; an unreachable Bot API does not.
+            let bot = Telegram::client(&telegram_config)?;
+            let asks = askers.register(Platform::Telegram);
+            served.push(Platform::Telegram);
+            let (ports, assistant, shutdown, stop_delivery) =
+                (engine.ports(), assistant.clone(), shutdown.clone(), stop_delivery.clone());
+            Some(tokio::spawn(async move {
+                let Some(channel) = Telegram::connect_until_up(bot, ports, &assistant, retry, &shutdown).await else {
+                    return Ok(());
+                };
+                tracing::info!(bot = %channel.username(), "serving Telegram");
+                channel.serve(telegram_config, asks, retry, shutdown, stop_delivery).await
+            }))
+        } else {
+            None
+        };
+        let whatsapp = whatsapp.map(|source| {
+            let asks = askers.register(Platform::WhatsApp);
+            let adapter = WhatsApp::new(source.client, engine.ports(), &assistant);
+            let running = source.start.map(|start| start(&adapter));
+            let options = ServeOptions { retry, silence_warning };
+            let serving = adapter.serve(source.events, asks, options, shutdown.clone(), stop_delivery.clone());
+            served.push(Platform::WhatsApp);
+            tracing::info!("serving WhatsApp");
+            tokio::spawn(async move {
+                serving.await;
+                if let Some(running) = running {
+                    running.stop().await;
+                }
+            })
+        });
+        if served.is_empty() {
+            tracing::warn!(
+                "no chat channel is configured, so replies wait in the outbox (`pincer history NAME` shows them): \
+                 set [telegram] token in pincer.toml (or PINCER_TELEGRAM__TOKEN), or link WhatsApp with \
+                 `pincer whatsapp link`"
+            );
+        }
+        tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
+        engine.route_approvals(askers, shutdown.clone());
+        shutdown.cancelled().await;
+        tracing::info!("shutting down");
+        engine.stop_sessions().await;
+        if let Some(control) = control {
+            // Attached terminals were told the daemon stops; the socket file goes with it.
+            let _ = control.await;
+        }
+        drain(&engine.outbox, &served, grace).await;
+        stop_delivery.cancel();
+        if let Some(whatsapp) = whatsapp {
+            if let Err(e) = whatsapp.await {
+                tracing::error!("the WhatsApp channel task failed: {e}");
+            }
+        }
+        match telegram {
+            Some(served) => served.await.unwrap_or_else(|e| Err(anyhow::anyhow!("the chat channel task failed: {e}"))),
+            None => Ok(()),
         }
     }
-    let result = match telegram {
-        Some(served) => served.await.unwrap_or_else(|e| Err(anyhow::anyhow!("the chat channel task failed: {e}"))),
-        None => Ok(()),
-    };
+    .await;
+    engine.stop_sessions().await;
     engine.store.close().await;
-    result
+    ended
 }
 
 /// `pincer chat`: a terminal chat with one group of `engine` (started with

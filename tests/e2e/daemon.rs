@@ -56,3 +56,40 @@ async fn a_second_pincer_on_the_same_data_refuses_at_once_naming_the_first() {
     let again = sandbox.spawn_daemon();
     again.stop().await;
 }
+
+#[tokio::test]
+async fn a_daemon_that_fails_once_its_engine_runs_stops_the_sessions_before_it_returns() {
+    use pincer::config::Secret;
+    use pincer::domain::{Inbound, Platform, Source};
+    use pincer::store::InboundState;
+    use tokio_util::sync::CancellationToken;
+
+    use crate::support::fake_api::{self, FakeApi};
+    use crate::support::harness::Sandbox;
+
+    let api = FakeApi::start(fake_api::echo()).await;
+    let mut sandbox = Sandbox::new(&api);
+    let group = sandbox.add_group("left", None).await;
+    // Unanswered before a restart: the start sends it again, to a session.
+    let store = sandbox.store().await;
+    let msg = Inbound::new(group.clone(), Source::Chat(Platform::Telegram), "ana", "hello?");
+    store.insert_inbound(&msg, InboundState::Sent).await.unwrap();
+    store.close().await;
+    // Read only once the engine runs, when Telegram is set up.
+    sandbox.config.telegram.token = Some(Secret::new("123456:TEST-TOKEN"));
+    sandbox.config.telegram.api_url = Some("not a url".into());
+
+    let shutdown = CancellationToken::new();
+    let ended = tokio::time::timeout(PATIENCE, pincer::app::run(sandbox.config.clone(), shutdown.clone()))
+        .await
+        .expect("pincer gives up at once");
+    let text = format!("{:#}", ended.expect_err("a setting that can never work stops pincer"));
+    assert!(text.contains("api_url"), "{text}");
+    // Told to stop, and waited for: `run` returns only once every session
+    // has ended (here the error usually comes before a CLI was started).
+    assert!(shutdown.is_cancelled(), "the sessions were told to stop before pincer returned");
+    let store = sandbox.store().await;
+    let events: Vec<String> = store.session_events(&group).await.unwrap().into_iter().map(|(kind, _)| kind).collect();
+    assert!(events.is_empty() || events.last().is_some_and(|e| e == "shutdown"), "{events:?}");
+    store.close().await;
+}

@@ -1,8 +1,10 @@
 //! The egress proxy as pincer runs it: one socket per sandboxed group,
 //! `data_dir/run/egress/<group>.sock`, bound the first time the group's CLI
-//! is launched and served until shutdown. The socket is what that group's
-//! sandbox gets bound in, so the proxy knows the group from the socket a
-//! connection came in on, never from anything the agent says.
+//! is launched and served until its stop token: the engine cancels it once
+//! the sessions have ended, so a turn closing in their grace still gets out.
+//! The socket is what that group's sandbox gets bound in, so the proxy knows
+//! the group from the socket a connection came in on, never from anything
+//! the agent says.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -400,13 +400,13 @@ async fn a_reply_rebound_between_two_parts_goes_whole_to_the_new_chat_and_no_fur
     ledger.rebind("team", -2);
     until("delivered to the new chat", || ledger.row(id).state == DeliveryState::Delivered).await;
     adapter.open();
-    until("the old chat's worker done with it", || ledger.log().iter().any(|l| l.ends_with("at -1: moved"))).await;
-    // Whatever the old worker does next it does now; the end of its round is
-    // its next read finding nothing, which follows its last send.
+    // The old worker's round ends with a read that finds nothing for its
+    // chat, after whatever it sends there.
     until("the old chat's worker idle", || ledger.state.lock().unwrap().idle.contains(&old)).await;
 
     assert_eq!(adapter.landed_in(&old), ["one"], "only the part already on its way when the group was rebound");
     assert_eq!(adapter.landed_in(&new), ["one", "two", "three"], "the whole message, once");
+    assert!(ledger.log().iter().any(|l| l == "1 parts 1 at -1: moved"), "{:?}", ledger.log());
     assert_eq!(ledger.row(id).state, DeliveryState::Delivered);
     stop.cancel();
     task.await.unwrap();

@@ -4,6 +4,9 @@
 //! recording each part as it lands, so a restart goes on after the last part
 //! that reached the chat and never sends one twice (the one exception: pincer
 //! dies after the platform took a part and before it was recorded).
+//! A group rebound to another chat mid-delivery: its row goes whole to the
+//! new chat, and the old chat gets no part after the one on its way then
+//! (every mark is guarded by the row as read; a retry reads it again).
 //! Chats do not wait for each other. Passing failures are retried for as long
 //! as they last ([`RetryPolicy`]); a chat that is gone pauses its group; a
 //! message the platform refuses for good is marked failed and the next goes on.
@@ -197,7 +200,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
     /// Sends the row's parts that are not in the chat yet. Every mark is
     /// guarded by what was read; when one finds the row moved (rebound to
     /// another chat while a part was on its way), the row is dropped here: the
-    /// worker of its new address sends it, from its first part.
+    /// worker of its new address sends it (from its first part when rebound).
     async fn deliver(&self, row: OutboxRow, failures: &mut u32) -> Flow {
         let parts = self.adapter.parts(row.kind, &row.text);
         let total = u32::try_from(parts.len()).unwrap_or(u32::MAX);

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::domain::{ChatAddress, GroupName, InboundId, OutboundKind, Platform, TurnResult};
-use crate::store::{Enqueue, GroupRecord, InboundState, OutboxId, OutboxRow, Store, StoreError};
+use crate::store::{Enqueue, GroupRecord, InboundState, Marked, OutboxId, OutboxRow, Seen, Store, StoreError};
 
 /// Cloneable handle to the outbox; every clone wakes the same deliverers.
 #[derive(Clone, Debug)]
@@ -122,23 +122,23 @@ impl Outbox {
         self.store.group_outbox_after(group, after, 64).await
     }
 
-    /// `parts` parts of the row are in the chat.
-    pub async fn parts_done(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
-        self.store.outbox_parts_done(id, parts).await
+    /// `parts` parts of the row are in the chat (if it is still as `seen`).
+    pub async fn parts_done(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
+        self.store.outbox_parts_done(seen, parts).await
     }
 
-    /// All `parts` parts are in the chat.
-    pub async fn delivered(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
-        self.store.outbox_delivered(id, parts).await
+    /// All `parts` parts are in the chat (if the row is still as `seen`).
+    pub async fn delivered(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
+        self.store.outbox_delivered(seen, parts).await
     }
 
     /// A try failed for a passing reason; the row stays queued.
-    pub async fn attempt_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
-        self.store.outbox_attempt_failed(id, why).await
+    pub async fn attempt_failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
+        self.store.outbox_attempt_failed(seen, why).await
     }
 
-    /// The platform refused the row for good.
-    pub async fn failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
-        self.store.outbox_failed(id, why).await
+    /// The platform refused the row for good (if it is still as `seen`).
+    pub async fn failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
+        self.store.outbox_failed(seen, why).await
     }
 }

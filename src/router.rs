@@ -111,6 +111,11 @@ impl Router {
             if let Err(e) = store.return_context(&taken).await {
                 tracing::error!(%e, "cannot give back the chat context of a message the session refused");
             }
+            // The chat is told it was not taken and to send it again: it must
+            // not be answered at the next start too.
+            if let Err(e) = store.set_inbound_state(&[id], InboundState::Failed).await {
+                tracing::error!(%e, "cannot mark a message the session refused as failed; the next start answers it");
+            }
             return Err(e.into());
         }
         Ok(id)

@@ -133,7 +133,9 @@ impl Printer {
     async fn print_new<W: AsyncWrite + Unpin>(&mut self, ports: &Ports, output: &mut W) -> anyhow::Result<()> {
         while let Some(row) = ports.outbox.next(&self.here).await? {
             print(output, &row).await?;
-            ports.outbox.delivered(row.id, 1).await?;
+            // Console rows never follow a binding; a mark that finds the row
+            // settled means another terminal printed it too, nothing to undo.
+            let _ = ports.outbox.delivered(&row.seen(), 1).await?;
         }
         loop {
             let rows = ports.outbox.rows_after(&self.group, self.seen).await?;

@@ -4,6 +4,9 @@
 //! recording each part as it lands, so a restart goes on after the last part
 //! that reached the chat and never sends one twice (the one exception: pincer
 //! dies after the platform took a part and before it was recorded).
+//! A group rebound to another chat mid-delivery: its row goes whole to the
+//! new chat, and the old chat gets no part after the one on its way then
+//! (every mark is guarded by the row as read; a retry reads it again).
 //! Chats do not wait for each other. Passing failures are retried for as long
 //! as they last ([`RetryPolicy`]); a chat that is gone pauses its group; a
 //! message the platform refuses for good is marked failed and the next goes on.
@@ -25,7 +28,7 @@ use super::retry::RetryPolicy;
 use super::{Deliver, DeliveryError, Directory};
 use crate::domain::{ChatAddress, GroupName, Platform};
 use crate::outbox::Outbox;
-use crate::store::{OutboxId, OutboxRow, StoreError};
+use crate::store::{Marked, OutboxId, OutboxRow, Seen, StoreError};
 
 /// How often the outbox is read again without being woken: catches rows
 /// written by another process, and a chat whose group came back.
@@ -36,10 +39,11 @@ const RESCAN: Duration = Duration::from_secs(5);
 pub trait Ledger: Clone + Send + Sync + 'static {
     fn waiting_chats(&self, platform: Platform) -> impl Future<Output = Result<Vec<ChatAddress>, StoreError>> + Send;
     fn next(&self, to: &ChatAddress) -> impl Future<Output = Result<Option<OutboxRow>, StoreError>> + Send;
-    fn parts_done(&self, id: OutboxId, parts: u32) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn delivered(&self, id: OutboxId, parts: u32) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn attempt_failed(&self, id: OutboxId, why: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
-    fn failed(&self, id: OutboxId, why: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
+    // Each mark changes the row only while it is as `seen` (see `store::Marked`).
+    fn parts_done(&self, seen: &Seen, parts: u32) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+    fn delivered(&self, seen: &Seen, parts: u32) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+    fn attempt_failed(&self, seen: &Seen, why: &str) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+    fn failed(&self, seen: &Seen, why: &str) -> impl Future<Output = Result<Marked, StoreError>> + Send;
     fn chat_gone(&self, group: &GroupName, why: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn chat_moved(&self, from: &ChatAddress, to: &ChatAddress) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Changes when there may be new work.
@@ -60,17 +64,17 @@ impl Ledger for OutboxLedger {
     async fn next(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
         self.outbox.next(to).await
     }
-    async fn parts_done(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
-        self.outbox.parts_done(id, parts).await
+    async fn parts_done(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
+        self.outbox.parts_done(seen, parts).await
     }
-    async fn delivered(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
-        self.outbox.delivered(id, parts).await
+    async fn delivered(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
+        self.outbox.delivered(seen, parts).await
     }
-    async fn attempt_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
-        self.outbox.attempt_failed(id, why).await
+    async fn attempt_failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
+        self.outbox.attempt_failed(seen, why).await
     }
-    async fn failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
-        self.outbox.failed(id, why).await
+    async fn failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
+        self.outbox.failed(seen, why).await
     }
     async fn chat_gone(&self, group: &GroupName, why: &str) -> Result<(), StoreError> {
         self.directory.set_reachable(group, false, Some(why)).await
@@ -124,8 +128,11 @@ pub async fn run<D: Deliver, L: Ledger>(adapter: Arc<D>, ledger: L, policy: Retr
 /// What became of a row.
 #[derive(Debug, PartialEq, Eq)]
 enum Flow {
-    /// Done with it (delivered or failed for good): on to the next.
+    /// Done with it (delivered, failed for good, or moved away): on to the next.
     Next,
+    /// A passing failure: read the row again after this pause, then go on
+    /// from the parts recorded (it may have moved meanwhile).
+    Retry(Duration),
     /// The chat is gone or moved: wait to be woken.
     Pause,
     Stop,
@@ -156,6 +163,8 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
     /// Delivers rows until none is left (or the chat pauses).
     async fn drain(&self) -> Flow {
         let mut store_failures = 0;
+        // Passing send failures of the row being retried, for its backoff.
+        let mut failures: Option<(OutboxId, u32)> = None;
         loop {
             let row = match self.ledger.next(&self.to).await {
                 Ok(Some(row)) => row,
@@ -170,19 +179,33 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                 }
             };
             store_failures = 0;
-            match self.deliver(row).await {
+            let mut tries = match failures {
+                Some((id, n)) if id == row.id => n,
+                _ => 0,
+            };
+            let id = row.id;
+            match self.deliver(row, &mut tries).await {
                 Flow::Next => {}
+                Flow::Retry(pause) => {
+                    failures = Some((id, tries));
+                    if !self.nap(pause).await {
+                        return Flow::Stop;
+                    }
+                }
                 other => return other,
             }
         }
     }
 
-    /// Sends the row's parts that are not in the chat yet.
-    async fn deliver(&self, row: OutboxRow) -> Flow {
+    /// Sends the row's parts that are not in the chat yet. Every mark is
+    /// guarded by what was read; when one finds the row moved (rebound to
+    /// another chat while a part was on its way), the row is dropped here: the
+    /// worker of its new address sends it (from its first part when rebound).
+    async fn deliver(&self, row: OutboxRow, failures: &mut u32) -> Flow {
         let parts = self.adapter.parts(row.kind, &row.text);
         let total = u32::try_from(parts.len()).unwrap_or(u32::MAX);
+        let mut seen = row.seen();
         let mut done = row.parts_done.min(total);
-        let mut failures = 0;
         while let Some(part) = parts.get(done as usize) {
             let sent = tokio::select! {
                 sent = self.adapter.send(&row.to, part) => sent,
@@ -191,28 +214,36 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
             match sent {
                 Ok(()) => {
                     done += 1;
-                    failures = 0;
-                    if done < total && !self.record(|| self.ledger.parts_done(row.id, done)).await {
-                        return Flow::Stop;
+                    *failures = 0;
+                    if done < total {
+                        match self.record(|| self.ledger.parts_done(&seen, done)).await {
+                            Some(Marked::Recorded) => seen.parts_done = done,
+                            Some(Marked::Moved) => return self.moved(&row, "a part was sent"),
+                            None => return Flow::Stop,
+                        }
                     }
                 }
                 Err(DeliveryError::Transient { why, retry_after }) => {
-                    failures += 1;
-                    let pause = self.policy.pause(failures, retry_after);
+                    *failures += 1;
+                    let pause = self.policy.pause(*failures, retry_after);
                     tracing::warn!(
-                        chat = %self.to, group = %row.group, part = done + 1, parts = total, failures, %why,
-                        "sending to the chat failed; trying again in {}", humantime::format_duration(pause)
+                        chat = %self.to, group = %row.group, part = done + 1, parts = total, failures = *failures,
+                        %why, "sending to the chat failed; trying again in {}", humantime::format_duration(pause)
                     );
-                    if let Err(e) = self.ledger.attempt_failed(row.id, &why).await {
-                        tracing::error!(chat = %self.to, %e, "cannot record a failed delivery");
+                    match self.ledger.attempt_failed(&seen, &why).await {
+                        Ok(Marked::Recorded) => {}
+                        Ok(Marked::Moved) => return self.moved(&row, "a try failed"),
+                        Err(e) => tracing::error!(chat = %self.to, %e, "cannot record a failed delivery"),
                     }
-                    if !self.nap(pause).await {
-                        return Flow::Stop;
-                    }
+                    return Flow::Retry(pause);
                 }
                 Err(DeliveryError::ChatGone(why)) => {
+                    // Only a row still waiting here says this chat is the group's:
+                    // a rebound group must not be paused for its old chat.
+                    if let Ok(Marked::Moved) = self.ledger.attempt_failed(&seen, &why).await {
+                        return self.moved(&row, "its old chat was lost");
+                    }
                     tracing::warn!(chat = %self.to, group = %row.group, %why, "the bot lost the group's chat; its replies wait until it is back");
-                    let _ = self.ledger.attempt_failed(row.id, &why).await;
                     if let Err(e) = self.ledger.chat_gone(&row.group, &why).await {
                         tracing::error!(group = %row.group, %e, "cannot mark the group inactive");
                     }
@@ -220,43 +251,56 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                 }
                 Err(DeliveryError::Moved(to)) => {
                     tracing::info!(from = %self.to, %to, group = %row.group, "the chat moved; its replies follow");
-                    if !self.record(|| self.ledger.chat_moved(&self.to, &to)).await {
+                    if self.record(|| self.ledger.chat_moved(&self.to, &to)).await.is_none() {
                         return Flow::Stop;
                     }
                     return Flow::Pause;
                 }
                 Err(DeliveryError::Rejected(why)) => {
-                    tracing::error!(chat = %self.to, group = %row.group, %why, "the chat refused a message for good; it is marked failed");
-                    let ok = self.record(|| self.ledger.failed(row.id, &why)).await;
-                    return if ok { Flow::Next } else { Flow::Stop };
+                    return match self.record(|| self.ledger.failed(&seen, &why)).await {
+                        Some(Marked::Recorded) => {
+                            tracing::error!(chat = %self.to, group = %row.group, %why, "the chat refused a message for good; it is marked failed");
+                            Flow::Next
+                        }
+                        Some(Marked::Moved) => self.moved(&row, "its old chat refused it"),
+                        None => Flow::Stop,
+                    };
                 }
             }
         }
-        if !self.record(|| self.ledger.delivered(row.id, total)).await {
-            return Flow::Stop;
+        match self.record(|| self.ledger.delivered(&seen, total)).await {
+            Some(Marked::Recorded) => {}
+            Some(Marked::Moved) => return self.moved(&row, "it was sent whole"),
+            None => return Flow::Stop,
         }
-        if row.attempts > 0 || failures > 0 {
+        if row.attempts > 0 {
             tracing::info!(chat = %self.to, group = %row.group, "delivered after earlier failures");
         }
         Flow::Next
     }
 
+    /// The row left this chat while it was being sent: dropped here.
+    fn moved(&self, row: &OutboxRow, when: &str) -> Flow {
+        tracing::info!(chat = %self.to, group = %row.group, row = row.id.0, "the reply left this chat (rebound or moved) after {when}; the worker of its new address sends it");
+        Flow::Next
+    }
+
     /// Records progress, trying until the store takes it: a part counted as
-    /// not sent would be sent again. False when stopped first.
-    async fn record<F, Fut>(&self, write: F) -> bool
+    /// not sent would be sent again. `None` when stopped first.
+    async fn record<T, F, Fut>(&self, write: F) -> Option<T>
     where
         F: Fn() -> Fut,
-        Fut: Future<Output = Result<(), StoreError>>,
+        Fut: Future<Output = Result<T, StoreError>>,
     {
         let mut failures = 0;
         loop {
             match write().await {
-                Ok(()) => return true,
+                Ok(done) => return Some(done),
                 Err(e) => {
                     failures += 1;
                     tracing::error!(chat = %self.to, %e, "cannot record a delivery; trying again");
                     if !self.nap(self.policy.pause(failures, None)).await {
-                        return false;
+                        return None;
                     }
                 }
             }

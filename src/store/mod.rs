@@ -25,7 +25,7 @@ pub use channels::ChannelHealth;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use groups::{GroupRecord, GroupSettings};
 pub use history::{Delivery, HistoryEntry};
-pub use outbox::{DeliveryState, Enqueue, OutboxId, OutboxRow};
+pub use outbox::{DeliveryState, Enqueue, Marked, OutboxId, OutboxRow, Seen};
 pub use schedules::{NewSchedule, RunId, RunRecord};
 
 /// What can go wrong talking to the store.

@@ -6,6 +6,8 @@
 //! its console when it has none). It moves with the group's binding while it
 //! waits. Its states: `queued` → `delivered`, or `failed` when the platform
 //! refused it for good; `parts_done` counts the parts already in the chat.
+//! Delivery's marks are guarded by what the worker read (state, address,
+//! parts done), so a row rebound mid-delivery is never marked from its old chat.
 
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, Transaction};
@@ -39,6 +41,43 @@ pub struct OutboxRow {
     pub parts_done: u32,
     pub attempts: u32,
     pub last_error: Option<String>,
+}
+
+/// An outbox row as a delivery worker read it. The worker's marks apply only
+/// while the row is still like this; see [`Marked`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub id: OutboxId,
+    pub to: ChatAddress,
+    pub parts_done: u32,
+}
+
+/// What became of a delivery mark.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marked {
+    Recorded,
+    /// The row is no longer queued at the address with the parts the worker
+    /// read (rebound, moved, or settled elsewhere): nothing was written, and
+    /// the worker must drop the row (the worker for its new address sends it).
+    Moved,
+}
+
+impl Marked {
+    fn from_rows(affected: u64) -> Marked {
+        if affected == 0 {
+            Marked::Moved
+        } else {
+            Marked::Recorded
+        }
+    }
+}
+
+impl OutboxRow {
+    /// The row as read now, to guard the marks made while delivering it.
+    pub fn seen(&self) -> Seen {
+        Seen { id: self.id, to: self.to.clone(), parts_done: self.parts_done }
+    }
 }
 
 /// Where an outbox entry is in its life.
@@ -225,47 +264,70 @@ impl Store {
     }
 
     /// `parts` of the row's parts are in the chat now.
-    pub async fn outbox_parts_done(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
-        sqlx::query("UPDATE outbox SET parts_done = ?, last_error = NULL WHERE id = ? AND state = 'queued'")
+    pub async fn outbox_parts_done(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
+        let done = sqlx::query(&format!("UPDATE outbox SET parts_done = ?6, last_error = NULL {GUARD}"))
+            .bind_seen(seen)
             .bind(i64::from(parts))
-            .bind(id.0)
             .execute(&self.pool)
             .await?;
-        Ok(())
+        Ok(Marked::from_rows(done.rows_affected()))
     }
 
     /// The whole row is in the chat.
-    pub async fn outbox_delivered(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE outbox SET state = 'delivered', parts_done = ?, delivered_at_us = ?, last_error = NULL
-              WHERE id = ?",
-        )
+    pub async fn outbox_delivered(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
+        let done = sqlx::query(&format!(
+            "UPDATE outbox SET state = 'delivered', parts_done = ?6, delivered_at_us = ?7, last_error = NULL {GUARD}"
+        ))
+        .bind_seen(seen)
         .bind(i64::from(parts))
         .bind(now_us())
-        .bind(id.0)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(Marked::from_rows(done.rows_affected()))
     }
 
     /// A try failed: counted, with why, and the row stays queued.
-    pub async fn outbox_attempt_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?")
+    pub async fn outbox_attempt_failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
+        let done = sqlx::query(&format!("UPDATE outbox SET attempts = attempts + 1, last_error = ?6 {GUARD}"))
+            .bind_seen(seen)
             .bind(why)
-            .bind(id.0)
             .execute(&self.pool)
             .await?;
-        Ok(())
+        Ok(Marked::from_rows(done.rows_affected()))
     }
 
     /// The platform refused the row for good.
-    pub async fn outbox_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ? WHERE id = ?")
-            .bind(why)
-            .bind(id.0)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    pub async fn outbox_failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
+        let done = sqlx::query(&format!(
+            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ?6 {GUARD}"
+        ))
+        .bind_seen(seen)
+        .bind(why)
+        .execute(&self.pool)
+        .await?;
+        Ok(Marked::from_rows(done.rows_affected()))
+    }
+}
+
+/// Every delivery mark applies only to the row as the worker read it: still
+/// queued, at the same address, with as many parts done. A rebinding (or
+/// another worker's progress) between the read and the mark makes it a no-op,
+/// so a worker can never record progress made in one chat against a row that
+/// now waits for another. Binds ?1 to ?5 (see [`BindSeen`]).
+const GUARD: &str =
+    "WHERE id = ?1 AND state = 'queued' AND platform = ?2 AND chat = ?3 AND thread IS ?4 AND parts_done = ?5";
+
+trait BindSeen<'q> {
+    fn bind_seen(self, seen: &'q Seen) -> Self;
+}
+
+impl<'q> BindSeen<'q> for sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    fn bind_seen(self, seen: &'q Seen) -> Self {
+        self.bind(seen.id.0)
+            .bind(seen.to.platform.as_str())
+            .bind(&seen.to.chat)
+            .bind(&seen.to.thread)
+            .bind(i64::from(seen.parts_done))
     }
 }
 

@@ -169,3 +169,28 @@ async fn a_turn_that_calls_the_api_again_during_the_shutdown_grace_is_answered()
     assert_eq!(pincer.session_events(&group).await, ["started", "shutdown"]);
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn a_message_the_session_refused_is_not_answered_at_the_next_start() {
+    use pincer::domain::{Inbound, Platform, Source};
+    use pincer::router::RouteError;
+
+    let api = FakeApi::start(fake_api::echo()).await;
+    let sandbox = Sandbox::new(&api);
+    let group = sandbox.add_group("team", None).await;
+    let pincer = sandbox.start().await;
+    // The session ends (pincer stopping, or its actor gone) while the chat
+    // adapter still hands it a message: the chat is told it was not taken,
+    // and to send it again.
+    pincer.engine.router.session(&group).await.unwrap();
+    pincer.engine.stop_sessions().await;
+    let msg = Inbound::new(group.clone(), Source::Chat(Platform::Telegram), "ana", "are you there?");
+    let refused = pincer.engine.router.send(msg).await.unwrap_err();
+    assert!(matches!(refused, RouteError::Closed(_)), "{refused}");
+    pincer.stop().await;
+
+    let pincer = sandbox.start().await;
+    assert_eq!(pincer.engine.router.redeliver_unanswered().await.unwrap(), 0, "the chat was told to send it again");
+    assert!(api.main_requests().is_empty(), "no agent got it");
+    pincer.stop().await;
+}

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::*;
 use crate::domain::OutboundKind;
-use crate::store::DeliveryState;
+use crate::store::{DeliveryState, Marked, Seen};
 
 /// A platform whose parts are the `|`-separated pieces of the text, and whose
 /// sends answer from a script (then succeed).
@@ -19,6 +19,10 @@ struct Scripted {
     tries: Mutex<Vec<(Instant, ChatAddress, String, bool)>>,
     /// Sends to this part never answer.
     hang_on: Mutex<Option<String>>,
+    /// Sends to this chat wait until the gate opens.
+    gate: Mutex<Option<(ChatAddress, Arc<Notify>)>>,
+    /// Sends begun: where, which part.
+    begun: Mutex<Vec<(ChatAddress, String)>>,
 }
 
 impl Scripted {
@@ -29,6 +33,23 @@ impl Scripted {
     /// The parts that reached a chat, in order.
     fn landed(&self) -> Vec<String> {
         self.tries.lock().unwrap().iter().filter(|t| t.3).map(|t| t.2.clone()).collect()
+    }
+
+    /// The parts that reached `to`, in order.
+    fn landed_in(&self, to: &ChatAddress) -> Vec<String> {
+        self.tries.lock().unwrap().iter().filter(|t| t.3 && &t.1 == to).map(|t| t.2.clone()).collect()
+    }
+
+    /// Holds sends to `to` until [`Scripted::open`].
+    fn hold(&self, to: &ChatAddress) {
+        *self.gate.lock().unwrap() = Some((to.clone(), Arc::new(Notify::new())));
+    }
+
+    /// Lets the held send go, and any later one.
+    fn open(&self) {
+        if let Some((_, gate)) = self.gate.lock().unwrap().take() {
+            gate.notify_waiters();
+        }
     }
 
     /// The pauses between consecutive tries, in whole seconds.
@@ -47,6 +68,11 @@ impl Deliver for Scripted {
     }
 
     async fn send(&self, to: &ChatAddress, part: &String) -> Result<(), DeliveryError> {
+        self.begun.lock().unwrap().push((to.clone(), part.clone()));
+        let gate = self.gate.lock().unwrap().clone();
+        if let Some((_, gate)) = gate.filter(|(held, _)| held == to) {
+            gate.notified().await;
+        }
         if self.hang_on.lock().unwrap().as_deref() == Some(part.as_str()) {
             std::future::pending::<()>().await;
         }
@@ -69,6 +95,8 @@ struct MemoryState {
     inactive: HashSet<GroupName>,
     /// What delivery recorded, in order, e.g. `parts 1/1`, `delivered 1`.
     log: Vec<String>,
+    /// Chats whose worker read and found nothing left for them.
+    idle: Vec<ChatAddress>,
 }
 
 impl Memory {
@@ -115,6 +143,34 @@ impl Memory {
         change(state.rows.iter_mut().find(|r| r.id == id).unwrap());
     }
 
+    /// A delivery mark, guarded as the store guards it: applied only while
+    /// the row is queued where, and as far as, the worker read it.
+    fn mark(&self, seen: &Seen, note: String, change: impl FnOnce(&mut OutboxRow)) -> Marked {
+        let mut state = self.state.lock().unwrap();
+        let row = state.rows.iter_mut().find(|r| r.id == seen.id).unwrap();
+        if row.state != DeliveryState::Queued || row.to != seen.to || row.parts_done != seen.parts_done {
+            state.log.push(format!("{note} at {}: moved", seen.to.chat));
+            return Marked::Moved;
+        }
+        change(row);
+        state.log.push(note);
+        Marked::Recorded
+    }
+
+    /// The group was bound to another chat: its waiting rows go there, from
+    /// their first part (as `store::outbox::follow_binding` does).
+    fn rebind(&self, group: &str, chat: i64) {
+        let group: GroupName = group.parse().unwrap();
+        let mut state = self.state.lock().unwrap();
+        state.log.push(format!("{group} rebound to {chat}"));
+        for row in state.rows.iter_mut().filter(|r| r.group == group && r.state == DeliveryState::Queued) {
+            row.to = ChatAddress::telegram(chat, None);
+            row.parts_done = 0;
+        }
+        drop(state);
+        self.written.send_modify(|n| *n += 1);
+    }
+
     fn deliverable(&self, row: &OutboxRow) -> bool {
         row.state == DeliveryState::Queued && !self.state.lock().unwrap().inactive.contains(&row.group)
     }
@@ -129,29 +185,29 @@ impl Ledger for Memory {
     }
     async fn next(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
         let rows = self.state.lock().unwrap().rows.clone();
-        Ok(rows.into_iter().find(|r| &r.to == to && self.deliverable(r)))
+        let next = rows.into_iter().find(|r| &r.to == to && self.deliverable(r));
+        if next.is_none() {
+            self.state.lock().unwrap().idle.push(to.clone());
+        }
+        Ok(next)
     }
-    async fn parts_done(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
-        self.update(id, format!("{} parts {parts}", id.0), |r| r.parts_done = parts);
-        Ok(())
+    async fn parts_done(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
+        Ok(self.mark(seen, format!("{} parts {parts}", seen.id.0), |r| r.parts_done = parts))
     }
-    async fn delivered(&self, id: OutboxId, parts: u32) -> Result<(), StoreError> {
-        self.update(id, format!("{} delivered {parts}", id.0), |r| {
+    async fn delivered(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
+        Ok(self.mark(seen, format!("{} delivered {parts}", seen.id.0), |r| {
             r.parts_done = parts;
             r.state = DeliveryState::Delivered;
-        });
-        Ok(())
+        }))
     }
-    async fn attempt_failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
-        self.update(id, format!("{} attempt failed: {why}", id.0), |r| {
+    async fn attempt_failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
+        Ok(self.mark(seen, format!("{} attempt failed: {why}", seen.id.0), |r| {
             r.attempts += 1;
             r.last_error = Some(why.to_owned());
-        });
-        Ok(())
+        }))
     }
-    async fn failed(&self, id: OutboxId, why: &str) -> Result<(), StoreError> {
-        self.update(id, format!("{} failed: {why}", id.0), |r| r.state = DeliveryState::Failed);
-        Ok(())
+    async fn failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
+        Ok(self.mark(seen, format!("{} failed: {why}", seen.id.0), |r| r.state = DeliveryState::Failed))
     }
     async fn chat_gone(&self, group: &GroupName, why: &str) -> Result<(), StoreError> {
         let mut state = self.state.lock().unwrap();
@@ -329,4 +385,50 @@ async fn stopping_abandons_a_hung_send_and_leaves_the_row_queued() {
     task.await.unwrap();
     assert_eq!(ledger.row(id).state, DeliveryState::Queued, "the next run sends it");
     assert!(adapter.landed().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_rebound_between_two_parts_goes_whole_to_the_new_chat_and_no_further_to_the_old() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    let (old, new) = (ChatAddress::telegram(-1, None), ChatAddress::telegram(-2, None));
+    adapter.hold(&old);
+    let id = ledger.add("team", -1, "one|two|three");
+    let (stop, task) = start(&adapter, &ledger);
+    let sending = |to: &ChatAddress, part: &str| adapter.begun.lock().unwrap().contains(&(to.clone(), part.to_owned()));
+    until("the first part on its way to the old chat", || sending(&old, "one")).await;
+
+    ledger.rebind("team", -2);
+    until("delivered to the new chat", || ledger.row(id).state == DeliveryState::Delivered).await;
+    adapter.open();
+    // The old worker's round ends with a read that finds nothing for its
+    // chat, after whatever it sends there.
+    until("the old chat's worker idle", || ledger.state.lock().unwrap().idle.contains(&old)).await;
+
+    assert_eq!(adapter.landed_in(&old), ["one"], "only the part already on its way when the group was rebound");
+    assert_eq!(adapter.landed_in(&new), ["one", "two", "three"], "the whole message, once");
+    assert!(ledger.log().iter().any(|l| l == "1 parts 1 at -1: moved"), "{:?}", ledger.log());
+    assert_eq!(ledger.row(id).state, DeliveryState::Delivered);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_being_retried_when_its_group_is_rebound_is_not_retried_in_the_old_chat() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    let (old, new) = (ChatAddress::telegram(-1, None), ChatAddress::telegram(-2, None));
+    adapter.answer([Ok(()), transient("502")]);
+    let id = ledger.add("team", -1, "one|two");
+    let (stop, task) = start(&adapter, &ledger);
+    until("waiting to retry the second part", || ledger.log().iter().any(|l| l == "1 attempt failed: 502")).await;
+
+    ledger.rebind("team", -2);
+    until("delivered to the new chat", || ledger.row(id).state == DeliveryState::Delivered).await;
+    // The old worker's retry comes after its pause: wait past it for its read.
+    ledger.state.lock().unwrap().idle.clear();
+    until("the old chat's worker idle", || ledger.state.lock().unwrap().idle.contains(&old)).await;
+
+    assert_eq!(adapter.landed_in(&old), ["one"], "the retry is not sent to the old chat");
+    assert_eq!(adapter.landed_in(&new), ["one", "two"]);
+    stop.cancel();
+    task.await.unwrap();
 }

@@ -32,6 +32,15 @@ fn result(text: &str) -> TurnResult {
     }
 }
 
+/// The row as a delivery worker would read it now.
+async fn seen(store: &Store, id: OutboxId) -> Seen {
+    store.outbox_row(id).await.unwrap().unwrap().seen()
+}
+
+async fn mark_parts(store: &Store, id: OutboxId, parts: u32) {
+    assert_eq!(store.outbox_parts_done(&seen(store, id).await, parts).await.unwrap(), Marked::Recorded);
+}
+
 #[tokio::test]
 async fn rows_are_addressed_by_the_binding_when_written() {
     let (_dir, store) = temp_store().await;
@@ -70,11 +79,13 @@ async fn a_result_and_its_row_are_written_together() {
         .collect();
     assert_eq!(deliveries, [Some("queued (telegram -100)".to_owned()), None]);
 
-    store.outbox_attempt_failed(id, "Bad Gateway").await.unwrap();
+    let seen = seen(&store, id).await;
+    assert_eq!(store.outbox_attempt_failed(&seen, "Bad Gateway").await.unwrap(), Marked::Recorded);
     let row = store.outbox_row(id).await.unwrap().unwrap();
     assert_eq!((row.state, row.attempts, row.last_error.as_deref()), (DeliveryState::Queued, 1, Some("Bad Gateway")));
-    store.outbox_parts_done(id, 1).await.unwrap();
-    store.outbox_delivered(id, 2).await.unwrap();
+    assert_eq!(store.outbox_parts_done(&seen, 1).await.unwrap(), Marked::Recorded);
+    let seen = Seen { parts_done: 1, ..seen };
+    assert_eq!(store.outbox_delivered(&seen, 2).await.unwrap(), Marked::Recorded);
     let row = store.outbox_row(id).await.unwrap().unwrap();
     assert_eq!((row.state, row.parts_done, row.last_error), (DeliveryState::Delivered, 2, None));
     let history = store.history(&g, 10).await.unwrap();
@@ -97,7 +108,7 @@ async fn each_chat_is_served_oldest_first_and_an_inactive_group_waits() {
     let store = &store;
     let next = |chat| async move { store.next_queued(&ChatAddress::telegram(chat, None)).await.unwrap().map(|r| r.id) };
     assert_eq!(next(-1).await, Some(a1));
-    store.outbox_failed(a1, "refused").await.unwrap();
+    assert_eq!(store.outbox_failed(&seen(store, a1).await, "refused").await.unwrap(), Marked::Recorded);
     assert_eq!(next(-1).await, Some(a2), "a failed row does not hold the chat up");
     assert_eq!(store.outbox_row(a1).await.unwrap().unwrap().state, DeliveryState::Failed);
 
@@ -124,9 +135,9 @@ async fn waiting_rows_follow_the_binding_and_a_moved_chat() {
     let for_console = store.enqueue(&g, reply("before any chat")).await.unwrap();
     store.save_group_settings(&g, &bound(-100)).await.unwrap();
     let waiting = store.enqueue(&g, reply("long")).await.unwrap();
-    store.outbox_parts_done(waiting, 2).await.unwrap();
+    mark_parts(&store, waiting, 2).await;
     let delivered = store.enqueue(&g, reply("done")).await.unwrap();
-    store.outbox_delivered(delivered, 1).await.unwrap();
+    assert_eq!(store.outbox_delivered(&seen(&store, delivered).await, 1).await.unwrap(), Marked::Recorded);
 
     store.save_group_settings(&g, &bound(-200)).await.unwrap();
     let row = store.outbox_row(waiting).await.unwrap().unwrap();
@@ -135,7 +146,7 @@ async fn waiting_rows_follow_the_binding_and_a_moved_chat() {
     assert_eq!(console.to, ChatAddress::console(&g), "console replies never move into a chat");
     assert_eq!(store.outbox_row(delivered).await.unwrap().unwrap().to, ChatAddress::telegram(-100, None));
 
-    store.outbox_parts_done(waiting, 1).await.unwrap();
+    mark_parts(&store, waiting, 1).await;
     store.save_group_settings(&g, &bound(-200)).await.unwrap();
     assert_eq!(store.outbox_row(waiting).await.unwrap().unwrap().parts_done, 1, "same chat: progress kept");
 
@@ -153,7 +164,8 @@ async fn notices_and_agent_posts_show_in_history_with_their_delivery() {
     let g = group("team");
     store.add_group(&g, &bound(-100)).await.unwrap();
     let notice = store.enqueue(&g, Enqueue { kind: OutboundKind::Notice, ..reply("restarting") }).await.unwrap();
-    store.outbox_failed(notice, "Bad Request: message thread not found").await.unwrap();
+    let why = "Bad Request: message thread not found";
+    assert_eq!(store.outbox_failed(&seen(&store, notice).await, why).await.unwrap(), Marked::Recorded);
     store.record_agent_message(&g, &g, reply("from the agent")).await.unwrap();
     let history = store.history(&g, 10).await.unwrap();
     match &history[..] {
@@ -164,4 +176,60 @@ async fn notices_and_agent_posts_show_in_history_with_their_delivery() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// Every mark a delivery worker can make, against a row it read as `seen`.
+async fn every_mark(store: &Store, seen: &Seen) -> [Marked; 4] {
+    [
+        store.outbox_parts_done(seen, 1).await.unwrap(),
+        store.outbox_attempt_failed(seen, "Bad Gateway").await.unwrap(),
+        store.outbox_failed(seen, "refused").await.unwrap(),
+        store.outbox_delivered(seen, 2).await.unwrap(),
+    ]
+}
+
+#[tokio::test]
+async fn a_mark_against_a_row_that_moved_changes_nothing_and_says_so() {
+    let (_dir, store) = temp_store().await;
+    let g = group("team");
+    store.add_group(&g, &bound(-100)).await.unwrap();
+    let id = store.enqueue(&g, reply("long")).await.unwrap();
+    let unchanged = |at: i64, parts: u32| {
+        let store = &store;
+        async move {
+            let row = store.outbox_row(id).await.unwrap().unwrap();
+            let expected = (ChatAddress::telegram(at, None), DeliveryState::Queued, parts, 0, None);
+            assert_eq!((row.to, row.state, row.parts_done, row.attempts, row.last_error), expected);
+        }
+    };
+
+    // Rebound while the worker for -100 was sending: its marks find nothing.
+    let old = seen(&store, id).await;
+    store.save_group_settings(&g, &bound(-200)).await.unwrap();
+    assert_eq!(every_mark(&store, &old).await, [Marked::Moved; 4]);
+    unchanged(-200, 0).await;
+
+    // Rebound away and back: same address, but its progress was reset, so
+    // the old worker's count is stale.
+    mark_parts(&store, id, 1).await;
+    let before = seen(&store, id).await;
+    store.save_group_settings(&g, &bound(-300)).await.unwrap();
+    store.save_group_settings(&g, &bound(-200)).await.unwrap();
+    assert_eq!(before.to, seen(&store, id).await.to);
+    assert_eq!(every_mark(&store, &before).await, [Marked::Moved; 4]);
+    unchanged(-200, 0).await;
+
+    // The chat got a new id: the row kept its progress, but at another address.
+    mark_parts(&store, id, 1).await;
+    let before = seen(&store, id).await;
+    store.move_chat(Platform::Telegram, "-200", "-100200").await.unwrap();
+    assert_eq!(every_mark(&store, &before).await, [Marked::Moved; 4]);
+    unchanged(-100_200, 1).await;
+
+    // Settled rows take no more marks.
+    let now = seen(&store, id).await;
+    assert_eq!(store.outbox_delivered(&now, 2).await.unwrap(), Marked::Recorded);
+    assert_eq!(every_mark(&store, &Seen { parts_done: 2, ..now }).await, [Marked::Moved; 4]);
+    let row = store.outbox_row(id).await.unwrap().unwrap();
+    assert_eq!((row.state, row.parts_done, row.attempts), (DeliveryState::Delivered, 2, 0));
 }

@@ -37,6 +37,8 @@ pub enum StoreError {
     UnknownGroup(String),
     #[error("there is no scheduled task #{0}: `pincer tasks list` shows them")]
     UnknownSchedule(i64),
+    #[error("scheduled task #{0} kept changing while pincer recorded its run; `pincer tasks runs {0}` shows the log")]
+    ScheduleContended(i64),
     #[error("that chat (or topic) is already bound to group `{0}`: unbind it there first")]
     ChatTaken(String),
     #[error("message {0} was already received")]

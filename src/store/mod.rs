@@ -202,14 +202,18 @@ impl Store {
         Ok(TakenContext { lines, omitted, ids })
     }
 
-    /// Context taken for a message the session never took: the next message gets it.
+    /// Context taken for a message the session never took: the next message
+    /// gets it. All of it or none (one transaction), so a failure half-way
+    /// never splits the lines between two messages.
     pub async fn return_context(&self, taken: &TakenContext) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
         for id in &taken.ids {
             sqlx::query("UPDATE inbound SET state = 'observed' WHERE id = ? AND state = 'included'")
                 .bind(id.0)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
         }
+        tx.commit().await?;
         Ok(())
     }
 

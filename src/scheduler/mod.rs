@@ -168,7 +168,7 @@ impl Scheduler {
     /// the chat is told each time.
     async fn failed(&self, id: ScheduleId, why: &str) -> Result<(), crate::store::StoreError> {
         let (s, after) = outcome::record_failure(&self.deps.store, &self.deps.config, id, why, Utc::now()).await?;
-        tracing::warn!(schedule = %id, group = %s.group, failures = s.failures + 1, "a scheduled run failed");
+        tracing::warn!(schedule = %id, group = %s.group, in_a_row = s.failures.saturating_add(1), "a scheduled run failed");
         self.deps.outbox.notice(&s.group, &after.notice).await;
         Ok(())
     }

@@ -38,16 +38,10 @@ pub(super) struct AfterFailure {
 pub(super) fn after_failure(s: &Schedule, why: &str, config: &SchedulerConfig, now: DateTime<Utc>) -> AfterFailure {
     let failures = s.failures.saturating_add(1);
     let why: String = why.chars().take(WHY_CHARS).collect();
-    let keep = |notice: String, status: ScheduleStatus, next_run: Option<DateTime<Utc>>| AfterFailure {
-        status,
-        failures: 0,
-        next_run,
-        notice,
-    };
     if s.status != ScheduleStatus::Active {
         let notice =
             format!("Scheduled task #{} failed ({why}). It is {} now, so it is not retried.", s.id, s.status.as_str());
-        return keep(notice, s.status, s.next_run);
+        return AfterFailure { status: s.status, failures: 0, next_run: s.next_run, notice };
     }
     if failures <= config.max_retries {
         let delay = backoff(config.retry_delay, failures);
@@ -73,7 +67,7 @@ pub(super) fn after_failure(s: &Schedule, why: &str, config: &SchedulerConfig, n
          `pincer tasks runs {}` shows the log.",
         s.id, s.id
     );
-    keep(notice, status, next_run)
+    AfterFailure { status, failures: 0, next_run, notice }
 }
 
 /// Records a failed run of schedule `id`: decides on the schedule as stored

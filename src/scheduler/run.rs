@@ -1,5 +1,5 @@
-//! One run of a schedule: log its start, hand its prompt to the router like a
-//! chat message (marked as scheduled), wait for the turn that answers it (at
+//! One run of a schedule, fired (and logged as running) by the scheduler: hand
+//! its prompt to the router like a chat message (marked as scheduled), wait for the turn that answers it (at
 //! most `scheduler.run_timeout`), and log how it ended. The session delivers
 //! the result to the chat itself.
 

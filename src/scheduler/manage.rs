@@ -40,11 +40,13 @@ pub async fn add(store: &Store, new: NewSchedule, limits: &Limits) -> Result<Sch
     store.add_schedule_capped(&new, first, limits.max_active).await?.ok_or_else(|| too_many().into())
 }
 
+// Each change is one statement that checks the status it changes (so a change
+// read before another one landed cannot undo it: a cancelled task stays
+// cancelled); the schedule is read only afterwards, to show it or say why not.
+
 pub async fn pause(store: &Store, id: ScheduleId) -> Result<Schedule, ManageError> {
-    let s = store.schedule(id).await?;
-    require(&s, &[ScheduleStatus::Active, ScheduleStatus::Paused], "paused", "")?;
-    store.set_schedule_state(id, ScheduleStatus::Paused, None).await?;
-    Ok(store.schedule(id).await?)
+    let paused = store.pause_schedule(id).await?;
+    settled(store, id, paused, "paused", "").await
 }
 
 /// Resumes a paused schedule from now: runs missed while paused are not made
@@ -72,19 +74,31 @@ pub async fn resume(store: &Store, id: ScheduleId, limits: &Limits) -> Result<Sc
 }
 
 pub async fn cancel(store: &Store, id: ScheduleId) -> Result<Schedule, ManageError> {
-    let s = store.schedule(id).await?;
-    require(&s, &[ScheduleStatus::Active, ScheduleStatus::Paused, ScheduleStatus::Completed], "cancelled", "")?;
-    store.set_schedule_state(id, ScheduleStatus::Cancelled, None).await?;
-    Ok(store.schedule(id).await?)
+    let cancelled = store.cancel_schedule(id).await?;
+    settled(store, id, cancelled, "cancelled", "").await
 }
 
 /// Makes an active schedule due now; its regular times stay as they were
 /// computed after this run.
 pub async fn run_now(store: &Store, id: ScheduleId) -> Result<Schedule, ManageError> {
+    let due = store.make_due(id, Utc::now()).await?;
+    settled(store, id, due, "run now", ": resume it first (`pincer tasks resume ID`)").await
+}
+
+/// The schedule after a guarded change: as it is now if `changed`, else why not.
+async fn settled(
+    store: &Store,
+    id: ScheduleId,
+    changed: bool,
+    action: &'static str,
+    hint: &'static str,
+) -> Result<Schedule, ManageError> {
     let s = store.schedule(id).await?;
-    require(&s, &[ScheduleStatus::Active], "run now", ": resume it first (`pincer tasks resume ID`)")?;
-    store.set_schedule_state(id, ScheduleStatus::Active, Some(Utc::now())).await?;
-    Ok(store.schedule(id).await?)
+    if changed {
+        Ok(s)
+    } else {
+        Err(ManageError::State { id, status: s.status.as_str(), action, hint })
+    }
 }
 
 fn require(

@@ -11,12 +11,12 @@
 
 pub mod limits;
 pub mod manage;
+mod outcome;
 mod run;
 pub mod schedule;
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
@@ -29,7 +29,7 @@ use crate::outbox::Outbox;
 use crate::router::Router;
 use crate::store::Store;
 use run::{RunDone, RunEnd};
-use schedule::{Schedule, ScheduleId, ScheduleStatus, Trigger};
+use schedule::{Schedule, ScheduleId};
 
 /// Pokes the scheduler: "schedules changed, look again".
 #[derive(Clone, Debug)]
@@ -67,8 +67,6 @@ pub struct SchedulerDeps {
 
 /// How many finished runs may wait for the actor.
 const DONE_QUEUE: usize = 64;
-/// Retries never wait longer than this.
-const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
 /// Starts the scheduler actor on the deps' tracker.
 pub fn spawn(inbox: SchedulerInbox, deps: SchedulerDeps) {
@@ -134,16 +132,21 @@ impl Scheduler {
         // The next run counts from now, so runs missed while pincer was down
         // are made up once, not one by one; and never sooner than the minimum.
         let next = limits::next_run(&s.trigger, now, self.deps.config.min_interval);
-        if let Err(e) = self.deps.store.schedule_started(s.id, now, next).await {
-            tracing::error!(schedule = %s.id, %e, "cannot mark a schedule as started; not running it now");
-            return;
-        }
+        let run = match self.deps.store.fire_schedule(s.id, now, next).await {
+            Ok(Some(run)) => run,
+            Ok(None) => {
+                return tracing::info!(schedule = %s.id, "a schedule changed as it came due; not running it now")
+            }
+            Err(e) => {
+                return tracing::error!(schedule = %s.id, %e, "cannot mark a schedule as started; not running it now")
+            }
+        };
         tracing::info!(schedule = %s.id, group = %s.group, context = s.context.as_str(), "running a scheduled prompt");
         self.running.insert(s.id);
         let deps = self.deps.clone();
         let done = self.done_tx.clone();
         self.deps.tracker.spawn(async move {
-            let finished = run::execute(&deps, s).await;
+            let finished = run::execute(&deps, s, run).await;
             // The actor is gone only when pincer stops; the run said so in its log.
             let _ = done.send(finished).await;
         });
@@ -151,67 +154,22 @@ impl Scheduler {
 
     async fn on_done(&mut self, done: RunDone) {
         self.running.remove(&done.id);
-        let s = match self.deps.store.schedule(done.id).await {
-            Ok(s) => s,
-            Err(e) => return tracing::error!(schedule = %done.id, %e, "cannot read a schedule after its run"),
-        };
         let result = match done.end {
-            RunEnd::Ok => self.succeeded(&s).await,
-            RunEnd::Failed(why) => self.failed(&s, &why).await,
+            RunEnd::Ok => self.deps.store.schedule_succeeded(done.id).await,
+            RunEnd::Failed(why) => self.failed(done.id, &why).await,
             RunEnd::Stopped => Ok(()),
         };
         if let Err(e) = result {
-            tracing::error!(schedule = %s.id, %e, "cannot update a schedule after its run");
+            tracing::error!(schedule = %done.id, %e, "cannot update a schedule after its run");
         }
     }
 
-    async fn succeeded(&self, s: &Schedule) -> Result<(), crate::store::StoreError> {
-        self.deps.store.set_schedule_failures(s.id, 0).await?;
-        if matches!(s.trigger, Trigger::Once(_)) && s.status == ScheduleStatus::Active {
-            self.deps.store.set_schedule_state(s.id, ScheduleStatus::Completed, None).await?;
-        }
-        Ok(())
-    }
-
-    /// A failed run is retried with backoff, and the chat is told each time;
-    /// after `max_retries` the schedule waits for its next regular run.
-    async fn failed(&self, s: &Schedule, why: &str) -> Result<(), crate::store::StoreError> {
-        let store = &self.deps.store;
-        let failures = s.failures + 1;
-        let why: String = why.chars().take(300).collect();
-        let config = &self.deps.config;
-        let text = if s.status != ScheduleStatus::Active {
-            store.set_schedule_failures(s.id, 0).await?;
-            format!("Scheduled task #{} failed ({why}). It is {} now, so it is not retried.", s.id, s.status.as_str())
-        } else if failures <= config.max_retries {
-            let delay = backoff(config.retry_delay, failures);
-            let retry_at = Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default();
-            // The loop sleeps until the earliest next run, so the retry needs no timer of its own.
-            let next = s.next_run.map_or(retry_at, |regular| regular.min(retry_at));
-            store.set_schedule_failures(s.id, failures).await?;
-            store.set_schedule_state(s.id, ScheduleStatus::Active, Some(next)).await?;
-            format!(
-                "Scheduled task #{} failed ({why}). Retrying in {} (retry {failures} of {}).",
-                s.id,
-                humantime::format_duration(delay),
-                config.max_retries
-            )
-        } else {
-            store.set_schedule_failures(s.id, 0).await?;
-            let then = if matches!(s.trigger, Trigger::Once(_)) {
-                store.set_schedule_state(s.id, ScheduleStatus::Completed, None).await?;
-                "It will not run again.".to_owned()
-            } else {
-                s.next_run.map_or_else(String::new, |at| format!("Its next regular run is at {}.", at.to_rfc3339()))
-            };
-            format!(
-                "Scheduled task #{} failed {failures} times in a row ({why}); pincer gave up on this run. {then} \
-                 `pincer tasks runs {}` shows the log.",
-                s.id, s.id
-            )
-        };
-        tracing::warn!(schedule = %s.id, group = %s.group, failures, "a scheduled run failed");
-        self.deps.outbox.notice(&s.group, &text).await;
+    /// A failed run is retried with backoff ([`outcome::after_failure`]), and
+    /// the chat is told each time.
+    async fn failed(&self, id: ScheduleId, why: &str) -> Result<(), crate::store::StoreError> {
+        let (s, after) = outcome::record_failure(&self.deps.store, &self.deps.config, id, why, Utc::now()).await?;
+        tracing::warn!(schedule = %id, group = %s.group, in_a_row = s.failures.saturating_add(1), "a scheduled run failed");
+        self.deps.outbox.notice(&s.group, &after.notice).await;
         Ok(())
     }
 }
@@ -219,19 +177,10 @@ impl Scheduler {
 /// Runs a killed pincer left unfinished are logged as failed, and their
 /// schedules (if still active) run again now: a run is never lost silently.
 async fn recover(store: &Store, now: DateTime<Utc>) -> Result<(), crate::store::StoreError> {
-    for id in store.abandon_unfinished_runs().await? {
-        let s = store.schedule(id).await?;
-        tracing::warn!(schedule = %id, group = %s.group, "a run was cut off when pincer last stopped; running it again");
-        if s.status == ScheduleStatus::Active {
-            store.set_schedule_state(id, ScheduleStatus::Active, Some(now)).await?;
-        }
+    for id in store.abandon_unfinished_runs(now).await? {
+        tracing::warn!(schedule = %id, "a run was cut off when pincer last stopped; running it again if still active");
     }
     Ok(())
-}
-
-/// `delay`, doubled for every further failure in a row, at most an hour.
-fn backoff(delay: Duration, failures: u32) -> Duration {
-    delay.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1))).min(MAX_BACKOFF)
 }
 
 /// The monotonic instant of wall-clock time `at`.
@@ -240,43 +189,4 @@ fn instant_at(at: DateTime<Utc>, now: DateTime<Utc>) -> Instant {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_run_cut_off_by_a_crash_is_logged_as_failed_and_due_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
-        let group: crate::domain::GroupName = "g".parse().unwrap();
-        store.add_group(&group, &crate::store::GroupSettings::default()).await.unwrap();
-        let at = Utc::now() + chrono::Duration::hours(1);
-        let new = crate::store::NewSchedule {
-            group,
-            prompt: "p".into(),
-            trigger: Trigger::Once(at),
-            context: schedule::ContextMode::Group,
-        };
-        let s = store.add_schedule(&new, Some(at)).await.unwrap();
-        // As `fire` leaves a once while it runs: started, nothing next.
-        store.schedule_started(s.id, Utc::now(), None).await.unwrap();
-        store.start_run(&s, Utc::now()).await.unwrap();
-
-        let now = Utc::now();
-        recover(&store, now).await.unwrap();
-        let runs = store.runs(s.id).await.unwrap();
-        assert_eq!(runs[0].outcome, "error");
-        assert!(runs[0].text.as_deref().unwrap().contains("killed or crashed"));
-        let s = store.schedule(s.id).await.unwrap();
-        assert!(s.is_due(now), "{s:?}");
-        recover(&store, now).await.unwrap();
-        assert_eq!(store.runs(s.id).await.unwrap().len(), 1, "recovered once");
-    }
-
-    #[test]
-    fn retries_back_off_and_stay_bounded() {
-        let base = Duration::from_secs(60);
-        assert_eq!(backoff(base, 1), Duration::from_secs(60));
-        assert_eq!(backoff(base, 3), Duration::from_secs(240));
-        assert_eq!(backoff(base, 40), MAX_BACKOFF);
-    }
-}
+mod tests;

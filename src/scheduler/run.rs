@@ -1,14 +1,15 @@
-//! One run of a schedule: log its start, hand its prompt to the router like a
-//! chat message (marked as scheduled), wait for the turn that answers it (at
+//! One run of a schedule, fired (and logged as running) by the scheduler: hand
+//! its prompt to the router like a chat message (marked as scheduled), wait for the turn that answers it (at
 //! most `scheduler.run_timeout`), and log how it ended. The session delivers
 //! the result to the chat itself.
 
 use chrono::Utc;
 use tokio::sync::oneshot;
 
-use super::schedule::{ContextMode, Schedule, ScheduleId, ScheduleStatus};
+use super::schedule::{ContextMode, Schedule, ScheduleId};
 use super::SchedulerDeps;
 use crate::domain::{Inbound, Source};
+use crate::store::RunId;
 
 /// How a run ended, for the scheduler.
 pub(super) struct RunDone {
@@ -23,19 +24,14 @@ pub(super) enum RunEnd {
     Stopped,
 }
 
-pub(super) async fn execute(deps: &SchedulerDeps, s: Schedule) -> RunDone {
+/// Runs a fired schedule; its run row `run` was written as it fired.
+pub(super) async fn execute(deps: &SchedulerDeps, s: Schedule, run: RunId) -> RunDone {
     let id = s.id;
-    let end = match deps.store.start_run(&s, Utc::now()).await {
-        Ok(run) => {
-            let (end, text, cost) = deliver(deps, &s).await;
-            let ok = matches!(end, RunEnd::Ok);
-            if let Err(e) = deps.store.finish_run(run, ok, &text, cost).await {
-                tracing::error!(schedule = %id, %e, "cannot log the end of a scheduled run");
-            }
-            end
-        }
-        Err(e) => RunEnd::Failed(format!("cannot log the run: {e}")),
-    };
+    let (end, text, cost) = deliver(deps, &s).await;
+    let ok = matches!(end, RunEnd::Ok);
+    if let Err(e) = deps.store.finish_run(run, ok, &text, cost).await {
+        tracing::error!(schedule = %id, %e, "cannot log the end of a scheduled run");
+    }
     if matches!(end, RunEnd::Stopped) {
         run_again_at_start(deps, id).await;
     }
@@ -84,16 +80,10 @@ async fn deliver(deps: &SchedulerDeps, s: &Schedule) -> (RunEnd, String, Option<
     }
 }
 
-/// A run cut off by shutdown is due again, so the next start makes it up.
+/// A run cut off by shutdown is due again (if still active), so the next
+/// start makes it up.
 async fn run_again_at_start(deps: &SchedulerDeps, id: ScheduleId) {
-    let result = async {
-        let s = deps.store.schedule(id).await?;
-        if s.status == ScheduleStatus::Active {
-            deps.store.set_schedule_state(id, ScheduleStatus::Active, Some(Utc::now())).await?;
-        }
-        Ok::<_, crate::store::StoreError>(())
-    };
-    if let Err(e) = result.await {
+    if let Err(e) = deps.store.make_due(id, Utc::now()).await {
         tracing::error!(schedule = %id, %e, "cannot mark a cut-off run to run again");
     }
 }

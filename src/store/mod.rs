@@ -37,6 +37,8 @@ pub enum StoreError {
     UnknownGroup(String),
     #[error("there is no scheduled task #{0}: `pincer tasks list` shows them")]
     UnknownSchedule(i64),
+    #[error("scheduled task #{0} kept changing while pincer recorded its run; `pincer tasks runs {0}` shows the log")]
+    ScheduleContended(i64),
     #[error("that chat (or topic) is already bound to group `{0}`: unbind it there first")]
     ChatTaken(String),
     #[error("message {0} was already received")]
@@ -200,14 +202,18 @@ impl Store {
         Ok(TakenContext { lines, omitted, ids })
     }
 
-    /// Context taken for a message the session never took: the next message gets it.
+    /// Context taken for a message the session never took: the next message
+    /// gets it. All of it or none (one transaction), so a failure half-way
+    /// never splits the lines between two messages.
     pub async fn return_context(&self, taken: &TakenContext) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
         for id in &taken.ids {
             sqlx::query("UPDATE inbound SET state = 'observed' WHERE id = ? AND state = 'included'")
                 .bind(id.0)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await?;
         }
+        tx.commit().await?;
         Ok(())
     }
 

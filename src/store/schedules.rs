@@ -143,58 +143,122 @@ impl Store {
         Ok(rows.into_iter().filter_map(schedule_from_row).collect())
     }
 
-    /// Sets a schedule's status and next run together.
-    pub async fn set_schedule_state(
-        &self,
-        id: ScheduleId,
-        status: ScheduleStatus,
-        next_run: Option<DateTime<Utc>>,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE schedules SET status = ?, next_run_us = ? WHERE id = ?")
-            .bind(status.as_str())
-            .bind(next_run.map(us))
+    /// Pauses a schedule unless it was cancelled or completed meanwhile (then
+    /// false): the status is checked by the statement that changes it.
+    pub async fn pause_schedule(&self, id: ScheduleId) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE schedules SET status = 'paused', next_run_us = NULL
+             WHERE id = ? AND status IN ('active', 'paused')",
+        )
+        .bind(id.0)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Cancels a schedule unless it is cancelled already (then false).
+    pub async fn cancel_schedule(&self, id: ScheduleId) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE schedules SET status = 'cancelled', next_run_us = NULL
+             WHERE id = ? AND status IN ('active', 'paused', 'completed')",
+        )
+        .bind(id.0)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// Makes a schedule due at `at` if it is still active (a paused or
+    /// cancelled one stays as it is: false).
+    pub async fn make_due(&self, id: ScheduleId, at: DateTime<Utc>) -> Result<bool, StoreError> {
+        let done = sqlx::query("UPDATE schedules SET next_run_us = ? WHERE id = ? AND status = 'active'")
+            .bind(us(at))
             .bind(id.0)
             .execute(&self.pool)
             .await?;
-        Ok(())
+        Ok(done.rows_affected() > 0)
     }
 
-    /// A run starts now: the last run is now, the next one is `next_run`.
-    pub async fn schedule_started(
+    /// Fires a schedule that is still active and due at `now`: its last run
+    /// is now, its next one `next_run`, and its run is logged as running, in
+    /// one transaction. A pincer killed at any point leaves either all of it
+    /// (recovery finds the running run) or none (the schedule is still due);
+    /// never a spent `once` without a run. `None` if the schedule changed
+    /// since it was read (paused, cancelled, already fired).
+    pub async fn fire_schedule(
         &self,
         id: ScheduleId,
         now: DateTime<Utc>,
         next_run: Option<DateTime<Utc>>,
-    ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE schedules SET last_run_us = ?, next_run_us = ? WHERE id = ?")
-            .bind(us(now))
-            .bind(next_run.map(us))
-            .bind(id.0)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    pub async fn set_schedule_failures(&self, id: ScheduleId, failures: u32) -> Result<(), StoreError> {
-        sqlx::query("UPDATE schedules SET failures = ? WHERE id = ?")
-            .bind(failures)
-            .bind(id.0)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    pub async fn start_run(&self, schedule: &Schedule, started: DateTime<Utc>) -> Result<RunId, StoreError> {
-        let id = sqlx::query(
-            "INSERT INTO schedule_runs (schedule_id, group_name, started_us, outcome) VALUES (?, ?, ?, 'running')",
+    ) -> Result<Option<RunId>, StoreError> {
+        // A write first, so the transaction holds the write lock from its start.
+        let mut tx = self.pool.begin().await?;
+        let fired = sqlx::query(
+            "UPDATE schedules SET last_run_us = ?, next_run_us = ?
+             WHERE id = ? AND status = 'active' AND next_run_us <= ?",
         )
-        .bind(schedule.id.0)
-        .bind(schedule.group.as_str())
-        .bind(us(started))
-        .execute(&self.pool)
+        .bind(us(now))
+        .bind(next_run.map(us))
+        .bind(id.0)
+        .bind(us(now))
+        .execute(&mut *tx)
+        .await?;
+        if fired.rows_affected() == 0 {
+            return Ok(None);
+        }
+        let run = sqlx::query(
+            "INSERT INTO schedule_runs (schedule_id, group_name, started_us, outcome)
+             SELECT id, group_name, ?, 'running' FROM schedules WHERE id = ?",
+        )
+        .bind(us(now))
+        .bind(id.0)
+        .execute(&mut *tx)
         .await?
         .last_insert_rowid();
-        Ok(RunId(id))
+        tx.commit().await?;
+        Ok(Some(RunId(run)))
+    }
+
+    /// A run succeeded: no failures in a row, and a `once` that is still
+    /// active is spent. One statement, whatever changed since the run began.
+    pub async fn schedule_succeeded(&self, id: ScheduleId) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE schedules SET failures = 0,
+                    next_run_us = CASE WHEN kind = 'once' AND status = 'active' THEN NULL ELSE next_run_us END,
+                    status = CASE WHEN kind = 'once' AND status = 'active' THEN 'completed' ELSE status END
+             WHERE id = ?",
+        )
+        .bind(id.0)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Writes a schedule's status, failures and next run together, if they
+    /// are still what `seen` read (false otherwise: read it again and decide
+    /// again). So a change made meanwhile (a cancel, a run-now) is never
+    /// overwritten by a decision taken before it.
+    pub async fn change_schedule_if(
+        &self,
+        seen: &Schedule,
+        status: ScheduleStatus,
+        failures: u32,
+        next_run: Option<DateTime<Utc>>,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE schedules SET status = ?, failures = ?, next_run_us = ?
+             WHERE id = ? AND status = ? AND failures = ? AND next_run_us IS ?",
+        )
+        .bind(status.as_str())
+        .bind(failures)
+        .bind(next_run.map(us))
+        .bind(seen.id.0)
+        .bind(seen.status.as_str())
+        .bind(seen.failures)
+        .bind(seen.next_run.map(us))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     pub async fn finish_run(&self, run: RunId, ok: bool, text: &str, cost_usd: Option<f64>) -> Result<(), StoreError> {
@@ -215,14 +279,25 @@ impl Store {
     }
 
     /// Marks the runs a previous pincer left unfinished (it was killed) as
-    /// failed, and returns their schedules.
-    pub async fn abandon_unfinished_runs(&self) -> Result<Vec<ScheduleId>, StoreError> {
+    /// failed and makes their schedules, if still active, due at `now`; one
+    /// transaction, so a pincer killed while recovering finds them again.
+    /// Returns their schedules.
+    pub async fn abandon_unfinished_runs(&self, now: DateTime<Utc>) -> Result<Vec<ScheduleId>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE schedules SET next_run_us = ? WHERE status = 'active'
+               AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running')",
+        )
+        .bind(us(now))
+        .execute(&mut *tx)
+        .await?;
         let ids: Vec<i64> = sqlx::query_scalar(
             "UPDATE schedule_runs SET outcome = 'error', text = 'pincer stopped during this run (killed or crashed)'
              WHERE outcome = 'running' RETURNING schedule_id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(ids.into_iter().map(ScheduleId).collect())
     }
 

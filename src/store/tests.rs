@@ -179,6 +179,31 @@ async fn observed_messages_are_taken_once_as_context() {
 }
 
 #[tokio::test]
+async fn context_given_back_is_given_back_whole_or_not_at_all() {
+    let (_dir, store) = temp_store().await;
+    let g = group("chat");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    let mut ids = Vec::new();
+    for text in ["one", "two", "three"] {
+        let msg = Inbound::new(g.clone(), Source::Chat(crate::domain::Platform::Telegram), "Bob", text);
+        ids.push(store.insert_inbound(&msg, InboundState::Observed).await.unwrap());
+    }
+    let taken = store.take_context(&g, 5).await.unwrap();
+    // Giving back one of the lines fails (the oldest, which is given back last).
+    let fail = format!(
+        "CREATE TRIGGER fail BEFORE UPDATE OF state ON inbound WHEN OLD.id = {} BEGIN SELECT RAISE(ABORT, 'no'); END",
+        ids[0].0
+    );
+    sqlx::query(&fail).execute(&store.pool).await.unwrap();
+    assert!(store.return_context(&taken).await.is_err());
+    sqlx::query("DROP TRIGGER fail").execute(&store.pool).await.unwrap();
+    let split = store.take_context(&g, 5).await.unwrap();
+    assert!(split.lines.is_empty(), "part of the context went to the next message: {:?}", split.lines);
+    store.return_context(&taken).await.unwrap();
+    assert_eq!(store.take_context(&g, 5).await.unwrap().lines.len(), 3);
+}
+
+#[tokio::test]
 async fn a_second_copy_of_a_platform_message_is_refused() {
     let (_dir, store) = temp_store().await;
     let g = group("wa");

@@ -679,22 +679,23 @@ impl SessionActor {
     fn hold_for_limit(&mut self, limit: &UsageLimit, refused: Vec<PendingMessage>) -> (String, Vec<InboundId>) {
         let now = SystemTime::now();
         let (mut hold, mut again, mut not_resent) = (Vec::new(), Vec::new(), Vec::new());
+        // Checked: the reset time is the CLI's word, and may be anything.
+        let resend = limit.resets_at.and_then(|reset| {
+            let (at, wait) = api_error::resend_at(reset, now, RESEND_MARGIN)?;
+            Some((reset.max(now), at, Instant::now().checked_add(wait)?))
+        });
         for m in refused {
             if m.after_limit {
                 again.push(m.id);
-            } else if limit.resets_at.is_none() || self.watchers.contains_key(&m.id) {
+            } else if resend.is_none() || self.watchers.contains_key(&m.id) {
                 not_resent.push(m.id);
             } else {
                 hold.push(m);
             }
         }
         let mut lines = Vec::new();
-        if let (false, Some(reset)) = (hold.is_empty(), limit.resets_at) {
-            // A reset already past (a clock behind the API's) still waits the margin.
-            let reset = reset.max(now);
+        if let (false, Some((reset, at, deadline))) = (hold.is_empty(), resend) {
             lines.push(api_error::usage_limit_text(limit, LimitPlan::ResendAt(reset), hold.len(), self.zone, now));
-            let at = reset + RESEND_MARGIN;
-            let deadline = Instant::now() + at.duration_since(now).unwrap_or_default();
             tracing::info!(group = %self.group, messages = hold.len(), at = %humantime::format_rfc3339_seconds(at), "usage limit reached; holding messages until it resets");
             match self.held.as_mut() {
                 Some(held) => {

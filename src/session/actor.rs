@@ -25,6 +25,7 @@ use crate::domain::{
 };
 use crate::groups;
 use crate::sandbox::proxy::KeyLease;
+use crate::sandbox::IsolatedHome;
 use crate::store::{GroupRecord, GroupSettings, InboundState, StoreError};
 
 /// A live CLI process and what belongs to it.
@@ -146,6 +147,8 @@ pub(super) struct SessionActor {
     next_request: u64,
     /// A throwaway session (an isolated scheduled run): its session id is never stored.
     isolated: bool,
+    /// An isolated run's CLI home, made at its first start and removed with the actor.
+    own_home: Option<IsolatedHome>,
     /// Who waits to hear how the turn answering a message ended.
     watchers: HashMap<InboundId, oneshot::Sender<TurnOutcome>>,
     /// What the current turn printed about an API error before its result.
@@ -200,6 +203,7 @@ impl SessionActor {
             crashes: 0,
             next_request: 0,
             isolated: false,
+            own_home: None,
             watchers: HashMap::new(),
             seen: Seen::default(),
             hangs: 0,
@@ -428,14 +432,26 @@ impl SessionActor {
             self.give_up(&text).await;
             return false;
         }
-        let launch = match self.deps.launcher.launch(&self.group, resume.as_deref(), self.policy.is_main).await {
-            Ok(launch) => launch,
-            Err(e) => {
-                tracing::error!(group = %self.group, %e, "cannot prepare the CLI's sandbox");
-                self.give_up(&format!("{e}. Your message was not answered; fix this, then send it again.")).await;
-                return false;
+        if self.isolated && self.own_home.is_none() {
+            match self.deps.launcher.isolated_home(&self.group) {
+                Ok(home) => self.own_home = home,
+                Err(e) => {
+                    tracing::error!(group = %self.group, %e, "cannot prepare the isolated run's CLI home");
+                    self.give_up(&format!("{e}. Your message was not answered; fix this, then send it again.")).await;
+                    return false;
+                }
             }
-        };
+        }
+        let own_home = self.own_home.as_ref().map(IsolatedHome::path);
+        let launch =
+            match self.deps.launcher.launch(&self.group, resume.as_deref(), self.policy.is_main, own_home).await {
+                Ok(launch) => launch,
+                Err(e) => {
+                    tracing::error!(group = %self.group, %e, "cannot prepare the CLI's sandbox");
+                    self.give_up(&format!("{e}. Your message was not answered; fix this, then send it again.")).await;
+                    return false;
+                }
+            };
         let spec = launch.spec;
         match CliProcess::spawn(&spec) {
             Ok((process, lines)) => {

@@ -219,20 +219,21 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
-        rows.sort_by_key(|r| std::cmp::Reverse(r.get::<i64, _>(0)));
+        // (`id` is the rowid, always an integer.)
+        let id = |r: &SqliteRow| r.try_get::<i64, _>(0).unwrap_or_default();
+        rows.sort_by_key(|r| std::cmp::Reverse(id(r)));
         let omitted = rows.len().saturating_sub(limit);
-        let ids = rows.iter().map(|r| InboundId(r.get(0))).collect();
-        let mut lines: Vec<ChatLine> = rows
-            .into_iter()
-            .take(limit)
-            .map(|r| ChatLine {
-                sender: r.get(1),
-                sender_id: r.get(5),
-                sent_at: r.get::<Option<i64>, _>(2).map_or(UNIX_EPOCH, from_unix_us),
-                reply_to: r.get(3),
-                text: r.get(4),
+        let ids = rows.iter().map(|r| InboundId(id(r))).collect();
+        let newest = rows.get(..limit.min(rows.len())).unwrap_or_default();
+        let mut lines: Vec<ChatLine> = readable("inbound", newest, |r| {
+            Ok(ChatLine {
+                sender: r.try_get(1)?,
+                sender_id: r.try_get(5)?,
+                sent_at: r.try_get::<Option<i64>, _>(2)?.map_or(UNIX_EPOCH, from_unix_us),
+                reply_to: r.try_get(3)?,
+                text: r.try_get(4)?,
             })
-            .collect();
+        });
         lines.reverse();
         Ok(TakenContext { lines, omitted, ids })
     }
@@ -376,17 +377,16 @@ impl Store {
         .bind(group.as_str())
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| PermissionDecision {
-                tool_name: r.get(0),
-                tool_use_id: r.get(1),
-                input: r.get(2),
-                allowed: r.get(3),
-                message: r.get(4),
-                decided_by: r.get(5),
+        Ok(readable("permission_decisions", &rows, |r| {
+            Ok(PermissionDecision {
+                tool_name: r.try_get(0)?,
+                tool_use_id: r.try_get(1)?,
+                input: r.try_get(2)?,
+                allowed: r.try_get(3)?,
+                message: r.try_get(4)?,
+                decided_by: r.try_get(5)?,
             })
-            .collect())
+        }))
     }
 
     pub async fn record_session_event(
@@ -413,7 +413,7 @@ impl Store {
             .bind(group.as_str())
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+        Ok(readable("session_events", &rows, |r| Ok((r.try_get(0)?, r.try_get(1)?))))
     }
 }
 

@@ -334,3 +334,32 @@ async fn other_rows_changed_outside_pincer_are_skipped_never_a_panic() {
     raw(&store, &run).await;
     assert!(store.runs(good.id).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn context_and_history_rows_changed_outside_pincer_are_skipped_never_a_panic() {
+    let (_dir, store) = temp_store().await;
+    let g = group("a");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    store
+        .insert_inbound(&Inbound::new(g.clone(), Source::Console, "me", "fine"), InboundState::Observed)
+        .await
+        .unwrap();
+    raw(
+        &store,
+        "INSERT INTO inbound (group_name, at_us, source, sender, text, sent_at_us, state)
+                 VALUES ('a', 2, 'telegram', 'x', 'odd time', 'noon', 'observed')",
+    )
+    .await;
+    raw(
+        &store,
+        "INSERT INTO inbound (group_name, at_us, source, sender, text, state)
+                 VALUES ('a', 'later', 'telegram', 'x', 'odd order', 'answered')",
+    )
+    .await;
+    let taken = store.take_context(&g, 10).await.unwrap();
+    assert_eq!(taken.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["fine"]);
+    assert_eq!(taken.ids.len(), 2, "both were taken, so neither comes back as context");
+    let history = store.history(&g, 10).await.unwrap();
+    assert!(history.iter().all(|e| !matches!(e, HistoryEntry::Inbound { text, .. } if text == "odd order")));
+    assert!(!history.is_empty());
+}

@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -322,10 +322,19 @@ pub const NAME_CHARS: usize = 64;
 /// How many characters of "who and what this answers" the agent reads.
 pub const REPLY_TO_CHARS: usize = 200;
 
+/// `t` as humantime's RFC 3339 stamp (to the second), brought into the range
+/// it prints (1970 to 9999) first: before 1970 it panics, after 9999 its
+/// `Display` fails (and `to_string` panics). A time from a platform or from
+/// the store may be anything.
+pub fn printable_time(t: SystemTime) -> humantime::Rfc3339Timestamp {
+    const LAST: Duration = Duration::from_secs(253_402_300_799);
+    humantime::format_rfc3339_seconds(t.clamp(UNIX_EPOCH, UNIX_EPOCH + LAST))
+}
+
 impl ChatLine {
     /// `<message from="Alice" admin="yes" at="2026-11-22 09:05 UTC" reply-to="Bob: lunch?">text</message>`
     pub fn render(&self, admins: &[String]) -> String {
-        let stamp = humantime::format_rfc3339_seconds(self.sent_at).to_string();
+        let stamp = printable_time(self.sent_at).to_string();
         // "2026-11-22T09:05:00Z" → "2026-11-22 09:05 UTC": shorter for the model, still unambiguous.
         let stamp = match (stamp.get(..10), stamp.get(11..16)) {
             (Some(day), Some(time)) => format!("{day} {time} UTC"),
@@ -542,6 +551,20 @@ mod tests {
         msg.sender_id = Some(id.to_owned());
         msg.sent_at = at();
         msg
+    }
+
+    #[test]
+    fn a_message_time_out_of_any_printable_range_is_still_rendered() {
+        // As the store gives back a corrupted `sent_at_us`, or a platform an odd date.
+        let far = crate::store::from_unix_us(i64::MAX);
+        let before = SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(1);
+        for (t, stamp) in [(far, "9999-12-31 23:59 UTC"), (before, "1970-01-01 00:00 UTC")] {
+            let mut msg = chat("Alice", "42", "hi");
+            msg.sent_at = t;
+            let prompt = msg.prompt(&Missed::default(), &[]);
+            assert!(prompt.contains(&format!("at=\"{stamp}\"")), "{prompt}");
+        }
+        assert_eq!(printable_time(far).to_string(), "9999-12-31T23:59:59Z");
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub fn describe_status(group: &GroupStatus) -> String {
 }
 
 fn clock(t: SystemTime) -> String {
-    let stamp = humantime::format_rfc3339_seconds(t).to_string();
+    let stamp = crate::domain::printable_time(t).to_string();
     stamp.get(11..16).map_or(stamp.clone(), |hm| format!("{hm} UTC"))
 }
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use super::egress::{EgressService, Policy};
+use super::isolated::{self, IsolatedHome};
 use super::mounts::{self, MountError, MountTable, Protected};
 use super::proxy::{Credential, KeyLease, Proxy, ProxyError};
 use super::{bwrap, docker, env, Availability, Confinement, SandboxMode};
@@ -139,8 +140,11 @@ impl Launcher {
                 return Err(e);
             }
         }
-        // Only this data directory's containers: its lock is held (by the
-        // caller), so they are a killed pincer's, never a live one's.
+        // Only this data directory's containers and homes: its lock is held
+        // (by the caller), so they are a killed pincer's, never a live one's.
+        if let Err(e) = isolated::clear(&launcher.data_dir) {
+            tracing::warn!(%e, "cannot remove the CLI homes of isolated runs an earlier pincer left");
+        }
         if wants_docker {
             docker::remove_stale_env_files(&launcher.data_dir.join("run"));
         }
@@ -201,8 +205,34 @@ impl Launcher {
         Ok(confinement)
     }
 
-    /// The next CLI process of `group`, resuming `resume` if given.
-    pub async fn launch(&self, group: &GroupName, resume: Option<&str>, main: bool) -> Result<Launch, SandboxError> {
+    /// A fresh CLI home for an isolated run of `group`, removed when dropped;
+    /// `None` when the group runs unconfined (it keeps pincer's HOME, see
+    /// [`isolated`]).
+    pub fn isolated_home(&self, group: &GroupName) -> Result<Option<IsolatedHome>, SandboxError> {
+        let confinement = self.resolve(group.as_str())?;
+        if confinement == Confinement::None {
+            return Ok(None);
+        }
+        let io = |source| SandboxError::Io { group: group.to_string(), source };
+        let home = IsolatedHome::create(&self.data_dir, group).map_err(io)?;
+        // A container of root's pincer runs as the image's user: the home must be its.
+        if confinement == Confinement::Docker && nix::unistd::getuid().is_root() {
+            let id = Some(bwrap::AGENT_ID);
+            nix::unistd::chown(home.path(), id.map(nix::unistd::Uid::from_raw), id.map(nix::unistd::Gid::from_raw))
+                .map_err(|e| io(e.into()))?;
+        }
+        Ok(Some(home))
+    }
+
+    /// The next CLI process of `group`, resuming `resume` if given; in
+    /// `own_home` (an isolated run's) instead of the group's home if given.
+    pub async fn launch(
+        &self,
+        group: &GroupName,
+        resume: Option<&str>,
+        main: bool,
+        own_home: Option<&Path>,
+    ) -> Result<Launch, SandboxError> {
         // A store from before names were reserved may hold one: its agent never runs.
         groups::check_not_reserved(group).map_err(SandboxError::Reserved)?;
         let confinement = self.resolve(group.as_str())?;
@@ -226,8 +256,14 @@ impl Launcher {
         }
         let proxy = self.proxy.as_ref().ok_or(SandboxError::NoCredential)?;
         let io = |source| SandboxError::Io { group: group.to_string(), source };
-        let home = self.data_dir.join("homes").join(group.as_str());
-        crate::private::create_dir(&home).map_err(io)?;
+        let home = match own_home {
+            Some(home) => home.to_owned(),
+            None => {
+                let home = self.data_dir.join("homes").join(group.as_str());
+                crate::private::create_dir(&home).map_err(io)?;
+                home
+            }
+        };
         let lease = proxy.lease(group.as_str());
         let settings = self.config.sandbox.group(group.as_str());
         let inside_global = Path::new(bwrap::GLOBAL).join("CLAUDE.md");

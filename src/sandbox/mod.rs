@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod egress;
 pub mod env;
 pub mod forward;
+mod isolated;
 mod launch;
 pub mod mounts;
 pub mod proxy;
@@ -28,6 +29,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use isolated::IsolatedHome;
 pub use launch::{Launch, Launcher, SandboxError, UNCONFINED_WARNING};
 
 use crate::config::Secret;

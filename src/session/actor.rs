@@ -25,6 +25,7 @@ use crate::domain::{
 };
 use crate::groups;
 use crate::sandbox::proxy::KeyLease;
+use crate::sandbox::IsolatedHome;
 use crate::store::{GroupRecord, GroupSettings, InboundState, StoreError};
 
 /// A live CLI process and what belongs to it.
@@ -162,6 +163,8 @@ pub(super) struct SessionActor {
     next_request: u64,
     /// A throwaway session (an isolated scheduled run): its session id is never stored.
     isolated: bool,
+    /// An isolated run's CLI home, made at its first start and removed with the actor.
+    own_home: Option<IsolatedHome>,
     /// Who waits to hear how the turn answering a message ended.
     watchers: HashMap<InboundId, oneshot::Sender<TurnOutcome>>,
     /// What the current turn printed about an API error before its result.
@@ -216,6 +219,7 @@ impl SessionActor {
             crashes: 0,
             next_request: 0,
             isolated: false,
+            own_home: None,
             watchers: HashMap::new(),
             seen: Seen::default(),
             hangs: 0,
@@ -444,14 +448,26 @@ impl SessionActor {
             self.give_up(&text).await;
             return false;
         }
-        let launch = match self.deps.launcher.launch(&self.group, resume.as_deref(), self.policy.is_main).await {
-            Ok(launch) => launch,
-            Err(e) => {
-                tracing::error!(group = %self.group, %e, "cannot prepare the CLI's sandbox");
-                self.give_up(&format!("{e}. Your message was not answered; fix this, then send it again.")).await;
-                return false;
+        if self.isolated && self.own_home.is_none() {
+            match self.deps.launcher.isolated_home(&self.group) {
+                Ok(home) => self.own_home = home,
+                Err(e) => {
+                    tracing::error!(group = %self.group, %e, "cannot prepare the isolated run's CLI home");
+                    self.give_up(&format!("{e}. Your message was not answered; fix this, then send it again.")).await;
+                    return false;
+                }
             }
-        };
+        }
+        let own_home = self.own_home.as_ref().map(IsolatedHome::path);
+        let launch =
+            match self.deps.launcher.launch(&self.group, resume.as_deref(), self.policy.is_main, own_home).await {
+                Ok(launch) => launch,
+                Err(e) => {
+                    tracing::error!(group = %self.group, %e, "cannot prepare the CLI's sandbox");
+                    self.give_up(&format!("{e}. Your message was not answered; fix this, then send it again.")).await;
+                    return false;
+                }
+            };
         let spec = launch.spec;
         match CliProcess::spawn(&spec) {
             Ok((process, lines)) => {
@@ -695,22 +711,23 @@ impl SessionActor {
     fn hold_for_limit(&mut self, limit: &UsageLimit, refused: Vec<PendingMessage>) -> (String, Vec<InboundId>) {
         let now = SystemTime::now();
         let (mut hold, mut again, mut not_resent) = (Vec::new(), Vec::new(), Vec::new());
+        // Checked: the reset time is the CLI's word, and may be anything.
+        let resend = limit.resets_at.and_then(|reset| {
+            let (at, wait) = api_error::resend_at(reset, now, RESEND_MARGIN)?;
+            Some((reset.max(now), at, Instant::now().checked_add(wait)?))
+        });
         for m in refused {
             if m.after_limit {
                 again.push(m.id);
-            } else if limit.resets_at.is_none() || self.watchers.contains_key(&m.id) {
+            } else if resend.is_none() || self.watchers.contains_key(&m.id) {
                 not_resent.push(m.id);
             } else {
                 hold.push(m);
             }
         }
         let mut lines = Vec::new();
-        if let (false, Some(reset)) = (hold.is_empty(), limit.resets_at) {
-            // A reset already past (a clock behind the API's) still waits the margin.
-            let reset = reset.max(now);
+        if let (false, Some((reset, at, deadline))) = (hold.is_empty(), resend) {
             lines.push(api_error::usage_limit_text(limit, LimitPlan::ResendAt(reset), hold.len(), self.zone, now));
-            let at = reset + RESEND_MARGIN;
-            let deadline = Instant::now() + at.duration_since(now).unwrap_or_default();
             tracing::info!(group = %self.group, messages = hold.len(), at = %humantime::format_rfc3339_seconds(at), "usage limit reached; holding messages until it resets");
             match self.held.as_mut() {
                 Some(held) => {

@@ -141,8 +141,24 @@ fn without_report(result: &TurnResult, end: &TurnEnd) -> TurnFailure {
     }
 }
 
+/// The latest `resetsAt` taken as a time (9999-12-30T23:59:59Z): a day short of
+/// the last second chrono and humantime can print, so a reset plus pincer's
+/// margin still can be. A later one (or a negative one, or milliseconds where
+/// seconds belong) is no time pincer can name or wait for: it reads as unknown.
+const LATEST_RESET: u64 = 253_402_214_399;
+
 fn unix_time(seconds: i64) -> Option<SystemTime> {
-    u64::try_from(seconds).ok().map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s))
+    let seconds = u64::try_from(seconds).ok().filter(|&s| s <= LATEST_RESET)?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
+}
+
+/// When messages a usage limit refused go out again, and how long from `now`
+/// that is: `margin` after `reset`, and a reset already past (a clock behind
+/// the API's) still waits the margin. `None` when that time cannot be
+/// represented; then the messages are not held.
+pub fn resend_at(reset: SystemTime, now: SystemTime, margin: Duration) -> Option<(SystemTime, Duration)> {
+    let at = reset.max(now).checked_add(margin)?;
+    Some((at, at.duration_since(now).unwrap_or_default()))
 }
 
 /// "your message was not answered", for as many messages as the turn held.
@@ -267,14 +283,24 @@ fn limit_name(limit_type: &str) -> String {
 }
 
 /// `15:00 (Europe/Berlin)`, with the day when it is not today there.
+/// A time chrono cannot hold (before 1970 or past its range) reads as unknown.
 pub fn local_time(at: SystemTime, zone: Tz, now: SystemTime) -> String {
-    let at = DateTime::<Utc>::from(at).with_timezone(&zone);
-    let today = DateTime::<Utc>::from(now).with_timezone(&zone).date_naive();
+    let (Some(at), Some(now)) = (utc(at), utc(now)) else {
+        return "an unknown time".to_owned();
+    };
+    let at = at.with_timezone(&zone);
+    let today = now.with_timezone(&zone).date_naive();
     if at.date_naive() == today {
         format!("{} ({zone})", at.format("%H:%M"))
     } else {
         format!("{} ({zone})", at.format("%a %-d %b %H:%M"))
     }
+}
+
+/// `t` as chrono's UTC time, without `From`'s panic on times out of its range.
+fn utc(t: SystemTime) -> Option<DateTime<Utc>> {
+    let seconds = i64::try_from(t.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_secs()).ok()?;
+    DateTime::from_timestamp(seconds, 0)
 }
 
 #[cfg(test)]

@@ -87,12 +87,16 @@ impl Store {
         .bind(platform.as_str())
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| ChannelHealth {
-            state: r.get(0),
-            detail: r.get(1),
-            linked_as: r.get(2),
-            changed_at_us: r.get(3),
-            last_inbound_us: r.get(4),
-        }))
+        let read = |r: &sqlx::sqlite::SqliteRow| {
+            Ok(ChannelHealth {
+                state: r.try_get(0)?,
+                detail: r.try_get(1)?,
+                linked_as: r.try_get(2)?,
+                changed_at_us: r.try_get(3)?,
+                last_inbound_us: r.try_get(4)?,
+            })
+        };
+        let bad = |source| StoreError::BadRow { table: "channel_health", key: platform.to_string(), source };
+        row.map(|r| read(&r).map_err(bad)).transpose()
     }
 }

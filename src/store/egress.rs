@@ -117,22 +117,21 @@ impl Store {
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| EgressDecision {
+        Ok(super::readable("egress_decisions", &rows, |r| {
+            Ok(EgressDecision {
                 group: group.clone(),
-                at_us: r.get("at_us"),
-                closed_at_us: r.get("closed_at_us"),
-                via: EgressVia::parse(&r.get::<String, _>("via")),
-                host: r.get("host"),
-                port: u16::try_from(r.get::<i64, _>("port")).unwrap_or(0),
-                verdict: EgressVerdict::parse(&r.get::<String, _>("verdict")),
-                reason: r.get("reason"),
-                address: r.get("address"),
-                bytes_up: u64::try_from(r.get::<i64, _>("bytes_up")).unwrap_or(0),
-                bytes_down: u64::try_from(r.get::<i64, _>("bytes_down")).unwrap_or(0),
+                at_us: r.try_get("at_us")?,
+                closed_at_us: r.try_get("closed_at_us")?,
+                via: EgressVia::parse(&r.try_get::<String, _>("via")?),
+                host: r.try_get("host")?,
+                port: u16::try_from(r.try_get::<i64, _>("port")?).unwrap_or(0),
+                verdict: EgressVerdict::parse(&r.try_get::<String, _>("verdict")?),
+                reason: r.try_get("reason")?,
+                address: r.try_get("address")?,
+                bytes_up: u64::try_from(r.try_get::<i64, _>("bytes_up")?).unwrap_or(0),
+                bytes_down: u64::try_from(r.try_get::<i64, _>("bytes_down")?).unwrap_or(0),
             })
-            .collect())
+        }))
     }
 }
 

@@ -4,7 +4,7 @@
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
-use super::{now_us, Store, StoreError};
+use super::{bad_row, now_us, readable, Store, StoreError};
 use crate::domain::{ChatAddress, GroupName, Platform, ToolsFor};
 
 /// What an operator chooses for a group (`pincer groups add/set`).
@@ -86,12 +86,14 @@ impl Store {
     pub async fn group(&self, name: &str) -> Result<GroupRecord, StoreError> {
         let row =
             sqlx::query(&format!("{SELECT_GROUP} WHERE g.name = ?")).bind(name).fetch_optional(&self.pool).await?;
-        row.map(group_from_row).ok_or_else(|| StoreError::UnknownGroup(name.to_owned()))
+        let row = row.ok_or_else(|| StoreError::UnknownGroup(name.to_owned()))?;
+        group_from_row(&row).map_err(|source| bad_group(&row, source))
     }
 
+    /// Every group that reads; a row that does not is logged and left out.
     pub async fn groups(&self) -> Result<Vec<GroupRecord>, StoreError> {
         let rows = sqlx::query(&format!("{SELECT_GROUP} ORDER BY g.name")).fetch_all(&self.pool).await?;
-        Ok(rows.into_iter().map(group_from_row).collect())
+        Ok(readable("groups", &rows, group_from_row))
     }
 
     /// The group a chat message belongs to: the one bound to its thread,
@@ -106,7 +108,7 @@ impl Store {
         .bind(&at.thread)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(group_from_row))
+        row.map(|row| group_from_row(&row).map_err(|source| bad_group(&row, source))).transpose()
     }
 
     /// A chat got a new id on its platform (a Telegram group that became a
@@ -217,31 +219,33 @@ async fn write_settings(
     super::outbox::follow_binding(tx, name).await
 }
 
-fn group_from_row(row: SqliteRow) -> GroupRecord {
-    let name: String = row.get(0);
+fn bad_group(row: &SqliteRow, source: sqlx::Error) -> StoreError {
+    StoreError::BadRow { table: "groups", key: super::row_key(row), source }
+}
+
+fn group_from_row(row: &SqliteRow) -> Result<GroupRecord, sqlx::Error> {
+    let name: String = row.try_get(0)?;
     let list = |json: Option<String>| json.and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok());
-    let platform: Option<String> = row.get(9);
-    let chat = platform.as_deref().and_then(Platform::parse).map(|platform| ChatAddress {
-        platform,
-        chat: row.get(10),
-        thread: row.get(11),
-    });
-    GroupRecord {
-        // Names were validated before they were stored.
-        name: name.parse().expect("stored group names are valid"),
-        created_at_us: row.get(1),
-        session_id: row.get(2),
+    let platform: Option<String> = row.try_get(9)?;
+    let chat = match platform.as_deref().and_then(Platform::parse) {
+        Some(platform) => Some(ChatAddress { platform, chat: row.try_get(10)?, thread: row.try_get(11)? }),
+        None => None,
+    };
+    Ok(GroupRecord {
+        name: name.parse().map_err(|e| bad_row(format!("group name {name:?}: {e}")))?,
+        created_at_us: row.try_get(1)?,
+        session_id: row.try_get(2)?,
         settings: GroupSettings {
-            allowed_tools: list(row.get(3)),
-            trigger: row.get(4),
-            requires_trigger: row.get(5),
-            admins: list(row.get(6)).unwrap_or_default(),
+            allowed_tools: list(row.try_get(3)?),
+            trigger: row.try_get(4)?,
+            requires_trigger: row.try_get(5)?,
+            admins: list(row.try_get(6)?).unwrap_or_default(),
             chat,
-            main: row.get(12),
+            main: row.try_get(12)?,
             // Only `as_str` values are written; anything else reads as the stricter choice.
-            tools: row.get::<String, _>(13).parse().unwrap_or(ToolsFor::Admins),
+            tools: row.try_get::<String, _>(13)?.parse().unwrap_or(ToolsFor::Admins),
         },
-        active: row.get(7),
-        inactive_reason: row.get(8),
-    }
+        active: row.try_get(7)?,
+        inactive_reason: row.try_get(8)?,
+    })
 }

@@ -145,23 +145,26 @@ impl Store {
     /// The newest `limit` entries of a group's history, oldest first.
     pub async fn history(&self, group: &GroupName, limit: u32) -> Result<Vec<HistoryEntry>, StoreError> {
         let rows = sqlx::query(HISTORY_SQL).bind(group.as_str()).bind(i64::from(limit)).fetch_all(&self.pool).await?;
-        Ok(rows.iter().map(entry_from_row).collect())
+        Ok(super::readable("history", &rows, entry_from_row))
     }
 }
 
-fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
-    let kind: String = row.get("kind");
-    let at_us: i64 = row.get("at_us");
-    let a: Option<String> = row.get("a");
-    let b: Option<String> = row.get("b");
-    let c: Option<String> = row.get("c");
-    let d: Option<String> = row.get("d");
-    let delivery = row.get::<Option<String>, _>("ds").map(|state| Delivery {
-        state,
-        to: row.get::<Option<String>, _>("dt").unwrap_or_default(),
-        error: row.get("de"),
-    });
-    match kind.as_str() {
+fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<HistoryEntry, sqlx::Error> {
+    let kind: String = row.try_get("kind")?;
+    let at_us: i64 = row.try_get("at_us")?;
+    let a: Option<String> = row.try_get("a")?;
+    let b: Option<String> = row.try_get("b")?;
+    let c: Option<String> = row.try_get("c")?;
+    let d: Option<String> = row.try_get("d")?;
+    let delivery = match row.try_get::<Option<String>, _>("ds")? {
+        Some(state) => Some(Delivery {
+            state,
+            to: row.try_get::<Option<String>, _>("dt")?.unwrap_or_default(),
+            error: row.try_get("de")?,
+        }),
+        None => None,
+    };
+    Ok(match kind.as_str() {
         "inbound" => HistoryEntry::Inbound {
             at_us,
             source: a.unwrap_or_default(),
@@ -175,9 +178,9 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
             subtype: b.unwrap_or_default(),
             text: c,
             origin: d,
-            is_error: row.get::<Option<bool>, _>("is_error").unwrap_or(false),
-            cost_usd: row.get("cost"),
-            duration_ms: row.get("dur"),
+            is_error: row.try_get::<Option<bool>, _>("is_error")?.unwrap_or(false),
+            cost_usd: row.try_get("cost")?,
+            duration_ms: row.try_get("dur")?,
             delivery,
         },
         "message" => {
@@ -185,8 +188,8 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
         }
         "notice" => HistoryEntry::Notice { at_us, text: a.unwrap_or_default(), delivery },
         _ => {
-            let e: Option<String> = row.get("e");
-            let f: Option<String> = row.get("f");
+            let e: Option<String> = row.try_get("e")?;
+            let f: Option<String> = row.try_get("f")?;
             // summary and description travel in one column, split by a unit separator.
             let (summary, description) = f.as_deref().and_then(|f| f.split_once('\u{1f}')).unwrap_or_default();
             let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
@@ -201,5 +204,5 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> HistoryEntry {
                 description: non_empty(description),
             }
         }
-    }
+    })
 }

@@ -16,7 +16,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source, TaskFrame, TurnResult};
@@ -49,6 +49,43 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database error: {0}")]
     Sql(#[from] sqlx::Error),
+    #[error(
+        "a stored row of `{table}` ({key}) cannot be read, so it was changed outside pincer: {source}. \
+         Fix or delete that row with sqlite3"
+    )]
+    BadRow { table: &'static str, key: String, source: sqlx::Error },
+}
+
+/// Why a stored row does not read as what its table holds.
+fn bad_row(why: impl std::fmt::Display) -> sqlx::Error {
+    sqlx::Error::Decode(why.to_string().into())
+}
+
+/// `read` over `rows`, each row that does not read logged and skipped: a row
+/// changed outside pincer (by hand, by another program) must not take a
+/// listing, or pincer, down with it. Every read is `try_get`, never `get`,
+/// which panics on a value of another type.
+fn readable<T>(table: &'static str, rows: &[SqliteRow], read: impl Fn(&SqliteRow) -> Result<T, sqlx::Error>) -> Vec<T> {
+    rows.iter()
+        .filter_map(|row| match read(row) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                tracing::error!(
+                    table, row = %row_key(row), %e,
+                    "skipping a stored row that cannot be read (changed outside pincer?); fix or delete it with sqlite3"
+                );
+                None
+            }
+        })
+        .collect()
+}
+
+/// The row's first column (its id or name), to name it in a log line.
+fn row_key(row: &SqliteRow) -> String {
+    row.try_get::<i64, _>(0)
+        .map(|id| id.to_string())
+        .or_else(|_| row.try_get::<String, _>(0))
+        .unwrap_or_else(|_| "?".to_owned())
 }
 
 /// Where an inbound message is in its life.
@@ -184,20 +221,21 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
-        rows.sort_by_key(|r| std::cmp::Reverse(r.get::<i64, _>(0)));
+        // (`id` is the rowid, always an integer.)
+        let id = |r: &SqliteRow| r.try_get::<i64, _>(0).unwrap_or_default();
+        rows.sort_by_key(|r| std::cmp::Reverse(id(r)));
         let omitted = rows.len().saturating_sub(limit);
-        let ids = rows.iter().map(|r| InboundId(r.get(0))).collect();
-        let mut lines: Vec<ChatLine> = rows
-            .into_iter()
-            .take(limit)
-            .map(|r| ChatLine {
-                sender: r.get(1),
-                sender_id: r.get(5),
-                sent_at: r.get::<Option<i64>, _>(2).map_or(UNIX_EPOCH, from_unix_us),
-                reply_to: r.get(3),
-                text: r.get(4),
+        let ids = rows.iter().map(|r| InboundId(id(r))).collect();
+        let newest = rows.get(..limit.min(rows.len())).unwrap_or_default();
+        let mut lines: Vec<ChatLine> = readable("inbound", newest, |r| {
+            Ok(ChatLine {
+                sender: r.try_get(1)?,
+                sender_id: r.try_get(5)?,
+                sent_at: r.try_get::<Option<i64>, _>(2)?.map_or(UNIX_EPOCH, from_unix_us),
+                reply_to: r.try_get(3)?,
+                text: r.try_get(4)?,
             })
-            .collect();
+        });
         lines.reverse();
         Ok(TakenContext { lines, omitted, ids })
     }
@@ -228,20 +266,17 @@ impl Store {
         )
         .fetch_all(&self.pool)
         .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let (Ok(group), Some(source)) =
-                (row.get::<String, _>(1).parse::<GroupName>(), Source::parse(&row.get::<String, _>(2)))
-            else {
-                continue;
-            };
-            let mut msg = Inbound::new(group, source, row.get::<String, _>(3), row.get::<String, _>(5));
-            msg.sender_id = row.get(4);
-            msg.sent_at = row.get::<Option<i64>, _>(6).map_or(UNIX_EPOCH, from_unix_us);
-            msg.reply_to = row.get(7);
-            out.push((InboundId(row.get(0)), msg));
-        }
-        Ok(out)
+        Ok(readable("inbound", &rows, |row| {
+            let group: String = row.try_get(1)?;
+            let group = group.parse::<GroupName>().map_err(|e| bad_row(format!("group name {group:?}: {e}")))?;
+            let source: String = row.try_get(2)?;
+            let source = Source::parse(&source).ok_or_else(|| bad_row(format!("no source {source:?}")))?;
+            let mut msg = Inbound::new(group, source, row.try_get::<String, _>(3)?, row.try_get::<String, _>(5)?);
+            msg.sender_id = row.try_get(4)?;
+            msg.sent_at = row.try_get::<Option<i64>, _>(6)?.map_or(UNIX_EPOCH, from_unix_us);
+            msg.reply_to = row.try_get(7)?;
+            Ok((InboundId(row.try_get(0)?), msg))
+        }))
     }
 
     pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
@@ -348,17 +383,16 @@ impl Store {
         .bind(group.as_str())
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| PermissionDecision {
-                tool_name: r.get(0),
-                tool_use_id: r.get(1),
-                input: r.get(2),
-                allowed: r.get(3),
-                message: r.get(4),
-                decided_by: r.get(5),
+        Ok(readable("permission_decisions", &rows, |r| {
+            Ok(PermissionDecision {
+                tool_name: r.try_get(0)?,
+                tool_use_id: r.try_get(1)?,
+                input: r.try_get(2)?,
+                allowed: r.try_get(3)?,
+                message: r.try_get(4)?,
+                decided_by: r.try_get(5)?,
             })
-            .collect())
+        }))
     }
 
     pub async fn record_session_event(
@@ -385,7 +419,7 @@ impl Store {
             .bind(group.as_str())
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.into_iter().map(|r| (r.get(0), r.get(1))).collect())
+        Ok(readable("session_events", &rows, |r| Ok((r.try_get(0)?, r.try_get(1)?))))
     }
 }
 

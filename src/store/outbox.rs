@@ -12,7 +12,7 @@
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, Transaction};
 
-use super::{now_us, Store, StoreError};
+use super::{bad_row, now_us, Store, StoreError};
 use crate::domain::{ChatAddress, GroupName, OutboundKind, Platform};
 
 /// Row id of an outbox entry.
@@ -200,8 +200,33 @@ impl Store {
         Ok(rows.into_iter().map(|(chat, thread)| ChatAddress { platform, chat, thread }).collect())
     }
 
-    /// The oldest reply waiting for a chat, unless its group is inactive.
+    /// The oldest reply waiting for a chat, unless its group is inactive. A
+    /// row that does not read (changed outside pincer) is marked failed, with
+    /// why, and the next one is taken: left queued, it would stall the chat.
     pub async fn next_queued(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        loop {
+            let Some(row) = self.oldest_queued(to).await? else {
+                return Ok(None);
+            };
+            match row_from(&row) {
+                Ok(read) => return Ok(Some(read)),
+                Err(e) => {
+                    let id: i64 = row.try_get(0)?;
+                    tracing::error!(
+                        outbox = id, %e,
+                        "a queued reply cannot be read (changed outside pincer?); marked failed, the chat's next one goes on"
+                    );
+                    sqlx::query("UPDATE outbox SET state = 'failed', last_error = ? WHERE id = ? AND state = 'queued'")
+                        .bind(format!("unreadable row: {e}"))
+                        .bind(id)
+                        .execute(&self.pool)
+                        .await?;
+                }
+            }
+        }
+    }
+
+    async fn oldest_queued(&self, to: &ChatAddress) -> Result<Option<SqliteRow>, StoreError> {
         let row = sqlx::query(&format!(
             "{SELECT_ROW} JOIN groups g ON g.name = o.group_name
               WHERE o.state = 'queued' AND o.platform = ?1 AND o.chat = ?2 AND o.thread IS ?3
@@ -213,7 +238,7 @@ impl Store {
         .bind(&to.thread)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.and_then(row_from))
+        Ok(row)
     }
 
     /// Outbox rows after `after` (any chat, any state), oldest first, at most `limit`.
@@ -223,7 +248,7 @@ impl Store {
             .bind(i64::from(limit))
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.into_iter().filter_map(row_from).collect())
+        Ok(super::readable("outbox", &rows, row_from))
     }
 
     /// The group's outbox rows after `after` (any chat, any state), oldest first, at most `limit`.
@@ -239,13 +264,14 @@ impl Store {
             .bind(i64::from(limit))
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.into_iter().filter_map(row_from).collect())
+        Ok(super::readable("outbox", &rows, row_from))
     }
 
     /// One outbox row, whatever its state.
     pub async fn outbox_row(&self, id: OutboxId) -> Result<Option<OutboxRow>, StoreError> {
         let row = sqlx::query(&format!("{SELECT_ROW} WHERE o.id = ?")).bind(id.0).fetch_optional(&self.pool).await?;
-        Ok(row.and_then(row_from))
+        let bad = |source| StoreError::BadRow { table: "outbox", key: id.0.to_string(), source };
+        row.map(|row| row_from(&row).map_err(bad)).transpose()
     }
 
     /// The newest outbox row's id (`OutboxId(0)` when there is none).
@@ -331,20 +357,25 @@ impl<'q> BindSeen<'q> for sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArg
     }
 }
 
-fn row_from(row: SqliteRow) -> Option<OutboxRow> {
-    let group: String = row.get(1);
-    let platform: String = row.get(5);
-    Some(OutboxRow {
-        id: OutboxId(row.get(0)),
-        group: group.parse().ok()?,
-        at_us: row.get(2),
-        kind: OutboundKind::parse(&row.get::<String, _>(3))?,
-        text: row.get(4),
-        to: ChatAddress { platform: Platform::parse(&platform)?, chat: row.get(6), thread: row.get(7) },
-        state: DeliveryState::parse(&row.get::<String, _>(8)),
-        parts_done: u32::try_from(row.get::<i64, _>(9)).unwrap_or(0),
-        attempts: u32::try_from(row.get::<i64, _>(10)).unwrap_or(0),
-        last_error: row.get(11),
+fn row_from(row: &SqliteRow) -> Result<OutboxRow, sqlx::Error> {
+    let group: String = row.try_get(1)?;
+    let kind: String = row.try_get(3)?;
+    let platform: String = row.try_get(5)?;
+    Ok(OutboxRow {
+        id: OutboxId(row.try_get(0)?),
+        group: group.parse().map_err(|e| bad_row(format!("group name {group:?}: {e}")))?,
+        at_us: row.try_get(2)?,
+        kind: OutboundKind::parse(&kind).ok_or_else(|| bad_row(format!("no kind {kind:?}")))?,
+        text: row.try_get(4)?,
+        to: ChatAddress {
+            platform: Platform::parse(&platform).ok_or_else(|| bad_row(format!("no platform {platform:?}")))?,
+            chat: row.try_get(6)?,
+            thread: row.try_get(7)?,
+        },
+        state: DeliveryState::parse(&row.try_get::<String, _>(8)?),
+        parts_done: u32::try_from(row.try_get::<i64, _>(9)?).unwrap_or(0),
+        attempts: u32::try_from(row.try_get::<i64, _>(10)?).unwrap_or(0),
+        last_error: row.try_get(11)?,
     })
 }
 

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
-use super::{now_us, Store, StoreError};
+use super::{bad_row, now_us, readable, Store, StoreError};
 use crate::domain::GroupName;
 use crate::scheduler::schedule::{ContextMode, Schedule, ScheduleId, ScheduleStatus, Trigger};
 
@@ -120,7 +120,12 @@ impl Store {
 
     pub async fn schedule(&self, id: ScheduleId) -> Result<Schedule, StoreError> {
         let row = sqlx::query(&format!("{SELECT_SCHEDULE} WHERE id = ?")).bind(id.0).fetch_optional(&self.pool).await?;
-        row.and_then(schedule_from_row).ok_or(StoreError::UnknownSchedule(id.0))
+        let row = row.ok_or(StoreError::UnknownSchedule(id.0))?;
+        schedule_from_row(&row).map_err(|source| StoreError::BadRow {
+            table: "schedules",
+            key: id.0.to_string(),
+            source,
+        })
     }
 
     /// The schedules of one group, or of all groups; cancelled ones left out.
@@ -132,7 +137,7 @@ impl Store {
         .bind(group.map(GroupName::as_str))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.into_iter().filter_map(schedule_from_row).collect())
+        Ok(readable("schedules", &rows, schedule_from_row))
     }
 
     /// Schedules that may come due: active ones.
@@ -140,7 +145,7 @@ impl Store {
         let rows = sqlx::query(&format!("{SELECT_SCHEDULE} WHERE status = 'active' ORDER BY id"))
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows.into_iter().filter_map(schedule_from_row).collect())
+        Ok(readable("schedules", &rows, schedule_from_row))
     }
 
     /// Pauses a schedule unless it was cancelled or completed meanwhile (then
@@ -310,46 +315,39 @@ impl Store {
         .bind(id.0)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| RunRecord {
-                id: RunId(r.get(0)),
-                schedule_id: ScheduleId(r.get(1)),
-                started: time(r.get(2)).unwrap_or_default(),
-                ended: time(r.get(3)),
-                duration_ms: r.get(4),
-                outcome: r.get(5),
-                text: r.get(6),
-                cost_usd: r.get(7),
+        Ok(readable("schedule_runs", &rows, |r| {
+            Ok(RunRecord {
+                id: RunId(r.try_get(0)?),
+                schedule_id: ScheduleId(r.try_get(1)?),
+                started: time(r.try_get(2)?).unwrap_or_default(),
+                ended: time(r.try_get(3)?),
+                duration_ms: r.try_get(4)?,
+                outcome: r.try_get(5)?,
+                text: r.try_get(6)?,
+                cost_usd: r.try_get(7)?,
             })
-            .collect())
+        }))
     }
 }
 
-/// A row as a schedule; a row that no longer parses (edited by hand) is
-/// logged and skipped rather than failing every listing.
-fn schedule_from_row(row: SqliteRow) -> Option<Schedule> {
-    let id: i64 = row.get(0);
-    let kind: String = row.get(3);
-    let value: String = row.get(4);
-    let tz: Option<String> = row.get(5);
-    let trigger = match Trigger::parse(&kind, &value, tz.as_deref().unwrap_or("UTC")) {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::error!(schedule = id, %e, "skipping a stored schedule that does not parse");
-            return None;
-        }
-    };
-    let group: String = row.get(1);
-    Some(Schedule {
+/// A row as a schedule; a row that no longer parses (edited by hand) is an
+/// error, which listings log and skip rather than failing every listing.
+fn schedule_from_row(row: &SqliteRow) -> Result<Schedule, sqlx::Error> {
+    let id: i64 = row.try_get(0)?;
+    let kind: String = row.try_get(3)?;
+    let value: String = row.try_get(4)?;
+    let tz: Option<String> = row.try_get(5)?;
+    let trigger = Trigger::parse(&kind, &value, tz.as_deref().unwrap_or("UTC")).map_err(bad_row)?;
+    let group: String = row.try_get(1)?;
+    Ok(Schedule {
         id: ScheduleId(id),
-        group: group.parse().ok()?,
-        prompt: row.get(2),
+        group: group.parse().map_err(|e| bad_row(format!("group name {group:?}: {e}")))?,
+        prompt: row.try_get(2)?,
         trigger,
-        context: ContextMode::parse(row.get::<&str, _>(6)).unwrap_or(ContextMode::Group),
-        status: ScheduleStatus::parse(row.get::<&str, _>(7)).unwrap_or(ScheduleStatus::Paused),
-        next_run: time(row.get(8)),
-        last_run: time(row.get(9)),
-        failures: row.get::<i64, _>(10).try_into().unwrap_or(0),
+        context: ContextMode::parse(row.try_get::<&str, _>(6)?).unwrap_or(ContextMode::Group),
+        status: ScheduleStatus::parse(row.try_get::<&str, _>(7)?).unwrap_or(ScheduleStatus::Paused),
+        next_run: time(row.try_get(8)?),
+        last_run: time(row.try_get(9)?),
+        failures: row.try_get::<i64, _>(10)?.try_into().unwrap_or(0),
     })
 }

@@ -287,3 +287,104 @@ async fn a_result_settles_its_messages_in_its_own_transaction() {
     let again: Vec<InboundId> = store.unanswered_inbound().await.unwrap().into_iter().map(|(id, _)| id).collect();
     assert_eq!(again, [three]);
 }
+
+/// Runs raw SQL on the store, as an operator's sqlite3 (or another program) would.
+async fn raw(store: &Store, sql: &str) {
+    sqlx::query(sql).execute(&store.pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+#[tokio::test]
+async fn group_rows_changed_outside_pincer_are_skipped_or_refused_never_a_panic() {
+    let (_dir, store) = temp_store().await;
+    store.add_group(&group("ok"), &GroupSettings::default()).await.unwrap();
+    // A name pincer never accepts, and a flag that is text where a number belongs.
+    raw(&store, "INSERT INTO groups (name, created_at_us) VALUES ('Bad Name/..', 0)").await;
+    raw(&store, "INSERT INTO groups (name, created_at_us, is_main) VALUES ('typed', 'yesterday', x'00')").await;
+
+    let names: Vec<String> = store.groups().await.unwrap().into_iter().map(|g| g.name.to_string()).collect();
+    assert_eq!(names, ["ok"], "the readable groups, the others logged and left out");
+    for name in ["Bad Name/..", "typed"] {
+        let e = store.group(name).await.unwrap_err();
+        assert!(matches!(e, StoreError::BadRow { table: "groups", .. }), "{name}: {e:?}");
+        assert!(e.to_string().contains("sqlite3"), "says what to do: {e}");
+    }
+    raw(&store, "INSERT INTO chat_bindings (group_name, platform, chat) VALUES ('Bad Name/..', 'telegram', '7')").await;
+    let at = ChatAddress::telegram(7, None);
+    assert!(matches!(store.group_for_chat(&at).await, Err(StoreError::BadRow { .. })));
+}
+
+#[tokio::test]
+async fn other_rows_changed_outside_pincer_are_skipped_never_a_panic() {
+    let (_dir, store) = temp_store().await;
+    let g = group("a");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    raw(&store, "INSERT INTO groups (name, created_at_us) VALUES ('Bad Name', 0)").await;
+    // A message pincer was still to answer, with a time that is text.
+    store.insert_inbound(&Inbound::new(g.clone(), Source::Console, "me", "hi"), InboundState::Queued).await.unwrap();
+    raw(&store, "UPDATE inbound SET source = 'telegram'").await;
+    raw(
+        &store,
+        "INSERT INTO inbound (group_name, at_us, source, sender, text, sent_at_us, state)
+                 VALUES ('a', 1, 'telegram', 'x', 'odd', 'noon', 'queued')",
+    )
+    .await;
+    raw(
+        &store,
+        "INSERT INTO inbound (group_name, at_us, source, sender, text, state)
+                 VALUES ('Bad Name', 1, 'telegram', 'x', 'odd', 'queued')",
+    )
+    .await;
+    let left = store.unanswered_inbound().await.unwrap();
+    assert_eq!(left.iter().map(|(_, m)| m.text.as_str()).collect::<Vec<_>>(), ["hi"]);
+
+    // Schedules: a bad group, a time that is text; both are left out, and named when asked for.
+    let schedule = |prompt: &str| crate::store::NewSchedule {
+        group: g.clone(),
+        prompt: prompt.into(),
+        trigger: crate::scheduler::schedule::Trigger::interval("1h").unwrap(),
+        context: crate::scheduler::schedule::ContextMode::Group,
+    };
+    let good = store.add_schedule(&schedule("good"), None).await.unwrap();
+    let odd = store.add_schedule(&schedule("odd"), None).await.unwrap();
+    let gone = store.add_schedule(&schedule("gone"), None).await.unwrap();
+    raw(&store, &format!("UPDATE schedules SET next_run_us = 'soon' WHERE id = {}", odd.id.0)).await;
+    raw(&store, &format!("UPDATE schedules SET group_name = 'Bad Name' WHERE id = {}", gone.id.0)).await;
+    let active: Vec<_> = store.active_schedules().await.unwrap().into_iter().map(|s| s.id).collect();
+    assert_eq!(active, [good.id]);
+    assert!(matches!(store.schedule(odd.id).await, Err(StoreError::BadRow { table: "schedules", .. })));
+    let run = format!(
+        "INSERT INTO schedule_runs (schedule_id, group_name, started_us, outcome) VALUES ({}, 'a', 'then', 'ok')",
+        good.id.0
+    );
+    raw(&store, &run).await;
+    assert!(store.runs(good.id).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn context_and_history_rows_changed_outside_pincer_are_skipped_never_a_panic() {
+    let (_dir, store) = temp_store().await;
+    let g = group("a");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    store
+        .insert_inbound(&Inbound::new(g.clone(), Source::Console, "me", "fine"), InboundState::Observed)
+        .await
+        .unwrap();
+    raw(
+        &store,
+        "INSERT INTO inbound (group_name, at_us, source, sender, text, sent_at_us, state)
+                 VALUES ('a', 2, 'telegram', 'x', 'odd time', 'noon', 'observed')",
+    )
+    .await;
+    raw(
+        &store,
+        "INSERT INTO inbound (group_name, at_us, source, sender, text, state)
+                 VALUES ('a', 'later', 'telegram', 'x', 'odd order', 'answered')",
+    )
+    .await;
+    let taken = store.take_context(&g, 10).await.unwrap();
+    assert_eq!(taken.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["fine"]);
+    assert_eq!(taken.ids.len(), 2, "both were taken, so neither comes back as context");
+    let history = store.history(&g, 10).await.unwrap();
+    assert!(history.iter().all(|e| !matches!(e, HistoryEntry::Inbound { text, .. } if text == "odd order")));
+    assert!(!history.is_empty());
+}

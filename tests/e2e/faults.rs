@@ -178,6 +178,35 @@ async fn a_usage_limit_is_told_with_its_reset_and_the_message_goes_out_again_onc
 }
 
 #[tokio::test]
+async fn a_reset_time_past_any_calendar_is_told_as_unknown_and_the_group_goes_on() {
+    // Year ~271,000: a date for the CLI (JavaScript's range), none for chrono or humantime.
+    let reset = SystemTime::UNIX_EPOCH + Duration::from_secs(8_500_000_000_000);
+    let limited = Reply::UsageLimit { resets_at: reset, limit: "five_hour" };
+    let api = FakeApi::start(fake_api::faults(vec![("LIMITED", vec![limited])], fake_api::echo())).await;
+    let (sandbox, group) = gateway(&api, "farout").await;
+    let pincer = sandbox.start().await;
+
+    pincer.send(&group, "LIMITED report please").await;
+    let told = pincer.next_outbound().await;
+    assert_eq!(told.kind, OutboundKind::Error, "{told:?}");
+    if rate_limit_on_an_older_cli(&told) {
+        return pincer.stop().await;
+    }
+    assert_eq!(
+        told.text,
+        "Usage limit reached (5-hour limit), so your message was not answered. Send it again once the limit resets."
+    );
+    settle(&pincer, &group, &["failed"]).await;
+    assert_eq!(pincer.status(&group).await.resend_at, None, "nothing is held for a time no clock reaches");
+    // The session is still there: the next message is answered.
+    pincer.send(&group, "and now?").await;
+    // (The refused turn stays in the conversation, so the model sees that message too.)
+    let reply = pincer.next_outbound().await;
+    assert!(reply.kind == OutboundKind::Reply && reply.text.ends_with("and now?"), "{reply:?}");
+    pincer.stop().await;
+}
+
+#[tokio::test]
 async fn a_usage_limit_met_again_after_the_resend_is_told_and_given_up() {
     let reset = reset_in(2);
     let limited = Reply::UsageLimit { resets_at: reset, limit: "seven_day" };

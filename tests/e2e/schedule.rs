@@ -45,6 +45,22 @@ async fn finished_runs_in(store: &Store, id: ScheduleId, n: usize) -> Vec<RunRec
     tokio::time::timeout(PATIENCE, wait).await.expect("the runs finished within the patience limit")
 }
 
+/// Every file named `name` under `dir`, at any depth.
+fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for path in entries.flatten().map(|e| e.path()) {
+        if path.is_dir() {
+            found.extend(files_named(&path, name));
+        } else if path.file_name().is_some_and(|n| n == name) {
+            found.push(path);
+        }
+    }
+    found
+}
+
 async fn add(pincer: &Running, group: &GroupName, prompt: &str, trigger: Trigger, context: ContextMode) -> Schedule {
     let new = NewSchedule { group: group.clone(), prompt: prompt.into(), trigger, context };
     manage::add(pincer.store(), new, &Default::default()).await.unwrap()
@@ -126,6 +142,31 @@ async fn an_isolated_run_leaves_the_groups_session_alone() {
     assert_eq!(stored.as_deref(), Some(session.as_str()), "the stored session id is unchanged");
     let isolated = api.main_requests().into_iter().find(|r| r.all_text().contains("NIGHTLY")).unwrap();
     assert!(!isolated.all_text().contains("KIWI"), "a fresh session: the group's conversation is not in it");
+    // A home of its own: the run's transcript is not in the group's CLI home,
+    // and its home is gone once the run has ended.
+    let history = pincer.store().history(&group, 100).await.unwrap();
+    let run_session = history
+        .iter()
+        .find_map(|e| match e {
+            HistoryEntry::Result { session_id, text: Some(text), .. } if text.contains("NIGHTLY") => session_id.clone(),
+            _ => None,
+        })
+        .expect("the isolated run's result names its session");
+    assert_ne!(run_session, session);
+    let home = sandbox.config.data_dir.join("homes/iso");
+    if home.exists() {
+        let own = files_named(&home, &format!("{session}.jsonl"));
+        assert!(!own.is_empty(), "the group's own transcript is where the search looks");
+    }
+    let in_home = files_named(&home, &format!("{run_session}.jsonl"));
+    assert!(in_home.is_empty(), "the isolated run wrote into the group's CLI home: {in_home:?}");
+    let isolated_homes = sandbox.config.data_dir.join("isolated-homes");
+    let removed = async {
+        while std::fs::read_dir(&isolated_homes).is_ok_and(|mut d| d.next().is_some()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, removed).await.expect("the isolated run's home is removed when it ends");
     // The scheduler settles the schedule just after the run's log entry is written.
     let spent = async {
         while pincer.store().schedule(task.id).await.unwrap().status.as_str() != "completed" {

@@ -65,6 +65,58 @@ fn the_reset_comes_from_a_rate_limit_event_when_the_error_message_lacks_it() {
     assert!(seen.take().is_none(), "the next turn starts empty");
 }
 
+/// A usage limit whose `resetsAt` is `resets_at`, classified as the actor does.
+fn limit_resetting_at(resets_at: i64) -> UsageLimit {
+    let mut seen = Seen::default();
+    seen.error_message(ApiErrorReport {
+        status: Some(429),
+        kind: Some("usage_limit_reached".into()),
+        ..Default::default()
+    });
+    seen.rate_limit(RateLimitInfo { status: "rejected".into(), resets_at: Some(resets_at), limit_type: None });
+    let (result, end, _) = turns("usage-limit.stdout.jsonl").remove(0);
+    match classify(&result, &end, seen.take().as_ref()) {
+        Some(TurnFailure::UsageLimit(limit)) => limit,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_odd_reset_time_reads_as_unknown_and_every_line_is_still_worded() {
+    let zone: Tz = "Europe/Berlin".parse().unwrap();
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_618_000);
+    // Past chrono's range, past year 9999, i64::MAX, milliseconds where seconds belong, before 1970.
+    for odd in [10_000_000_000_000, 253_402_300_800, i64::MAX, 1_767_618_000_000, -1, i64::MIN] {
+        let limit = limit_resetting_at(odd);
+        for plan in [LimitPlan::NotResent, LimitPlan::GaveUp, LimitPlan::ResendAt(now)] {
+            let text = usage_limit_text(&limit, plan, 1, zone, now);
+            assert!(text.starts_with("Usage limit reached"), "{odd}: {text}");
+        }
+        assert_eq!(limit.resets_at, None, "{odd}");
+    }
+    // The latest reset still taken can be waited for and named, margin included.
+    let latest = limit_resetting_at(253_402_214_399).resets_at.expect("9999-12-30 is a time");
+    let (at, _) = resend_at(latest, now, Duration::from_secs(2)).expect("a representable resend");
+    assert!(local_time(at, zone, now).contains("Dec"), "{}", local_time(at, zone, now));
+    humantime::format_rfc3339_seconds(at).to_string();
+}
+
+#[test]
+fn a_resend_waits_the_margin_after_the_reset_and_never_overflows() {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_618_000);
+    let margin = Duration::from_secs(2);
+    let reset = now + Duration::from_secs(3600);
+    assert_eq!(resend_at(reset, now, margin), Some((reset + margin, Duration::from_secs(3602))));
+    // A reset already past (a clock behind the API's) still waits the margin.
+    let past = now - Duration::from_secs(60);
+    assert_eq!(resend_at(past, now, margin), Some((now + margin, margin)));
+    // A reset no clock can add the margin to is not held.
+    let last = SystemTime::UNIX_EPOCH + Duration::from_secs(i64::MAX as u64);
+    assert_eq!(resend_at(last, now, margin), None);
+    // A time chrono cannot hold is worded, not a panic.
+    assert_eq!(local_time(last, "UTC".parse().unwrap(), now), "an unknown time");
+}
+
 #[test]
 fn every_line_says_what_happened_and_that_the_message_was_not_answered() {
     let zone: Tz = "UTC".parse().unwrap();

@@ -233,3 +233,27 @@ async fn a_mark_against_a_row_that_moved_changes_nothing_and_says_so() {
     let row = store.outbox_row(id).await.unwrap().unwrap();
     assert_eq!((row.state, row.parts_done, row.attempts), (DeliveryState::Delivered, 2, 0));
 }
+
+#[tokio::test]
+async fn a_queued_row_changed_outside_pincer_is_failed_and_the_chat_goes_on() {
+    let (_dir, store) = temp_store().await;
+    let team = group("team");
+    store.add_group(&team, &bound(-100)).await.unwrap();
+    let odd = store.enqueue(&team, reply("odd")).await.unwrap();
+    let good = store.enqueue(&team, reply("good")).await.unwrap();
+    sqlx::query("UPDATE outbox SET kind = 'mystery' WHERE id = ?").bind(odd.0).execute(&store.pool).await.unwrap();
+
+    let at = ChatAddress::telegram(-100, None);
+    let next = store.next_queued(&at).await.unwrap().expect("the chat's next reply is not stalled behind it");
+    assert_eq!(next.id, good);
+    let failed: (String, Option<String>) = sqlx::query_as("SELECT state, last_error FROM outbox WHERE id = ?")
+        .bind(odd.0)
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+    assert_eq!(failed.0, "failed");
+    assert!(failed.1.is_some_and(|e| e.contains("mystery")), "says why");
+    assert!(matches!(store.outbox_row(odd).await, Err(StoreError::BadRow { table: "outbox", .. })));
+    let listed: Vec<_> = store.outbox_after(OutboxId(0), 10).await.unwrap().into_iter().map(|r| r.id).collect();
+    assert_eq!(listed, [good]);
+}

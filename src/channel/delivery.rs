@@ -7,8 +7,9 @@
 //! A group rebound to another chat mid-delivery: its row goes whole to the
 //! new chat, and the old chat gets no part after the one on its way then
 //! (every mark is guarded by the row as read; a retry reads it again).
-//! Chats do not wait for each other. Passing failures are retried for as long
-//! as they last ([`RetryPolicy`]); a chat that is gone pauses its group; a
+//! Chats do not wait for each other. Passing failures (a send unanswered
+//! after [`SEND_TIMEOUT`] is one) are retried for as long as they last
+//! ([`RetryPolicy`]); a chat that is gone pauses its group; a
 //! message the platform refuses for good is marked failed and the next goes on.
 //!
 //! Work is found in the store, not in memory: the workers are woken when
@@ -33,6 +34,13 @@ use crate::store::{Marked, OutboxId, OutboxRow, Seen, StoreError};
 /// How often the outbox is read again without being woken: catches rows
 /// written by another process, and a chat whose group came back.
 const RESCAN: Duration = Duration::from_secs(5);
+
+/// How long one part's send may take. A send that has not answered by then
+/// (a stalled connection, a WhatsApp socket that never acks) counts as a
+/// passing failure and is retried, so one stuck request cannot hold its chat
+/// forever. Generous, because a part that did land but answered later than
+/// this is sent again.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where delivery reads its work and records its progress: the outbox and the
 /// group directory in pincer, a fake in the unit tests.
@@ -208,7 +216,12 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
         let mut done = row.parts_done.min(total);
         while let Some(part) = parts.get(done as usize) {
             let sent = tokio::select! {
-                sent = self.adapter.send(&row.to, part) => sent,
+                sent = tokio::time::timeout(SEND_TIMEOUT, self.adapter.send(&row.to, part)) => sent.unwrap_or_else(|_| {
+                    Err(DeliveryError::transient(format!(
+                        "no answer from the chat's platform within {}",
+                        humantime::format_duration(SEND_TIMEOUT)
+                    )))
+                }),
                 _ = self.stop.cancelled() => return Flow::Stop,
             };
             match sent {

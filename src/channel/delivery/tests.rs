@@ -19,6 +19,8 @@ struct Scripted {
     tries: Mutex<Vec<(Instant, ChatAddress, String, bool)>>,
     /// Sends to this part never answer.
     hang_on: Mutex<Option<String>>,
+    /// The next this many sends never answer.
+    hangs: Mutex<u32>,
     /// Sends to this chat wait until the gate opens.
     gate: Mutex<Option<(ChatAddress, Arc<Notify>)>>,
     /// Sends begun: where, which part.
@@ -74,6 +76,15 @@ impl Deliver for Scripted {
             gate.notified().await;
         }
         if self.hang_on.lock().unwrap().as_deref() == Some(part.as_str()) {
+            std::future::pending::<()>().await;
+        }
+        let hang = {
+            let mut hangs = self.hangs.lock().unwrap();
+            let hang = *hangs > 0;
+            *hangs = hangs.saturating_sub(1);
+            hang
+        };
+        if hang {
             std::future::pending::<()>().await;
         }
         let outcome = self.script.lock().unwrap().pop_front().unwrap_or(Ok(()));
@@ -385,6 +396,26 @@ async fn stopping_abandons_a_hung_send_and_leaves_the_row_queued() {
     task.await.unwrap();
     assert_eq!(ledger.row(id).state, DeliveryState::Queued, "the next run sends it");
     assert!(adapter.landed().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_send_that_never_answers_times_out_and_is_retried_like_a_passing_failure() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    *adapter.hangs.lock().unwrap() = 2;
+    let id = ledger.add("team", -1, "one|two");
+    let began = Instant::now();
+    let (stop, task) = start(&adapter, &ledger);
+
+    until("delivered", || ledger.row(id).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.landed(), ["one", "two"], "each part once, in order");
+    // Two unanswered tries of the first part, each followed by its pause (1 s, 2 s).
+    let landed_at = adapter.tries.lock().unwrap()[0].0 - began;
+    assert_eq!(landed_at, SEND_TIMEOUT * 2 + Duration::from_secs(3));
+    let row = ledger.row(id);
+    assert_eq!(row.attempts, 2);
+    assert_eq!(row.last_error.as_deref(), Some("no answer from the chat's platform within 1m"));
+    stop.cancel();
+    task.await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]

@@ -136,3 +136,46 @@ async fn a_webhook_post_is_answered_only_once_its_message_is_stored() {
     .expect("the POST is answered once the message is stored");
     pincer.stop().await;
 }
+
+#[tokio::test]
+async fn a_webhook_that_cannot_be_set_is_retried_with_backoff_and_health_says_so() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = serving(&api, &bot).await;
+    sandbox.fast_retries();
+    sandbox.use_webhook();
+    // Until the fault is ended below: no fixed count, so no race with the retries.
+    bot.drop_connections(&["setWebhook"], PATIENCE * 4);
+    let pincer = sandbox.spawn_daemon();
+
+    let failed = |bot: &FakeBot| bot.calls_to("setWebhook").into_iter().filter(|c| !c.ok).collect::<Vec<_>>();
+    bot.wait_for("three failed setWebhook calls", |bot| failed(bot).len() >= 3).await;
+    let calls = failed(&bot);
+    let (first, second) = (calls[1].at - calls[0].at, calls[2].at - calls[1].at);
+    // fast_retries: 200 ms, then 400 ms.
+    assert!(first >= Duration::from_millis(150), "{first:?}");
+    assert!(second >= Duration::from_millis(350) && second > first, "backoff grows: {first:?} then {second:?}");
+
+    let store = sandbox.store().await;
+    let health = || async { store.channel_health(pincer::domain::Platform::Telegram).await.unwrap().unwrap() };
+    let failing = health().await;
+    assert_eq!(failing.state, "failing", "{failing:?}");
+    let detail = failing.detail.unwrap_or_default();
+    assert!(detail.contains("cannot set the Telegram webhook") && detail.contains("keeps trying"), "{detail}");
+    assert!(bot.webhook().is_none());
+
+    bot.end_faults();
+    bot.wait_for("pincer to set its webhook", |bot| bot.webhook().is_some()).await;
+    // Before any update arrives: the webhook being set is what says so.
+    tokio::time::timeout(PATIENCE, async {
+        while health().await.state != "connected" {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("health reads connected once the webhook is set");
+    say(&bot, "hello HOOKED2");
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains("hello HOOKED2"), "{}", sent[0].text);
+    pincer.stop().await;
+}

@@ -233,7 +233,7 @@ impl Telegram {
 
         let workers = updates::Workers::new(shared.clone());
         let result = match &config.webhook_url {
-            Some(url) => webhook::run(&shared, &workers, &config, url, &shutdown).await,
+            Some(url) => webhook::run(&shared, &workers, &config, url, retry, &shutdown).await,
             None => {
                 polling::run(&shared, &workers, config.poll_timeout, retry, &shutdown).await;
                 Ok(())

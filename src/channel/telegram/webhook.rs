@@ -13,11 +13,13 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use teloxide::prelude::*;
 use teloxide::types::Update;
+use teloxide::RequestError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
 use super::Shared;
+use crate::channel::retry::RetryPolicy;
 use crate::config::TelegramConfig;
 
 #[derive(Clone)]
@@ -29,11 +31,15 @@ struct Hook {
 
 /// Sets the webhook to `url`, serves it on `webhook_listen` until
 /// `shutdown`, then deletes it (Telegram keeps the updates until the next start).
+/// Listening and `setWebhook` are tried again after `retry`'s pause (or the
+/// one Telegram asks for) until they work, reported through the channel's
+/// health meanwhile, as polling does; only a `webhook_url` that is no URL stops it.
 pub(super) async fn run(
     shared: &Arc<Shared>,
     workers: &Arc<Workers>,
     config: &TelegramConfig,
     url: &str,
+    retry: RetryPolicy,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
     let parsed: reqwest::Url = url.parse().with_context(|| format!("[telegram] webhook_url {url} is not a URL"))?;
@@ -42,16 +48,32 @@ pub(super) async fn run(
         // 32 characters Telegram accepts, new at each start.
         None => uuid::Uuid::new_v4().simple().to_string().into(),
     };
-    let listener = tokio::net::TcpListener::bind(config.webhook_listen)
-        .await
-        .with_context(|| format!("cannot listen on [telegram] webhook_listen {}", config.webhook_listen))?;
-    shared
-        .bot
-        .set_webhook(parsed.clone())
-        .secret_token(secret.to_string())
-        .allowed_updates(ALLOWED)
-        .await
-        .with_context(|| format!("cannot set the Telegram webhook to {url}"))?;
+    let mut failures = 0;
+    let listener = loop {
+        let (error, asked) = match set_up(shared, config, &parsed, &secret).await {
+            Ok(listener) => break listener,
+            Err(SetUpError::Listen(e)) => {
+                (format!("cannot listen on [telegram] webhook_listen {}: {e}", config.webhook_listen), None)
+            }
+            Err(SetUpError::SetWebhook(e)) => {
+                let asked = match &e {
+                    RequestError::RetryAfter(after) => Some(after.duration()),
+                    _ => None,
+                };
+                (format!("cannot set the Telegram webhook to {url}: {e}"), asked)
+            }
+        };
+        failures += 1;
+        shared.receive_failed(error).await;
+        tokio::select! {
+            _ = tokio::time::sleep(retry.pause(failures, asked)) => {}
+            _ = shutdown.cancelled() => {
+                workers.close();
+                return Ok(());
+            }
+        }
+    };
+    shared.receiving_works().await;
     tracing::info!(%url, listen = %config.webhook_listen, "receiving Telegram updates through the webhook");
     let hook = Hook { shared: shared.clone(), workers: workers.clone(), secret };
     let app = axum::Router::new().route(parsed.path(), post(on_post)).with_state(hook);
@@ -61,6 +83,34 @@ pub(super) async fn run(
         tracing::warn!("cannot delete the Telegram webhook at the stop: {e}");
     }
     served.context("the Telegram webhook server failed")
+}
+
+/// Why the webhook could not be set up this time.
+#[derive(Debug, thiserror::Error)]
+enum SetUpError {
+    #[error("cannot listen: {0}")]
+    Listen(#[source] std::io::Error),
+    #[error("setWebhook failed: {0}")]
+    SetWebhook(#[source] RequestError),
+}
+
+/// Listens on `webhook_listen`, then tells Telegram to POST to `url`: the
+/// listener comes first, so no POST finds nobody there.
+async fn set_up(
+    shared: &Shared,
+    config: &TelegramConfig,
+    url: &reqwest::Url,
+    secret: &str,
+) -> Result<tokio::net::TcpListener, SetUpError> {
+    let listener = tokio::net::TcpListener::bind(config.webhook_listen).await.map_err(SetUpError::Listen)?;
+    shared
+        .bot
+        .set_webhook(url.clone())
+        .secret_token(secret.to_owned())
+        .allowed_updates(ALLOWED)
+        .await
+        .map_err(SetUpError::SetWebhook)?;
+    Ok(listener)
 }
 
 /// The header Telegram repeats the webhook's secret in.

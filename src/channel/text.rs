@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use crate::router::{GroupStatus, RouteError};
+use crate::store::StoreError;
 
 /// Whether `text` starts with `word` as a whole word, in any case: `@Andy,`
 /// and `@andy hi` start with `@Andy`, `@Andyx` does not.
@@ -25,6 +26,16 @@ pub fn not_taken(e: &RouteError) -> String {
     format!(
         "pincer could not take this message, so the agent did not get it ({e}). If no answer comes, send it \
          again in a few minutes; if this repeats, whoever runs pincer should check its disk and log."
+    )
+}
+
+/// Told in a Telegram group's new chat (it became a supergroup) when the
+/// store cannot follow the move, so the group no longer answers there.
+pub fn move_not_recorded(e: &StoreError, to: i64) -> String {
+    format!(
+        "This chat has a new id, {to}, and pincer could not record that ({e}), so the agent does not answer \
+         here yet. Whoever runs pincer should check its disk and log, then run `pincer groups set NAME \
+         --telegram {to}`."
     )
 }
 

@@ -10,6 +10,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use pincer::domain::ChatAddress;
 use pincer::store::{GroupSettings, HistoryEntry};
+use sqlx::{Connection, Executor, SqliteConnection};
 
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
@@ -177,5 +178,94 @@ async fn a_webhook_that_cannot_be_set_is_retried_with_backoff_and_health_says_so
     say(&bot, "hello HOOKED2");
     let sent = bot.wait_sent(team().id, 1).await;
     assert!(sent[0].text.contains("hello HOOKED2"), "{}", sent[0].text);
+    pincer.stop().await;
+}
+
+/// What the chat is told of a message pincer could not take.
+const NOT_TAKEN: &str = "pincer could not take this message";
+
+/// Waits until `update` is confirmed and the team chat was told its message
+/// was not taken: every update is stored or refused before it is confirmed.
+async fn refused_then_confirmed(bot: &FakeBot, update: u64) {
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains(NOT_TAKEN), "{}", sent[0].text);
+    bot.wait_for("the update to be confirmed", |bot| !bot.is_unconfirmed(update)).await;
+}
+
+#[tokio::test]
+async fn a_context_message_that_cannot_be_stored_is_refused_in_its_chat() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    let settings = GroupSettings { chat: Some(ChatAddress::telegram(team().id, None)), ..Default::default() };
+    sandbox.add_group_with("team", settings).await;
+    let pincer = sandbox.spawn_daemon();
+
+    let lock = WriteLock::take(&sandbox).await;
+    let update = say(&bot, "lunch at noon? CONTEXT1");
+    refused_then_confirmed(&bot, update).await;
+    lock.release().await;
+    assert!(api.main_requests().is_empty(), "no trigger, no turn");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_whose_group_cannot_be_looked_up_is_refused_in_its_chat() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = serving(&api, &bot).await;
+    let pincer = sandbox.spawn_daemon();
+    bot.wait_for("pincer to poll", |bot| !bot.calls_to("getUpdates").is_empty()).await;
+
+    // Every lookup of a chat's group now fails.
+    let url = format!("sqlite://{}", sandbox.config.database_path().display());
+    let mut conn = SqliteConnection::connect(&url).await.unwrap();
+    conn.execute("ALTER TABLE chat_bindings RENAME TO chat_bindings_away").await.unwrap();
+    let update = say(&bot, "hello LOOKUP1");
+    refused_then_confirmed(&bot, update).await;
+    conn.execute("ALTER TABLE chat_bindings_away RENAME TO chat_bindings").await.unwrap();
+    conn.close().await.unwrap();
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_in_a_chat_not_marked_reachable_is_still_stored_or_refused() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let sandbox = serving(&api, &bot).await;
+    let team_group = "team".parse().unwrap();
+    sandbox.store().await.set_group_active(&team_group, false, Some("the bot was removed")).await.unwrap();
+    let pincer = sandbox.spawn_daemon();
+
+    // Neither "reachable again" nor the message can be written.
+    let lock = WriteLock::take(&sandbox).await;
+    let update = say(&bot, "hello BACK1");
+    refused_then_confirmed(&bot, update).await;
+    lock.release().await;
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_group_move_that_cannot_be_recorded_is_told_in_the_new_chat() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    let old = TgChat { id: -400, kind: ChatKind::Group, title: "Team".into() };
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(old.id, None)),
+        requires_trigger: false,
+        ..Default::default()
+    };
+    sandbox.add_group_with("team", settings).await;
+    let pincer = sandbox.spawn_daemon();
+
+    let lock = WriteLock::take(&sandbox).await;
+    let update = bot.migrate(&old, &team());
+    let sent = bot.wait_sent(team().id, 1).await;
+    assert!(sent[0].text.contains(&format!("--telegram {}", team().id)), "{}", sent[0].text);
+    bot.wait_for("the update to be confirmed", |bot| !bot.is_unconfirmed(update)).await;
+    lock.release().await;
     pincer.stop().await;
 }

@@ -659,6 +659,27 @@ impl FakeBot {
         id
     }
 
+    /// Turns `chat` into the supergroup `to`, as Telegram does when a group
+    /// grows: queues the old chat's `migrate_to_chat_id` service message;
+    /// returns its update id.
+    pub fn migrate(&self, chat: &TgChat, to: &TgChat) -> u64 {
+        let id = {
+            let mut inner = self.shared.lock();
+            inner.chats.insert(to.id, to.clone());
+            let message_id = inner.next_message_id(chat.id);
+            let message = json!({
+                "message_id": message_id,
+                "from": TgUser::new(OWNER_ID, "Owner").to_json(),
+                "chat": chat.to_json(),
+                "date": now(),
+                "migrate_to_chat_id": to.id,
+            });
+            inner.queue("message", message)
+        };
+        self.shared.updates.notify_waiters();
+        u64::from(id)
+    }
+
     /// The update [`Self::say_with`] would queue, without queueing it, for a
     /// test that hands it to [`FakeBot::post_webhook`] itself. The message is
     /// stored, so later messages can reply to it.

@@ -14,7 +14,8 @@ use teloxide::utils::command::BotCommands;
 use super::commands::{self, Cmd};
 use super::{approvals, outbound, Shared, TelegramTarget};
 use crate::channel::text;
-use crate::domain::{Inbound, OutboundKind, Platform, Source};
+use crate::domain::{GroupName, Inbound, OutboundKind, Platform, Source};
+use crate::router::RouteError;
 use crate::store::GroupRecord;
 
 type HandlerResult = anyhow::Result<()>;
@@ -98,7 +99,16 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
     if let Some(to) = msg.migrate_to_chat_id() {
         // A group became a supergroup: same chat, new id.
         tracing::info!(from = msg.chat.id.0, to = to.0, "a Telegram group moved to a new chat id");
-        directory.chat_moved(Platform::Telegram, &msg.chat.id.0.to_string(), &to.0.to_string()).await?;
+        if let Err(e) = directory.chat_moved(Platform::Telegram, &msg.chat.id.0.to_string(), &to.0.to_string()).await {
+            // Telegram tells of the move once; the new chat is where anyone will look.
+            tracing::error!(from = msg.chat.id.0, to = to.0, %e, "cannot record that a Telegram group moved");
+            let text = text::move_not_recorded(&e, to.0);
+            if let Err(e) =
+                outbound::post(&shared.bot, TelegramTarget { chat_id: to.0, topic_id: None }, &text, None).await
+            {
+                tracing::warn!(to = to.0, %e, "cannot tell the moved chat that its move was not recorded");
+            }
+        }
         return Ok(());
     }
     let Some(chat) = ChatMessage::from_telegram(&msg, &shared.me) else {
@@ -108,7 +118,15 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
     if command == Some(Cmd::Chatid) {
         return commands::chat_id(&shared, &chat).await;
     }
-    let Some(group) = directory.group_for(&chat.target.address()).await? else {
+    let found = match directory.group_for(&chat.target.address()).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::error!(chat_id = chat.target.chat_id, %e, "cannot look up the group of a Telegram message");
+            refuse(&shared, None, chat.target, &e.into()).await;
+            return Ok(());
+        }
+    };
+    let Some(group) = found else {
         if shared.unknown_chats.first(&chat.target.chat_id) {
             tracing::warn!(
                 chat_id = chat.target.chat_id,
@@ -124,7 +142,10 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
     if !group.active {
         // The bot receives messages again, so it is back in the chat.
         tracing::info!(group = %group.name, "the group's Telegram chat is reachable again");
-        directory.set_reachable(&group.name, true, None).await?;
+        // The message itself is still stored or refused below.
+        if let Err(e) = directory.set_reachable(&group.name, true, None).await {
+            tracing::warn!(group = %group.name, %e, "cannot record that the group's Telegram chat is reachable");
+        }
     }
     if let Some(cmd) = command {
         return commands::run(&shared, &group, &chat, cmd).await;
@@ -145,17 +166,11 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
             tracing::debug!(group = %group.name, id = %chat.external_id(), "a Telegram message came again; dropped");
             return Ok(());
         }
-        Err(e) if !engaged => return Err(e.into()),
         Err(e) => {
-            tracing::error!(group = %group.name, %e, "cannot take a message for the group's session; the chat is told");
-            let text = text::not_taken(&e);
-            // Through the outbox when it can be written; else straight to the
-            // chat, once, since the store is what failed.
-            if shared.ports.outbox.try_say(&group.name, OutboundKind::Notice, &text).await.is_err() {
-                if let Err(e) = outbound::post(&shared.bot, chat.target, &text, None).await {
-                    tracing::warn!(group = %group.name, %e, "cannot tell the chat that its message was not taken");
-                }
-            }
+            // A message kept only as context is refused too: confirmed
+            // unstored, the agent would never see it.
+            tracing::error!(group = %group.name, engaged, %e, "cannot take a message for the group; the chat is told");
+            refuse(&shared, Some(&group.name), chat.target, &e).await;
             return Ok(());
         }
     }
@@ -176,6 +191,21 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
         }
     });
     Ok(())
+}
+
+/// Tells the chat that a message was not taken, so its update can be
+/// confirmed: through the group's outbox when it can be written; else
+/// straight to the chat, once, since the store is what failed.
+async fn refuse(shared: &Shared, group: Option<&GroupName>, target: TelegramTarget, e: &RouteError) {
+    let text = text::not_taken(e);
+    if let Some(group) = group {
+        if shared.ports.outbox.try_say(group, OutboundKind::Notice, &text).await.is_ok() {
+            return;
+        }
+    }
+    if let Err(e) = outbound::post(&shared.bot, target, &text, None).await {
+        tracing::warn!(chat_id = target.chat_id, %e, "cannot tell the chat that its message was not taken");
+    }
 }
 
 pub(super) async fn on_callback(query: CallbackQuery, shared: Arc<Shared>) -> HandlerResult {

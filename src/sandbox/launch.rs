@@ -54,6 +54,13 @@ pub enum SandboxError {
     Proxy(#[from] ProxyError),
 }
 
+impl SandboxError {
+    /// For `map_err`: an I/O failure while preparing `group`'s sandbox.
+    fn io(group: &GroupName) -> impl Fn(std::io::Error) -> SandboxError + Copy + '_ {
+        move |source| SandboxError::Io { group: group.to_string(), source }
+    }
+}
+
 /// Said at every start when agents run unconfined: the risk, and the way out.
 pub const UNCONFINED_WARNING: &str = "agents run WITHOUT a sandbox (sandbox.mode resolves to none): each group's \
     agent runs as pincer's user and can read and change every file pincer can, other groups' folders and pincer's \
@@ -213,7 +220,7 @@ impl Launcher {
         if confinement == Confinement::None {
             return Ok(None);
         }
-        let io = |source| SandboxError::Io { group: group.to_string(), source };
+        let io = SandboxError::io(group);
         let home = IsolatedHome::create(&self.data_dir, group).map_err(io)?;
         // A container of root's pincer runs as the image's user: the home must be its.
         if confinement == Confinement::Docker && nix::unistd::getuid().is_root() {
@@ -255,7 +262,7 @@ impl Launcher {
             return Ok(Launch { spec, confinement, lease: None, env_file: None });
         }
         let proxy = self.proxy.as_ref().ok_or(SandboxError::NoCredential)?;
-        let io = |source| SandboxError::Io { group: group.to_string(), source };
+        let io = SandboxError::io(group);
         let home = match own_home {
             Some(home) => home.to_owned(),
             None => {
@@ -325,7 +332,7 @@ impl Launcher {
 
     fn bwrap_spec(&self, group: &GroupName, parts: Parts) -> Result<SpawnSpec, SandboxError> {
         let Parts { group_dir, global, home, extra, env, args, api_socket, egress } = parts;
-        let io = |source| SandboxError::Io { group: group.to_string(), source };
+        let io = SandboxError::io(group);
         let etc_dir = self.data_dir.join("sandbox/etc");
         bwrap::write_account_files(&etc_dir).map_err(io)?;
         // The installation's folder, found through symlinks (`.bin/claude`).
@@ -374,7 +381,7 @@ impl Launcher {
             return Ok(Vec::new());
         }
         let filter = self.availability.features.seccomp.as_ref().map_err(|why| SandboxError::Seccomp(why.clone()))?;
-        filter.descriptors().map_err(|source| SandboxError::Io { group: group.to_string(), source })
+        filter.descriptors().map_err(SandboxError::io(group))
     }
 
     /// The group's allowlisted mounts, each reopened as loaded (or refused),
@@ -385,10 +392,7 @@ impl Launcher {
             .into_iter()
             .map(|mount| {
                 let folder = mounts::reopen(&mount)?;
-                let fd = by_fd
-                    .then(|| PassFd::new(folder))
-                    .transpose()
-                    .map_err(|source| SandboxError::Io { group: group.to_string(), source })?;
+                let fd = by_fd.then(|| PassFd::new(folder)).transpose().map_err(SandboxError::io(group))?;
                 Ok(bwrap::Extra { mount, fd })
             })
             .collect()

@@ -342,7 +342,7 @@ impl Config {
         if self.assistant_name.trim().is_empty() {
             return Err(ConfigError::Rule { key: "assistant_name", problem: "must not be empty" });
         }
-        if !crate::scheduler::schedule::valid_zone(&self.timezone) {
+        if !crate::domain::schedule::valid_zone(&self.timezone) {
             return Err(ConfigError::Rule {
                 key: "timezone",
                 problem: "is not a known time zone: use an IANA name such as \"Europe/Berlin\" or \"UTC\"",

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+/// Schedules and when they run next (the scheduler runs them, the store keeps them).
+pub mod schedule;
+
 /// A validated group name: `^[a-z0-9][a-z0-9_-]{0,63}$`.
 ///
 /// The name doubles as a folder under `groups/`, so the rule is what keeps a

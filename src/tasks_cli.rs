@@ -8,9 +8,9 @@ use clap::{ArgGroup, Args, Subcommand};
 use crate::app;
 use crate::config::Config;
 use crate::control::wire::Change;
+use crate::domain::schedule::{ContextMode, ScheduleId, Trigger};
 use crate::scheduler::limits::Limits;
 use crate::scheduler::manage;
-use crate::scheduler::schedule::{ContextMode, ScheduleId, Trigger};
 use crate::store::{NewSchedule, RunRecord};
 
 #[derive(Debug, Subcommand)]
@@ -114,7 +114,7 @@ pub async fn execute(command: TasksCmd, config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print(schedule: crate::scheduler::schedule::Schedule) -> bool {
+fn print(schedule: crate::domain::schedule::Schedule) -> bool {
     println!("{}", schedule.describe());
     true
 }

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::schedule::Trigger;
 use crate::config::SchedulerConfig;
+use crate::domain::schedule::Trigger;
 use crate::domain::GroupName;
 
 /// How many fire times of a cron expression are looked at. A cron's fire times

@@ -8,7 +8,7 @@
 use chrono::Utc;
 
 use super::limits::{self, LimitError, Limits};
-use super::schedule::{Schedule, ScheduleId, ScheduleStatus, TriggerError};
+use crate::domain::schedule::{Schedule, ScheduleId, ScheduleStatus, TriggerError};
 use crate::store::{NewSchedule, Store, StoreError};
 
 /// A change that was refused; the text says why and what to do.
@@ -119,8 +119,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::domain::schedule::{ContextMode, Trigger};
     use crate::domain::GroupName;
-    use crate::scheduler::schedule::{ContextMode, Trigger};
     use crate::store::GroupSettings;
 
     async fn store_with(group: &GroupName) -> (tempfile::TempDir, Store) {

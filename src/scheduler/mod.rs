@@ -7,13 +7,12 @@
 //! the earliest next run, at most `scheduler.poll_interval`. In-process changes
 //! (the agent's tools) poke it through its [`SchedulerHandle`] to wake it at
 //! once. Time is read from the clock and waited for only through `tokio::time`;
-//! when a schedule runs next is the pure [`schedule::Trigger::next_after`].
+//! when a schedule runs next is the pure [`Trigger::next_after`](crate::domain::schedule::Trigger::next_after).
 
 pub mod limits;
 pub mod manage;
 mod outcome;
 mod run;
-pub mod schedule;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -25,11 +24,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::SchedulerConfig;
+use crate::domain::schedule::{Schedule, ScheduleId};
 use crate::outbox::Outbox;
 use crate::router::Router;
 use crate::store::Store;
 use run::{RunDone, RunEnd};
-use schedule::{Schedule, ScheduleId};
 
 /// Pokes the scheduler: "schedules changed, look again".
 #[derive(Clone, Debug)]

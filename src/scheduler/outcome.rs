@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::schedule::{Schedule, ScheduleId, ScheduleStatus, Trigger};
 use crate::config::SchedulerConfig;
+use crate::domain::schedule::{Schedule, ScheduleId, ScheduleStatus, Trigger};
 use crate::store::{Store, StoreError};
 
 /// Retries never wait longer than this.
@@ -105,7 +105,7 @@ mod tests {
             group: "g".parse().unwrap(),
             prompt: "p".into(),
             trigger,
-            context: super::super::schedule::ContextMode::Group,
+            context: crate::domain::schedule::ContextMode::Group,
             status,
             next_run,
             last_run: None,

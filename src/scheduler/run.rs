@@ -6,8 +6,8 @@
 use chrono::Utc;
 use tokio::sync::oneshot;
 
-use super::schedule::{ContextMode, Schedule, ScheduleId};
 use super::SchedulerDeps;
+use crate::domain::schedule::{ContextMode, Schedule, ScheduleId};
 use crate::domain::{Inbound, Source};
 use crate::store::RunId;
 

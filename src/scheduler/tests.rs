@@ -5,9 +5,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::schedule::{ContextMode, Schedule, ScheduleStatus, Trigger};
 use super::*;
 use crate::config::SchedulerConfig;
+use crate::domain::schedule::{ContextMode, Schedule, ScheduleStatus, Trigger};
 use crate::domain::GroupName;
 use crate::store::{GroupSettings, NewSchedule};
 

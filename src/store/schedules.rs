@@ -5,8 +5,8 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
 use super::{bad_row, now_us, readable, Store, StoreError};
+use crate::domain::schedule::{ContextMode, Schedule, ScheduleId, ScheduleStatus, Trigger};
 use crate::domain::GroupName;
-use crate::scheduler::schedule::{ContextMode, Schedule, ScheduleId, ScheduleStatus, Trigger};
 
 /// A schedule before it has an id.
 #[derive(Clone, Debug)]

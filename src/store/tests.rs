@@ -341,8 +341,8 @@ async fn other_rows_changed_outside_pincer_are_skipped_never_a_panic() {
     let schedule = |prompt: &str| crate::store::NewSchedule {
         group: g.clone(),
         prompt: prompt.into(),
-        trigger: crate::scheduler::schedule::Trigger::interval("1h").unwrap(),
-        context: crate::scheduler::schedule::ContextMode::Group,
+        trigger: crate::domain::schedule::Trigger::interval("1h").unwrap(),
+        context: crate::domain::schedule::ContextMode::Group,
     };
     let good = store.add_schedule(&schedule("good"), None).await.unwrap();
     let odd = store.add_schedule(&schedule("odd"), None).await.unwrap();

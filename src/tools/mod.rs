@@ -12,11 +12,11 @@ pub(crate) mod specs;
 use serde_json::Value;
 
 use crate::claude::mcp::{self, McpRequest, ToolOutput};
+use crate::domain::schedule::{ContextMode, Schedule, ScheduleId, Trigger};
 use crate::domain::GroupName;
 use crate::outbox::Outbox;
 use crate::scheduler::limits::Limits;
 use crate::scheduler::manage::{self, ManageError};
-use crate::scheduler::schedule::{ContextMode, Schedule, ScheduleId, Trigger};
 use crate::scheduler::SchedulerHandle;
 use crate::store::{GroupRecord, NewSchedule, Store};
 

@@ -8,9 +8,9 @@
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
+use pincer::domain::schedule::{ContextMode, ScheduleId, Trigger};
 use pincer::domain::{GroupName, OutboundKind};
 use pincer::scheduler::manage;
-use pincer::scheduler::schedule::{ContextMode, ScheduleId, Trigger};
 use pincer::store::{HistoryEntry, NewSchedule, OutboxRow, RunRecord};
 
 use crate::support::fake_api::{self, FakeApi, Reply};

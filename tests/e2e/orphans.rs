@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use pincer::domain::schedule::{ContextMode, Trigger};
 use pincer::scheduler::manage;
-use pincer::scheduler::schedule::{ContextMode, Trigger};
 use pincer::store::NewSchedule;
 
 use crate::support::fake_api::{self, FakeApi, Reply};

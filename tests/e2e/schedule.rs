@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use pincer::domain::schedule::{ContextMode, Schedule, ScheduleId, Trigger};
 use pincer::domain::{GroupName, OutboundKind};
 use pincer::scheduler::manage;
-use pincer::scheduler::schedule::{ContextMode, Schedule, ScheduleId, Trigger};
 use pincer::store::{HistoryEntry, NewSchedule, OutboxRow, RunRecord, Store};
 use serde_json::json;
 

@@ -345,7 +345,7 @@ async fn a_run_the_main_group_schedules_in_another_group_asks_that_groups_admins
     let scheduled = bot.wait_sent(boss_chat().id, 1).await.remove(0);
     assert!(scheduled.text.contains("scheduled: #1"), "{}", scheduled.text);
     let store = sandbox.store().await;
-    pincer::scheduler::manage::run_now(&store, pincer::scheduler::schedule::ScheduleId(1)).await.unwrap();
+    pincer::scheduler::manage::run_now(&store, pincer::domain::schedule::ScheduleId(1)).await.unwrap();
 
     // The prompt is in team's chat, under team's policy (Bash is not on its list).
     bot.wait_for("a prompt in team's chat", |b| b.sent(team().id).iter().any(|m| m.reply_markup.is_some())).await;

@@ -105,12 +105,12 @@ async fn a_group_cannot_touch_another_groups_task() {
     let owner = sandbox.add_group("owner", None).await;
     let intruder = sandbox.add_group("intruder", None).await;
     let pincer = sandbox.start().await;
-    let trigger = pincer::scheduler::schedule::Trigger::interval("1h").unwrap();
+    let trigger = pincer::domain::schedule::Trigger::interval("1h").unwrap();
     let new = pincer::store::NewSchedule {
         group: owner.clone(),
         prompt: "OWNERS-TASK".into(),
         trigger,
-        context: pincer::scheduler::schedule::ContextMode::Group,
+        context: pincer::domain::schedule::ContextMode::Group,
     };
     pincer::scheduler::manage::add(pincer.store(), new, &Default::default()).await.unwrap();
 
@@ -160,12 +160,12 @@ async fn a_schedule_every_second_and_the_task_past_the_most_are_refused_with_why
     assert!(pincer.store().schedules(None).await.unwrap().is_empty(), "nothing was stored");
 
     for i in 0..50 {
-        let trigger = pincer::scheduler::schedule::Trigger::interval("1day").unwrap();
+        let trigger = pincer::domain::schedule::Trigger::interval("1day").unwrap();
         let new = pincer::store::NewSchedule {
             group: group.clone(),
             prompt: format!("task {i}"),
             trigger,
-            context: pincer::scheduler::schedule::ContextMode::Group,
+            context: pincer::domain::schedule::ContextMode::Group,
         };
         pincer::scheduler::manage::add(pincer.store(), new, &Default::default()).await.unwrap();
     }

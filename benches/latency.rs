@@ -52,8 +52,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use pincer::config::SandboxMode;
 use pincer::domain::{GroupName, OutboundKind};
-use pincer::sandbox::SandboxMode;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;

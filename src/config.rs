@@ -15,7 +15,9 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{AnthropicConfig, SandboxConfig, SandboxMode};
+mod sandbox;
+
+pub use sandbox::{AnthropicConfig, DefaultOn, GroupSandbox, SandboxConfig, SandboxMode, DEFAULT_UPSTREAM};
 
 /// The default config file, looked up in the working directory.
 pub const DEFAULT_CONFIG_FILE: &str = "pincer.toml";

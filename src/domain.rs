@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-/// Schedules and when they run next (the scheduler runs them, the store keeps them).
+pub mod net;
 pub mod schedule;
 
 /// A validated group name: `^[a-z0-9][a-z0-9_-]{0,63}$`.

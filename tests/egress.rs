@@ -18,8 +18,9 @@ use std::time::Duration;
 #[path = "support/resolver.rs"]
 mod resolver;
 
+use pincer::domain::net::{DomainPattern, Forbidden, NetworkPolicy};
 use pincer::domain::GroupName;
-use pincer::sandbox::egress::{DomainPattern, EgressProxy, Forbidden, NetworkPolicy, Policy, Resolve, SystemResolver};
+use pincer::sandbox::egress::{EgressProxy, Policy, Resolve, SystemResolver};
 use pincer::store::{EgressDecision, EgressVerdict, EgressVia, GroupSettings, Store};
 use resolver::TestResolver;
 use tempfile::TempDir;

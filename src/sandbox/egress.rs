@@ -10,7 +10,7 @@
 //! port (`api-only`, the default, allows nothing: the model is reached
 //! through the credential proxy), then the proxy resolves the name itself and
 //! connects only to addresses that are not loopback, private, link-local
-//! (cloud metadata) or otherwise local, whatever the policy ([`vet_ip`]). A
+//! (cloud metadata) or otherwise local, whatever the policy ([`vet_ip`](crate::domain::net::vet_ip)). A
 //! refusal is a `403` saying which rule refused and what to change; an
 //! unreachable destination a `502`. Each attempt is stored with its bytes
 //! (`pincer egress NAME`).
@@ -20,7 +20,7 @@ mod resolve;
 mod server;
 mod service;
 
-pub use policy::{BadHost, DomainPattern, Host, NetworkPolicy, PatternError, Policy, Refusal, Rule, DEFAULT_PORTS};
-pub use resolve::{vet_ip, Forbidden, Resolve, SystemResolver};
+pub use policy::{Policy, Refusal, Rule};
+pub use resolve::{Resolve, SystemResolver};
 pub use server::EgressProxy;
 pub use service::EgressService;

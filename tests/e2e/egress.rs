@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
+use pincer::config::GroupSandbox;
+use pincer::domain::net::{DomainPattern, NetworkPolicy};
 use pincer::domain::GroupName;
-use pincer::sandbox::egress::{DomainPattern, NetworkPolicy};
-use pincer::sandbox::GroupSandbox;
 use pincer::store::{EgressDecision, EgressVerdict, EgressVia, Store};
 
 use crate::sandbox::{probe, require_bwrap};

@@ -125,7 +125,7 @@ async fn a_server_error_that_passes_is_retried_by_the_cli_and_answered() {
 /// instead, so this one runs unconfined.
 async fn gateway(api: &FakeApi, name: &str) -> (Sandbox, GroupName) {
     let mut sandbox = Sandbox::new(api);
-    sandbox.config.sandbox.mode = pincer::sandbox::SandboxMode::None;
+    sandbox.config.sandbox.mode = pincer::config::SandboxMode::None;
     sandbox.config.claude.env.insert("ANTHROPIC_AUTH_TOKEN".into(), fake_api::GATEWAY_TOKEN.into());
     let group = sandbox.add_group(name, None).await;
     (sandbox, group)

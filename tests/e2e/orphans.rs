@@ -68,7 +68,7 @@ fn alive(p: &Proc) -> bool {
 /// Runs `pincer run` with a due scheduled prompt that makes the agent start
 /// `sleep 300` in the background, kills pincer with SIGKILL once the shell
 /// runs, and checks that nothing pincer started is left.
-async fn kill_9_leaves_nothing(mode: pincer::sandbox::SandboxMode) {
+async fn kill_9_leaves_nothing(mode: pincer::config::SandboxMode) {
     let background = Reply::bash_background("sleep 300 & echo started > bg.started; wait", "outlive pincer");
     let api = FakeApi::start(fake_api::scripted(vec![("ORPHAN", background)])).await;
     let mut sandbox = Sandbox::new(&api);
@@ -123,12 +123,12 @@ async fn wait_until<T>(mut check: impl FnMut() -> Option<T>) -> T {
 
 #[tokio::test]
 async fn kill_9_of_pincer_leaves_no_unconfined_cli_or_shell() {
-    kill_9_leaves_nothing(pincer::sandbox::SandboxMode::None).await;
+    kill_9_leaves_nothing(pincer::config::SandboxMode::None).await;
 }
 
 #[tokio::test]
 async fn kill_9_of_pincer_leaves_nothing_of_a_sandbox() {
-    kill_9_leaves_nothing(pincer::sandbox::SandboxMode::Auto).await;
+    kill_9_leaves_nothing(pincer::config::SandboxMode::Auto).await;
 }
 
 /// A stand-in for the `docker` client: logs each call's arguments, answers
@@ -171,7 +171,7 @@ async fn docker_containers_are_named_per_process_and_only_this_data_dirs_orphans
     std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755)).unwrap();
     let api = FakeApi::start(fake_api::echo()).await;
     let mut sandbox = Sandbox::new(&api);
-    sandbox.config.sandbox.mode = pincer::sandbox::SandboxMode::Docker;
+    sandbox.config.sandbox.mode = pincer::config::SandboxMode::Docker;
     sandbox.config.sandbox.docker_image = Some("pincer-agent:test".into());
     let group = sandbox.add_group("team", None).await;
     let store = sandbox.store().await;

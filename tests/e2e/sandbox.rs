@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 use std::process::Stdio;
 
 use pincer::config::Secret;
+use pincer::config::{GroupSandbox, SandboxMode};
 use pincer::domain::GroupName;
-use pincer::sandbox::{GroupSandbox, SandboxMode};
 use pincer::store::GroupSettings;
 use serde_json::json;
 

@@ -3,7 +3,7 @@
 //! work, `--disable-userns` stops user namespaces on its own, the probe finds
 //! what this bwrap has, and `pincer doctor` says what is in force.
 
-use pincer::sandbox::DefaultOn;
+use pincer::config::DefaultOn;
 
 use crate::sandbox::{doctor, probe, require_bwrap};
 use crate::support::fake_api::{self, FakeApi, Reply};

@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use pincer::config::SandboxMode;
 use pincer::domain::GroupName;
-use pincer::sandbox::SandboxMode;
 use serde_json::json;
 
 use crate::support::fake_api::{self, FakeApi, Reply};

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pincer::app::Engine;
+use pincer::config::SandboxMode;
 use pincer::config::{Config, Secret};
 use pincer::domain::{GroupName, Inbound, Source};
 use pincer::sandbox::egress::Resolve;
-use pincer::sandbox::SandboxMode;
 use pincer::session::SessionStatus;
 use pincer::store::{GroupSettings, OutboxId, OutboxRow, Store};
 use tokio_util::sync::CancellationToken;

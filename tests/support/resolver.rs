@@ -11,7 +11,8 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::future::BoxFuture;
-use pincer::sandbox::egress::{vet_ip, Forbidden, Resolve};
+use pincer::domain::net::{vet_ip, Forbidden};
+use pincer::sandbox::egress::Resolve;
 
 /// Answers made-up names with addresses on this machine, and vouches for the
 /// name/address pairs listed as `vouched`; everything else is vetted by

@@ -26,8 +26,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::policy::{Host, Policy, Refusal, Rule};
+use super::policy::{Policy, Refusal, Rule};
 use super::resolve::Resolve;
+use crate::domain::net::Host;
 use crate::domain::GroupName;
 use crate::store::{now_us, EgressDecision, EgressVerdict, EgressVia, Store};
 

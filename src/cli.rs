@@ -285,7 +285,7 @@ async fn telegram_health(config: &Config) -> String {
     };
     match health {
         Ok(Some(h)) => {
-            let at = crate::domain::printable_time(crate::store::from_unix_us(h.changed_at_us));
+            let at = crate::domain::printable_time(crate::domain::from_unix_us(h.changed_at_us));
             let detail = h.detail.map_or_else(String::new, |d| format!(": {d}"));
             format!("{} since {at}{detail}", h.state)
         }
@@ -403,7 +403,7 @@ async fn history(config: &Config, group: &str, json: bool, limit: u32) -> anyhow
 }
 
 fn render(entry: &HistoryEntry) -> String {
-    let at = crate::domain::printable_time(crate::store::from_unix_us(entry.at_us()));
+    let at = crate::domain::printable_time(crate::domain::from_unix_us(entry.at_us()));
     match entry {
         HistoryEntry::Inbound { source, sender, text, state, .. } => {
             format!("{at}  in      {source}/{sender} ({state}): {text}")

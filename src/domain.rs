@@ -334,6 +334,11 @@ pub fn printable_time(t: SystemTime) -> humantime::Rfc3339Timestamp {
     humantime::format_rfc3339_seconds(t.clamp(UNIX_EPOCH, UNIX_EPOCH + LAST))
 }
 
+/// A time stored as unix microseconds; a negative value (a corrupted row) is the epoch.
+pub fn from_unix_us(us: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_micros(u64::try_from(us).unwrap_or(0))
+}
+
 impl ChatLine {
     /// `<message from="Alice" admin="yes" at="2026-11-22 09:05 UTC" reply-to="Bob: lunch?">text</message>`
     pub fn render(&self, admins: &[String]) -> String {
@@ -559,7 +564,7 @@ mod tests {
     #[test]
     fn a_message_time_out_of_any_printable_range_is_still_rendered() {
         // As the store gives back a corrupted `sent_at_us`, or a platform an odd date.
-        let far = crate::store::from_unix_us(i64::MAX);
+        let far = from_unix_us(i64::MAX);
         let before = SystemTime::UNIX_EPOCH - std::time::Duration::from_secs(1);
         for (t, stamp) in [(far, "9999-12-31 23:59 UTC"), (before, "1970-01-01 00:00 UTC")] {
             let mut msg = chat("Alice", "42", "hi");

@@ -24,7 +24,7 @@ pub async fn execute(config: &Config, group: &str, json: bool, limit: u32) -> an
 
 /// `2026-01-02T03:04:05Z  allowed  connect github.com:443 → 140.82.121.4  ↑517 B ↓6120 B`.
 pub fn render(d: &EgressDecision) -> String {
-    let at = crate::domain::printable_time(crate::store::from_unix_us(d.at_us));
+    let at = crate::domain::printable_time(crate::domain::from_unix_us(d.at_us));
     let address = d.address.as_ref().map_or_else(String::new, |a| format!(" → {a}"));
     let bytes = if d.bytes_up > 0 || d.bytes_down > 0 {
         format!("  ↑{} B ↓{} B", d.bytes_up, d.bytes_down)

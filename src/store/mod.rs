@@ -19,7 +19,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
-use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source, TaskFrame, TurnResult};
+use crate::domain::{
+    from_unix_us, ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source, TaskFrame, TurnResult,
+};
 
 pub use channels::ChannelHealth;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
@@ -149,10 +151,6 @@ pub fn now_us() -> i64 {
 
 fn unix_us(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-}
-
-pub fn from_unix_us(us: i64) -> SystemTime {
-    UNIX_EPOCH + std::time::Duration::from_micros(u64::try_from(us).unwrap_or(0))
 }
 
 impl Store {

@@ -289,7 +289,7 @@ fn describe(stored: bool, health: Option<&crate::store::ChannelHealth>, path: &P
             "not linked: run `pincer whatsapp link` to link pincer to a WhatsApp account".to_owned()
         };
     };
-    let at = |us: i64| crate::domain::printable_time(crate::store::from_unix_us(us)).to_string();
+    let at = |us: i64| crate::domain::printable_time(crate::domain::from_unix_us(us)).to_string();
     let number = h.linked_as.as_deref().map_or_else(|| "an unknown number".to_owned(), |n| format!("+{n}"));
     let mut text = format!("linked as {number}\nconnection: {} since {}", h.state, at(h.changed_at_us));
     if let Some(detail) = &h.detail {

@@ -22,6 +22,10 @@ pub use sandbox::{AnthropicConfig, DefaultOn, GroupSandbox, SandboxConfig, Sandb
 /// The default config file, looked up in the working directory.
 pub const DEFAULT_CONFIG_FILE: &str = "pincer.toml";
 
+/// The data directory's lock file (`lock::DataLock`), named here with the
+/// other files of `data_dir` so that `private` can list it too.
+pub const LOCK_FILE: &str = "pincer.lock";
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {

@@ -21,8 +21,7 @@ use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
-/// The lock file, in the data directory.
-pub const LOCK_FILE: &str = "pincer.lock";
+use crate::config::LOCK_FILE;
 
 /// How long a lock whose holder has died may still be held by its last forks.
 const DEAD_HOLDER_GRACE: Duration = Duration::from_secs(5);

@@ -19,7 +19,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
+use crate::config::{Config, LOCK_FILE};
 
 /// The bits nobody but the owner may hold.
 const NOT_OWNER: u32 = 0o077;
@@ -61,7 +61,7 @@ pub fn tightened(mode: u32) -> Option<u32> {
 /// databases with their SQLite side files, the run folder, and the CLI homes.
 pub fn paths(config: &Config) -> Vec<PathBuf> {
     let data = &config.data_dir;
-    let mut out = vec![data.clone(), data.join(crate::lock::LOCK_FILE), data.join("run"), data.join("homes")];
+    let mut out = vec![data.clone(), data.join(LOCK_FILE), data.join("run"), data.join("homes")];
     for db in [config.database_path(), config.whatsapp_db_path()] {
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let mut name = db.clone().into_os_string();

@@ -2,6 +2,8 @@
 //! owns shutdown. `main` and the tests start pincer through the same
 //! functions here, with shutdown passed in as a value.
 
+mod submit;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -166,7 +168,7 @@ impl Engine {
         };
         let deps = SchedulerDeps {
             store: self.store.clone(),
-            router: self.router.clone(),
+            submit: Arc::new(self.router.clone()),
             outbox: self.outbox.clone(),
             config,
             tracker: self.tracker.clone(),

@@ -1,5 +1,6 @@
-//! Scheduled prompts: an actor that fires due schedules into the router, logs
-//! every run, and retries failed ones with backoff.
+//! Scheduled prompts: an actor that fires due schedules into the groups'
+//! sessions (through its [`Submit`] port), logs every run, and retries failed
+//! ones with backoff.
 //!
 //! Schedules live in the store, and other processes change them too (`pincer
 //! tasks ...` while `pincer run` is up). So the actor keeps no copy: each time it
@@ -13,6 +14,7 @@ pub mod limits;
 pub mod manage;
 mod outcome;
 mod run;
+pub mod submit;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,9 +28,9 @@ use tokio_util::task::TaskTracker;
 use crate::config::SchedulerConfig;
 use crate::domain::schedule::{Schedule, ScheduleId};
 use crate::outbox::Outbox;
-use crate::router::Router;
 use crate::store::Store;
 use run::{RunDone, RunEnd};
+use submit::Submit;
 
 /// Pokes the scheduler: "schedules changed, look again".
 #[derive(Clone, Debug)]
@@ -47,7 +49,7 @@ impl SchedulerHandle {
 pub struct SchedulerInbox(mpsc::Receiver<()>);
 
 /// A handle and the inbox of a scheduler that is started later (the tools need
-/// the handle before the router, which the scheduler needs, exists).
+/// the handle before the router, which the scheduler submits to, exists).
 pub fn channel() -> (SchedulerHandle, SchedulerInbox) {
     let (tx, rx) = mpsc::channel(1);
     (SchedulerHandle { poke: tx }, SchedulerInbox(rx))
@@ -56,7 +58,8 @@ pub fn channel() -> (SchedulerHandle, SchedulerInbox) {
 /// What the scheduler and its runs need.
 pub struct SchedulerDeps {
     pub store: Store,
-    pub router: Router,
+    /// Where runs hand their prompts: the router, in pincer.
+    pub submit: Arc<dyn Submit>,
     /// Where notices about failed runs go.
     pub outbox: Outbox,
     pub config: SchedulerConfig,

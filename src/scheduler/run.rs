@@ -1,10 +1,10 @@
 //! One run of a schedule, fired (and logged as running) by the scheduler: hand
-//! its prompt to the router like a chat message (marked as scheduled), wait for the turn that answers it (at
-//! most `scheduler.run_timeout`), and log how it ended. The session delivers
-//! the result to the chat itself.
+//! its prompt to its group's session like a chat message (marked as
+//! scheduled) through the [`Submit`](super::submit::Submit) port, wait for the
+//! turn that answers it (at most `scheduler.run_timeout`), and log how it
+//! ended. The session delivers the result to the chat itself.
 
 use chrono::Utc;
-use tokio::sync::oneshot;
 
 use super::SchedulerDeps;
 use crate::domain::schedule::{ContextMode, Schedule, ScheduleId};
@@ -42,24 +42,23 @@ pub(super) async fn execute(deps: &SchedulerDeps, s: Schedule, run: RunId) -> Ru
 async fn deliver(deps: &SchedulerDeps, s: &Schedule) -> (RunEnd, String, Option<f64>) {
     let text = format!("[Scheduled task #{}, {}] {}", s.id, s.trigger.describe(), s.prompt);
     let msg = Inbound::new(s.group.clone(), Source::Scheduled, format!("scheduled task #{}", s.id), text);
-    let (done, outcome) = oneshot::channel();
-    // An isolated run's session lives as long as this handle.
-    let session = match s.context {
-        ContextMode::Group => deps.router.send_watched(msg, done).await.map(|_| None),
-        ContextMode::Isolated => deps.router.send_isolated(msg, done).await.map(|(_, handle)| Some(handle)),
+    // An isolated run's session lives as long as its guard.
+    let submitted = match s.context {
+        ContextMode::Group => deps.submit.submit(msg).await.map(|turn| (turn, None)),
+        ContextMode::Isolated => deps.submit.submit_isolated(msg).await.map(|(turn, guard)| (turn, Some(guard))),
     };
-    let _session = match session {
-        Ok(session) => session,
+    let (turn, _session) = match submitted {
+        Ok(submitted) => submitted,
         Err(e) => {
             let why = format!("could not hand the prompt to the agent: {e}");
             return (RunEnd::Failed(why.clone()), why, None);
         }
     };
     let limit = deps.config.run_timeout;
-    match tokio::time::timeout(limit, outcome).await {
-        Ok(Ok(o)) if o.is_error => (RunEnd::Failed(o.text.clone()), o.text, o.cost_usd),
-        Ok(Ok(o)) => (RunEnd::Ok, o.text, o.cost_usd),
-        Ok(Err(_)) => {
+    match tokio::time::timeout(limit, turn).await {
+        Ok(Some(o)) if o.is_error => (RunEnd::Failed(o.text.clone()), o.text, o.cost_usd),
+        Ok(Some(o)) => (RunEnd::Ok, o.text, o.cost_usd),
+        Ok(None) => {
             (RunEnd::Stopped, "pincer stopped before the run ended; it runs again at the next start".into(), None)
         }
         Err(_) => {

@@ -3,8 +3,7 @@
 
 use teloxide::utils::command::BotCommands;
 
-use super::inbound::ChatMessage;
-use super::{outbound, Shared};
+use super::{outbound, Shared, TelegramTarget};
 use crate::channel::SessionCommand;
 use crate::domain::OutboundKind;
 use crate::store::GroupRecord;
@@ -27,29 +26,35 @@ pub(super) enum Cmd {
 /// `/chatid`: answered in any chat, registered or not, since it is how a chat
 /// gets registered. The one message not sent through the outbox: a chat
 /// without a group has none, and the answer is worth nothing later.
-pub(super) async fn chat_id(shared: &Shared, chat: &ChatMessage) -> anyhow::Result<()> {
-    let topic = chat.target.topic_id.map_or_else(String::new, |t| format!(" --topic {t}"));
-    let you = chat.sender_id.map_or_else(String::new, |id| format!("\nYour user id: {id} (for --admin {id})"));
+pub(super) async fn chat_id(shared: &Shared, target: TelegramTarget, sender_id: Option<i64>) -> anyhow::Result<()> {
+    let topic = target.topic_id.map_or_else(String::new, |t| format!(" --topic {t}"));
+    let you = sender_id.map_or_else(String::new, |id| format!("\nYour user id: {id} (for --admin {id})"));
     let text = format!(
         "Chat id: {}{}\nRegister it with: pincer groups add NAME --telegram {}{topic}{you}",
-        chat.target.chat_id,
-        chat.target.topic_id.map_or_else(String::new, |t| format!(", topic {t}")),
-        chat.target.chat_id,
+        target.chat_id,
+        target.topic_id.map_or_else(String::new, |t| format!(", topic {t}")),
+        target.chat_id,
     );
-    if let Err(e) = outbound::post(&shared.bot, chat.target, &text, None).await {
-        tracing::warn!(chat_id = chat.target.chat_id, %e, "cannot answer /chatid");
+    if let Err(e) = outbound::post(&shared.bot, target, &text, None).await {
+        tracing::warn!(chat_id = target.chat_id, %e, "cannot answer /chatid");
     }
     Ok(())
 }
 
-/// Runs a command in a registered group's chat.
-pub(super) async fn run(shared: &Shared, group: &GroupRecord, chat: &ChatMessage, cmd: Cmd) -> anyhow::Result<()> {
-    let by_admin = chat.sender_id.is_some_and(|id| group.settings.admins.contains(&id.to_string()));
+/// Runs a command sent by `sender_id` in a registered group's chat `target`.
+pub(super) async fn run(
+    shared: &Shared,
+    group: &GroupRecord,
+    target: TelegramTarget,
+    sender_id: Option<i64>,
+    cmd: Cmd,
+) -> anyhow::Result<()> {
+    let by_admin = sender_id.is_some_and(|id| group.settings.admins.contains(&id.to_string()));
     let session = match cmd {
         Cmd::Status => SessionCommand::Status,
         Cmd::Stop => SessionCommand::Stop,
         Cmd::New => SessionCommand::New,
-        Cmd::Chatid => return chat_id(shared, chat).await,
+        Cmd::Chatid => return chat_id(shared, target, sender_id).await,
         Cmd::Help => {
             let help = Cmd::descriptions().to_string();
             shared.ports.outbox.say(&group.name, OutboundKind::Answer, &help).await;

@@ -116,7 +116,7 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
     };
     let command = Cmd::parse(&chat.text, shared.me.username()).ok();
     if command == Some(Cmd::Chatid) {
-        return commands::chat_id(&shared, &chat).await;
+        return commands::chat_id(&shared, chat.target, chat.sender_id).await;
     }
     let found = match directory.group_for(&chat.target.address()).await {
         Ok(found) => found,
@@ -148,7 +148,7 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
         }
     }
     if let Some(cmd) = command {
-        return commands::run(&shared, &group, &chat, cmd).await;
+        return commands::run(&shared, &group, chat.target, chat.sender_id, cmd).await;
     }
     let mut inbound = Inbound::new(group.name.clone(), Source::Chat(Platform::Telegram), &chat.sender_name, &chat.text);
     inbound.sender_id = chat.sender_id.map(|id| id.to_string());

@@ -10,7 +10,19 @@ use whatsapp_rust::proto_helpers::MessageBuilderExt;
 use whatsapp_rust::waproto::whatsapp as wa;
 use whatsapp_rust::{Client, Jid, SendError};
 
-use super::inbound::OwnIds;
+/// Who the linked account is: its phone number and LID (user parts).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnIds {
+    pub number: Option<String>,
+    pub lid: Option<String>,
+}
+
+impl OwnIds {
+    /// Whether `user` (a JID's user part) is the linked account.
+    pub(super) fn is_me(&self, user: &str) -> bool {
+        self.number.as_deref() == Some(user) || self.lid.as_deref() == Some(user)
+    }
+}
 
 /// Why a WhatsApp call failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::approvals::Answerer;
-use super::client::WaClient;
+use super::client::{OwnIds, WaClient};
 use super::commands::{Cmd, HELP};
 use super::Shared;
 use crate::channel::{text, SessionCommand};
@@ -50,19 +50,6 @@ pub(super) struct WaMessage {
     pub quoted_id: Option<String>,
     pub quoted_sender: Option<String>,
     pub quoted_text: Option<String>,
-}
-
-/// Who the linked account is: its phone number and LID (user parts).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct OwnIds {
-    pub number: Option<String>,
-    pub lid: Option<String>,
-}
-
-impl OwnIds {
-    fn is_me(&self, user: &str) -> bool {
-        self.number.as_deref() == Some(user) || self.lid.as_deref() == Some(user)
-    }
 }
 
 impl WaMessage {

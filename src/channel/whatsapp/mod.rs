@@ -28,8 +28,7 @@ mod inbound;
 pub mod link;
 mod outbound;
 
-pub use client::{Real, WaClient, WaError};
-pub use inbound::OwnIds;
+pub use client::{OwnIds, Real, WaClient, WaError};
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

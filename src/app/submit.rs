@@ -37,3 +37,21 @@ fn watch(outcome: oneshot::Receiver<TurnOutcome>) -> TurnWatch {
         Some(TurnEnd { is_error: o.is_error, text: o.text, cost_usd: o.cost_usd })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_turns_outcome_is_told_and_a_session_that_stopped_first_reads_as_none() {
+        let (done, outcome) = oneshot::channel();
+        done.send(TurnOutcome { is_error: true, text: "overloaded".into(), cost_usd: Some(0.5) }).unwrap();
+        assert_eq!(
+            watch(outcome).await,
+            Some(TurnEnd { is_error: true, text: "overloaded".into(), cost_usd: Some(0.5) })
+        );
+        let (done, outcome) = oneshot::channel::<TurnOutcome>();
+        drop(done);
+        assert_eq!(watch(outcome).await, None);
+    }
+}

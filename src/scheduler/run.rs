@@ -86,3 +86,6 @@ async fn run_again_at_start(deps: &SchedulerDeps, id: ScheduleId) {
         tracing::error!(schedule = %id, %e, "cannot mark a cut-off run to run again");
     }
 }
+
+#[cfg(test)]
+mod tests;

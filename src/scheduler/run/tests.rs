@@ -1,0 +1,204 @@
+//! A run through a scripted [`Submit`] port: no router, no session, no CLI;
+//! the run's log is a real SQLite file.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use futures_util::future::BoxFuture;
+use tokio::sync::{oneshot, Notify};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::*;
+use crate::config::SchedulerConfig;
+use crate::domain::schedule::Trigger;
+use crate::domain::GroupName;
+use crate::outbox::Outbox;
+use crate::scheduler::submit::{IsolatedRun, Submit, SubmitError, TurnEnd, TurnWatch};
+use crate::store::{GroupSettings, NewSchedule, Store};
+
+/// How the scripted port answers a prompt.
+enum Answer {
+    /// The turn ends as given, once the test sends it.
+    Later(oneshot::Receiver<TurnEnd>),
+    Now(TurnEnd),
+    /// The session stops before the turn ends.
+    Stopped,
+    Never,
+    Refused,
+}
+
+/// What the port was given: each prompt, and whether it was isolated.
+#[derive(Default)]
+struct Seen {
+    prompts: Vec<(Inbound, bool)>,
+}
+
+struct Scripted {
+    answer: Mutex<Option<Answer>>,
+    /// The isolated session's guard: its receiver (the test's) closes when dropped.
+    session_alive: Mutex<Option<oneshot::Sender<()>>>,
+    seen: Arc<Mutex<Seen>>,
+    submitted: Arc<Notify>,
+}
+
+impl Scripted {
+    fn watch(&self, msg: Inbound, isolated: bool) -> Result<TurnWatch, SubmitError> {
+        self.seen.lock().unwrap().prompts.push((msg, isolated));
+        self.submitted.notify_one();
+        match self.answer.lock().unwrap().take().expect("one prompt per run") {
+            Answer::Later(rx) => Ok(Box::pin(async move { rx.await.ok() })),
+            Answer::Now(end) => Ok(Box::pin(async move { Some(end) })),
+            Answer::Stopped => Ok(Box::pin(async { None })),
+            Answer::Never => Ok(Box::pin(std::future::pending())),
+            Answer::Refused => Err(SubmitError::new(std::io::Error::other("the group's session is closed"))),
+        }
+    }
+}
+
+impl Submit for Scripted {
+    fn submit(&self, msg: Inbound) -> BoxFuture<'_, Result<TurnWatch, SubmitError>> {
+        Box::pin(async move { self.watch(msg, false) })
+    }
+
+    fn submit_isolated(&self, msg: Inbound) -> BoxFuture<'_, Result<(TurnWatch, IsolatedRun), SubmitError>> {
+        Box::pin(async move {
+            let watch = self.watch(msg, true)?;
+            let alive = self.session_alive.lock().unwrap().take().expect("one isolated session per run");
+            Ok((watch, IsolatedRun::new(alive)))
+        })
+    }
+}
+
+struct Bench {
+    _dir: tempfile::TempDir,
+    deps: SchedulerDeps,
+    seen: Arc<Mutex<Seen>>,
+    submitted: Arc<Notify>,
+    /// Closes when the isolated run's session guard is dropped.
+    session: oneshot::Receiver<()>,
+}
+
+async fn bench(answer: Answer, run_timeout: Duration) -> Bench {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
+    store.add_group(&"g".parse::<GroupName>().unwrap(), &GroupSettings::default()).await.unwrap();
+    let (alive, session) = oneshot::channel();
+    let (seen, submitted) = (Arc::new(Mutex::new(Seen::default())), Arc::new(Notify::new()));
+    let submit = Scripted {
+        answer: Mutex::new(Some(answer)),
+        session_alive: Mutex::new(Some(alive)),
+        seen: seen.clone(),
+        submitted: submitted.clone(),
+    };
+    let deps = SchedulerDeps {
+        outbox: Outbox::new(store.clone(), None),
+        store,
+        submit: Arc::new(submit),
+        config: SchedulerConfig { run_timeout, ..SchedulerConfig::default() },
+        tracker: TaskTracker::new(),
+        shutdown: CancellationToken::new(),
+    };
+    Bench { _dir: dir, deps, seen, submitted, session }
+}
+
+impl Bench {
+    /// A due schedule of `context`, fired as the scheduler fires it.
+    async fn fire(&self, context: ContextMode) -> (Schedule, RunId) {
+        let new = NewSchedule {
+            group: "g".parse().unwrap(),
+            prompt: "water the plants".into(),
+            trigger: Trigger::interval("1h").unwrap(),
+            context,
+        };
+        let now = Utc::now();
+        let s = self.deps.store.add_schedule(&new, Some(now)).await.unwrap();
+        let run = self.deps.store.fire_schedule(s.id, now, Some(now + chrono::Duration::hours(1))).await.unwrap();
+        (s, run.expect("the schedule is due"))
+    }
+
+    /// The run's log row: (outcome, text, cost).
+    async fn logged(&self, s: &Schedule) -> (String, Option<String>, Option<f64>) {
+        let runs = self.deps.store.runs(s.id).await.unwrap();
+        assert_eq!(runs.len(), 1);
+        (runs[0].outcome.clone(), runs[0].text.clone(), runs[0].cost_usd)
+    }
+}
+
+fn end(is_error: bool, text: &str) -> TurnEnd {
+    TurnEnd { is_error, text: text.into(), cost_usd: Some(0.25) }
+}
+
+#[tokio::test]
+async fn a_group_run_goes_to_the_groups_session_as_a_scheduled_message_and_logs_its_answer() {
+    let b = bench(Answer::Now(end(false, "watered")), Duration::from_secs(60)).await;
+    let (s, run) = b.fire(ContextMode::Group).await;
+    let done = execute(&b.deps, s.clone(), run).await;
+    assert!(matches!(done.end, RunEnd::Ok) && done.id == s.id);
+    assert_eq!(b.logged(&s).await, ("ok".into(), Some("watered".into()), Some(0.25)));
+    let seen = b.seen.lock().unwrap();
+    let (msg, isolated) = &seen.prompts[0];
+    assert!(!isolated);
+    assert_eq!(msg.source, Source::Scheduled);
+    assert_eq!(msg.text, format!("[Scheduled task #{}, every 1h] water the plants", s.id));
+}
+
+#[tokio::test]
+async fn a_turn_that_ends_in_error_fails_the_run_with_its_text() {
+    let b = bench(Answer::Now(end(true, "the API is overloaded")), Duration::from_secs(60)).await;
+    let (s, run) = b.fire(ContextMode::Group).await;
+    let done = execute(&b.deps, s.clone(), run).await;
+    assert!(matches!(&done.end, RunEnd::Failed(why) if why == "the API is overloaded"));
+    assert_eq!(b.logged(&s).await.0, "error");
+}
+
+#[tokio::test]
+async fn a_prompt_the_port_refuses_fails_the_run_saying_why() {
+    let b = bench(Answer::Refused, Duration::from_secs(60)).await;
+    let (s, run) = b.fire(ContextMode::Group).await;
+    let done = execute(&b.deps, s.clone(), run).await;
+    let RunEnd::Failed(why) = done.end else { panic!("the run failed") };
+    assert_eq!(why, "could not hand the prompt to the agent: the group's session is closed");
+    assert_eq!(b.logged(&s).await, ("error".into(), Some(why), None));
+}
+
+#[tokio::test]
+async fn a_session_that_stops_first_leaves_the_schedule_due_for_the_next_start() {
+    let b = bench(Answer::Stopped, Duration::from_secs(60)).await;
+    let (s, run) = b.fire(ContextMode::Group).await;
+    let done = execute(&b.deps, s.clone(), run).await;
+    assert!(matches!(done.end, RunEnd::Stopped));
+    let next = b.deps.store.schedule(s.id).await.unwrap().next_run.unwrap();
+    assert!(next <= Utc::now(), "due again at once, not in an hour: {next}");
+}
+
+#[tokio::test]
+async fn an_isolated_run_holds_its_session_until_its_turn_ends_then_lets_it_go() {
+    let (answer, turn) = oneshot::channel();
+    let mut b = bench(Answer::Later(turn), Duration::from_secs(60)).await;
+    let (s, run) = b.fire(ContextMode::Isolated).await;
+    let deps = Arc::new(b.deps);
+    let running = tokio::spawn({
+        let deps = deps.clone();
+        async move { execute(&deps, s, run).await }
+    });
+    // The prompt was handed over, and the session is still held while the turn runs.
+    b.submitted.notified().await;
+    assert!(b.seen.lock().unwrap().prompts[0].1, "submitted as isolated");
+    assert_eq!(b.session.try_recv(), Err(oneshot::error::TryRecvError::Empty), "the session is alive");
+    answer.send(end(false, "done")).unwrap();
+    assert!(matches!(running.await.unwrap().end, RunEnd::Ok));
+    assert!(b.session.await.is_err(), "the session guard is dropped once the run ends");
+}
+
+#[tokio::test]
+async fn a_run_without_an_answer_fails_at_run_timeout_and_stops_an_isolated_session() {
+    let b = bench(Answer::Never, Duration::from_millis(50)).await;
+    let (s, run) = b.fire(ContextMode::Isolated).await;
+    let done = execute(&b.deps, s.clone(), run).await;
+    let RunEnd::Failed(why) = done.end else { panic!("the run failed") };
+    assert!(why.contains("scheduler.run_timeout") && why.contains("its isolated session was stopped"), "{why}");
+    assert_eq!(b.logged(&s).await.0, "error");
+    assert!(b.session.await.is_err(), "the isolated session's guard is dropped");
+}

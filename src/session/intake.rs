@@ -178,3 +178,101 @@ fn missed(group: &GroupName, context: Result<TakenContext, StoreError>) -> Misse
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Platform;
+    use crate::store::{GroupSettings, InboundState};
+
+    async fn store_with(group: &GroupName) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
+        store.add_group(group, &GroupSettings::default()).await.unwrap();
+        (dir, store)
+    }
+
+    fn said(group: &GroupName, text: &str) -> Inbound {
+        Inbound::new(group.clone(), crate::domain::Source::Chat(Platform::Telegram), "ana", text)
+    }
+
+    #[tokio::test]
+    async fn a_pull_takes_what_fits_in_order_each_with_the_lines_before_it() {
+        let group: GroupName = "team".parse().unwrap();
+        let (_dir, store) = store_with(&group).await;
+        let intake = Intake::default();
+        store.insert_inbound(&said(&group, "before one"), InboundState::Observed).await.unwrap();
+        for text in ["one", "two", "three"] {
+            store.insert_inbound(&said(&group, text), InboundState::Queued).await.unwrap();
+            store.insert_inbound(&said(&group, &format!("after {text}")), InboundState::Observed).await.unwrap();
+        }
+        let mut puller = Puller::default();
+        assert!(puller.due(2), "a fresh session looks at the queue once");
+        let first = puller.pull(&store, &intake, &group, 2).await;
+        let texts: Vec<&str> = first.iter().map(|t| t.msg.text.as_str()).collect();
+        assert_eq!(texts, ["one", "two"]);
+        assert_eq!(first[0].missed.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["before one"]);
+        assert_eq!(first[1].missed.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["after one"]);
+        assert!(puller.due(1), "a full pull may have left more");
+        assert!(!puller.due(0), "no room, no pull");
+        let rest = puller.pull(&store, &intake, &group, 2).await;
+        assert_eq!(rest.iter().map(|t| t.msg.text.as_str()).collect::<Vec<_>>(), ["three"]);
+        assert!(!puller.due(2), "a short pull emptied the queue");
+        assert!(puller.pull(&store, &intake, &group, 2).await.is_empty(), "nothing is taken twice");
+    }
+
+    #[tokio::test]
+    async fn wakes_count_as_work_until_a_pull_finds_the_queue_empty() {
+        let group: GroupName = "team".parse().unwrap();
+        let (_dir, store) = store_with(&group).await;
+        let intake = Intake::default();
+        let mut puller = Puller::default();
+        puller.pull(&store, &intake, &group, 4).await;
+        puller.settle(&intake);
+
+        store.insert_inbound(&said(&group, "one"), InboundState::Queued).await.unwrap();
+        intake.wake();
+        intake.woken().await;
+        puller.woken(intake.wakes());
+        assert_eq!(puller.pull(&store, &intake, &group, 1).await.len(), 1);
+        puller.settle(&intake);
+        assert_eq!(intake.wakes(), 1, "a full pull may have left more: still owed");
+        // A wake meanwhile is kept for the next round, not lost.
+        intake.wake();
+        assert!(puller.pull(&store, &intake, &group, 1).await.is_empty());
+        puller.settle(&intake);
+        assert_eq!(intake.wakes(), 1, "only the wakes seen were answered");
+        intake.woken().await;
+        puller.woken(intake.wakes());
+        puller.pull(&store, &intake, &group, 1).await;
+        puller.settle(&intake);
+        assert_eq!(intake.wakes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_watched_message_is_not_taken_before_its_watcher_is_there() {
+        let group: GroupName = "team".parse().unwrap();
+        let (_dir, store) = store_with(&group).await;
+        let intake = std::sync::Arc::new(Intake::default());
+        // The router's side: pulls held, the message stored, then its watcher.
+        let held = intake.hold_pulls().await;
+        let id = store.insert_inbound(&said(&group, "report"), InboundState::Queued).await.unwrap();
+        let pulling = {
+            let (store, intake, group) = (store.clone(), intake.clone(), group.clone());
+            tokio::spawn(async move { Puller::default().pull(&store, &intake, &group, 4).await.len() })
+        };
+        // Store round trips in which an unheld pull (one read, one write) would finish.
+        for text in ["a", "b", "c", "d"] {
+            store.insert_inbound(&said(&group, text), InboundState::Observed).await.unwrap();
+        }
+        assert!(!pulling.is_finished(), "the message was taken before its watcher was registered");
+        let (done, outcome) = oneshot::channel();
+        intake.watch(id, done);
+        drop(held);
+        assert_eq!(pulling.await.unwrap(), 1);
+        let told = TurnOutcome { is_error: false, text: "done".into(), cost_usd: None };
+        intake.tell(&[id], &told);
+        assert_eq!(outcome.await.unwrap(), told);
+        assert!(!intake.is_watched(id));
+    }
+}

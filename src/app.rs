@@ -311,12 +311,14 @@ async fn serve<C: WaClient>(
     // However serving ends (a `?` below included), the sessions are stopped
     // the normal way before the store closes: none is left running.
     let ended: anyhow::Result<()> = async {
-        engine.start_scheduler();
-        // Before any channel serves: a new message must not overtake an older
-        // unanswered one. The notices wait in the outbox until delivery starts.
-        if let Err(e) = engine.router.redeliver_unanswered().await {
-            tracing::error!(%e, "cannot send again the messages left unanswered before the restart");
+        // Before any channel or schedule is served: a new message must not
+        // overtake an older unanswered one, and the scheduler's own reruns
+        // must not be failed as leftovers. The notices wait in the outbox
+        // until delivery starts.
+        if let Err(e) = engine.router.recover().await {
+            tracing::error!(%e, "cannot queue again the messages left unanswered before the restart");
         }
+        engine.start_scheduler();
         let groups = engine.store.groups().await?;
         let mut askers = Askers::default();
         // `pincer chat NAME` attaches here; other commands say what they changed.

@@ -1,9 +1,9 @@
 //! Inbound messages → the right group's session.
 //!
-//! The router stores each message before handing it on ("persist first"),
-//! starts a group's session actor on first use, and never fails the whole
-//! daemon because of one group: errors are returned to the caller (a channel
-//! adapter) to report to that chat.
+//! The router stores each message in its group's queue and wakes the group's
+//! session ("persist first": the store is the queue), starts a group's session
+//! actor on first use, and never fails the whole daemon because of one group:
+//! errors are returned to the caller (a channel adapter) to report to that chat.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,10 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::domain::{GroupName, Inbound, InboundId, Missed};
 use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus, TurnOutcome};
-use crate::store::{InboundState, StoreError, TakenContext};
-
-/// At most this many missed chat messages are handed to the agent as context.
-const CONTEXT_LIMIT: usize = 50;
+use crate::store::{InboundState, Recovered, StoreError};
 
 /// Why a message could not be routed.
 #[derive(Debug, thiserror::Error)]
@@ -61,10 +58,15 @@ impl Router {
         Router { inner: Arc::new(Inner { deps, tracker, sessions: Mutex::new(HashMap::new()) }) }
     }
 
-    /// Stores `msg`, then queues it for its group's session, after the chat
-    /// messages the agent has not seen yet (see [`Router::observe`]).
+    /// Stores `msg` in its group's queue and wakes the group's session,
+    /// which takes it (after the chat messages the agent has not seen yet,
+    /// see [`Router::observe`]) when it can. Returns once the message is
+    /// stored: it never waits for the session, however busy.
     pub async fn send(&self, msg: Inbound) -> Result<InboundId, RouteError> {
-        self.send_to(&self.session(&msg.group).await?, msg, None).await
+        let handle = self.session(&msg.group).await?;
+        let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;
+        handle.wake();
+        Ok(id)
     }
 
     /// Like [`Router::send`], and `done` hears how the turn answering it ended.
@@ -73,7 +75,11 @@ impl Router {
         msg: Inbound,
         done: oneshot::Sender<TurnOutcome>,
     ) -> Result<InboundId, RouteError> {
-        self.send_to(&self.session(&msg.group).await?, msg, Some(done)).await
+        let handle = self.session(&msg.group).await?;
+        let store = &self.inner.deps.store;
+        let id = handle.store_watched(store.insert_inbound(&msg, InboundState::Queued), done).await?;
+        handle.wake();
+        Ok(id)
     }
 
     /// Stores `msg` and hands it to a throwaway session of its group (see
@@ -85,82 +91,44 @@ impl Router {
     ) -> Result<(InboundId, SessionHandle), RouteError> {
         let record = self.inner.deps.store.group(msg.group.as_str()).await?;
         let handle = SessionHandle::spawn_isolated(&record, self.inner.deps.clone(), &self.inner.tracker);
-        let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;
+        // Stored as taken (`sent`), not queued: the group's own session, which
+        // takes the queue, must never see it. A restart fails it (its run is rerun).
+        let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Sent).await?;
         // The chat's unread messages stay for the group's own session.
         handle.send(Command::Message { id, msg, missed: Missed::default(), done: Some(done) }).await?;
         Ok((id, handle))
     }
 
-    async fn send_to(
-        &self,
-        handle: &SessionHandle,
-        msg: Inbound,
-        done: Option<oneshot::Sender<TurnOutcome>>,
-    ) -> Result<InboundId, RouteError> {
+    /// At start, before any chat or schedule is served: what a previous
+    /// pincer accepted but never saw answered (it stopped or died mid-turn)
+    /// goes back in its group's queue, and each such group's chat is told
+    /// first. The messages go as they were written, without the context they
+    /// once carried (that was handed on already). A group that cannot be
+    /// served (deleted by hand) has its messages failed, and costs the others
+    /// nothing. Returns how many messages wait again.
+    pub async fn recover(&self) -> Result<usize, RouteError> {
         let store = &self.inner.deps.store;
-        let id = store.insert_inbound(&msg, InboundState::Queued).await?;
-        // The message is stored: from here it goes to the session whatever
-        // else fails. Context that cannot be taken stays for the next message.
-        let taken = store.take_context(&msg.group, CONTEXT_LIMIT).await.unwrap_or_else(|e| {
-            tracing::warn!(group = %msg.group, %e, "cannot take the chat's context; the message goes without it");
-            TakenContext::default()
-        });
-        let missed = Missed { lines: taken.lines.clone(), omitted: taken.omitted };
-        if let Err(e) = handle.send(Command::Message { id, msg, missed, done }).await {
-            // The session never took the message, so the context was not handed over.
-            if let Err(e) = store.return_context(&taken).await {
-                tracing::error!(%e, "cannot give back the chat context of a message the session refused");
-            }
-            // The chat is told it was not taken and to send it again: it must
-            // not be answered at the next start too.
-            if let Err(e) = store.set_inbound_state(&[id], InboundState::Failed).await {
-                tracing::error!(%e, "cannot mark a message the session refused as failed; the next start answers it");
-            }
-            return Err(e.into());
-        }
-        Ok(id)
-    }
-
-    /// Sends again what a previous pincer accepted but never saw answered
-    /// (it stopped or died mid-turn), so a restart loses no message. Each
-    /// group's chat is told first. The messages go as they were written,
-    /// without the context they once carried (that was handed on already).
-    /// Returns how many were sent again.
-    pub async fn redeliver_unanswered(&self) -> Result<usize, RouteError> {
-        let store = &self.inner.deps.store;
-        let mut by_group: Vec<(GroupName, Vec<(InboundId, Inbound)>)> = Vec::new();
-        for (id, msg) in store.unanswered_inbound().await? {
-            match by_group.iter_mut().find(|(g, _)| *g == msg.group) {
-                Some((_, msgs)) => msgs.push((id, msg)),
-                None => by_group.push((msg.group.clone(), vec![(id, msg)])),
-            }
-        }
-        let mut sent = 0;
-        for (group, msgs) in by_group {
-            let handle = match self.session(&group).await {
-                Ok(handle) => handle,
+        let mut waiting = 0;
+        for Recovered { group, messages } in store.recover_unanswered().await? {
+            let handle = match group.parse::<GroupName>() {
+                Ok(name) => self.session(&name).await.map(|handle| (name, handle)),
+                Err(e) => Err(RouteError::Store(StoreError::UnknownGroup(format!("{group} ({e})")))),
+            };
+            let (name, handle) = match handle {
+                Ok(found) => found,
                 Err(e) => {
                     tracing::warn!(%group, %e, "cannot answer messages left from before the restart; marking them failed");
-                    let ids: Vec<InboundId> = msgs.iter().map(|(id, _)| *id).collect();
-                    store.set_inbound_state(&ids, InboundState::Failed).await?;
+                    store.fail_queued(&group).await?;
                     continue;
                 }
             };
-            let text = format!("pincer restarted before answering {} message(s) here; answering now.", msgs.len());
-            tracing::info!(%group, count = msgs.len(), "sending messages again that were not answered before the restart");
-            self.inner.deps.outbox.notice(&group, &text).await;
-            for (id, msg) in msgs {
-                // One group's closed session must not cost the other groups their messages.
-                let missed = Missed::default();
-                if let Err(e) = handle.send(Command::Message { id, msg, missed, done: None }).await {
-                    tracing::error!(%group, %e, "cannot send a message again after the restart; marking it failed");
-                    store.set_inbound_state(&[id], InboundState::Failed).await?;
-                    continue;
-                }
-                sent += 1;
-            }
+            let text = format!("pincer restarted before answering {messages} message(s) here; answering now.");
+            tracing::info!(group = %name, messages, "answering messages left unanswered before the restart");
+            self.inner.deps.outbox.notice(&name, &text).await;
+            handle.wake();
+            waiting += messages;
         }
-        Ok(sent)
+        Ok(waiting)
     }
 
     /// Stores a chat message that is not addressed to the agent. The agent

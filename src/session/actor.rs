@@ -3,15 +3,16 @@
 //! after a usage limit, shutdown) that owns the group's CLI child, what it
 //! still owes, and which tasks run in it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use super::api_error::{self, LimitPlan, Seen, TurnFailure, UsageLimit};
+use super::intake::{Intake, Puller, Taken, TAKEN_AT_ONCE};
 use super::pending::{Pending, PendingMessage};
 use super::permission::{decide, summarize, Rules, Verdict};
 use super::rights::{self, Voice};
@@ -20,8 +21,8 @@ use crate::claude::lines::LineRead;
 use crate::claude::process::{CliProcess, StdoutLine};
 use crate::claude::protocol::{self, CliEvent, ControlRequest, TurnEnd};
 use crate::domain::{
-    Approval, ApprovalAnswer, ApprovalRequest, GroupName, InboundId, PermissionDecision, TaskFrame, ToolsFor,
-    TurnResult,
+    Approval, ApprovalAnswer, ApprovalRequest, GroupName, Inbound, InboundId, Missed, PermissionDecision, TaskFrame,
+    ToolsFor, TurnResult,
 };
 use crate::groups;
 use crate::sandbox::proxy::KeyLease;
@@ -90,6 +91,8 @@ struct Held {
 /// One event the loop reacts to.
 enum Event {
     Command(Command),
+    /// Messages were queued for the group in the store.
+    Woken,
     Approved(Answered),
     Line(StdoutLine),
     Exited,
@@ -146,6 +149,10 @@ pub(super) struct SessionActor {
     commands: async_channel::Receiver<Command>,
     status: watch::Sender<SessionStatus>,
     queued: Arc<AtomicUsize>,
+    /// The group's queue: wakes from the router, and who waits on which message.
+    intake: Arc<Intake>,
+    /// Where this actor is in the queue.
+    puller: Puller,
     /// Groups waiting for a live slot: an idle session then closes at once.
     slot_waiters: watch::Receiver<super::slots::Need>,
     live: Option<Live>,
@@ -165,8 +172,6 @@ pub(super) struct SessionActor {
     isolated: bool,
     /// An isolated run's CLI home, made at its first start and removed with the actor.
     own_home: Option<IsolatedHome>,
-    /// Who waits to hear how the turn answering a message ended.
-    watchers: HashMap<InboundId, oneshot::Sender<TurnOutcome>>,
     /// What the current turn printed about an API error before its result.
     seen: Seen,
     /// Hung turns since the last good result: the second in a row gives up.
@@ -192,6 +197,7 @@ impl SessionActor {
         commands: async_channel::Receiver<Command>,
         status: watch::Sender<SessionStatus>,
         queued: Arc<AtomicUsize>,
+        intake: Arc<Intake>,
     ) -> Self {
         let policy = Policy::of(&group.settings, &deps.config.claude.allowed_tools);
         let slot_waiters = deps.slots.waiting();
@@ -208,6 +214,8 @@ impl SessionActor {
             commands,
             status,
             queued,
+            intake,
+            puller: Puller::default(),
             slot_waiters,
             live: None,
             pending: Pending::default(),
@@ -220,7 +228,6 @@ impl SessionActor {
             next_request: 0,
             isolated: false,
             own_home: None,
-            watchers: HashMap::new(),
             seen: Seen::default(),
             hangs: 0,
             stopping_hung: false,
@@ -231,13 +238,18 @@ impl SessionActor {
         }
     }
 
-    /// Makes this a throwaway session (see `SessionHandle::spawn_isolated`).
+    /// Makes this a throwaway session (see `SessionHandle::spawn_isolated`):
+    /// it is handed its one message, and never takes the group's queue.
     pub(super) fn isolated(mut self) -> Self {
         self.isolated = true;
+        self.puller = Puller::idle();
         self
     }
 
     pub(super) async fn run(mut self) {
+        // What waits in the queue already (after a restart) is taken first.
+        self.take_queued().await;
+        self.publish();
         loop {
             match self.next_event().await {
                 Event::Command(cmd) => {
@@ -246,6 +258,7 @@ impl SessionActor {
                     // pending, `queued` is what keeps the session "busy".
                     self.queued.fetch_sub(1, Ordering::SeqCst);
                 }
+                Event::Woken => self.puller.woken(self.intake.wakes()),
                 Event::Approved(answered) => self.on_approved(answered).await,
                 Event::Line(line) => self.on_line(line).await,
                 Event::Exited => self.on_exit().await,
@@ -254,7 +267,9 @@ impl SessionActor {
                 Event::ResendDue => self.on_resend_due().await,
                 Event::Shutdown => break,
             }
+            self.take_queued().await;
             self.publish();
+            self.puller.settle(&self.intake);
         }
         self.stop_live("shutdown").await;
         self.publish();
@@ -295,6 +310,7 @@ impl SessionActor {
             _ = self.deps.shutdown.cancelled() => Event::Shutdown,
             line = lines => line.map_or(Event::Exited, Event::Line),
             cmd = self.commands.recv() => cmd.map_or(Event::Shutdown, Event::Command),
+            _ = self.intake.woken() => Event::Woken,
             Some(answered) = self.answers.recv() => Event::Approved(answered),
             _ = idle => Event::IdleDeadline,
             _ = hung => Event::HungTurn,
@@ -356,14 +372,9 @@ impl SessionActor {
         match cmd {
             Command::Message { id, msg, missed, done } => {
                 if let Some(done) = done {
-                    self.watchers.insert(id, done);
+                    self.intake.watch(id, done);
                 }
-                let voice = Voice::of(&msg, &missed, &self.policy.admins);
-                let prompt = msg.prompt(&missed, &self.policy.admins);
-                self.pending.push(id, prompt, msg.accepted_at, voice);
-                if self.ensure_live().await {
-                    self.write_pending_tail().await;
-                }
+                self.take_message(id, msg, missed).await;
             }
             Command::Interrupt => {
                 self.cancel_resend().await;
@@ -389,6 +400,34 @@ impl SessionActor {
                     self.restart().await;
                 }
             }
+        }
+    }
+
+    /// Takes what waits in the group's queue, while there is room: each
+    /// message with the chat lines before it, in order.
+    async fn take_queued(&mut self) {
+        while self.puller.due(TAKEN_AT_ONCE.saturating_sub(self.pending.len())) {
+            let room = TAKEN_AT_ONCE.saturating_sub(self.pending.len());
+            let taken = self.puller.pull(&self.deps.store, &self.intake, &self.group, room).await;
+            if taken.is_empty() {
+                return;
+            }
+            for Taken { id, msg, missed } in taken {
+                self.take_message(id, msg, missed).await;
+            }
+            if self.deps.shutdown.is_cancelled() {
+                return;
+            }
+        }
+    }
+
+    /// Makes `msg` pending and writes it to a live process (starting one).
+    async fn take_message(&mut self, id: InboundId, msg: Inbound, missed: Missed) {
+        let voice = Voice::of(&msg, &missed, &self.policy.admins);
+        let prompt = msg.prompt(&missed, &self.policy.admins);
+        self.pending.push(id, prompt, msg.accepted_at, voice);
+        if self.ensure_live().await {
+            self.write_pending_tail().await;
         }
     }
 
@@ -719,7 +758,7 @@ impl SessionActor {
         for m in refused {
             if m.after_limit {
                 again.push(m.id);
-            } else if resend.is_none() || self.watchers.contains_key(&m.id) {
+            } else if resend.is_none() || self.intake.is_watched(m.id) {
                 not_resent.push(m.id);
             } else {
                 hold.push(m);
@@ -1107,12 +1146,7 @@ impl SessionActor {
     }
 
     fn tell_watchers(&mut self, ids: &[InboundId], outcome: TurnOutcome) {
-        for id in ids {
-            if let Some(done) = self.watchers.remove(id) {
-                // The waiter may have given up (pincer stopping); nothing to tell then.
-                let _ = done.send(outcome.clone());
-            }
-        }
+        self.intake.tell(ids, &outcome);
     }
 
     async fn notice(&self, text: impl AsRef<str>) {

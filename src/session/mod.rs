@@ -6,6 +6,7 @@
 
 mod actor;
 mod api_error;
+mod intake;
 mod pending;
 mod permission;
 mod rights;
@@ -52,7 +53,9 @@ pub struct SessionDeps {
     pub shutdown: CancellationToken,
 }
 
-/// What a session actor can be asked to do.
+/// What a session actor can be asked to do. A group's own session takes chat
+/// messages from the store's queue (see [`SessionHandle::wake`]); only a
+/// throwaway session is handed its one message as a command.
 #[derive(Debug)]
 // One command per chat message: boxing the message would buy nothing measurable.
 #[allow(clippy::large_enum_variant)]
@@ -114,6 +117,8 @@ pub struct SessionHandle {
     /// Commands sent but not yet taken by the actor, so "idle" is never
     /// reported while a message is still in the queue.
     queued: Arc<AtomicUsize>,
+    /// The group's queue in the store: wakes, and who waits on which message.
+    intake: Arc<intake::Intake>,
 }
 
 /// The session actor is gone (pincer is shutting down).
@@ -128,9 +133,10 @@ impl SessionHandle {
         let (status_tx, status_rx) =
             watch::channel(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
         let queued = Arc::new(AtomicUsize::new(0));
-        let actor = actor::SessionActor::new(group, deps, rx, status_tx, queued.clone());
+        let intake = Arc::new(intake::Intake::default());
+        let actor = actor::SessionActor::new(group, deps, rx, status_tx, queued.clone(), intake.clone());
         tracker.spawn(actor.run());
-        SessionHandle { group: group.name.clone(), commands: tx, status: status_rx, queued }
+        SessionHandle { group: group.name.clone(), commands: tx, status: status_rx, queued, intake }
     }
 
     /// Starts a throwaway session for `group`: it starts fresh, never stores
@@ -141,9 +147,34 @@ impl SessionHandle {
         let (tx, rx) = async_channel::bounded(COMMAND_QUEUE);
         let (status_tx, status_rx) = watch::channel(SessionStatus::default());
         let queued = Arc::new(AtomicUsize::new(0));
-        let actor = actor::SessionActor::new(&fresh, deps, rx, status_tx, queued.clone()).isolated();
+        let intake = Arc::new(intake::Intake::default());
+        let actor = actor::SessionActor::new(&fresh, deps, rx, status_tx, queued.clone(), intake.clone()).isolated();
         tracker.spawn(actor.run());
-        SessionHandle { group: group.name.clone(), commands: tx, status: status_rx, queued }
+        SessionHandle { group: group.name.clone(), commands: tx, status: status_rx, queued, intake }
+    }
+
+    /// A message of this group was stored `queued`: the session takes it
+    /// from the store when it can. Never waits, whatever the session is doing.
+    pub fn wake(&self) {
+        self.intake.wake();
+    }
+
+    /// Runs `store_message` (which stores a queued message of this group and
+    /// returns its id) with the session's pulls held back, then registers
+    /// `done` for it: the session cannot take the message before `done` is
+    /// there to hear how its turn ended. Wake the session afterwards.
+    pub async fn store_watched<F, E>(
+        &self,
+        store_message: F,
+        done: oneshot::Sender<TurnOutcome>,
+    ) -> Result<InboundId, E>
+    where
+        F: std::future::Future<Output = Result<InboundId, E>>,
+    {
+        let _pulls_held = self.intake.hold_pulls().await;
+        let id = store_message.await?;
+        self.intake.watch(id, done);
+        Ok(id)
     }
 
     pub async fn send(&self, command: Command) -> Result<(), SessionClosed> {
@@ -160,14 +191,14 @@ impl SessionHandle {
 
     /// Whether commands are queued or the session has work in flight.
     pub fn busy(&self) -> bool {
-        self.queued.load(Ordering::SeqCst) > 0 || self.status.borrow().busy()
+        self.queued.load(Ordering::SeqCst) > 0 || self.intake.wakes() > 0 || self.status.borrow().busy()
     }
 
     /// Whether a message waits for an answer or a turn is running (background
     /// tasks alone don't count).
     pub fn turn_in_progress(&self) -> bool {
         let status = self.status.borrow();
-        self.queued.load(Ordering::SeqCst) > 0 || status.pending > 0 || status.in_turn
+        self.queued.load(Ordering::SeqCst) > 0 || self.intake.wakes() > 0 || status.pending > 0 || status.in_turn
     }
 
     /// Waits until the actor publishes a new status (or has stopped).

@@ -9,6 +9,7 @@ mod egress;
 mod groups;
 mod history;
 mod outbox;
+mod queue;
 mod schedules;
 
 use std::path::Path;
@@ -19,15 +20,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{Row, SqliteConnection, SqlitePool};
 
-use crate::domain::{
-    from_unix_us, ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source, TaskFrame, TurnResult,
-};
+use crate::domain::{from_unix_us, ChatLine, GroupName, Inbound, InboundId, PermissionDecision, TaskFrame, TurnResult};
 
 pub use channels::ChannelHealth;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use groups::{GroupRecord, GroupSettings};
 pub use history::{Delivery, HistoryEntry};
 pub use outbox::{DeliveryState, Enqueue, Marked, OutboxId, OutboxRow, Seen};
+pub use queue::{Pulled, Recovered};
 pub use schedules::{NewSchedule, RunId, RunRecord};
 
 /// What can go wrong talking to the store.
@@ -205,17 +205,23 @@ impl Store {
         Ok(InboundId(done.last_insert_rowid()))
     }
 
-    /// Takes the group's observed messages (the newest `limit`, oldest first)
-    /// and marks all of them included. If the message they go with is not
-    /// taken after all, [`Store::return_context`] gives them back.
-    pub async fn take_context(&self, group: &GroupName, limit: usize) -> Result<TakenContext, StoreError> {
+    /// Takes the group's observed messages from before `before` (the message
+    /// they go with: the newest `limit`, oldest first) and marks all of them
+    /// included.
+    pub async fn take_context(
+        &self,
+        group: &GroupName,
+        limit: usize,
+        before: InboundId,
+    ) -> Result<TakenContext, StoreError> {
         // One statement, so reading and marking are atomic without a deferred
         // transaction (which WAL refuses to upgrade once another writer committed).
         let mut rows = sqlx::query(
-            "UPDATE inbound SET state = 'included' WHERE group_name = ? AND state = 'observed'
+            "UPDATE inbound SET state = 'included' WHERE group_name = ? AND state = 'observed' AND id < ?
              RETURNING id, sender, sent_at_us, reply_to, text, sender_id",
         )
         .bind(group.as_str())
+        .bind(before.0)
         .fetch_all(&self.pool)
         .await?;
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
@@ -236,45 +242,6 @@ impl Store {
         });
         lines.reverse();
         Ok(TakenContext { lines, omitted, ids })
-    }
-
-    /// Context taken for a message the session never took: the next message
-    /// gets it. All of it or none (one transaction), so a failure half-way
-    /// never splits the lines between two messages.
-    pub async fn return_context(&self, taken: &TakenContext) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        for id in &taken.ids {
-            sqlx::query("UPDATE inbound SET state = 'observed' WHERE id = ? AND state = 'included'")
-                .bind(id.0)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// Chat messages a previous pincer accepted for the agent but never saw
-    /// answered (queued or sent when it stopped), oldest first. Scheduled
-    /// prompts are not among them (the scheduler reruns its unfinished runs),
-    /// nor console lines (the terminal that typed them is gone).
-    pub async fn unanswered_inbound(&self) -> Result<Vec<(InboundId, Inbound)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to FROM inbound
-              WHERE state IN ('queued', 'sent') AND source NOT IN ('scheduled', 'console') ORDER BY id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(readable("inbound", &rows, |row| {
-            let group: String = row.try_get(1)?;
-            let group = group.parse::<GroupName>().map_err(|e| bad_row(format!("group name {group:?}: {e}")))?;
-            let source: String = row.try_get(2)?;
-            let source = Source::parse(&source).ok_or_else(|| bad_row(format!("no source {source:?}")))?;
-            let mut msg = Inbound::new(group, source, row.try_get::<String, _>(3)?, row.try_get::<String, _>(5)?);
-            msg.sender_id = row.try_get(4)?;
-            msg.sent_at = row.try_get::<Option<i64>, _>(6)?.map_or(UNIX_EPOCH, from_unix_us);
-            msg.reply_to = row.try_get(7)?;
-            Ok((InboundId(row.try_get(0)?), msg))
-        }))
     }
 
     pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {

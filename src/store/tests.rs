@@ -155,52 +155,104 @@ async fn telegram_chats_of_an_older_store_become_chat_bindings() {
 }
 
 #[tokio::test]
-async fn observed_messages_are_taken_once_as_context() {
+async fn observed_messages_are_taken_once_as_context_of_the_next_message_after_them() {
     let (_dir, store) = temp_store().await;
     let g = group("chat");
     store.add_group(&g, &GroupSettings::default()).await.unwrap();
-    for text in ["one", "two", "three"] {
+    let say = |text: &str| {
         let mut msg = Inbound::new(g.clone(), Source::Chat(crate::domain::Platform::Telegram), "Bob", text);
         msg.sender_id = Some(format!("id-{text}"));
-        store.insert_inbound(&msg, InboundState::Observed).await.unwrap();
+        msg
+    };
+    for text in ["one", "two", "three"] {
+        store.insert_inbound(&say(text), InboundState::Observed).await.unwrap();
     }
-    let taken = store.take_context(&g, 2).await.unwrap();
+    let first = store.insert_inbound(&say("to the agent"), InboundState::Queued).await.unwrap();
+    // Said after the first message: context of the next one, not of it.
+    store.insert_inbound(&say("four"), InboundState::Observed).await.unwrap();
+    let second = store.insert_inbound(&say("again"), InboundState::Queued).await.unwrap();
+
+    let taken = store.take_context(&g, 2, first).await.unwrap();
     let texts: Vec<&str> = taken.lines.iter().map(|l| l.text.as_str()).collect();
     assert_eq!(texts, ["two", "three"], "the newest, oldest first");
     assert_eq!(taken.lines[0].sender_id.as_deref(), Some("id-two"), "the agent is told whether they are admins");
     assert_eq!(taken.omitted, 1);
-    let again = store.take_context(&g, 2).await.unwrap();
+    let again = store.take_context(&g, 2, first).await.unwrap();
     assert!(again.lines.is_empty());
     assert_eq!(again.omitted, 0);
-    // Given back (the session did not take its message), the next message gets all three again.
-    store.return_context(&taken).await.unwrap();
-    assert_eq!(store.take_context(&g, 5).await.unwrap().lines.len(), 3);
+    let next = store.take_context(&g, 2, second).await.unwrap();
+    assert_eq!(next.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["four"]);
     assert_eq!(store.group_cost(&g).await.unwrap(), 0.0);
 }
 
 #[tokio::test]
-async fn context_given_back_is_given_back_whole_or_not_at_all() {
+async fn the_queue_gives_a_groups_messages_in_order_and_fails_what_cannot_be_read() {
     let (_dir, store) = temp_store().await;
-    let g = group("chat");
-    store.add_group(&g, &GroupSettings::default()).await.unwrap();
-    let mut ids = Vec::new();
-    for text in ["one", "two", "three"] {
-        let msg = Inbound::new(g.clone(), Source::Chat(crate::domain::Platform::Telegram), "Bob", text);
-        ids.push(store.insert_inbound(&msg, InboundState::Observed).await.unwrap());
+    let (a, b) = (group("a"), group("b"));
+    for g in [&a, &b] {
+        store.add_group(g, &GroupSettings::default()).await.unwrap();
     }
-    let taken = store.take_context(&g, 5).await.unwrap();
-    // Giving back one of the lines fails (the oldest, which is given back last).
-    let fail = format!(
-        "CREATE TRIGGER fail BEFORE UPDATE OF state ON inbound WHEN OLD.id = {} BEGIN SELECT RAISE(ABORT, 'no'); END",
-        ids[0].0
+    let chat = |g: &GroupName, text: &str| Inbound::new(g.clone(), Source::Chat(Platform::Telegram), "ann", text);
+    let one = store.insert_inbound(&chat(&a, "one"), InboundState::Queued).await.unwrap();
+    store.insert_inbound(&chat(&b, "other group"), InboundState::Queued).await.unwrap();
+    store.insert_inbound(&chat(&a, "seen"), InboundState::Observed).await.unwrap();
+    raw(
+        &store,
+        "INSERT INTO inbound (group_name, at_us, source, sender, text, state) VALUES ('a', 1, 'carrier pigeon', 'x', 'odd', 'queued')",
+    )
+    .await;
+    let three = store.insert_inbound(&chat(&a, "three"), InboundState::Queued).await.unwrap();
+    let four = store.insert_inbound(&chat(&a, "four"), InboundState::Queued).await.unwrap();
+
+    let first = store.queued_inbound(&a, InboundId(0), 3).await.unwrap();
+    let texts: Vec<&str> = first.iter().map(|p| p.msg.text.as_str()).collect();
+    assert_eq!(texts, ["one", "three"], "the unreadable row is left out, the other group's too");
+    assert_eq!(first[0].id, one);
+    let rest = store.queued_inbound(&a, three, 3).await.unwrap();
+    assert_eq!(rest.iter().map(|p| p.id).collect::<Vec<_>>(), [four]);
+    // The unreadable row was failed, so it never stands in the queue again.
+    let again = store.queued_inbound(&a, InboundId(0), 10).await.unwrap();
+    assert_eq!(again.len(), 3);
+}
+
+#[tokio::test]
+async fn a_restart_queues_again_what_was_written_but_fails_scheduled_and_console_lines() {
+    let (_dir, store) = temp_store().await;
+    let (a, b) = (group("a"), group("b"));
+    for g in [&a, &b] {
+        store.add_group(g, &GroupSettings::default()).await.unwrap();
+    }
+    let chat = |g: &GroupName, text: &str| Inbound::new(g.clone(), Source::Chat(Platform::Telegram), "ann", text);
+    let written = store.insert_inbound(&chat(&b, "written"), InboundState::Sent).await.unwrap();
+    store.insert_inbound(&chat(&a, "waiting"), InboundState::Queued).await.unwrap();
+    store.insert_inbound(&chat(&b, "waiting too"), InboundState::Queued).await.unwrap();
+    store.insert_inbound(&chat(&a, "done"), InboundState::Answered).await.unwrap();
+    let scheduled = Inbound::new(a.clone(), Source::Scheduled, "schedule", "report");
+    let scheduled = store.insert_inbound(&scheduled, InboundState::Sent).await.unwrap();
+    let console = Inbound::new(a.clone(), Source::Console, "me", "hi");
+    let console = store.insert_inbound(&console, InboundState::Queued).await.unwrap();
+
+    let recovered = store.recover_unanswered().await.unwrap();
+    assert_eq!(
+        recovered,
+        [Recovered { group: "b".into(), messages: 2 }, Recovered { group: "a".into(), messages: 1 }],
+        "per group, in the order of their oldest message"
     );
-    sqlx::query(&fail).execute(&store.pool).await.unwrap();
-    assert!(store.return_context(&taken).await.is_err());
-    sqlx::query("DROP TRIGGER fail").execute(&store.pool).await.unwrap();
-    let split = store.take_context(&g, 5).await.unwrap();
-    assert!(split.lines.is_empty(), "part of the context went to the next message: {:?}", split.lines);
-    store.return_context(&taken).await.unwrap();
-    assert_eq!(store.take_context(&g, 5).await.unwrap().lines.len(), 3);
+    let b_queue: Vec<InboundId> =
+        store.queued_inbound(&b, InboundId(0), 10).await.unwrap().iter().map(|p| p.id).collect();
+    assert_eq!(b_queue[0], written, "the written one first, as before");
+    for id in [scheduled, console] {
+        let state: String = sqlx::query_scalar("SELECT state FROM inbound WHERE id = ?")
+            .bind(id.0)
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(state, "failed");
+    }
+    // A supervised restart of one group's session puts back only its own written chat messages.
+    store.set_inbound_state(&b_queue, InboundState::Sent).await.unwrap();
+    assert_eq!(store.requeue_sent(&a).await.unwrap(), 0);
+    assert_eq!(store.requeue_sent(&b).await.unwrap(), 2);
 }
 
 #[tokio::test]
@@ -284,7 +336,9 @@ async fn a_result_settles_its_messages_in_its_own_transaction() {
     let settles = [(one, InboundState::Answered), (two, InboundState::Failed)];
     store.record_result(&g, &result, None, "{}", None, &settles).await.unwrap();
     // Nothing else was written: what a restart would send again is only the unsettled one.
-    let again: Vec<InboundId> = store.unanswered_inbound().await.unwrap().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(store.recover_unanswered().await.unwrap(), [Recovered { group: "a".into(), messages: 1 }]);
+    let again: Vec<InboundId> =
+        store.queued_inbound(&g, InboundId(0), 10).await.unwrap().iter().map(|p| p.id).collect();
     assert_eq!(again, [three]);
 }
 
@@ -334,8 +388,9 @@ async fn other_rows_changed_outside_pincer_are_skipped_never_a_panic() {
                  VALUES ('Bad Name', 1, 'telegram', 'x', 'odd', 'queued')",
     )
     .await;
-    let left = store.unanswered_inbound().await.unwrap();
-    assert_eq!(left.iter().map(|(_, m)| m.text.as_str()).collect::<Vec<_>>(), ["hi"]);
+    store.recover_unanswered().await.unwrap();
+    let left = store.queued_inbound(&g, InboundId(0), 10).await.unwrap();
+    assert_eq!(left.iter().map(|p| p.msg.text.as_str()).collect::<Vec<_>>(), ["hi"]);
 
     // Schedules: a bad group, a time that is text; both are left out, and named when asked for.
     let schedule = |prompt: &str| crate::store::NewSchedule {
@@ -381,7 +436,7 @@ async fn context_and_history_rows_changed_outside_pincer_are_skipped_never_a_pan
                  VALUES ('a', 'later', 'telegram', 'x', 'odd order', 'answered')",
     )
     .await;
-    let taken = store.take_context(&g, 10).await.unwrap();
+    let taken = store.take_context(&g, 10, InboundId(i64::MAX)).await.unwrap();
     assert_eq!(taken.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["fine"]);
     assert_eq!(taken.ids.len(), 2, "both were taken, so neither comes back as context");
     let history = store.history(&g, 10).await.unwrap();

@@ -132,7 +132,7 @@ async fn a_group_whose_redelivery_fails_does_not_cost_the_others_their_messages(
     conn.close().await.unwrap();
 
     let pincer = sandbox.start().await;
-    assert_eq!(pincer.engine.router.redeliver_unanswered().await.unwrap(), 1, "the other group's message went");
+    assert_eq!(pincer.engine.router.recover().await.unwrap(), 1, "the other group's message went");
     let notice = pincer.next_outbound().await;
     assert!(notice.text.contains("restarted before answering 1 message"), "{notice:?}");
     let reply = pincer.next_outbound().await.text;
@@ -171,26 +171,28 @@ async fn a_turn_that_calls_the_api_again_during_the_shutdown_grace_is_answered()
 }
 
 #[tokio::test]
-async fn a_message_the_session_refused_is_not_answered_at_the_next_start() {
+async fn a_message_stored_while_the_sessions_stop_is_answered_at_the_next_start() {
     use pincer::domain::{Inbound, Platform, Source};
-    use pincer::router::RouteError;
 
     let api = FakeApi::start(fake_api::echo()).await;
     let sandbox = Sandbox::new(&api);
     let group = sandbox.add_group("team", None).await;
     let pincer = sandbox.start().await;
-    // The session ends (pincer stopping, or its actor gone) while the chat
-    // adapter still hands it a message: the chat is told it was not taken,
-    // and to send it again.
+    // The sessions stop (pincer stopping) while a chat adapter still hands
+    // one a message: it is stored, so the chat may confirm it, and it waits.
     pincer.engine.router.session(&group).await.unwrap();
     pincer.engine.stop_sessions().await;
     let msg = Inbound::new(group.clone(), Source::Chat(Platform::Telegram), "ana", "are you there?");
-    let refused = pincer.engine.router.send(msg).await.unwrap_err();
-    assert!(matches!(refused, RouteError::Closed(_)), "{refused}");
+    pincer.engine.router.send(msg).await.expect("stored, whatever the session does");
     pincer.stop().await;
+    assert!(api.main_requests().is_empty(), "no agent got it yet");
 
     let pincer = sandbox.start().await;
-    assert_eq!(pincer.engine.router.redeliver_unanswered().await.unwrap(), 0, "the chat was told to send it again");
-    assert!(api.main_requests().is_empty(), "no agent got it");
+    assert_eq!(pincer.engine.router.recover().await.unwrap(), 1, "it waits in the queue");
+    let notice = pincer.next_outbound().await;
+    assert!(notice.text.contains("restarted before answering 1 message"), "{notice:?}");
+    let reply = pincer.next_outbound().await.text;
+    assert!(reply.ends_with(">are you there?</message>"), "{reply}");
+    assert_eq!(api.main_requests().len(), 1, "answered once");
     pincer.stop().await;
 }

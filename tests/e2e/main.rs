@@ -13,6 +13,7 @@ mod delivery;
 mod egress;
 mod fake_bot;
 mod faults;
+mod intake;
 mod lifecycle;
 mod orphans;
 mod private;

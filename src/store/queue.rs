@@ -1,0 +1,164 @@
+//! The inbound queue: messages wait here, not in memory, until their group's
+//! session takes them.
+//!
+//! A chat adapter's message is confirmed once it is stored `queued`; the
+//! group's session pulls queued rows in id order when it can take them. A
+//! restart goes through the same door: [`Store::recover_unanswered`] puts what
+//! a previous pincer had written but not seen answered back in the queue.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::Row;
+
+use super::{bad_row, InboundState, Store, StoreError};
+use crate::domain::{from_unix_us, GroupName, Inbound, InboundId, Source};
+
+/// One queued row, as the session pulls it.
+#[derive(Debug)]
+pub struct Pulled {
+    pub id: InboundId,
+    pub msg: Inbound,
+}
+
+/// What a restart found left unanswered in one group, now queued again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovered {
+    pub group: String,
+    pub messages: usize,
+}
+
+impl Store {
+    /// Up to `limit` of `group`'s queued messages after `after`, oldest first.
+    /// A row that does not read (changed outside pincer) is marked failed and
+    /// logged, so it never blocks the queue behind it.
+    pub async fn queued_inbound(
+        &self,
+        group: &GroupName,
+        after: InboundId,
+        limit: usize,
+    ) -> Result<Vec<Pulled>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id FROM inbound
+              WHERE group_name = ? AND state = 'queued' AND id > ? ORDER BY id LIMIT ?",
+        )
+        .bind(group.as_str())
+        .bind(after.0)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut pulled = Vec::with_capacity(rows.len());
+        let mut unreadable = Vec::new();
+        for row in &rows {
+            let id = InboundId(row.try_get::<i64, _>("id")?);
+            match read_queued(group, row) {
+                Ok(msg) => pulled.push(Pulled { id, msg }),
+                Err(e) => {
+                    tracing::error!(
+                        %group, id = id.0, %e,
+                        "a queued message cannot be read (changed outside pincer?); marking it failed"
+                    );
+                    unreadable.push(id);
+                }
+            }
+        }
+        if !unreadable.is_empty() {
+            self.set_inbound_state(&unreadable, InboundState::Failed).await?;
+        }
+        Ok(pulled)
+    }
+
+    /// At start, before any session runs: what a previous pincer took for the
+    /// agent but never saw answered goes back in the queue, oldest first as
+    /// before. Scheduled prompts are failed instead (the scheduler reruns its
+    /// unfinished runs), and so are console lines (the terminal that typed them
+    /// is gone). Returns, per group, how many chat messages wait again. One
+    /// transaction: a pincer killed half-way leaves the rows as they were.
+    pub async fn recover_unanswered(&self) -> Result<Vec<Recovered>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE inbound SET state = 'failed'
+              WHERE state IN ('queued', 'sent') AND source IN ('scheduled', 'console')",
+        )
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE inbound SET state = 'queued' WHERE state = 'sent'").execute(&mut *tx).await?;
+        let rows = sqlx::query(
+            "SELECT group_name, COUNT(*) AS n FROM inbound WHERE state = 'queued'
+              GROUP BY group_name ORDER BY MIN(id)",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let mut recovered = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let messages: i64 = row.try_get("n")?;
+            recovered.push(Recovered {
+                group: row.try_get("group_name")?,
+                messages: usize::try_from(messages).unwrap_or(0),
+            });
+        }
+        Ok(recovered)
+    }
+
+    /// Gives up on every queued message of `group` (a group that cannot be
+    /// served: deleted by hand, or its row unreadable). Returns how many.
+    pub async fn fail_queued(&self, group: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query("UPDATE inbound SET state = 'failed' WHERE group_name = ? AND state = 'queued'")
+            .bind(group)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Puts the group's written-but-unanswered chat messages back in the
+    /// queue: the process they were written to is gone with the session
+    /// actor that wrote them (a supervised restart). Scheduled prompts are
+    /// left alone: their run heard that the session stopped, and retries it.
+    pub async fn requeue_sent(&self, group: &GroupName) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE inbound SET state = 'queued'
+              WHERE group_name = ? AND state = 'sent' AND source <> 'scheduled'",
+        )
+        .bind(group.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+fn read_queued(group: &GroupName, row: &SqliteRow) -> Result<Inbound, sqlx::Error> {
+    let source: String = row.try_get("source")?;
+    let source = Source::parse(&source).ok_or_else(|| bad_row(format!("no source {source:?}")))?;
+    let mut msg =
+        Inbound::new(group.clone(), source, row.try_get::<String, _>("sender")?, row.try_get::<String, _>("text")?);
+    msg.sender_id = row.try_get("sender_id")?;
+    msg.sent_at = row.try_get::<Option<i64>, _>("sent_at_us")?.map_or(UNIX_EPOCH, from_unix_us);
+    msg.reply_to = row.try_get("reply_to")?;
+    msg.external_id = row.try_get("external_id")?;
+    msg.accepted_at = accepted_at(from_unix_us(row.try_get("at_us")?), SystemTime::now(), Instant::now());
+    Ok(msg)
+}
+
+/// When a message stored at `stored` (wall clock) was accepted, on the
+/// monotonic clock, for the latency metrics: `now` less its age (none if the
+/// wall clock stepped back).
+fn accepted_at(stored: SystemTime, wall_now: SystemTime, now: Instant) -> Instant {
+    let age = wall_now.duration_since(stored).unwrap_or(Duration::ZERO);
+    now.checked_sub(age).unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_read_back_keeps_its_age_for_the_metrics() {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let stored = wall - Duration::from_millis(40);
+        assert_eq!(now.duration_since(accepted_at(stored, wall, now)), Duration::from_millis(40));
+        let ahead = wall + Duration::from_secs(5);
+        assert_eq!(accepted_at(ahead, wall, now), now, "a clock stepped back makes no negative age");
+    }
+}

@@ -21,11 +21,16 @@ use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
+use crate::retry::{Backoff, RetryPolicy};
+
 /// The lock file, in the data directory.
 pub const LOCK_FILE: &str = "pincer.lock";
 
 /// How long a lock whose holder has died may still be held by its last forks.
 const DEAD_HOLDER_GRACE: Duration = Duration::from_secs(5);
+/// How often such a lock is tried again: soon at first (a fork execs within
+/// milliseconds), less often the longer it takes.
+const RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(20), Duration::from_millis(500));
 
 /// Why the data directory could not be locked.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +68,7 @@ impl DataLock {
             .open(data_dir.join(LOCK_FILE))
             .map_err(io)?;
         let deadline = tokio::time::Instant::now() + DEAD_HOLDER_GRACE;
+        let mut backoff = Backoff::new(RETRY);
         let mut file = loop {
             match Flock::lock(unlocked, FlockArg::LockExclusiveNonblock) {
                 Ok(locked) => break locked,
@@ -71,7 +77,7 @@ impl DataLock {
                     if holder.is_some_and(is_alive) || tokio::time::Instant::now() >= deadline {
                         return Err(LockError::Held { dir: data_dir.to_owned(), holder });
                     }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::time::sleep(backoff.failed(None)).await;
                     unlocked = held;
                 }
                 Err((_, errno)) => return Err(io(std::io::Error::from(errno))),

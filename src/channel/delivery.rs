@@ -25,10 +25,10 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::retry::RetryPolicy;
 use super::{Deliver, DeliveryError, Directory};
 use crate::domain::{ChatAddress, GroupName, Platform};
 use crate::outbox::Outbox;
+use crate::retry::RetryPolicy;
 use crate::store::{Marked, OutboxId, OutboxRow, Seen, StoreError};
 
 /// How often the outbox is read again without being woken: catches rows
@@ -322,10 +322,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
 
     /// Sleeps; false when stopped first.
     async fn nap(&self, pause: Duration) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => true,
-            _ = self.stop.cancelled() => false,
-        }
+        crate::retry::nap(pause, &self.stop).await
     }
 }
 

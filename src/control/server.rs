@@ -22,6 +22,7 @@ use crate::channel::approvals::ASK_QUEUE;
 use crate::channel::console::{self, ChatEnd, ConsoleOptions};
 use crate::channel::{ApprovalAsk, Ports};
 use crate::domain::GroupName;
+use crate::retry::{Backoff, RetryPolicy};
 use crate::scheduler::SchedulerHandle;
 
 /// How many clients may be connected at once.
@@ -30,6 +31,9 @@ const MAX_CLIENTS: usize = 16;
 const MAX_FRAME: usize = 1 << 20;
 /// How long a new connection may take to say what it wants.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pauses after failed accepts (out of descriptors, mostly): long enough not
+/// to spin, short enough that clients barely notice.
+const ACCEPT_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(100), Duration::from_secs(5));
 
 /// The socket could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -113,18 +117,22 @@ async fn hand_out_asks(mut asks: mpsc::Receiver<ApprovalAsk>, attached: Attached
 pub async fn serve(socket: ControlSocket, control: Control, shutdown: CancellationToken) {
     let clients = Arc::new(Semaphore::new(MAX_CLIENTS));
     tracing::info!(socket = %socket.path.display(), "listening for `pincer chat` and change notices");
+    let mut backoff = Backoff::new(ACCEPT_RETRY);
     loop {
         let stream = tokio::select! {
             accepted = socket.listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     tracing::warn!(%e, "control socket: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if !backoff.wait(None, &shutdown).await {
+                        return;
+                    }
                     continue;
                 }
             },
             _ = shutdown.cancelled() => return,
         };
+        backoff.succeeded();
         let Ok(permit) = clients.clone().try_acquire_owned() else {
             tokio::spawn(refuse(stream, "too many `pincer` commands are connected; try again in a moment"));
             continue;

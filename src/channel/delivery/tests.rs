@@ -241,7 +241,8 @@ impl Ledger for Memory {
     }
 }
 
-const POLICY: RetryPolicy = RetryPolicy { first: Duration::from_secs(1), cap: Duration::from_secs(60) };
+/// Exact pauses, so the tests can check the schedule (`crate::retry` tests the jitter).
+const POLICY: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(60)).without_jitter();
 
 fn start(adapter: &Arc<Scripted>, ledger: &Memory) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();

@@ -515,3 +515,22 @@ fn ending_and_waking_an_idle_worker_are_one_step_each() {
     duty.idle();
     assert!(!duty.take_up(), "an ended worker stays ended");
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_jitter_each_pause_stays_within_its_quarter_and_none_is_skipped() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer(std::iter::repeat_with(|| transient("503")).take(8));
+    let id = ledger.add("team", -1, "hi");
+    let stop = CancellationToken::new();
+    let jittered = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(60));
+    let task = tokio::spawn(run(adapter.clone(), ledger.clone(), jittered, stop.clone()));
+    until("delivered", || ledger.row(id).state == DeliveryState::Delivered).await;
+    let tries: Vec<Instant> = adapter.tries.lock().unwrap().iter().map(|t| t.0).collect();
+    let gaps = tries.windows(2).map(|w| w[1] - w[0]);
+    for (gap, full) in gaps.zip([1u64, 2, 4, 8, 16, 32, 60, 60]) {
+        let full = Duration::from_secs(full);
+        assert!(gap >= full * 3 / 4 && gap <= full, "{gap:?} against {full:?}");
+    }
+    stop.cancel();
+    task.await.unwrap();
+}

@@ -13,7 +13,6 @@ use tokio_util::task::TaskTracker;
 
 use crate::channel::approvals::{self, Askers};
 use crate::channel::console::{self, ChatEnd, ConsoleOptions};
-use crate::channel::retry::RetryPolicy;
 use crate::channel::telegram::Telegram;
 use crate::channel::whatsapp::{self, Hook, Real, ServeOptions, WaClient, WhatsApp};
 use crate::channel::{Directory, Ports};
@@ -25,6 +24,7 @@ use crate::groups;
 use crate::lock::DataLock;
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
+use crate::retry::RetryPolicy;
 use crate::router::Router;
 use crate::sandbox::egress::{EgressService, Resolve, SystemResolver};
 use crate::sandbox::Launcher;
@@ -300,7 +300,7 @@ async fn serve<C: WaClient>(
 ) -> anyhow::Result<()> {
     let telegram_config = config.telegram.clone();
     let assistant = config.assistant_name.clone();
-    let retry = RetryPolicy::of(&config.delivery);
+    let retry = RetryPolicy::new(config.delivery.retry_first, config.delivery.retry_cap);
     let grace = config.claude.shutdown_grace;
     let silence_warning = config.whatsapp.silence_warning;
     let data_dir = config.data_dir.clone();

@@ -17,6 +17,7 @@ pub mod lock;
 pub mod metrics;
 pub mod outbox;
 pub mod private;
+pub mod retry;
 pub mod router;
 pub mod sandbox;
 pub mod scheduler;

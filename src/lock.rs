@@ -22,9 +22,13 @@ use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
 use crate::config::LOCK_FILE;
+use crate::retry::{Backoff, RetryPolicy};
 
 /// How long a lock whose holder has died may still be held by its last forks.
 const DEAD_HOLDER_GRACE: Duration = Duration::from_secs(5);
+/// How often such a lock is tried again: soon at first (a fork execs within
+/// milliseconds), less often the longer it takes.
+const RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(20), Duration::from_millis(500));
 
 /// Why the data directory could not be locked.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +66,7 @@ impl DataLock {
             .open(data_dir.join(LOCK_FILE))
             .map_err(io)?;
         let deadline = tokio::time::Instant::now() + DEAD_HOLDER_GRACE;
+        let mut backoff = Backoff::new(RETRY);
         let mut file = loop {
             match Flock::lock(unlocked, FlockArg::LockExclusiveNonblock) {
                 Ok(locked) => break locked,
@@ -70,7 +75,7 @@ impl DataLock {
                     if holder.is_some_and(is_alive) || tokio::time::Instant::now() >= deadline {
                         return Err(LockError::Held { dir: data_dir.to_owned(), holder });
                     }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::time::sleep(backoff.failed(None)).await;
                     unlocked = held;
                 }
                 Err((_, errno)) => return Err(io(std::io::Error::from(errno))),

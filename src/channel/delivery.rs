@@ -15,9 +15,15 @@
 //! Work is found in the store, not in memory: the workers are woken when
 //! something is written and rescan now and then, so rows left by a previous
 //! pincer (even one killed mid-send) are delivered too.
+//!
+//! A worker with nothing to do for [`IDLE`] offers to end; the loop that owns
+//! the workers ends it at its next scan if its chat still has nothing waiting.
+//! Whether it goes on or ends is one atomic step ([`Duty`]), so a worker never
+//! ends with a wake-up in hand, and never sends while another has its chat.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,10 +31,10 @@ use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::retry::RetryPolicy;
 use super::{Deliver, DeliveryError, Directory};
 use crate::domain::{ChatAddress, GroupName, Platform};
 use crate::outbox::Outbox;
+use crate::retry::RetryPolicy;
 use crate::store::{Marked, OutboxId, OutboxRow, Seen, StoreError};
 
 /// How often the outbox is read again without being woken: catches rows
@@ -41,6 +47,9 @@ const RESCAN: Duration = Duration::from_secs(5);
 /// forever. Generous, because a part that did land but answered later than
 /// this is sent again.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a chat's worker waits for work before it offers to end.
+const IDLE: Duration = Duration::from_secs(60);
 
 /// Where delivery reads its work and records its progress: the outbox and the
 /// group directory in pincer, a fake in the unit tests.
@@ -99,26 +108,29 @@ impl Ledger for OutboxLedger {
 /// `stop` comes is abandoned; its row stays queued for the next run.
 pub async fn run<D: Deliver, L: Ledger>(adapter: Arc<D>, ledger: L, policy: RetryPolicy, stop: CancellationToken) {
     let mut written = ledger.subscribe();
-    let mut workers: HashMap<ChatAddress, Arc<Notify>> = HashMap::new();
+    let mut workers: HashMap<ChatAddress, Arc<Duty>> = HashMap::new();
     let tracker = TaskTracker::new();
     loop {
         match ledger.waiting_chats(D::PLATFORM).await {
             Ok(chats) => {
-                for chat in chats {
-                    let wake = workers.entry(chat.clone()).or_insert_with(|| {
-                        let wake = Arc::new(Notify::new());
+                let waiting: HashSet<&ChatAddress> = chats.iter().collect();
+                // Only chats with nothing waiting: a worker is never ended and woken in one scan.
+                workers.retain(|chat, duty| waiting.contains(chat) || !duty.end());
+                for chat in &chats {
+                    let duty = workers.entry(chat.clone()).or_insert_with(|| {
+                        let duty = Arc::new(Duty::default());
                         let worker = Worker {
                             adapter: adapter.clone(),
                             ledger: ledger.clone(),
                             policy,
                             stop: stop.clone(),
-                            to: chat,
+                            to: chat.clone(),
                         };
-                        tracker.spawn(worker.run(wake.clone()));
-                        wake
+                        tracker.spawn(worker.run(duty.clone()));
+                        duty
                     });
                     // Stores a permit when the worker is busy: it looks again when done.
-                    wake.notify_one();
+                    duty.wake.notify_one();
                 }
             }
             Err(e) => tracing::error!(platform = %D::PLATFORM, %e, "cannot read the outbox; trying again"),
@@ -131,6 +143,41 @@ pub async fn run<D: Deliver, L: Ledger>(adapter: Arc<D>, ledger: L, policy: Retr
     }
     tracker.close();
     tracker.wait().await;
+}
+
+/// A worker's wake-up and whether it may end. The worker marks itself idle
+/// after [`IDLE`] without work; the loop that owns the workers ends an idle
+/// one ([`Duty::end`]) and a wake-up takes it back to work
+/// ([`Duty::take_up`]): each is one compare-and-swap, so exactly one wins.
+#[derive(Default)]
+struct Duty {
+    wake: Notify,
+    state: AtomicU8,
+}
+
+const BUSY: u8 = 0;
+const IDLE_NOW: u8 = 1;
+const ENDED: u8 = 2;
+
+impl Duty {
+    /// Ends the worker if it is idle (it leaves at once); false when it is busy.
+    fn end(&self) -> bool {
+        let ended = self.state.compare_exchange(IDLE_NOW, ENDED, Ordering::SeqCst, Ordering::SeqCst).is_ok();
+        if ended {
+            self.wake.notify_one();
+        }
+        ended
+    }
+
+    /// The worker was woken: back to work, or false when it was ended.
+    fn take_up(&self) -> bool {
+        self.state.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| (s != ENDED).then_some(BUSY)).is_ok()
+    }
+
+    /// Nothing to do for a while: the worker may be ended.
+    fn idle(&self) {
+        let _ = self.state.compare_exchange(BUSY, IDLE_NOW, Ordering::SeqCst, Ordering::SeqCst);
+    }
 }
 
 /// What became of a row.
@@ -156,13 +203,17 @@ struct Worker<D, L> {
 }
 
 impl<D: Deliver, L: Ledger> Worker<D, L> {
-    async fn run(self, wake: Arc<Notify>) {
+    async fn run(self, duty: Arc<Duty>) {
         loop {
             tokio::select! {
-                _ = wake.notified() => {}
+                _ = duty.wake.notified() => {}
+                _ = tokio::time::sleep(IDLE) => {
+                    duty.idle();
+                    continue;
+                }
                 _ = self.stop.cancelled() => return,
             }
-            if self.drain().await == Flow::Stop {
+            if !duty.take_up() || self.drain().await == Flow::Stop {
                 return;
             }
         }
@@ -322,10 +373,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
 
     /// Sleeps; false when stopped first.
     async fn nap(&self, pause: Duration) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => true,
-            _ = self.stop.cancelled() => false,
-        }
+        crate::retry::nap(pause, &self.stop).await
     }
 }
 

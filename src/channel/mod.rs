@@ -19,7 +19,6 @@
 pub mod approvals;
 pub mod console;
 pub mod delivery;
-pub mod retry;
 mod split;
 pub mod telegram;
 mod text;

@@ -22,6 +22,7 @@ use crate::channel::approvals::ASK_QUEUE;
 use crate::channel::console::{self, ChatEnd, ConsoleOptions};
 use crate::channel::{ApprovalAsk, Ports};
 use crate::domain::GroupName;
+use crate::retry::{Backoff, RetryPolicy};
 use crate::scheduler::SchedulerHandle;
 
 /// How many clients may be connected at once.
@@ -30,6 +31,9 @@ const MAX_CLIENTS: usize = 16;
 const MAX_FRAME: usize = 1 << 20;
 /// How long a new connection may take to say what it wants.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pauses after failed accepts (out of descriptors, mostly): long enough not
+/// to spin, short enough that clients barely notice.
+const ACCEPT_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(100), Duration::from_secs(5));
 
 /// The socket could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -80,9 +84,48 @@ pub struct Control {
     attached: Attached,
 }
 
-/// The approval queues of the attached terminals, by group.
+/// The approval queues of the attached terminals, by group. A group's entry
+/// lives while a terminal is attached to it.
 #[derive(Clone, Default)]
 struct Attached(Arc<Mutex<HashMap<GroupName, Vec<mpsc::Sender<ApprovalAsk>>>>>);
+
+impl Attached {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupName, Vec<mpsc::Sender<ApprovalAsk>>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Attaches a terminal to `group`: its approval queue, and the guard that
+    /// detaches it (its own queue, whether or not the queue is closed yet).
+    fn attach(&self, group: &GroupName) -> (mpsc::Receiver<ApprovalAsk>, Attachment) {
+        let (tx, rx) = mpsc::channel(ASK_QUEUE);
+        self.lock().entry(group.clone()).or_default().push(tx.clone());
+        (rx, Attachment { attached: self.clone(), group: group.clone(), queue: tx })
+    }
+
+    /// The queue of the terminal attached first to `group`.
+    fn first(&self, group: &GroupName) -> Option<mpsc::Sender<ApprovalAsk>> {
+        self.lock().get(group).and_then(|v| v.first().cloned())
+    }
+}
+
+/// A terminal attached to a group; detached when dropped.
+struct Attachment {
+    attached: Attached,
+    group: GroupName,
+    queue: mpsc::Sender<ApprovalAsk>,
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        let mut attached = self.attached.lock();
+        if let Some(senders) = attached.get_mut(&self.group) {
+            senders.retain(|s| !s.same_channel(&self.queue));
+            if senders.is_empty() {
+                attached.remove(&self.group);
+            }
+        }
+    }
+}
 
 impl Control {
     /// `console_asks` is the approval queue of the console platform: requests
@@ -99,7 +142,7 @@ impl Control {
 async fn hand_out_asks(mut asks: mpsc::Receiver<ApprovalAsk>, attached: Attached) {
     while let Some(ask) = asks.recv().await {
         let group = ask.request.group.clone();
-        let sender = attached.0.lock().expect("not poisoned").get(&group).and_then(|v| v.first().cloned());
+        let sender = attached.first(&group);
         match sender {
             Some(sender) => {
                 let _ = sender.try_send(ask);
@@ -113,18 +156,22 @@ async fn hand_out_asks(mut asks: mpsc::Receiver<ApprovalAsk>, attached: Attached
 pub async fn serve(socket: ControlSocket, control: Control, shutdown: CancellationToken) {
     let clients = Arc::new(Semaphore::new(MAX_CLIENTS));
     tracing::info!(socket = %socket.path.display(), "listening for `pincer chat` and change notices");
+    let mut backoff = Backoff::new(ACCEPT_RETRY);
     loop {
         let stream = tokio::select! {
             accepted = socket.listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     tracing::warn!(%e, "control socket: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if !backoff.wait(None, &shutdown).await {
+                        return;
+                    }
                     continue;
                 }
             },
             _ = shutdown.cancelled() => return,
         };
+        backoff.succeeded();
         let Ok(permit) = clients.clone().try_acquire_owned() else {
             tokio::spawn(refuse(stream, "too many `pincer` commands are connected; try again in a moment"));
             continue;
@@ -211,18 +258,7 @@ async fn chat(
 ) -> anyhow::Result<()> {
     let (mut typed, input) = tokio::io::duplex(64 * 1024);
     let (output, mut printed) = tokio::io::duplex(64 * 1024);
-    let (asks_tx, asks) = mpsc::channel(ASK_QUEUE);
-    let group = opts.group.clone();
-    control.attached.0.lock().expect("not poisoned").entry(group.clone()).or_default().push(asks_tx);
-    let _detach = scopeguard::guard((), |()| {
-        let mut attached = control.attached.0.lock().expect("not poisoned");
-        if let Some(senders) = attached.get_mut(&group) {
-            senders.retain(|s| !s.is_closed());
-            if senders.is_empty() {
-                attached.remove(&group);
-            }
-        }
-    });
+    let (asks, _detach) = control.attached.attach(&opts.group);
     // The terminal going away ends the chat (the daemon's session goes on).
     let gone = shutdown.child_token();
     let lines_in = {
@@ -303,6 +339,28 @@ fn whole_chars(bytes: &mut Vec<u8>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_leaves_the_attached_map_with_its_last_terminal() {
+        let attached = Attached::default();
+        let groups: Vec<GroupName> = (0..20).map(|n| format!("g{n}").parse().unwrap()).collect();
+        let mut terminals: Vec<_> = groups.iter().map(|g| attached.attach(g)).collect();
+        let (_second_queue, second) = attached.attach(&groups[0]);
+        assert_eq!(attached.lock().len(), 20);
+        // Detached while their queues are still open (the guard may drop first).
+        let queues: Vec<_> = terminals
+            .drain(..)
+            .map(|(queue, detach)| {
+                drop(detach);
+                queue
+            })
+            .collect();
+        assert_eq!(attached.lock().len(), 1, "only the group with a terminal still attached");
+        assert!(attached.first(&groups[0]).is_some());
+        drop(second);
+        assert_eq!(attached.lock().len(), 0);
+        drop(queues);
+    }
 
     #[test]
     fn a_character_cut_by_a_read_waits_for_its_rest() {

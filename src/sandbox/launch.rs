@@ -1,6 +1,9 @@
 //! [`Launcher`]: decided once at startup (what works here, the proxy, the
 //! mount allowlist), then asked by each session actor for the [`SpawnSpec`]
-//! of its group's next CLI process.
+//! of its group's next CLI process. The file work of each start runs on the
+//! blocking pool ([`prepare`]), never on a runtime thread.
+
+mod prepare;
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +13,7 @@ use super::egress::{EgressService, Policy};
 use super::isolated::{self, IsolatedHome};
 use super::mounts::{self, MountError, MountTable, Protected};
 use super::proxy::{Credential, KeyLease, Proxy, ProxyError};
+use super::seccomp::Filter;
 use super::{bwrap, docker, env, Availability, Confinement};
 use crate::claude::process::{PassFd, SpawnSpec};
 use crate::claude::session_args;
@@ -246,9 +250,9 @@ impl Launcher {
         let confinement = self.resolve(group.as_str())?;
         tracing::info!(%group, %confinement, "starting the group's CLI");
         let global_host = self.groups_dir.join(groups::GLOBAL_DIR);
-        let has_global = global_host.join("CLAUDE.md").exists();
         if confinement == Confinement::None {
             let global = global_host.join("CLAUDE.md");
+            let has_global = tokio::fs::try_exists(&global).await.unwrap_or(false);
             let cwd = self.groups_dir.join(group.as_str());
             let spec = SpawnSpec {
                 program: self.program.clone(),
@@ -264,21 +268,14 @@ impl Launcher {
         }
         let proxy = self.proxy.as_ref().ok_or(SandboxError::NoCredential)?;
         let io = SandboxError::io(group);
-        let home = match own_home {
-            Some(home) => home.to_owned(),
-            None => {
-                let home = self.data_dir.join("homes").join(group.as_str());
-                crate::private::create_dir(&home).map_err(io)?;
-                home
-            }
-        };
+        let ready = self.prepare(group, confinement, own_home, global_host.clone())?.run_blocking().await?;
         let lease = proxy.lease(group.as_str());
         let settings = self.config.sandbox.group(group.as_str());
         let inside_global = Path::new(bwrap::GLOBAL).join("CLAUDE.md");
         let mut args = session_args(
             &self.config.claude,
             resume,
-            has_global.then_some(inside_global.as_path()),
+            ready.has_global.then_some(inside_global.as_path()),
             Path::new(bwrap::WORKSPACE),
         );
         if settings.skip_permissions {
@@ -287,7 +284,8 @@ impl Launcher {
         // No network at all: the API through the credential proxy's socket,
         // the tools' internet through the group's egress proxy socket, both
         // bound in.
-        let egress = self.egress_socket(group, confinement).map_err(io)?;
+        let forwarder_present = ready.bwrap.as_ref().is_none_or(|b| b.forwarder_present);
+        let egress = self.egress_socket(group, forwarder_present).map_err(io)?;
         let env = env::agent_env(
             |name| std::env::var(name).ok(),
             &self.config.claude.env,
@@ -298,25 +296,71 @@ impl Launcher {
         );
         let env = session_env(env);
         // The main group keeps the memory every group reads; others only read it.
-        let global = global_host.is_dir().then(|| (global_host.clone(), settings.writes_global || main));
+        let global = ready.global_dir.then(|| (global_host.clone(), settings.writes_global || main));
         let group_dir = self.groups_dir.join(group.as_str());
-        let extra = self.mounts.for_group(group.as_str()).to_vec();
-        let parts = Parts { group_dir, global, home, extra, env, args, api_socket: proxy.socket().to_owned(), egress };
-        let (spec, env_file) = match confinement {
-            Confinement::Bwrap => (self.bwrap_spec(group, parts)?, None),
+        let parts = Parts {
+            group_dir,
+            global,
+            home: ready.home,
+            extra: ready.extra,
+            env,
+            args,
+            api_socket: proxy.socket().to_owned(),
+            egress,
+        };
+        let (spec, env_file) = match ready.bwrap {
+            Some(files) => (self.bwrap_spec(group, parts, files), None),
             // No container is removed before a start: names are unique, and
             // a process whose client had to be killed removes its own.
-            Confinement::Docker => self.docker_spec(group, parts).map(|(spec, file)| (spec, Some(file)))?,
-            Confinement::None => unreachable!("handled above"),
+            None => self.docker_spec(group, parts).await.map(|(spec, file)| (spec, Some(file)))?,
         };
         Ok(Launch { spec, confinement, lease: Some(lease), env_file })
+    }
+
+    /// The file work of a start in `confinement`, to run off the runtime.
+    fn prepare(
+        &self,
+        group: &GroupName,
+        confinement: Confinement,
+        own_home: Option<&Path>,
+        global_host: PathBuf,
+    ) -> Result<prepare::Prepare, SandboxError> {
+        let bwrap = match confinement {
+            Confinement::Bwrap => Some(prepare::ForBwrap {
+                program: self.program.clone(),
+                forwarder: self.forwarder.clone(),
+                seccomp: self.seccomp_filter()?,
+                by_fd: self.availability.features.bind_fd.is_ok(),
+            }),
+            Confinement::Docker => None,
+            Confinement::None => unreachable!("prepared only for a sandbox"),
+        };
+        Ok(prepare::Prepare {
+            group: group.clone(),
+            own_home: own_home.map(Path::to_owned),
+            data_dir: self.data_dir.clone(),
+            global_host,
+            extra: self.mounts.for_group(group.as_str()).to_vec(),
+            bwrap,
+        })
+    }
+
+    /// pincer's seccomp filter for bwrap processes; `None` when it is turned
+    /// off, an error when it is asked for and cannot be applied here (fail
+    /// closed: no start).
+    fn seccomp_filter(&self) -> Result<Option<Filter>, SandboxError> {
+        if !self.config.sandbox.seccomp.0 {
+            return Ok(None);
+        }
+        let filter = self.availability.features.seccomp.as_ref().map_err(|why| SandboxError::Seccomp(why.clone()))?;
+        Ok(Some(filter.clone()))
     }
 
     /// The group's egress proxy socket, served from now on; `None` when the
     /// sandbox cannot run a forwarder (the pincer binary is gone from disk):
     /// then its tools get no way out, and the model still works.
-    fn egress_socket(&self, group: &GroupName, confinement: Confinement) -> std::io::Result<Option<PathBuf>> {
-        if confinement == Confinement::Bwrap && !self.forwarder.is_file() {
+    fn egress_socket(&self, group: &GroupName, forwarder_present: bool) -> std::io::Result<Option<PathBuf>> {
+        if !forwarder_present {
             self.forwarder_missing.call_once(|| {
                 tracing::warn!(
                     binary = %self.forwarder.display(),
@@ -331,19 +375,9 @@ impl Launcher {
         self.egress.socket(policy).map(Some)
     }
 
-    fn bwrap_spec(&self, group: &GroupName, parts: Parts) -> Result<SpawnSpec, SandboxError> {
+    fn bwrap_spec(&self, group: &GroupName, parts: Parts, files: prepare::BwrapFiles) -> SpawnSpec {
         let Parts { group_dir, global, home, extra, env, args, api_socket, egress } = parts;
-        let io = SandboxError::io(group);
-        let etc_dir = self.data_dir.join("sandbox/etc");
-        bwrap::write_account_files(&etc_dir).map_err(io)?;
-        // The installation's folder, found through symlinks (`.bin/claude`).
-        let real = std::fs::canonicalize(&self.program).map_err(io)?;
-        let (cli_dir, file) = match (real.parent(), real.file_name()) {
-            (Some(dir), Some(file)) => (dir.to_owned(), file.to_string_lossy().into_owned()),
-            _ => return Err(io(std::io::Error::other(format!("odd CLI path {}", real.display())))),
-        };
-        let seccomp = self.seccomp_descriptors(group)?;
-        let extra = self.pinned_mounts(group, extra)?;
+        let prepare::BwrapFiles { etc_dir, cli_dir, file, seccomp, .. } = files;
         let extra_fds: Vec<PassFd> = extra.iter().filter_map(|e| e.fd.clone()).collect();
         let mut command = vec![format!("{}/{file}", bwrap::CLI_DIR)];
         command.extend(args);
@@ -363,7 +397,7 @@ impl Launcher {
             seccomp: seccomp.clone(),
             disable_userns: self.availability.features.disable_userns.is_ok(),
         };
-        Ok(SpawnSpec {
+        SpawnSpec {
             program: PathBuf::from("bwrap"),
             args: bwrap::args(&plan),
             cwd: group_dir,
@@ -372,42 +406,20 @@ impl Launcher {
             label: group.to_string(),
             after_kill: None,
             pass_fds: [seccomp, extra_fds].concat(),
-        })
-    }
-
-    /// The seccomp programs for one bwrap process; an error when the filter is
-    /// asked for and cannot be applied here (fail closed: no start).
-    fn seccomp_descriptors(&self, group: &GroupName) -> Result<Vec<PassFd>, SandboxError> {
-        if !self.config.sandbox.seccomp.0 {
-            return Ok(Vec::new());
         }
-        let filter = self.availability.features.seccomp.as_ref().map_err(|why| SandboxError::Seccomp(why.clone()))?;
-        filter.descriptors().map_err(SandboxError::io(group))
     }
 
-    /// The group's allowlisted mounts, each reopened as loaded (or refused),
-    /// with its descriptor when this bwrap binds by descriptor.
-    fn pinned_mounts(&self, group: &GroupName, extra: Vec<mounts::Mount>) -> Result<Vec<bwrap::Extra>, SandboxError> {
-        let by_fd = self.availability.features.bind_fd.is_ok();
-        extra
-            .into_iter()
-            .map(|mount| {
-                let folder = mounts::reopen(&mount)?;
-                let fd = by_fd.then(|| PassFd::new(folder)).transpose().map_err(SandboxError::io(group))?;
-                Ok(bwrap::Extra { mount, fd })
-            })
-            .collect()
-    }
-
-    fn docker_spec(&self, group: &GroupName, parts: Parts) -> Result<(SpawnSpec, docker::EnvFile), SandboxError> {
+    async fn docker_spec(&self, group: &GroupName, parts: Parts) -> Result<(SpawnSpec, docker::EnvFile), SandboxError> {
         let Parts { group_dir, global, home, extra, env, args: cli_args, api_socket, egress } = parts;
-        // Docker takes paths only: checked right before, and resolved again by the engine.
-        for mount in &extra {
-            mounts::reopen(mount)?;
-        }
+        // The mounts were checked by `prepare`, right before.
+        let extra = extra.into_iter().map(|e| e.mount).collect();
         let name = docker::container_name(group.as_str());
-        let env_file = docker::EnvFile::write(&self.data_dir.join("run"), &name, &env)
-            .map_err(|source| SandboxError::EnvFile { group: group.to_string(), source })?;
+        let (run, file_name) = (self.data_dir.join("run"), name.clone());
+        let written = tokio::task::spawn_blocking(move || docker::EnvFile::write(&run, &file_name, &env)).await;
+        let env_file = match written {
+            Ok(written) => written.map_err(|source| SandboxError::EnvFile { group: group.to_string(), source })?,
+            Err(e) => return Err(SandboxError::io(group)(std::io::Error::other(e.to_string()))),
+        };
         let plan = docker::Plan {
             image: self.config.sandbox.docker_image.clone().unwrap_or_default(),
             group: group.to_string(),
@@ -445,7 +457,8 @@ struct Parts {
     global: Option<(PathBuf, bool)>,
     /// The CLI's private home (its sessions).
     home: PathBuf,
-    extra: Vec<mounts::Mount>,
+    /// The extra mounts as checked (with their descriptors, for bwrap).
+    extra: Vec<bwrap::Extra>,
     env: Vec<(String, String)>,
     /// The CLI's own arguments.
     args: Vec<String>,

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::SchedulerConfig;
 use crate::domain::schedule::{Schedule, ScheduleId, ScheduleStatus, Trigger};
+use crate::retry::RetryPolicy;
 use crate::store::{Store, StoreError};
 
 /// Retries never wait longer than this.
@@ -91,8 +92,11 @@ pub(super) async fn record_failure(
 }
 
 /// `delay`, doubled for every further failure in a row, at most an hour.
+/// Without jitter: the retry is a time written in the store and told to the
+/// chat ("Retrying in 1m"), and runs that failed together are spread anyway
+/// by the live-session limit they wait for.
 fn backoff(delay: Duration, failures: u32) -> Duration {
-    delay.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1))).min(MAX_BACKOFF)
+    RetryPolicy::new(delay.min(MAX_BACKOFF), MAX_BACKOFF).without_jitter().pause(failures, None)
 }
 
 #[cfg(test)]
@@ -119,6 +123,8 @@ mod tests {
         assert_eq!(backoff(base, 1), Duration::from_secs(60));
         assert_eq!(backoff(base, 3), Duration::from_secs(240));
         assert_eq!(backoff(base, 40), MAX_BACKOFF);
+        assert_eq!(backoff(base, u32::MAX), MAX_BACKOFF, "no overflow");
+        assert_eq!(backoff(Duration::from_secs(7200), 1), MAX_BACKOFF, "a delay past the cap is the cap");
     }
 
     #[test]

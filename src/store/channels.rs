@@ -3,13 +3,14 @@
 //! answers its own), and each platform's connection health, which a running
 //! pincer writes for `pincer whatsapp status` and `pincer doctor` to read.
 
-use sqlx::Row;
+use sqlx::FromRow;
 
 use super::{now_us, Store, StoreError};
 use crate::domain::{ChatAddress, Platform};
 
-/// A platform's connection as the running pincer last saw it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A platform's connection as the running pincer last saw it (a
+/// `channel_health` row, by column name).
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct ChannelHealth {
     /// `connected`, `disconnected`, `logged_out`, `banned`, ... (the adapter's words).
     pub state: String,
@@ -87,16 +88,7 @@ impl Store {
         .bind(platform.as_str())
         .fetch_optional(&self.pool)
         .await?;
-        let read = |r: &sqlx::sqlite::SqliteRow| {
-            Ok(ChannelHealth {
-                state: r.try_get(0)?,
-                detail: r.try_get(1)?,
-                linked_as: r.try_get(2)?,
-                changed_at_us: r.try_get(3)?,
-                last_inbound_us: r.try_get(4)?,
-            })
-        };
         let bad = |source| StoreError::BadRow { table: "channel_health", key: platform.to_string(), source };
-        row.map(|r| read(&r).map_err(bad)).transpose()
+        row.map(|r| ChannelHealth::from_row(&r).map_err(bad)).transpose()
     }
 }

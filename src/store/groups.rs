@@ -2,7 +2,7 @@
 //! one chat, maybe one thread), and whether that chat still has the bot.
 
 use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
+use sqlx::FromRow;
 
 use super::{bad_row, now_us, readable, Store, StoreError};
 use crate::domain::{ChatAddress, GroupName, Platform, ToolsFor};
@@ -223,29 +223,48 @@ fn bad_group(row: &SqliteRow, source: sqlx::Error) -> StoreError {
     StoreError::BadRow { table: "groups", key: super::row_key(row), source }
 }
 
+/// A [`SELECT_GROUP`] row, by column name.
+#[derive(sqlx::FromRow)]
+struct GroupRow {
+    name: String,
+    created_at_us: i64,
+    session_id: Option<String>,
+    allowed_tools: Option<String>,
+    trigger: Option<String>,
+    requires_trigger: bool,
+    admins: Option<String>,
+    active: bool,
+    inactive_reason: Option<String>,
+    platform: Option<String>,
+    chat: Option<String>,
+    thread: Option<String>,
+    is_main: bool,
+    tools: String,
+}
+
 fn group_from_row(row: &SqliteRow) -> Result<GroupRecord, sqlx::Error> {
-    let name: String = row.try_get(0)?;
+    let r = GroupRow::from_row(row)?;
     let list = |json: Option<String>| json.and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok());
-    let platform: Option<String> = row.try_get(9)?;
-    let chat = match platform.as_deref().and_then(Platform::parse) {
-        Some(platform) => Some(ChatAddress { platform, chat: row.try_get(10)?, thread: row.try_get(11)? }),
-        None => None,
+    let chat = match (r.platform.as_deref().and_then(Platform::parse), r.chat) {
+        (Some(platform), Some(chat)) => Some(ChatAddress { platform, chat, thread: r.thread }),
+        (Some(_), None) => return Err(bad_row("a chat binding without its chat")),
+        (None, _) => None,
     };
     Ok(GroupRecord {
-        name: name.parse().map_err(|e| bad_row(format!("group name {name:?}: {e}")))?,
-        created_at_us: row.try_get(1)?,
-        session_id: row.try_get(2)?,
+        name: r.name.parse().map_err(|e| bad_row(format!("group name {:?}: {e}", r.name)))?,
+        created_at_us: r.created_at_us,
+        session_id: r.session_id,
         settings: GroupSettings {
-            allowed_tools: list(row.try_get(3)?),
-            trigger: row.try_get(4)?,
-            requires_trigger: row.try_get(5)?,
-            admins: list(row.try_get(6)?).unwrap_or_default(),
+            allowed_tools: list(r.allowed_tools),
+            trigger: r.trigger,
+            requires_trigger: r.requires_trigger,
+            admins: list(r.admins).unwrap_or_default(),
             chat,
-            main: row.try_get(12)?,
+            main: r.is_main,
             // Only `as_str` values are written; anything else reads as the stricter choice.
-            tools: row.try_get::<String, _>(13)?.parse().unwrap_or(ToolsFor::Admins),
+            tools: r.tools.parse().unwrap_or(ToolsFor::Admins),
         },
-        active: row.try_get(7)?,
-        inactive_reason: row.try_get(8)?,
+        active: r.active,
+        inactive_reason: r.inactive_reason,
     })
 }

@@ -10,6 +10,7 @@ mod groups;
 mod history;
 mod outbox;
 mod queue;
+mod rows;
 mod schedules;
 
 use std::path::Path;
@@ -18,7 +19,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
-use sqlx::{Row, SqliteConnection, SqlitePool};
+use sqlx::{FromRow, Row, SqliteConnection, SqlitePool};
 
 use crate::domain::{from_unix_us, ChatLine, GroupName, Inbound, InboundId, PermissionDecision, TaskFrame, TurnResult};
 
@@ -82,11 +83,11 @@ fn readable<T>(table: &'static str, rows: &[SqliteRow], read: impl Fn(&SqliteRow
         .collect()
 }
 
-/// The row's first column (its id or name), to name it in a log line.
+/// The row's `id` (or a group's `name`), to name it in a log line.
 fn row_key(row: &SqliteRow) -> String {
-    row.try_get::<i64, _>(0)
+    row.try_get::<i64, _>("id")
         .map(|id| id.to_string())
-        .or_else(|_| row.try_get::<String, _>(0))
+        .or_else(|_| row.try_get::<String, _>("name"))
         .unwrap_or_else(|_| "?".to_owned())
 }
 
@@ -226,20 +227,12 @@ impl Store {
         .await?;
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
         // (`id` is the rowid, always an integer.)
-        let id = |r: &SqliteRow| r.try_get::<i64, _>(0).unwrap_or_default();
+        let id = |r: &SqliteRow| r.try_get::<i64, _>("id").unwrap_or_default();
         rows.sort_by_key(|r| std::cmp::Reverse(id(r)));
         let omitted = rows.len().saturating_sub(limit);
         let ids = rows.iter().map(|r| InboundId(id(r))).collect();
         let newest = rows.get(..limit.min(rows.len())).unwrap_or_default();
-        let mut lines: Vec<ChatLine> = readable("inbound", newest, |r| {
-            Ok(ChatLine {
-                sender: r.try_get(1)?,
-                sender_id: r.try_get(5)?,
-                sent_at: r.try_get::<Option<i64>, _>(2)?.map_or(UNIX_EPOCH, from_unix_us),
-                reply_to: r.try_get(3)?,
-                text: r.try_get(4)?,
-            })
-        });
+        let mut lines: Vec<ChatLine> = readable("inbound", newest, |r| Ok(rows::ContextRow::from_row(r)?.into()));
         lines.reverse();
         Ok(TakenContext { lines, omitted, ids })
     }
@@ -348,16 +341,7 @@ impl Store {
         .bind(group.as_str())
         .fetch_all(&self.pool)
         .await?;
-        Ok(readable("permission_decisions", &rows, |r| {
-            Ok(PermissionDecision {
-                tool_name: r.try_get(0)?,
-                tool_use_id: r.try_get(1)?,
-                input: r.try_get(2)?,
-                allowed: r.try_get(3)?,
-                message: r.try_get(4)?,
-                decided_by: r.try_get(5)?,
-            })
-        }))
+        Ok(readable("permission_decisions", &rows, |r| Ok(rows::DecisionRow::from_row(r)?.into())))
     }
 
     pub async fn record_session_event(
@@ -384,7 +368,10 @@ impl Store {
             .bind(group.as_str())
             .fetch_all(&self.pool)
             .await?;
-        Ok(readable("session_events", &rows, |r| Ok((r.try_get(0)?, r.try_get(1)?))))
+        Ok(readable("session_events", &rows, |r| {
+            let e = rows::SessionEventRow::from_row(r)?;
+            Ok((e.kind, e.session_id))
+        }))
     }
 }
 

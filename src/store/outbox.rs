@@ -10,7 +10,7 @@
 //! parts done), so a row rebound mid-delivery is never marked from its old chat.
 
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{FromRow, Row, Sqlite, Transaction};
 
 use super::{bad_row, now_us, Store, StoreError};
 use crate::domain::{ChatAddress, GroupName, OutboundKind, Platform};
@@ -211,7 +211,7 @@ impl Store {
             match row_from(&row) {
                 Ok(read) => return Ok(Some(read)),
                 Err(e) => {
-                    let id: i64 = row.try_get(0)?;
+                    let id: i64 = row.try_get("id")?;
                     tracing::error!(
                         outbox = id, %e,
                         "a queued reply cannot be read (changed outside pincer?); marked failed, the chat's next one goes on"
@@ -357,25 +357,41 @@ impl<'q> BindSeen<'q> for sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArg
     }
 }
 
+/// A [`SELECT_ROW`] row, by column name.
+#[derive(sqlx::FromRow)]
+struct StoredRow {
+    id: i64,
+    group_name: String,
+    at_us: i64,
+    kind: String,
+    text: String,
+    platform: String,
+    chat: String,
+    thread: Option<String>,
+    state: String,
+    parts_done: i64,
+    attempts: i64,
+    last_error: Option<String>,
+}
+
 fn row_from(row: &SqliteRow) -> Result<OutboxRow, sqlx::Error> {
-    let group: String = row.try_get(1)?;
-    let kind: String = row.try_get(3)?;
-    let platform: String = row.try_get(5)?;
+    let r = StoredRow::from_row(row)?;
+    let group = &r.group_name;
     Ok(OutboxRow {
-        id: OutboxId(row.try_get(0)?),
+        id: OutboxId(r.id),
         group: group.parse().map_err(|e| bad_row(format!("group name {group:?}: {e}")))?,
-        at_us: row.try_get(2)?,
-        kind: OutboundKind::parse(&kind).ok_or_else(|| bad_row(format!("no kind {kind:?}")))?,
-        text: row.try_get(4)?,
+        at_us: r.at_us,
+        kind: OutboundKind::parse(&r.kind).ok_or_else(|| bad_row(format!("no kind {:?}", r.kind)))?,
+        text: r.text,
         to: ChatAddress {
-            platform: Platform::parse(&platform).ok_or_else(|| bad_row(format!("no platform {platform:?}")))?,
-            chat: row.try_get(6)?,
-            thread: row.try_get(7)?,
+            platform: Platform::parse(&r.platform).ok_or_else(|| bad_row(format!("no platform {:?}", r.platform)))?,
+            chat: r.chat,
+            thread: r.thread,
         },
-        state: DeliveryState::parse(&row.try_get::<String, _>(8)?),
-        parts_done: u32::try_from(row.try_get::<i64, _>(9)?).unwrap_or(0),
-        attempts: u32::try_from(row.try_get::<i64, _>(10)?).unwrap_or(0),
-        last_error: row.try_get(11)?,
+        state: DeliveryState::parse(&r.state),
+        parts_done: u32::try_from(r.parts_done).unwrap_or(0),
+        attempts: u32::try_from(r.attempts).unwrap_or(0),
+        last_error: r.last_error,
     })
 }
 

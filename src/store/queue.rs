@@ -6,13 +6,14 @@
 //! restart goes through the same door: [`Store::recover_unanswered`] puts what
 //! a previous pincer had written but not seen answered back in the queue.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
+use sqlx::{FromRow, Row};
 
-use super::{bad_row, InboundState, Store, StoreError};
-use crate::domain::{from_unix_us, GroupName, Inbound, InboundId, Source};
+use super::rows::InboundRow;
+use super::{InboundState, Store, StoreError};
+use crate::domain::{from_unix_us, GroupName, Inbound, InboundId};
 
 /// One queued row, as the session pulls it.
 #[derive(Debug)]
@@ -39,8 +40,8 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Pulled>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id FROM inbound
-              WHERE group_name = ? AND state = 'queued' AND id > ? ORDER BY id LIMIT ?",
+            "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id
+               FROM inbound WHERE group_name = ? AND state = 'queued' AND id > ? ORDER BY id LIMIT ?",
         )
         .bind(group.as_str())
         .bind(after.0)
@@ -51,7 +52,7 @@ impl Store {
         let mut unreadable = Vec::new();
         for row in &rows {
             let id = InboundId(row.try_get::<i64, _>("id")?);
-            match read_queued(group, row) {
+            match read_queued(row) {
                 Ok(msg) => pulled.push(Pulled { id, msg }),
                 Err(e) => {
                     tracing::error!(
@@ -127,16 +128,11 @@ impl Store {
     }
 }
 
-fn read_queued(group: &GroupName, row: &SqliteRow) -> Result<Inbound, sqlx::Error> {
-    let source: String = row.try_get("source")?;
-    let source = Source::parse(&source).ok_or_else(|| bad_row(format!("no source {source:?}")))?;
-    let mut msg =
-        Inbound::new(group.clone(), source, row.try_get::<String, _>("sender")?, row.try_get::<String, _>("text")?);
-    msg.sender_id = row.try_get("sender_id")?;
-    msg.sent_at = row.try_get::<Option<i64>, _>("sent_at_us")?.map_or(UNIX_EPOCH, from_unix_us);
-    msg.reply_to = row.try_get("reply_to")?;
-    msg.external_id = row.try_get("external_id")?;
-    msg.accepted_at = accepted_at(from_unix_us(row.try_get("at_us")?), SystemTime::now(), Instant::now());
+fn read_queued(row: &SqliteRow) -> Result<Inbound, sqlx::Error> {
+    let row = InboundRow::from_row(row)?;
+    let stored = from_unix_us(row.at_us);
+    let (_, mut msg) = row.message()?;
+    msg.accepted_at = accepted_at(stored, SystemTime::now(), Instant::now());
     Ok(msg)
 }
 

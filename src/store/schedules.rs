@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
+use sqlx::FromRow;
 
 use super::{bad_row, now_us, readable, Store, StoreError};
 use crate::domain::schedule::{ContextMode, Schedule, ScheduleId, ScheduleStatus, Trigger};
@@ -315,16 +315,17 @@ impl Store {
         .bind(id.0)
         .fetch_all(&self.pool)
         .await?;
-        Ok(readable("schedule_runs", &rows, |r| {
+        Ok(readable("schedule_runs", &rows, |row| {
+            let r = RunRow::from_row(row)?;
             Ok(RunRecord {
-                id: RunId(r.try_get(0)?),
-                schedule_id: ScheduleId(r.try_get(1)?),
-                started: time(r.try_get(2)?).unwrap_or_default(),
-                ended: time(r.try_get(3)?),
-                duration_ms: r.try_get(4)?,
-                outcome: r.try_get(5)?,
-                text: r.try_get(6)?,
-                cost_usd: r.try_get(7)?,
+                id: RunId(r.id),
+                schedule_id: ScheduleId(r.schedule_id),
+                started: time(Some(r.started_us)).unwrap_or_default(),
+                ended: time(r.ended_us),
+                duration_ms: r.duration_ms,
+                outcome: r.outcome,
+                text: r.text,
+                cost_usd: r.cost_usd,
             })
         }))
     }
@@ -333,21 +334,47 @@ impl Store {
 /// A row as a schedule; a row that no longer parses (edited by hand) is an
 /// error, which listings log and skip rather than failing every listing.
 fn schedule_from_row(row: &SqliteRow) -> Result<Schedule, sqlx::Error> {
-    let id: i64 = row.try_get(0)?;
-    let kind: String = row.try_get(3)?;
-    let value: String = row.try_get(4)?;
-    let tz: Option<String> = row.try_get(5)?;
-    let trigger = Trigger::parse(&kind, &value, tz.as_deref().unwrap_or("UTC")).map_err(bad_row)?;
-    let group: String = row.try_get(1)?;
+    let r = ScheduleRow::from_row(row)?;
+    let trigger = Trigger::parse(&r.kind, &r.value, r.tz.as_deref().unwrap_or("UTC")).map_err(bad_row)?;
+    let group = &r.group_name;
     Ok(Schedule {
-        id: ScheduleId(id),
+        id: ScheduleId(r.id),
         group: group.parse().map_err(|e| bad_row(format!("group name {group:?}: {e}")))?,
-        prompt: row.try_get(2)?,
+        prompt: r.prompt,
         trigger,
-        context: ContextMode::parse(row.try_get::<&str, _>(6)?).unwrap_or(ContextMode::Group),
-        status: ScheduleStatus::parse(row.try_get::<&str, _>(7)?).unwrap_or(ScheduleStatus::Paused),
-        next_run: time(row.try_get(8)?),
-        last_run: time(row.try_get(9)?),
-        failures: row.try_get::<i64, _>(10)?.try_into().unwrap_or(0),
+        context: ContextMode::parse(&r.context_mode).unwrap_or(ContextMode::Group),
+        status: ScheduleStatus::parse(&r.status).unwrap_or(ScheduleStatus::Paused),
+        next_run: time(r.next_run_us),
+        last_run: time(r.last_run_us),
+        failures: r.failures.try_into().unwrap_or(0),
     })
+}
+
+/// A [`SELECT_SCHEDULE`] row, by column name.
+#[derive(sqlx::FromRow)]
+struct ScheduleRow {
+    id: i64,
+    group_name: String,
+    prompt: String,
+    kind: String,
+    value: String,
+    tz: Option<String>,
+    context_mode: String,
+    status: String,
+    next_run_us: Option<i64>,
+    last_run_us: Option<i64>,
+    failures: i64,
+}
+
+/// A `schedule_runs` row, by column name.
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    id: i64,
+    schedule_id: i64,
+    started_us: i64,
+    ended_us: Option<i64>,
+    duration_ms: Option<i64>,
+    outcome: String,
+    text: Option<String>,
+    cost_usd: Option<f64>,
 }

@@ -241,7 +241,8 @@ impl Ledger for Memory {
     }
 }
 
-const POLICY: RetryPolicy = RetryPolicy { first: Duration::from_secs(1), cap: Duration::from_secs(60) };
+/// Exact pauses, so the tests can check the schedule (`crate::retry` tests the jitter).
+const POLICY: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(60)).without_jitter();
 
 fn start(adapter: &Arc<Scripted>, ledger: &Memory) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let stop = CancellationToken::new();
@@ -460,6 +461,76 @@ async fn a_reply_being_retried_when_its_group_is_rebound_is_not_retried_in_the_o
 
     assert_eq!(adapter.landed_in(&old), ["one"], "the retry is not sent to the old chat");
     assert_eq!(adapter.landed_in(&new), ["one", "two"]);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+/// Workers alive: each holds a clone of the adapter, besides the test's and `run`'s.
+fn live_workers(adapter: &Arc<Scripted>) -> usize {
+    Arc::strong_count(adapter) - 2
+}
+
+#[tokio::test(start_paused = true)]
+async fn workers_of_chats_gone_quiet_end_and_a_later_reply_gets_a_new_one() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    let (stop, task) = start(&adapter, &ledger);
+    let ids: Vec<OutboxId> = (1..=20).map(|chat| ledger.add("team", -chat, "hi")).collect();
+    until("all delivered", || ids.iter().all(|id| ledger.row(*id).state == DeliveryState::Delivered)).await;
+    assert!(live_workers(&adapter) > 0, "one per chat while they work");
+
+    until("every idle worker ended", || live_workers(&adapter) == 0).await;
+
+    let again = ledger.add("team", -7, "later");
+    until("delivered by a new worker", || ledger.row(again).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.landed_in(&ChatAddress::telegram(-7, None)), ["hi", "later"]);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_for_a_worker_that_offered_to_end_is_sent_by_it() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    let (stop, task) = start(&adapter, &ledger);
+    let first = ledger.add("team", -1, "one");
+    until("delivered", || ledger.row(first).state == DeliveryState::Delivered).await;
+    // Past IDLE the worker is idle; the reply is written before any scan ends it.
+    tokio::time::sleep(IDLE).await;
+    let second = ledger.add("team", -1, "two");
+    until("delivered", || ledger.row(second).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.landed(), ["one", "two"], "each once");
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[test]
+fn ending_and_waking_an_idle_worker_are_one_step_each() {
+    let duty = Duty::default();
+    assert!(!duty.end(), "a busy worker is not ended");
+    duty.idle();
+    assert!(duty.take_up(), "woken first: it works");
+    assert!(!duty.end(), "and is busy again");
+    duty.idle();
+    assert!(duty.end(), "ended first ...");
+    assert!(!duty.take_up(), "... a later wake-up does not bring it back: the scan starts another");
+    duty.idle();
+    assert!(!duty.take_up(), "an ended worker stays ended");
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_jitter_each_pause_stays_within_its_quarter_and_none_is_skipped() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer(std::iter::repeat_with(|| transient("503")).take(8));
+    let id = ledger.add("team", -1, "hi");
+    let stop = CancellationToken::new();
+    let jittered = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(60));
+    let task = tokio::spawn(run(adapter.clone(), ledger.clone(), jittered, stop.clone()));
+    until("delivered", || ledger.row(id).state == DeliveryState::Delivered).await;
+    let tries: Vec<Instant> = adapter.tries.lock().unwrap().iter().map(|t| t.0).collect();
+    let gaps = tries.windows(2).map(|w| w[1] - w[0]);
+    for (gap, full) in gaps.zip([1u64, 2, 4, 8, 16, 32, 60, 60]) {
+        let full = Duration::from_secs(full);
+        assert!(gap >= full * 3 / 4 && gap <= full, "{gap:?} against {full:?}");
+    }
     stop.cancel();
     task.await.unwrap();
 }

@@ -112,14 +112,8 @@ impl Waiting {
 }
 
 /// Shows each approval request in its group's chat until pincer stops.
-pub(super) async fn run(shared: Arc<Shared>, mut asks: mpsc::Receiver<ApprovalAsk>, shutdown: CancellationToken) {
-    loop {
-        tokio::select! {
-            Some(ask_) = asks.recv() => { tokio::spawn(ask(shared.clone(), ask_)); }
-            _ = shutdown.cancelled() => return,
-            else => return,
-        }
-    }
+pub(super) async fn run(shared: Arc<Shared>, asks: mpsc::Receiver<ApprovalAsk>, shutdown: CancellationToken) {
+    crate::channel::approvals::serve_asks(asks, shutdown, |next| ask(shared.clone(), next)).await
 }
 
 async fn ask(shared: Arc<Shared>, ask: ApprovalAsk) {

@@ -34,10 +34,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::delivery::{self, OutboxLedger};
-use super::retry::RetryPolicy;
 use super::{ApprovalAsk, FirstSight, Ports};
 use crate::config::TelegramConfig;
 use crate::domain::{ChatAddress, Platform};
+use crate::retry::{Backoff, RetryPolicy};
 
 /// The bot as pincer uses it: every request goes through the rate limiter.
 type TgBot = Throttle<Bot>;
@@ -147,7 +147,7 @@ impl Telegram {
         retry: RetryPolicy,
         shutdown: &CancellationToken,
     ) -> Option<Telegram> {
-        let mut failures = 0;
+        let mut backoff = Backoff::new(retry);
         loop {
             match Self::connect(bot.clone(), ports.clone(), assistant).await {
                 Ok(channel) => {
@@ -158,17 +158,15 @@ impl Telegram {
                     return Some(channel);
                 }
                 Err(e) => {
-                    failures += 1;
-                    let pause = retry.pause(failures, None);
+                    let pause = backoff.failed(None);
                     tracing::error!(
                         "{e:#}; trying again in {} (replies wait in the outbox meanwhile)",
                         humantime::format_duration(pause)
                     );
                     let detail = format!("{e:#}");
                     let _ = ports.directory.set_health(Platform::Telegram, "unreachable", Some(&detail), None).await;
-                    tokio::select! {
-                        _ = tokio::time::sleep(pause) => {}
-                        _ = shutdown.cancelled() => return None,
+                    if !crate::retry::nap(pause, shutdown).await {
+                        return None;
                     }
                 }
             }

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
 use super::Shared;
-use crate::channel::retry::RetryPolicy;
+use crate::retry::{Backoff, RetryPolicy};
 
 /// How long a poll waits for the updates in hand to be handled, so the next
 /// `getUpdates` confirms them, before it asks for more anyway.
@@ -48,7 +48,7 @@ pub(super) async fn run(
     }
     let (tell, mut handled) = mpsc::unbounded_channel();
     let mut book = Book::default();
-    let mut failures = 0;
+    let mut backoff = Backoff::new(retry);
     while !shutdown.is_cancelled() {
         settle(&mut book, &mut handled, SETTLE, shutdown).await;
         let mut poll = shared
@@ -65,7 +65,7 @@ pub(super) async fn run(
         };
         match updates {
             Ok(updates) => {
-                failures = 0;
+                backoff.succeeded();
                 shared.receiving_works().await;
                 for update in updates {
                     let id = update.id.0;
@@ -75,15 +75,13 @@ pub(super) async fn run(
                 }
             }
             Err(e) => {
-                failures += 1;
                 let asked = match &e {
                     RequestError::RetryAfter(after) => Some(after.duration()),
                     _ => None,
                 };
                 shared.receive_failed(e.to_string()).await;
-                tokio::select! {
-                    _ = tokio::time::sleep(retry.pause(failures, asked)) => {}
-                    _ = shutdown.cancelled() => break,
+                if !backoff.wait(asked, shutdown).await {
+                    break;
                 }
             }
         }

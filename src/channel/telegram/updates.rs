@@ -8,6 +8,7 @@
 //! pincer dies with it, Telegram sends it again.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use teloxide::types::{AllowedUpdate, Update, UpdateKind};
@@ -59,18 +60,30 @@ struct Job {
     _handled: Handled,
 }
 
+/// What a worker does with an update: the channel's handlers in pincer, a
+/// recorder in the tests.
+pub(super) trait Handler: Send + Sync + 'static {
+    fn handle(&self, update: Update) -> impl Future<Output = ()> + Send;
+}
+
+impl Handler for Arc<Shared> {
+    async fn handle(&self, update: Update) {
+        handle(self, update).await
+    }
+}
+
 /// The chats' workers, started on a chat's first update and ended when idle.
-pub(super) struct Workers {
-    shared: Arc<Shared>,
+pub(super) struct Workers<H = Arc<Shared>> {
+    handler: H,
     chats: Mutex<HashMap<i64, mpsc::Sender<Job>>>,
 }
 
 /// How long a chat's worker waits for the next update before it ends.
 const IDLE: std::time::Duration = std::time::Duration::from_secs(60);
 
-impl Workers {
-    pub fn new(shared: Arc<Shared>) -> Arc<Workers> {
-        Arc::new(Workers { shared, chats: Mutex::new(HashMap::new()) })
+impl<H: Handler> Workers<H> {
+    pub fn new(handler: H) -> Arc<Workers<H>> {
+        Arc::new(Workers { handler, chats: Mutex::new(HashMap::new()) })
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<i64, mpsc::Sender<Job>>> {
@@ -81,9 +94,9 @@ impl Workers {
     /// full. An update of no chat is handled on its own.
     pub async fn dispatch(self: &Arc<Self>, update: Update, handled: Handled) {
         let Some(chat) = update.chat().map(|c| c.id.0) else {
-            let shared = self.shared.clone();
+            let workers = self.clone();
             tokio::spawn(async move {
-                handle(&shared, update).await;
+                workers.handler.handle(update).await;
                 drop(handled);
             });
             return;
@@ -107,7 +120,7 @@ impl Workers {
         }
         let (queue, jobs) = mpsc::channel(CHAT_QUEUE);
         chats.insert(chat, queue.clone());
-        tokio::spawn(work(self.clone(), chat, jobs));
+        tokio::spawn(work(self.clone(), chat, queue.downgrade(), jobs));
         queue
     }
 
@@ -118,16 +131,26 @@ impl Workers {
 }
 
 /// One chat's worker: its updates, one after the other.
-async fn work(workers: Arc<Workers>, chat: i64, mut jobs: mpsc::Receiver<Job>) {
+///
+/// It ends when idle, and only when no dispatcher holds its queue: one that
+/// took the queue from the map holds a clone until its job is in, and a job
+/// sent between the worker's last look and its end would be dropped with the
+/// queue. Under the map's lock nobody can take a new clone, so "empty, and
+/// only the map holds it" decided there stays true until the entry is gone.
+async fn work<H: Handler>(
+    workers: Arc<Workers<H>>,
+    chat: i64,
+    me: mpsc::WeakSender<Job>,
+    mut jobs: mpsc::Receiver<Job>,
+) {
     loop {
         match tokio::time::timeout(IDLE, jobs.recv()).await {
-            Ok(Some(job)) => handle(&workers.shared, *job.update).await,
+            Ok(Some(job)) => workers.handler.handle(*job.update).await,
             Ok(None) => return,
             Err(_idle) => {
-                // Under the lock nobody can take this queue from the map; a
-                // sender that took it earlier finds it closed and starts another.
                 let mut chats = workers.lock();
-                if jobs.is_empty() {
+                let unshared = chats.get(&chat).filter(|q| q.strong_count() == 1);
+                if unshared.is_some_and(|q| me.upgrade().is_some_and(|me| me.same_channel(q))) && jobs.is_empty() {
                     chats.remove(&chat);
                     return;
                 }
@@ -151,5 +174,81 @@ async fn handle(shared: &Arc<Shared>, update: Update) {
     };
     if let Err(e) = done {
         tracing::error!("a Telegram update handler failed: {e:#}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Counts the updates handled.
+    #[derive(Clone, Default)]
+    struct Count(Arc<AtomicUsize>);
+
+    impl Handler for Count {
+        async fn handle(&self, _update: Update) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn update(id: u32, chat: i64) -> Update {
+        serde_json::from_value(serde_json::json!({
+            "update_id": id,
+            "message": {
+                "message_id": id, "date": 0, "text": "hi",
+                "chat": { "id": chat, "type": "group", "title": "t" },
+                "from": { "id": 42, "is_bot": false, "first_name": "A" }
+            }
+        }))
+        .unwrap()
+    }
+
+    fn job(id: u32, chat: i64) -> Job {
+        let (tell, _) = mpsc::unbounded_channel();
+        Job { update: Box::new(update(id, chat)), _handled: Handled::new(id, tell) }
+    }
+
+    async fn until_handled(count: &Count, n: usize) {
+        while count.0.load(Ordering::SeqCst) < n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Lets the workers that are due to look again do so.
+    async fn past_idle() {
+        tokio::time::sleep(IDLE + Duration::from_secs(1)).await;
+        tokio::task::yield_now().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_workers_of_chats_gone_quiet_leave() {
+        let count = Count::default();
+        let workers = Workers::new(count.clone());
+        let (tell, _handled) = mpsc::unbounded_channel();
+        for chat in 1..=30 {
+            workers.dispatch(update(chat as u32, -chat), Handled::new(chat as u32, tell.clone())).await;
+        }
+        until_handled(&count, 30).await;
+        past_idle().await;
+        assert_eq!(workers.lock().len(), 0, "no worker for a quiet chat");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_queue_handed_to_a_dispatcher_stays_open_until_its_job_is_in() {
+        let count = Count::default();
+        let workers = Workers::new(count.clone());
+        let queue = workers.queue(-1);
+        // The dispatcher holds the queue (between its lookup and its send)
+        // while the worker's idle time runs out, more than once.
+        past_idle().await;
+        past_idle().await;
+        assert!(queue.send(job(1, -1)).await.is_ok(), "the worker did not end under the dispatcher");
+        drop(queue);
+        until_handled(&count, 1).await;
+        past_idle().await;
+        assert_eq!(workers.lock().len(), 0, "it ends once nobody holds its queue");
     }
 }

@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
 use super::Shared;
-use crate::channel::retry::RetryPolicy;
 use crate::config::TelegramConfig;
+use crate::retry::{Backoff, RetryPolicy};
 
 #[derive(Clone)]
 struct Hook {
@@ -48,7 +48,7 @@ pub(super) async fn run(
         // 32 characters Telegram accepts, new at each start.
         None => uuid::Uuid::new_v4().simple().to_string().into(),
     };
-    let mut failures = 0;
+    let mut backoff = Backoff::new(retry);
     let listener = loop {
         let (error, asked) = match set_up(shared, config, &parsed, &secret).await {
             Ok(listener) => break listener,
@@ -63,14 +63,10 @@ pub(super) async fn run(
                 (format!("cannot set the Telegram webhook to {url}: {e}"), asked)
             }
         };
-        failures += 1;
         shared.receive_failed(error).await;
-        tokio::select! {
-            _ = tokio::time::sleep(retry.pause(failures, asked)) => {}
-            _ = shutdown.cancelled() => {
-                workers.close();
-                return Ok(());
-            }
+        if !backoff.wait(asked, shutdown).await {
+            workers.close();
+            return Ok(());
         }
     };
     shared.receiving_works().await;

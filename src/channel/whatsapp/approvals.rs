@@ -135,16 +135,10 @@ fn code() -> String {
 /// Shows each approval request in its group until pincer stops.
 pub(super) async fn run<C: WaClient>(
     shared: Arc<Shared<C>>,
-    mut asks: mpsc::Receiver<ApprovalAsk>,
+    asks: mpsc::Receiver<ApprovalAsk>,
     shutdown: CancellationToken,
 ) {
-    loop {
-        tokio::select! {
-            Some(next) = asks.recv() => { tokio::spawn(ask(shared.clone(), next)); }
-            _ = shutdown.cancelled() => return,
-            else => return,
-        }
-    }
+    crate::channel::approvals::serve_asks(asks, shutdown, |next| ask(shared.clone(), next)).await
 }
 
 async fn ask<C: WaClient>(shared: Arc<Shared<C>>, ask: ApprovalAsk) {

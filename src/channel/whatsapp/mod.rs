@@ -39,8 +39,8 @@ use whatsapp_rust::types::events::{Event, InboundMessage};
 use whatsapp_rust::{Client, InboundDurabilityHook};
 
 use super::delivery::{self, OutboxLedger};
-use super::retry::RetryPolicy;
 use super::{ApprovalAsk, FirstSight, Ports};
+use crate::retry::RetryPolicy;
 use health::Health;
 
 /// What the message handlers, the hook and the approval loop share.

@@ -220,20 +220,26 @@ impl Launcher {
     /// A fresh CLI home for an isolated run of `group`, removed when dropped;
     /// `None` when the group runs unconfined (it keeps pincer's HOME, see
     /// [`isolated`]).
-    pub fn isolated_home(&self, group: &GroupName) -> Result<Option<IsolatedHome>, SandboxError> {
+    /// Its file work runs on the blocking pool, like a launch's.
+    pub async fn isolated_home(&self, group: &GroupName) -> Result<Option<IsolatedHome>, SandboxError> {
         let confinement = self.resolve(group.as_str())?;
         if confinement == Confinement::None {
             return Ok(None);
         }
-        let io = SandboxError::io(group);
-        let home = IsolatedHome::create(&self.data_dir, group).map_err(io)?;
-        // A container of root's pincer runs as the image's user: the home must be its.
-        if confinement == Confinement::Docker && nix::unistd::getuid().is_root() {
-            let id = Some(bwrap::AGENT_ID);
-            nix::unistd::chown(home.path(), id.map(nix::unistd::Uid::from_raw), id.map(nix::unistd::Gid::from_raw))
-                .map_err(|e| io(e.into()))?;
-        }
-        Ok(Some(home))
+        let (data_dir, owned_group) = (self.data_dir.clone(), group.clone());
+        let made = tokio::task::spawn_blocking(move || -> std::io::Result<IsolatedHome> {
+            let home = IsolatedHome::create(&data_dir, &owned_group)?;
+            // A container of root's pincer runs as the image's user: the home must be its.
+            if confinement == Confinement::Docker && nix::unistd::getuid().is_root() {
+                let id = Some(bwrap::AGENT_ID);
+                let (uid, gid) = (id.map(nix::unistd::Uid::from_raw), id.map(nix::unistd::Gid::from_raw));
+                nix::unistd::chown(home.path(), uid, gid)?;
+            }
+            Ok(home)
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        made.map(Some).map_err(SandboxError::io(group))
     }
 
     /// The next CLI process of `group`, resuming `resume` if given; in

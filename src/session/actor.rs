@@ -488,7 +488,7 @@ impl SessionActor {
             return false;
         }
         if self.isolated && self.own_home.is_none() {
-            match self.deps.launcher.isolated_home(&self.group) {
+            match self.deps.launcher.isolated_home(&self.group).await {
                 Ok(home) => self.own_home = home,
                 Err(e) => {
                     tracing::error!(group = %self.group, %e, "cannot prepare the isolated run's CLI home");

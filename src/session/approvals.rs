@@ -59,6 +59,7 @@ impl Approvals {
     }
 
     /// Prompts in flight, of any process.
+    #[cfg(test)]
     pub(super) fn in_flight(&self) -> usize {
         self.asks.len()
     }

@@ -3,9 +3,11 @@
 //! tokio time. Assertions read what the store holds.
 //!
 //! Time moves only when a test says so: a task that keeps yielding stops the
-//! runtime from auto-advancing while SQLite works on its own thread, and
-//! [`Rig::until`] advances the clock one millisecond per look, so an event is
-//! seen at the (virtual) millisecond it happened.
+//! runtime from auto-advancing while SQLite works on its own thread (a paused
+//! clock would jump to the next timer then, and fail the pool's acquire), and
+//! [`Rig::until`] advances the clock one millisecond per look. The clock also
+//! moves while the actor waits for SQLite, so tests assert lower bounds ("not
+//! before the backoff"), never upper ones.
 
 mod recovery;
 mod turns;

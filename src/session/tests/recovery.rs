@@ -1,7 +1,5 @@
 //! Hangs, crashes and panics: what the session does about each, and when.
 
-use std::time::Duration;
-
 use super::{between, Rig};
 use crate::session::fake_cli::Reply;
 use crate::session::lifecycle::FIRST_CRASH_BACKOFF;
@@ -12,6 +10,7 @@ async fn a_hung_turn_is_interrupted_and_its_message_written_to_a_resumed_process
     let rig = Rig::new().await;
     rig.cli.script([Reply::Silent]);
     let id = rig.say("are you there").await;
+    rig.until("the second process", || rig.cli.starts().len() == 2).await;
     rig.until_state(id, "answered").await;
 
     let written = rig.cli.written();
@@ -47,8 +46,7 @@ async fn a_crash_restarts_the_cli_after_the_backoff_and_not_before() {
     let (starts, ended) = (rig.cli.starts(), rig.cli.ended());
     assert_eq!(starts.len(), 2);
     let waited = between(ended[0].1, starts[1].at);
-    assert!(waited >= FIRST_CRASH_BACKOFF, "restarted after {waited:?}");
-    assert!(waited < FIRST_CRASH_BACKOFF * 2, "and not much later: {waited:?}");
+    assert!(waited >= FIRST_CRASH_BACKOFF, "restarted after {waited:?}, before the backoff ended");
     assert_eq!(
         rig.notices().await,
         ["The agent stopped unexpectedly (exit status: 1); restarting it and resending your message."]
@@ -66,6 +64,7 @@ async fn crashes_past_max_restarts_give_up_on_the_message() {
     rig.cli.script([Reply::Crash, Reply::Crash]);
     let id = rig.say("doomed").await;
     rig.until_state(id, "failed").await;
+    rig.until_stored("the chat is told", || async { rig.notices().await.len() == 2 }).await;
     let notices = rig.notices().await;
     assert!(notices[1].contains("2 times in a row, so pincer gave up"), "{notices:?}");
     rig.stop().await;
@@ -83,6 +82,7 @@ async fn a_panicked_actor_is_started_again_after_a_backoff_and_answers_the_next_
     assert!(!rig.handle.busy(), "the lost command does not keep the session busy");
 
     let id = rig.say("and this one is answered").await;
+    rig.until("the new actor starts the CLI", || rig.cli.starts().len() == 1).await;
     rig.until_state(id, "answered").await;
     let waited = between(rig.cli.panicked_at()[0], rig.cli.starts()[0].at);
     assert!(waited >= FIRST_BACKOFF, "the new actor started after the backoff, not before: {waited:?}");
@@ -104,5 +104,4 @@ async fn a_session_stopped_at_shutdown_says_so() {
     };
     let refused = handle.send(command).await.unwrap_err();
     assert!(refused.to_string().contains("pincer is shutting down"), "{refused}");
-    let _ = Duration::ZERO;
 }

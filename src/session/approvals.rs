@@ -66,23 +66,24 @@ impl Approvals {
 
     /// Hands `ask` to the admins through `approvals`; the answer (or a denial
     /// when nobody answers within `request.timeout`) comes from [`Approvals::next`].
-    /// Past [`MAX_ASKS`] it is denied at once: the caller answers it now.
+    /// Past [`MAX_ASKS`] it is denied at once: that denial is returned, and
+    /// the caller answers it now.
     pub(super) fn ask(
         &mut self,
         ask: Ask,
         request: ApprovalRequest,
         answer: tokio::sync::oneshot::Receiver<ApprovalAnswer>,
         approvals: &async_channel::Sender<ApprovalRequest>,
-    ) -> Result<(), Answered> {
+    ) -> Option<Answered> {
         let group = request.group.clone();
         if self.asks.len() >= MAX_ASKS {
             tracing::warn!(%group, in_flight = self.asks.len(), "too many approvals in flight; denying");
-            return Err(Answered { ask, answer: unanswered(TOO_MANY) });
+            return Some(Answered { ask, answer: unanswered(TOO_MANY) });
         }
         let timeout = request.timeout;
         if approvals.try_send(request).is_err() {
             tracing::warn!(%group, "too many approvals waiting; denying");
-            return Err(Answered { ask, answer: unanswered(TOO_MANY) });
+            return Some(Answered { ask, answer: unanswered(TOO_MANY) });
         }
         self.waiting += 1;
         self.asks.spawn(async move {
@@ -93,7 +94,7 @@ impl Approvals {
             };
             Answered { ask, answer }
         });
-        Ok(())
+        None
     }
 
     /// The next answer. Pending forever while nothing is in flight (for `select!`).
@@ -181,10 +182,10 @@ mod tests {
         let mut approvals = Approvals::default();
         for n in 0..MAX_ASKS {
             let (request, answer) = request(n as u64, &group(), &ask(1, n), MINUTE);
-            approvals.ask(ask(1, n), request, answer, &tx).unwrap();
+            assert!(approvals.ask(ask(1, n), request, answer, &tx).is_none());
         }
         let (request, answer) = request(99, &group(), &ask(1, 99), MINUTE);
-        let denied = approvals.ask(ask(1, 99), request, answer, &tx).unwrap_err();
+        let denied = approvals.ask(ask(1, 99), request, answer, &tx).expect("denied at once");
         assert_eq!((denied.answer.verdict, denied.answer.by.as_str()), (Approval::Deny, TOO_MANY));
         assert_eq!((approvals.in_flight(), rx.len()), (MAX_ASKS, MAX_ASKS), "the denied one was never shown");
         assert!(approvals.asking());
@@ -195,7 +196,7 @@ mod tests {
         let (tx, rx) = async_channel::bounded(4);
         let mut approvals = Approvals::default();
         let (request, answer) = request(1, &group(), &ask(1, 1), MINUTE);
-        approvals.ask(ask(1, 1), request, answer, &tx).unwrap();
+        assert!(approvals.ask(ask(1, 1), request, answer, &tx).is_none());
         let shown = rx.recv().await.unwrap();
         let answered = approvals.next().await;
         drop(shown);
@@ -211,7 +212,7 @@ mod tests {
         let (tx, rx) = async_channel::bounded(4);
         let mut approvals = Approvals::default();
         let (request, answer) = request(1, &group(), &ask(1, 1), MINUTE);
-        approvals.ask(ask(1, 1), request, answer, &tx).unwrap();
+        assert!(approvals.ask(ask(1, 1), request, answer, &tx).is_none());
         let shown = rx.recv().await.unwrap();
         drop(approvals);
         tokio::task::yield_now().await;

@@ -28,6 +28,9 @@ pub(super) struct Said {
     pub(super) session: String,
 }
 
+/// The lines a scripted reply prints for a message.
+pub(super) type Script = Box<dyn Fn(&Said) -> Vec<Value> + Send>;
+
 /// How the fake answers one user message.
 pub(super) enum Reply {
     /// `init`, the replay, and a result whose text is `echo: <message>`.
@@ -37,7 +40,7 @@ pub(super) enum Reply {
     /// stdout closes without an answer, and the process exits with status 1.
     Crash,
     /// These lines.
-    Lines(Box<dyn Fn(&Said) -> Vec<Value> + Send>),
+    Lines(Script),
 }
 
 /// One process start, and what it was asked to resume.

@@ -67,7 +67,7 @@ impl SessionActor {
         let timeout = self.deps.config.claude.approval_timeout;
         let (request, answer) = approvals::request(id, &self.group, &ask, timeout);
         tracing::info!(group = %self.group, tool = %ask.tool_name, approval = id, "asking the group's admins");
-        if let Err(denied) = self.approvals.ask(ask, request, answer, &self.deps.approvals) {
+        if let Some(denied) = self.approvals.ask(ask, request, answer, &self.deps.approvals) {
             self.answer_asked(denied).await;
         }
     }

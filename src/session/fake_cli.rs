@@ -41,6 +41,8 @@ pub(super) enum Reply {
     Crash,
     /// These lines.
     Lines(Script),
+    /// These lines, then stdout closes and the process exits with status 1.
+    LinesThenExit(Script),
 }
 
 /// One process start, and what it was asked to resume.
@@ -223,6 +225,15 @@ impl FakeChild {
                     return Ok(());
                 }
                 Reply::Lines(lines) => lines(&said),
+                Reply::LinesThenExit(lines) => {
+                    let (_, tx) = state.stdout.take().expect("checked above");
+                    for value in lines(&said) {
+                        tx.try_send(line(value)).expect("room on the fake's stdout");
+                    }
+                    state.crashed = Some(self.process);
+                    state.ended.push((self.process, Instant::now()));
+                    return Ok(());
+                }
             },
             // The CLI acknowledges, then ends the running turn as interrupted.
             (Some("control_request"), Some("interrupt")) => vec![

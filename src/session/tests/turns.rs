@@ -57,6 +57,48 @@ fn usage_limit(resets_in: Duration) -> Reply {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_vanished_session_is_started_fresh_and_the_message_answered() {
+    let rig = Rig::with(test_config(), GroupSettings::default(), Some("gone"), FakeCli::default()).await;
+    rig.cli.script([Reply::LinesThenExit(Box::new(|said: &Said| {
+        vec![json!({"type": "result", "subtype": "error_during_execution", "is_error": true,
+            "session_id": said.session, "errors": ["No conversation found with session ID: gone"]})]
+    }))]);
+    let id = rig.say("still there?").await;
+    rig.until_state(id, "answered").await;
+
+    let resumed: Vec<Option<String>> = rig.cli.starts().into_iter().map(|s| s.resume).collect();
+    assert_eq!(resumed, [Some("gone".to_owned()), None], "the second process starts fresh");
+    let kinds: Vec<String> = rig.events().await.into_iter().map(|(kind, _)| kind).collect();
+    assert_eq!(kinds, ["resumed", "resume_failed", "fresh", "started"]);
+    assert_eq!(rig.notices().await, ["The previous conversation could not be found, so a fresh session was started."]);
+    assert_eq!(rig.replies().await.len(), 1, "the vanished session's error is stored, not sent");
+    assert_eq!(rig.store.group("team").await.unwrap().session_id, Some(rig.cli.session()));
+    rig.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_cancels_a_planned_resend() {
+    let rig = Rig::new().await;
+    rig.cli.script([usage_limit(Duration::from_secs(5))]);
+    let id = rig.say("later please").await;
+    rig.until("the resend is planned", || rig.handle.status().resend_at.is_some()).await;
+    rig.handle.send(crate::session::Command::Interrupt).await.unwrap();
+    rig.until_state(id, "failed").await;
+    rig.until_stored("the chat is told", || async { !rig.notices().await.is_empty() }).await;
+    assert_eq!(
+        rig.notices().await,
+        ["Cancelled: pincer will not send your message again when the usage limit resets (the history keeps it)."]
+    );
+    // Past the reset, the next message is the only one written again.
+    let past = tokio::time::Instant::now() + Duration::from_secs(10);
+    rig.until("the reset has passed", || tokio::time::Instant::now() >= past).await;
+    let next = rig.say("and now").await;
+    rig.until_state(next, "answered").await;
+    assert_eq!(rig.cli.user_messages().len(), 2, "{:?}", rig.cli.user_messages());
+    rig.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_usage_limit_holds_the_message_and_sends_it_once_at_the_reset() {
     let rig = Rig::new().await;
     rig.cli.script([usage_limit(Duration::from_secs(20))]);

@@ -119,8 +119,8 @@ impl Engine {
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             slots: Slots::new(config.claude.max_live_sessions),
+            cli: Arc::new(crate::session::RealCli::new(config.clone(), launcher)),
             config,
-            launcher,
             outbox: outbox.clone(),
             approvals: approvals_tx,
             approval_ids: Default::default(),

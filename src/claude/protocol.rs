@@ -5,7 +5,13 @@
 //! `result`), and tolerant: unknown types and fields are kept as `Other` or
 //! ignored, because the protocol drifts between CLI versions.
 
+mod task;
+
 use serde_json::{json, Value};
+
+pub use task::{
+    BackgroundTask, TaskEvent, TaskNotification, TaskProgress, TaskStarted, TaskStatus, TaskUpdated, TaskUsage,
+};
 
 use crate::domain::{TaskFrame, TurnResult};
 
@@ -15,7 +21,9 @@ pub enum CliEvent {
     /// `system/init`, printed at the start of every turn.
     Init { session_id: Option<String> },
     /// Any other `system` frame: task lifecycle and whatever newer CLIs add.
-    System(TaskFrame),
+    /// `frame` is what the store keeps of every such frame; `task` is the
+    /// typed event when the frame is one of the task lifecycle.
+    System { frame: TaskFrame, task: Option<TaskEvent> },
     /// The end of a turn, and why it ended when that was not a normal stop.
     Result { result: TurnResult, end: TurnEnd },
     /// The synthetic assistant message the CLI prints when an API error ends a
@@ -122,7 +130,7 @@ pub fn parse_line(line: &str) -> Result<CliEvent, ParseError> {
         "system" if v.get("subtype").and_then(Value::as_str) == Some("init") => {
             CliEvent::Init { session_id: str_field(&v, "session_id") }
         }
-        "system" => CliEvent::System(task_frame(&v)),
+        "system" => CliEvent::System { frame: task_frame(&v), task: task::parse(&v) },
         "result" => CliEvent::Result { result: turn_result(&v), end: turn_end(&v) },
         "assistant" if is_main_api_error(&v) => CliEvent::ApiErrorMessage(api_error_report(&v)),
         "rate_limit_event" => match v.get("rate_limit_info").and_then(rate_limit_info) {

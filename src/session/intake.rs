@@ -107,23 +107,29 @@ pub(super) struct Puller {
     more: bool,
     /// Wakes seen since the queue was last found empty.
     owed: usize,
+    /// A throwaway session's: it never looks at the queue.
+    idle: bool,
 }
 
 impl Default for Puller {
     /// A fresh actor looks at the whole queue once before any wake.
     fn default() -> Self {
-        Puller { after: InboundId(0), more: true, owed: 0 }
+        Puller { after: InboundId(0), more: true, owed: 0, idle: false }
     }
 }
 
 impl Puller {
     /// A throwaway session's: it never looks at the queue.
     pub(super) fn idle() -> Puller {
-        Puller { more: false, ..Puller::default() }
+        Puller { more: false, idle: true, ..Puller::default() }
     }
 
-    /// A wake arrived: `outstanding` is the intake's count at that moment.
+    /// A wake arrived (or a new actor starts): `outstanding` is the intake's
+    /// count at that moment. A throwaway session's puller stays idle.
     pub(super) fn woken(&mut self, outstanding: usize) {
+        if self.idle {
+            return;
+        }
         self.more = true;
         self.owed = outstanding;
     }

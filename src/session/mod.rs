@@ -3,15 +3,34 @@
 //! The [`SessionHandle`] is the only way in: it sends [`Command`]s over a
 //! bounded channel and reads a [`SessionStatus`] the actor publishes after
 //! every event. Only the actor writes to the child's stdin.
+//!
+//! Each actor runs under a supervisor (`supervisor`) that starts it again if
+//! it ends while pincer is not stopping. The actor wires small parts that
+//! decide without I/O: `lifecycle` (which process, restarts), `turn` (what
+//! is owed and running), `hang` (hung turns), `hold` (usage-limit resends),
+//! `approvals` (tool calls left to people). The CLI is reached only through
+//! the port in `cli`.
 
 mod actor;
 mod api_error;
+mod approvals;
+mod cli;
+#[cfg(test)]
+mod fake_cli;
+mod hang;
+mod hold;
 mod intake;
+mod lifecycle;
 mod pending;
 mod permission;
 mod rights;
 mod slots;
+mod supervisor;
+#[cfg(test)]
+mod tests;
+mod turn;
 
+pub use cli::{CliChild, CliPort, RealCli, StartError, StartRequest, Started};
 pub use slots::Slots;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -26,7 +45,6 @@ use crate::config::Config;
 use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId, Missed};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
-use crate::sandbox::Launcher;
 use crate::store::{GroupRecord, Store};
 use crate::tools::Toolbox;
 
@@ -37,8 +55,8 @@ const COMMAND_QUEUE: usize = 64;
 pub struct SessionDeps {
     pub store: Store,
     pub config: Arc<Config>,
-    /// Builds each CLI process's command: its sandbox, environment and proxy key.
-    pub launcher: Launcher,
+    /// Starts each CLI process (in its sandbox, with its environment and proxy key).
+    pub cli: Arc<dyn CliPort>,
     /// Where results, notices and the agents' posts go: stored, then delivered.
     pub outbox: Outbox,
     /// Tool calls waiting for a person; channel adapters show and answer them.
@@ -119,24 +137,26 @@ pub struct SessionHandle {
     queued: Arc<AtomicUsize>,
     /// The group's queue in the store: wakes, and who waits on which message.
     intake: Arc<intake::Intake>,
+    /// Says whether a closed session means pincer is stopping.
+    shutdown: CancellationToken,
 }
 
-/// The session actor is gone (pincer is shutting down).
+/// The session took no more messages: pincer is stopping (the only time a
+/// supervised session ends while someone can still send to it).
 #[derive(Debug, thiserror::Error)]
-#[error("the session of group `{0}` has stopped (pincer is shutting down)")]
-pub struct SessionClosed(pub GroupName);
+pub enum SessionClosed {
+    #[error("the session of group `{0}` has stopped (pincer is shutting down)")]
+    ShuttingDown(GroupName),
+    #[error(
+        "the session of group `{0}` is not running; send the message again, and check pincer's log if this repeats"
+    )]
+    NotRunning(GroupName),
+}
 
 impl SessionHandle {
-    /// Starts the actor of `group` on `tracker`.
+    /// Starts the (supervised) actor of `group` on `tracker`.
     pub fn spawn(group: &GroupRecord, deps: Arc<SessionDeps>, tracker: &TaskTracker) -> SessionHandle {
-        let (tx, rx) = async_channel::bounded(COMMAND_QUEUE);
-        let (status_tx, status_rx) =
-            watch::channel(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
-        let queued = Arc::new(AtomicUsize::new(0));
-        let intake = Arc::new(intake::Intake::default());
-        let actor = actor::SessionActor::new(group, deps, rx, status_tx, queued.clone(), intake.clone());
-        tracker.spawn(actor.run());
-        SessionHandle { group: group.name.clone(), commands: tx, status: status_rx, queued, intake }
+        SessionHandle::supervised(group.clone(), deps, tracker, false)
     }
 
     /// Starts a throwaway session for `group`: it starts fresh, never stores
@@ -144,13 +164,28 @@ impl SessionHandle {
     /// and its queue is empty. Isolated scheduled runs use it.
     pub fn spawn_isolated(group: &GroupRecord, deps: Arc<SessionDeps>, tracker: &TaskTracker) -> SessionHandle {
         let fresh = GroupRecord { session_id: None, ..group.clone() };
+        SessionHandle::supervised(fresh, deps, tracker, true)
+    }
+
+    fn supervised(group: GroupRecord, deps: Arc<SessionDeps>, tracker: &TaskTracker, isolated: bool) -> SessionHandle {
         let (tx, rx) = async_channel::bounded(COMMAND_QUEUE);
-        let (status_tx, status_rx) = watch::channel(SessionStatus::default());
+        let (status_tx, status_rx) =
+            watch::channel(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
         let queued = Arc::new(AtomicUsize::new(0));
         let intake = Arc::new(intake::Intake::default());
-        let actor = actor::SessionActor::new(&fresh, deps, rx, status_tx, queued.clone(), intake.clone()).isolated();
-        tracker.spawn(actor.run());
-        SessionHandle { group: group.name.clone(), commands: tx, status: status_rx, queued, intake }
+        let shutdown = deps.shutdown.clone();
+        let name = group.name.clone();
+        let supervised = supervisor::Supervised {
+            group,
+            deps,
+            commands: rx,
+            status: Arc::new(status_tx),
+            queued: queued.clone(),
+            isolated,
+            intake: intake.clone(),
+        };
+        tracker.spawn(supervised.run());
+        SessionHandle { group: name, commands: tx, status: status_rx, queued, shutdown, intake }
     }
 
     /// A message of this group was stored `queued`: the session takes it
@@ -181,7 +216,11 @@ impl SessionHandle {
         self.queued.fetch_add(1, Ordering::SeqCst);
         self.commands.send(command).await.map_err(|_| {
             self.queued.fetch_sub(1, Ordering::SeqCst);
-            SessionClosed(self.group.clone())
+            if self.shutdown.is_cancelled() {
+                SessionClosed::ShuttingDown(self.group.clone())
+            } else {
+                SessionClosed::NotRunning(self.group.clone())
+            }
         })
     }
 

@@ -375,6 +375,21 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Session events of a group with their details, oldest first, as `(kind, detail)`.
+    #[cfg(test)]
+    pub(crate) async fn session_event_details(
+        &self,
+        group: &GroupName,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let rows = sqlx::query("SELECT kind, detail FROM session_events WHERE group_name = ? ORDER BY id")
+            .bind(group.as_str())
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(readable("session_events", &rows, |r| Ok((r.try_get(0)?, r.try_get(1)?))))
+    }
+}
+
 /// Sets each message's state, on `conn` (the pool's, or a transaction's).
 async fn set_states(
     conn: &mut SqliteConnection,

@@ -59,16 +59,40 @@ fn background_bash_gives_task_frames_and_a_follow_up_result() {
         assert_eq!(results[1].origin.as_deref(), Some("task-notification"), "{dir}");
         let subtypes: Vec<_> = evs
             .iter()
-            .filter_map(|e| if let CliEvent::System(t) = e { Some(t.subtype.as_str()) } else { None })
+            .filter_map(|e| if let CliEvent::System { frame: t, .. } = e { Some(t.subtype.as_str()) } else { None })
             .collect();
         assert!(subtypes.contains(&"task_started"), "{dir}: {subtypes:?}");
         assert!(subtypes.contains(&"task_notification"), "{dir}: {subtypes:?}");
         let updated = evs.iter().find_map(|e| match e {
-            CliEvent::System(t) if t.subtype == "task_updated" => Some(t.status.clone()),
+            CliEvent::System { frame: t, .. } if t.subtype == "task_updated" => Some(t.status.clone()),
             _ => None,
         });
         assert_eq!(updated, Some(Some("completed".to_owned())), "{dir}: status comes from the patch");
     }
+}
+
+#[test]
+fn every_recorded_task_frame_becomes_a_typed_task_event() {
+    let mut seen = std::collections::BTreeSet::new();
+    for dir in transcript_dirs() {
+        for entry in fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if !path.to_string_lossy().ends_with(".stdout.jsonl") {
+                continue;
+            }
+            for line in fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+                let Ok(CliEvent::System { frame, task }) = parse_line(line) else { continue };
+                let is_task = frame.subtype.starts_with("task_") || frame.subtype == "background_tasks_changed";
+                assert_eq!(task.is_some(), is_task, "{}: {line}", path.display());
+                if let Some(task) = task {
+                    assert_eq!(task.task_id(), frame.task_id.as_deref(), "{line}");
+                    seen.insert(frame.subtype);
+                }
+            }
+        }
+    }
+    let all = ["background_tasks_changed", "task_notification", "task_progress", "task_started", "task_updated"];
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), all, "the corpus holds every kind");
 }
 
 #[test]

@@ -1,0 +1,106 @@
+//! The live process: started when a message needs one (after waiting for a
+//! slot), and the lines written to it.
+
+use std::time::SystemTime;
+
+use tokio::time::Instant;
+
+use super::{Live, Policy, SessionActor};
+use crate::claude::protocol;
+use crate::session::cli::StartRequest;
+use crate::store::InboundState;
+
+impl SessionActor {
+    pub(super) fn interrupt_line(&mut self) -> String {
+        self.next_request += 1;
+        protocol::control_request_line(&format!("pincer_interrupt_{}", self.next_request), "interrupt")
+    }
+
+    /// Writes the newest pending message (the one just pushed).
+    pub(super) async fn write_pending_tail(&mut self) {
+        let Some((id, line, accepted_at)) =
+            self.turn.pending.last().map(|m| (m.id, protocol::user_message(&m.text, &m.uuid), m.accepted_at))
+        else {
+            return;
+        };
+        if self.write(&line).await {
+            self.deps.metrics.record_stdin_write(accepted_at.elapsed());
+        }
+        self.set_state(&[id], InboundState::Sent).await;
+    }
+
+    /// Writes a line to the live process. A failed write means the process is
+    /// dying: its exit is handled when stdout closes, and pending messages are
+    /// written again to the next process then.
+    pub(super) async fn write(&mut self, line: &str) -> bool {
+        let Some(live) = self.live.as_mut() else {
+            return false;
+        };
+        live.last_activity = Instant::now();
+        live.quiet_since = live.last_activity;
+        match live.child.write_line(line).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(group = %self.group, %e, "writing to the CLI failed; it will be restarted");
+                false
+            }
+        }
+    }
+
+    /// Starts a CLI process unless one lives. Waits (FIFO) for a free slot.
+    /// Returns false when no process could be started; the chat was told why.
+    pub(super) async fn ensure_live(&mut self) -> bool {
+        if self.live.is_some() {
+            return true;
+        }
+        let slot = tokio::select! {
+            slot = self.deps.slots.acquire() => slot,
+            _ = self.deps.shutdown.cancelled() => return false,
+        };
+        self.reload_settings().await;
+        let resume = self.life.resume();
+        let request = StartRequest {
+            group: &self.group,
+            resume: resume.as_deref(),
+            main: self.policy.is_main,
+            isolated: self.isolated,
+            home: &mut self.own_home,
+        };
+        match self.deps.cli.start(request).await {
+            Ok(started) => {
+                let kind = if resume.is_some() { "resumed" } else { "started" };
+                self.log_event(kind, resume.as_deref(), None).await;
+                let generation = self.life.started();
+                self.live = Some(Live {
+                    child: started.child,
+                    lines: started.lines,
+                    last_activity: Instant::now(),
+                    quiet_since: Instant::now(),
+                    since: SystemTime::now(),
+                    generation,
+                    cost_so_far: 0.0,
+                    _slot: slot,
+                });
+                true
+            }
+            Err(e) => {
+                if let Some(what) = e.log_line() {
+                    tracing::error!(group = %self.group, %e, "{what}");
+                }
+                self.give_up(&e.chat_text()).await;
+                false
+            }
+        }
+    }
+
+    /// Re-reads the group's tool policy, so `pincer groups set` applies from
+    /// the next process on without restarting pincer.
+    pub(super) async fn reload_settings(&mut self) {
+        match self.deps.store.group(self.group.as_str()).await {
+            Ok(record) => self.policy = Policy::of(&record.settings, &self.deps.config.claude.allowed_tools),
+            Err(e) => {
+                tracing::warn!(group = %self.group, %e, "cannot re-read the group's settings; keeping the old ones")
+            }
+        }
+    }
+}

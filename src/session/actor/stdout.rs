@@ -1,0 +1,193 @@
+//! What the CLI prints: each stdout line parsed once, stored where it must be
+//! (task frames raw and first, results with their chat text in one
+//! transaction), then fed to the parts that track it.
+
+use std::time::Duration;
+
+use super::{ids, SessionActor};
+use crate::claude::lines::LineRead;
+use crate::claude::process::StdoutLine;
+use crate::claude::protocol::{self, CliEvent, TaskEvent, TurnEnd};
+use crate::domain::{InboundId, TaskFrame, TurnResult};
+use crate::session::api_error::{self, TurnFailure};
+use crate::session::TurnOutcome;
+use crate::store::{InboundState, StoreError};
+
+impl SessionActor {
+    pub(super) async fn on_line(&mut self, line: StdoutLine) {
+        if let Some(live) = self.live.as_mut() {
+            live.last_activity = tokio::time::Instant::now();
+            live.quiet_since = live.last_activity;
+        }
+        let text = match line.line {
+            LineRead::Line(text) => text,
+            other => {
+                self.deps.metrics.count_skipped_line();
+                tracing::warn!(group = %self.group, ?other, "skipped an unreadable stdout line");
+                return;
+            }
+        };
+        if text.trim().is_empty() {
+            return;
+        }
+        let event = match protocol::parse_line(&text) {
+            Ok(event) => event,
+            Err(e) => {
+                self.deps.metrics.count_skipped_line();
+                let head: String = text.chars().take(200).collect();
+                tracing::warn!(group = %self.group, %e, line = %head, "skipped a stdout line that is not a protocol frame");
+                return;
+            }
+        };
+        match event {
+            CliEvent::Init { session_id } => {
+                self.turn.started();
+                self.note_session_id(session_id).await;
+            }
+            CliEvent::System { frame, task } => self.on_system(frame, task, &text).await,
+            CliEvent::Result { result, end } => self.on_result(result, end, &text, line.read_at).await,
+            CliEvent::ApiErrorMessage(report) => self.seen.error_message(report),
+            CliEvent::RateLimit(info) => self.seen.rate_limit(info),
+            CliEvent::ControlRequest { request_id, request } => self.on_control_request(request_id, request).await,
+            CliEvent::ControlResponse { request_id, ok } => {
+                tracing::debug!(group = %self.group, ?request_id, ok, "the CLI answered a control request");
+            }
+            CliEvent::UserReplay { uuid } => self.turn.pending.mark_taken(&uuid),
+            CliEvent::Other { kind } => tracing::trace!(group = %self.group, %kind, "stdout frame"),
+        }
+    }
+
+    /// Adopts the session id the CLI reports, if it is new.
+    async fn note_session_id(&mut self, session_id: Option<String>) {
+        if session_id.is_some() && session_id.as_deref() != self.life.session_id() {
+            self.store_session_id(session_id).await;
+        }
+    }
+
+    /// Sets the session id the next process resumes, here and in the store.
+    pub(super) async fn store_session_id(&mut self, session_id: Option<String>) {
+        self.life.adopt(session_id);
+        self.save_session_id().await;
+    }
+
+    async fn save_session_id(&self) {
+        if self.isolated {
+            return;
+        }
+        if let Err(e) = self.deps.store.set_session_id(&self.group, self.life.session_id()).await {
+            tracing::error!(group = %self.group, %e, "cannot store the session id");
+        }
+    }
+
+    /// Task frames (and any other `system` frame) are stored first, then tracked.
+    async fn on_system(&mut self, frame: TaskFrame, task: Option<TaskEvent>, raw: &str) {
+        if let Err(e) = self.deps.store.record_task_frame(&self.group, &frame, raw).await {
+            tracing::error!(group = %self.group, %e, "cannot store a task frame");
+        }
+        if let Some(task) = task {
+            self.turn.on_task(&task, tokio::time::Instant::now());
+        }
+    }
+
+    async fn on_result(&mut self, result: TurnResult, end: TurnEnd, raw: &str, read_at: std::time::Instant) {
+        self.turn.result_read();
+        let cost = result.total_cost_usd.map(|total| match self.live.as_mut() {
+            Some(live) => {
+                // The total only grows within a process; anything else means it restarted counting.
+                let own = if total >= live.cost_so_far { total - live.cost_so_far } else { total };
+                live.cost_so_far = total;
+                own
+            }
+            None => total,
+        });
+        let seen = self.seen.take();
+        // A vanished session's result, and the interrupted result of a turn
+        // pincer stops because it hung, are only stored: the chat hears about
+        // the fresh start or the restart instead, and the messages stay pending.
+        let missing_session = protocol::is_missing_session(&result);
+        if missing_session || (self.hang.is_stopping() && result.is_error) {
+            self.store_result(&result, cost, raw, None, &[]).await;
+            self.turn.ended();
+            if missing_session {
+                // The process exits by itself; on_exit starts a fresh one for what is pending.
+                tracing::warn!(group = %self.group, session = ?self.life.session_id(), "the stored session no longer exists; starting fresh");
+                let errors = result.errors.join("; ");
+                self.log_event("resume_failed", self.life.session_id(), Some(&errors)).await;
+                self.life.session_vanished();
+                self.save_session_id().await;
+            }
+            return;
+        }
+        let taken = self.turn.pending.answer();
+        let (text, answered, failed) = match api_error::classify(&result, &end, seen.as_ref()) {
+            Some(TurnFailure::UsageLimit(limit)) => {
+                let intake = &self.intake;
+                let now = (std::time::SystemTime::now(), tokio::time::Instant::now());
+                let out = self.hold.hold(&self.group, &limit, taken, |id| intake.is_watched(id), now, self.zone);
+                (out.text, Vec::new(), out.failed)
+            }
+            Some(failure) => (failure.chat_text(&result, taken.len(), self.zone), ids(&taken), Vec::new()),
+            None => (result.chat_text(), ids(&taken), Vec::new()),
+        };
+        let settles: Vec<(InboundId, InboundState)> = (answered.iter().map(|id| (*id, InboundState::Answered)))
+            .chain(failed.iter().map(|id| (*id, InboundState::Failed)))
+            .collect();
+        self.store_result(&result, cost, raw, Some(&text), &settles).await;
+        self.turn.ended();
+        self.life.answered();
+        self.hang.answered();
+        self.note_session_id(result.session_id.clone()).await;
+        let outcome = TurnOutcome { is_error: result.is_error, text, cost_usd: cost };
+        self.tell_watchers(&[answered, failed].concat(), outcome);
+        self.deps.metrics.record_result_delivery(read_at.elapsed());
+    }
+
+    /// Stores a result with its chat text (if any) in one transaction. While
+    /// the database refuses writes (disk full, locked), it tries again, pauses
+    /// doubling to 10 s: the result is never dropped, and the CLI waits (its
+    /// output queues up) until the store takes it or pincer shuts down (then
+    /// the message is sent again at the next start).
+    async fn store_result(
+        &self,
+        result: &TurnResult,
+        cost: Option<f64>,
+        raw: &str,
+        chat_text: Option<&str>,
+        settles: &[(InboundId, InboundState)],
+    ) {
+        let mut pause = Duration::from_millis(200);
+        let mut failing = false;
+        loop {
+            let e = match self.deps.outbox.result(&self.group, result, cost, raw, chat_text, settles).await {
+                Ok(_) if failing => {
+                    tracing::info!(group = %self.group, "the store takes results again; the waiting one is stored");
+                    return;
+                }
+                Ok(_) => return,
+                Err(e @ StoreError::Sql(_)) => e,
+                Err(e) => {
+                    tracing::error!(group = %self.group, %e, "cannot store a result");
+                    return;
+                }
+            };
+            if !failing {
+                tracing::error!(
+                    group = %self.group, %e,
+                    "cannot store a result; trying again until the database can be written (check the disk)"
+                );
+                failing = true;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = self.deps.shutdown.cancelled() => {
+                    tracing::error!(
+                        group = %self.group,
+                        "a result could not be stored before shutdown; its message is sent again at the next start"
+                    );
+                    return;
+                }
+            }
+            pause = (pause * 2).min(Duration::from_secs(10));
+        }
+    }
+}

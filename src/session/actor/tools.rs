@@ -1,0 +1,127 @@
+//! The CLI's control requests: a tool call decided by the group's policy or
+//! left to its admins (asked without blocking the loop, answered when they
+//! answer), and the MCP messages for pincer's own tools.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::Value;
+
+use super::SessionActor;
+use crate::claude::protocol::{self, ControlRequest};
+use crate::domain::{Approval, ApprovalAnswer, PermissionDecision};
+use crate::session::approvals::{self, Answered, Ask};
+use crate::session::permission::{decide, Rules, Verdict};
+use crate::session::rights;
+
+impl SessionActor {
+    pub(super) async fn on_control_request(&mut self, request_id: String, request: ControlRequest) {
+        let line = match request {
+            ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
+                let member_tools = &self.deps.config.claude.member_tools;
+                let rules = Rules {
+                    allowed: &self.policy.allowed_tools,
+                    has_admins: !self.policy.admins.is_empty(),
+                    member_bound: rights::member_bound(self.policy.tools, member_tools, self.turn.pending.voices()),
+                };
+                if rules.member_bound.is_some() {
+                    tracing::debug!(group = %self.group, tool = %tool_name, "a member's message is in the turn: read-only tools");
+                }
+                match decide(&self.group, &tool_name, &input, rules) {
+                    Verdict::Allow => {
+                        let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
+                        self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, None).await
+                    }
+                    Verdict::Deny(why) => {
+                        let answer = ApprovalAnswer { verdict: Approval::Deny, by: "policy".into() };
+                        self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, Some(why)).await
+                    }
+                    Verdict::Ask => {
+                        self.ask_admins(request_id, tool_name, tool_use_id, input).await;
+                        return;
+                    }
+                }
+            }
+            ControlRequest::McpMessage { server_name, message } => {
+                let response = self.deps.tools.answer(&self.group, &server_name, &message).await;
+                protocol::mcp_response(&request_id, response)
+            }
+            ControlRequest::Other { subtype } => {
+                tracing::warn!(group = %self.group, %subtype, "answering an unsupported control request with an error");
+                protocol::control_error(&request_id, &format!("Unsupported control request subtype: {subtype}"))
+            }
+        };
+        self.write(&line).await;
+    }
+
+    /// Hands a tool call to the group's admins through the approvals channel,
+    /// without blocking the loop: the CLI keeps printing (and the actor keeps
+    /// storing) while people decide. The answer, or a denial when nobody
+    /// answers in time, comes back as an event; one asked past the bound is
+    /// denied now.
+    async fn ask_admins(&mut self, request_id: String, tool_name: String, tool_use_id: Option<String>, input: Value) {
+        let Some(generation) = self.live.as_ref().map(|l| l.generation) else {
+            return;
+        };
+        let id = self.deps.approval_ids.fetch_add(1, Ordering::Relaxed) + 1;
+        let ask = Ask { generation, request_id, tool_name, tool_use_id, input };
+        let timeout = self.deps.config.claude.approval_timeout;
+        let (request, answer) = approvals::request(id, &self.group, &ask, timeout);
+        tracing::info!(group = %self.group, tool = %ask.tool_name, approval = id, "asking the group's admins");
+        if let Some(denied) = self.approvals.ask(ask, request, answer, &self.deps.approvals) {
+            self.answer_asked(denied).await;
+        }
+    }
+
+    pub(super) async fn on_approved(&mut self, answered: Answered) {
+        let live = self.live.as_ref().map(|l| l.generation);
+        if !self.approvals.accept(&answered, live) {
+            tracing::info!(group = %self.group, tool = %answered.ask.tool_name, "an approval came after its CLI process ended; dropped");
+            return;
+        }
+        self.answer_asked(answered).await;
+    }
+
+    /// Answers an asked tool call as the person (or pincer) decided.
+    async fn answer_asked(&mut self, answered: Answered) {
+        let Answered { ask, answer } = answered;
+        let Ask { request_id, tool_name, tool_use_id, input, .. } = ask;
+        if answer.verdict == Approval::AlwaysAllow {
+            self.policy.allowed_tools.push(tool_name.clone());
+            let default = &self.deps.config.claude.allowed_tools;
+            if let Err(e) = self.deps.store.allow_tool(&self.group, &tool_name, default).await {
+                tracing::error!(group = %self.group, %e, "cannot store an always-allowed tool");
+            }
+        }
+        let why = approvals::deny_reason(&tool_name, &answer, self.deps.config.claude.approval_timeout);
+        let line = self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, why).await;
+        self.write(&line).await;
+    }
+
+    /// Stores the decision on a tool call and returns the control response.
+    async fn answer_tool(
+        &self,
+        request_id: &str,
+        tool_name: String,
+        tool_use_id: Option<String>,
+        input: &Value,
+        answer: ApprovalAnswer,
+        deny_message: Option<String>,
+    ) -> String {
+        let allowed = answer.verdict != Approval::Deny;
+        let response =
+            if allowed { protocol::allow(input) } else { protocol::deny(deny_message.as_deref().unwrap_or("denied")) };
+        let decision = PermissionDecision {
+            tool_name,
+            tool_use_id,
+            input: input.to_string(),
+            allowed,
+            message: deny_message,
+            decided_by: answer.by,
+        };
+        if let Err(e) = self.deps.store.record_decision(&self.group, &decision).await {
+            tracing::error!(group = %self.group, %e, "cannot store a permission decision");
+        }
+        tracing::info!(group = %self.group, tool = %decision.tool_name, allowed, by = %decision.decided_by, "answered can_use_tool");
+        protocol::control_success(request_id, response)
+    }
+}

@@ -1,0 +1,285 @@
+//! A scripted fake of the Claude Code CLI behind the session's port, for
+//! tests that drive a real actor without Node: each user message written to
+//! it is answered by the next scripted [`Reply`] (an echo by default), an
+//! `interrupt` ends the turn the way the CLI does, and tests can print any
+//! line, or make a start panic. Everything it sees is recorded with the
+//! (paused) tokio time it happened at.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::cli::{CliChild, CliPort, StartError, StartRequest, Started};
+use crate::claude::lines::LineRead;
+use crate::claude::process::StdoutLine;
+
+/// The user message a reply answers.
+pub(super) struct Said {
+    pub(super) text: String,
+    pub(super) uuid: String,
+    pub(super) session: String,
+}
+
+/// The lines a scripted reply prints for a message.
+pub(super) type Script = Box<dyn Fn(&Said) -> Vec<Value> + Send>;
+
+/// How the fake answers one user message.
+pub(super) enum Reply {
+    /// `init`, the replay, and a result whose text is `echo: <message>`.
+    Echo,
+    /// The turn starts (`init`, the replay), then nothing more: a hung turn.
+    Silent,
+    /// stdout closes without an answer, and the process exits with status 1.
+    Crash,
+    /// These lines.
+    Lines(Script),
+    /// These lines, then stdout closes and the process exits with status 1.
+    LinesThenExit(Script),
+}
+
+/// One process start, and what it was asked to resume.
+#[derive(Clone, Debug)]
+pub(super) struct Start {
+    pub(super) resume: Option<String>,
+    pub(super) at: Instant,
+}
+
+/// A line written to a process (`process` counts from 1).
+#[derive(Clone, Debug)]
+pub(super) struct Written {
+    pub(super) process: usize,
+    pub(super) line: Value,
+    pub(super) at: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    replies: VecDeque<Reply>,
+    panics: u32,
+    starts: Vec<Start>,
+    panicked_at: Vec<Instant>,
+    written: Vec<Written>,
+    /// When a process's stdin was closed or it crashed, by process.
+    ended: Vec<(usize, Instant)>,
+    /// The live process's stdout; dropping it closes the actor's receiver.
+    stdout: Option<(usize, mpsc::Sender<StdoutLine>)>,
+    crashed: Option<usize>,
+    sessions: u32,
+    session: String,
+}
+
+/// The fake CLI; clones share one script and one record.
+#[derive(Clone, Default)]
+pub(super) struct FakeCli {
+    state: Arc<Mutex<State>>,
+}
+
+pub(super) fn line(value: Value) -> StdoutLine {
+    StdoutLine { read_at: std::time::Instant::now(), line: LineRead::Line(value.to_string()) }
+}
+
+impl FakeCli {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The next user messages are answered so, in order (then by echoes).
+    pub(super) fn script(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.state().replies.extend(replies);
+    }
+
+    /// The next `n` starts panic.
+    pub(super) fn panic_on_start(&self, n: u32) {
+        self.state().panics = n;
+    }
+
+    /// Prints `value` on the live process's stdout.
+    pub(super) fn print(&self, value: Value) {
+        let state = self.state();
+        let (_, tx) = state.stdout.as_ref().expect("a live fake process");
+        tx.try_send(line(value)).expect("room on the fake's stdout");
+    }
+
+    /// The live process dies now (stdout closes, exit status 1).
+    pub(super) fn crash(&self) {
+        let mut state = self.state();
+        if let Some((process, _)) = state.stdout.take() {
+            state.crashed = Some(process);
+            state.ended.push((process, Instant::now()));
+        }
+    }
+
+    pub(super) fn starts(&self) -> Vec<Start> {
+        self.state().starts.clone()
+    }
+
+    pub(super) fn panicked_at(&self) -> Vec<Instant> {
+        self.state().panicked_at.clone()
+    }
+
+    pub(super) fn written(&self) -> Vec<Written> {
+        self.state().written.clone()
+    }
+
+    /// When processes ended (stdin closed, or crashed), by process.
+    pub(super) fn ended(&self) -> Vec<(usize, Instant)> {
+        self.state().ended.clone()
+    }
+
+    /// The user messages written, as (process, text).
+    pub(super) fn user_messages(&self) -> Vec<(usize, String)> {
+        let written = self.state().written.clone();
+        written
+            .into_iter()
+            .filter(|w| w.line["type"] == "user")
+            .map(|w| (w.process, w.line["message"]["content"].as_str().unwrap_or_default().to_owned()))
+            .collect()
+    }
+
+    /// The session id the fake reports now.
+    pub(super) fn session(&self) -> String {
+        self.state().session.clone()
+    }
+}
+
+/// The lines of a normal turn: `init`, the replay, a result with `text`.
+pub(super) fn turn_lines(said: &Said, text: &str) -> Vec<Value> {
+    let mut lines = turn_start(said);
+    lines.push(result(said, text));
+    lines
+}
+
+/// `init` and the replay of the message: the turn took it.
+pub(super) fn turn_start(said: &Said) -> Vec<Value> {
+    vec![
+        json!({"type": "system", "subtype": "init", "session_id": said.session}),
+        json!({"type": "user", "message": {"role": "user", "content": said.text}, "uuid": said.uuid,
+               "isReplay": true, "parent_tool_use_id": null, "session_id": said.session}),
+    ]
+}
+
+pub(super) fn result(said: &Said, text: &str) -> Value {
+    json!({"type": "result", "subtype": "success", "is_error": false, "result": text,
+           "session_id": said.session, "total_cost_usd": 0.001, "num_turns": 1, "duration_ms": 5})
+}
+
+impl CliPort for FakeCli {
+    fn start<'a>(&'a self, request: StartRequest<'a>) -> BoxFuture<'a, Result<Started, StartError>> {
+        let mut state = self.state();
+        if state.panics > 0 {
+            state.panics -= 1;
+            state.panicked_at.push(Instant::now());
+            drop(state);
+            panic!("the fake CLI's scripted panic at start");
+        }
+        let (tx, lines) = mpsc::channel(64);
+        let process = state.starts.len() + 1;
+        state.starts.push(Start { resume: request.resume.map(str::to_owned), at: Instant::now() });
+        state.session = match request.resume {
+            Some(id) => id.to_owned(),
+            None => {
+                state.sessions += 1;
+                format!("fake-session-{}", state.sessions)
+            }
+        };
+        state.stdout = Some((process, tx));
+        let child = FakeChild { cli: self.clone(), process };
+        Box::pin(std::future::ready(Ok(Started { child: Box::new(child), lines })))
+    }
+}
+
+struct FakeChild {
+    cli: FakeCli,
+    process: usize,
+}
+
+impl FakeChild {
+    fn answer(&self, value: &Value) -> io::Result<()> {
+        let mut state = self.cli.state();
+        let live = state.stdout.as_ref().is_some_and(|(p, _)| *p == self.process);
+        if !live {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "the fake process is gone"));
+        }
+        state.written.push(Written { process: self.process, line: value.clone(), at: Instant::now() });
+        let said = Said {
+            text: value["message"]["content"].as_str().unwrap_or_default().to_owned(),
+            uuid: value["uuid"].as_str().unwrap_or_default().to_owned(),
+            session: state.session.clone(),
+        };
+        let lines = match (value["type"].as_str(), value["request"]["subtype"].as_str()) {
+            (Some("user"), _) => match state.replies.pop_front().unwrap_or(Reply::Echo) {
+                Reply::Echo => turn_lines(&said, &format!("echo: {}", said.text)),
+                Reply::Silent => turn_start(&said),
+                Reply::Crash => {
+                    state.stdout = None;
+                    state.crashed = Some(self.process);
+                    state.ended.push((self.process, Instant::now()));
+                    return Ok(());
+                }
+                Reply::Lines(lines) => lines(&said),
+                Reply::LinesThenExit(lines) => {
+                    let (_, tx) = state.stdout.take().expect("checked above");
+                    for value in lines(&said) {
+                        tx.try_send(line(value)).expect("room on the fake's stdout");
+                    }
+                    state.crashed = Some(self.process);
+                    state.ended.push((self.process, Instant::now()));
+                    return Ok(());
+                }
+            },
+            // The CLI acknowledges, then ends the running turn as interrupted.
+            (Some("control_request"), Some("interrupt")) => vec![
+                json!({"type": "control_response", "response": {"subtype": "success",
+                       "request_id": value["request_id"]}}),
+                json!({"type": "result", "subtype": "error_during_execution", "is_error": true,
+                       "terminal_reason": "aborted_streaming", "session_id": said.session}),
+            ],
+            _ => Vec::new(),
+        };
+        let (_, tx) = state.stdout.as_ref().expect("checked above");
+        for value in lines {
+            tx.try_send(line(value)).expect("room on the fake's stdout");
+        }
+        Ok(())
+    }
+
+    fn end(&self) {
+        let mut state = self.cli.state();
+        if state.stdout.as_ref().is_some_and(|(p, _)| *p == self.process) {
+            state.stdout = None;
+            state.ended.push((self.process, Instant::now()));
+        }
+    }
+}
+
+impl CliChild for FakeChild {
+    fn write_line<'a>(&'a mut self, line: &'a str) -> BoxFuture<'a, io::Result<()>> {
+        let value: Value = serde_json::from_str(line).expect("pincer writes JSON lines");
+        Box::pin(std::future::ready(self.answer(&value)))
+    }
+
+    fn close_stdin(&mut self) {
+        self.end();
+    }
+
+    fn stop(&mut self, _grace: Duration) -> BoxFuture<'_, Option<ExitStatus>> {
+        self.end();
+        let crashed = self.cli.state().crashed == Some(self.process);
+        let code = if crashed { 1 } else { 0 };
+        Box::pin(std::future::ready(Some(ExitStatus::from_raw(code << 8))))
+    }
+}
+
+impl Drop for FakeChild {
+    fn drop(&mut self) {
+        self.end();
+    }
+}

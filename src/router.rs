@@ -63,10 +63,20 @@ impl Router {
     /// see [`Router::observe`]) when it can. Returns once the message is
     /// stored: it never waits for the session, however busy.
     pub async fn send(&self, msg: Inbound) -> Result<InboundId, RouteError> {
+        // The group must exist before its message is stored.
         let handle = self.session(&msg.group).await?;
         let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;
-        handle.wake();
+        self.wake(&msg.group, handle).await?;
         Ok(id)
+    }
+
+    /// Wakes the group's session, or a fresh one if `handle`'s retired
+    /// meanwhile (a fresh actor looks at the whole queue first).
+    async fn wake(&self, group: &GroupName, mut handle: SessionHandle) -> Result<(), RouteError> {
+        while !handle.wake() {
+            handle = self.session(group).await?;
+        }
+        Ok(())
     }
 
     /// Like [`Router::send`], and `done` hears how the turn answering it ended.
@@ -75,11 +85,16 @@ impl Router {
         msg: Inbound,
         done: oneshot::Sender<TurnOutcome>,
     ) -> Result<InboundId, RouteError> {
-        let handle = self.session(&msg.group).await?;
         let store = &self.inner.deps.store;
-        let id = handle.store_watched(store.insert_inbound(&msg, InboundState::Queued), done).await?;
-        handle.wake();
-        Ok(id)
+        let mut done = done;
+        loop {
+            let handle = self.session(&msg.group).await?;
+            match handle.store_watched(store.insert_inbound(&msg, InboundState::Queued), done).await? {
+                Ok(id) => return Ok(id),
+                // That session retired: nothing was stored; a fresh one takes it.
+                Err(back) => done = back,
+            }
+        }
     }
 
     /// Stores `msg` and hands it to a throwaway session of its group (see
@@ -125,7 +140,7 @@ impl Router {
             let text = format!("pincer restarted before answering {messages} message(s) here; answering now.");
             tracing::info!(group = %name, messages, "answering messages left unanswered before the restart");
             self.inner.deps.outbox.notice(&name, &text).await;
-            handle.wake();
+            self.wake(&name, handle).await?;
             waiting += messages;
         }
         Ok(waiting)
@@ -156,18 +171,29 @@ impl Router {
         Ok(GroupStatus { session, cost_usd, waiting_replies })
     }
 
-    /// The group's session handle, starting its actor on first use.
+    /// The group's session handle, starting its actor on first use (and
+    /// again after it retired for lack of work).
     pub async fn session(&self, group: &GroupName) -> Result<SessionHandle, RouteError> {
-        if let Some(handle) = self.lock().get(group) {
+        if let Some(handle) = self.lock().get(group).filter(|h| !h.is_retired()) {
             return Ok(handle.clone());
         }
         let record = self.inner.deps.store.group(group.as_str()).await?;
         let mut sessions = self.lock();
         // Another caller may have started it while the store was asked.
-        let handle = sessions
-            .entry(group.clone())
-            .or_insert_with(|| SessionHandle::spawn(&record, self.inner.deps.clone(), &self.inner.tracker));
-        Ok(handle.clone())
+        if let Some(handle) = sessions.get(group).filter(|h| !h.is_retired()) {
+            return Ok(handle.clone());
+        }
+        // Retired sessions leave the map whenever one is added, so it holds
+        // about the groups in use, not every group ever served.
+        sessions.retain(|_, h| !h.is_retired());
+        let handle = SessionHandle::spawn(&record, self.inner.deps.clone(), &self.inner.tracker);
+        sessions.insert(group.clone(), handle.clone());
+        Ok(handle)
+    }
+
+    /// How many sessions the router holds (retired ones until the next start).
+    pub fn sessions_held(&self) -> usize {
+        self.lock().len()
     }
 
     /// The group's settings changed in the store: a live session re-reads
@@ -183,5 +209,72 @@ impl Router {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<GroupName, SessionHandle>> {
         self.inner.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::domain::Source;
+    use crate::session::fake_cli::FakeCli;
+    use crate::store::{GroupSettings, Store};
+
+    /// Advances paused time a millisecond at a time until `done` holds.
+    async fn until<F: std::future::Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {
+        let stuck = std::time::Instant::now() + Duration::from_secs(20);
+        while !done().await {
+            assert!(std::time::Instant::now() < stuck, "never happened: {what}");
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+    }
+
+    async fn answered(store: &Store, group: &GroupName) -> usize {
+        let history = store.history(group, 100).await.unwrap();
+        history
+            .iter()
+            .filter(|e| matches!(e, crate::store::HistoryEntry::Inbound { state, .. } if state == "answered"))
+            .count()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn sessions_of_quiet_groups_retire_and_leave_and_their_next_message_is_answered() {
+        // SQLite works on its own threads: keep the paused clock from jumping meanwhile.
+        let spinner = tokio::spawn(async {
+            loop {
+                tokio::task::yield_now().await;
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
+        let config = Arc::new(crate::session::tests::test_config());
+        let (deps, _approvals, shutdown) = crate::session::tests::deps(&store, config.clone(), &FakeCli::default());
+        let tracker = TaskTracker::new();
+        let router = Router::new(deps, tracker.clone());
+        let groups: Vec<GroupName> = ["one", "two", "three"].iter().map(|n| n.parse().unwrap()).collect();
+        let mut handles = Vec::new();
+        for group in &groups {
+            store.add_group(group, &GroupSettings::default()).await.unwrap();
+            router.send(Inbound::new(group.clone(), Source::Console, "ann", "hello")).await.unwrap();
+            handles.push(router.session(group).await.unwrap());
+        }
+        for group in &groups {
+            until("every group answered", || async { answered(&store, group).await == 1 }).await;
+        }
+        tokio::time::advance(config.claude.idle_timeout + crate::session::RETIRE_AFTER).await;
+        until("every quiet session retired", || async { handles.iter().all(SessionHandle::is_retired) }).await;
+
+        // The next message of a quiet group starts a fresh session, and the
+        // retired ones leave the router as it does.
+        router.send(Inbound::new(groups[0].clone(), Source::Console, "ann", "still there?")).await.unwrap();
+        until("answered by a fresh session", || async { answered(&store, &groups[0]).await == 2 }).await;
+        assert_eq!(router.sessions_held(), 1, "only the group in use is held");
+
+        shutdown.cancel();
+        tracker.close();
+        tracker.wait().await;
+        spinner.abort();
     }
 }

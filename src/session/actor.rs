@@ -69,8 +69,14 @@ enum Event {
     HungTurn,
     /// The usage limit that held messages back has reset.
     ResendDue,
+    /// Nothing to do for [`RETIRE_AFTER`]: the actor may end.
+    Retire,
     Shutdown,
 }
+
+/// A session with no process and nothing to do for this long retires: its
+/// actor ends and the router drops it (a message starts a fresh one).
+pub const RETIRE_AFTER: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// What the group's settings decide for its session, re-read before each new process.
 struct Policy {
@@ -186,8 +192,10 @@ impl SessionActor {
         self.take_queued().await;
         self.publish();
         self.puller.settle(&self.intake);
+        let mut last_event = Instant::now();
         loop {
-            match self.next_event().await {
+            let retire_at = self.dormant().then(|| last_event + RETIRE_AFTER);
+            match self.next_event(retire_at).await {
                 Event::Command(cmd) => {
                     // Counted down only now: until the status below shows the
                     // message as pending, `queued` is what keeps the session "busy".
@@ -202,17 +210,35 @@ impl SessionActor {
                 Event::IdleDeadline => self.on_idle().await,
                 Event::HungTurn => self.on_hung().await,
                 Event::ResendDue => self.on_resend_due().await,
+                Event::Retire if self.dormant() && self.intake.retire() => {
+                    tracing::debug!(group = %self.group, "the session had nothing to do for a while; retiring");
+                    return;
+                }
+                Event::Retire => {}
                 Event::Shutdown => break,
             }
             self.take_queued().await;
             self.publish();
             self.puller.settle(&self.intake);
+            last_event = Instant::now();
         }
         self.stop_live("shutdown").await;
         self.publish();
     }
 
-    async fn next_event(&mut self) -> Event {
+    /// No process, nothing taken or held, no prompt out, no queue to read:
+    /// the actor could end without anyone noticing. Never for a throwaway
+    /// session (its handle's owner decides when it ends).
+    fn dormant(&self) -> bool {
+        !self.isolated
+            && self.live.is_none()
+            && self.turn.pending.is_empty()
+            && self.hold.due().is_none()
+            && !self.approvals.asking()
+            && !self.puller.due(1)
+    }
+
+    async fn next_event(&mut self, retire_at: Option<Instant>) -> Event {
         let idle_at = self.idle_deadline();
         let hung_at = self.hang_deadline();
         let resend_at = self.hold.due();
@@ -234,6 +260,7 @@ impl SessionActor {
             _ = sleep_until(idle_at) => Event::IdleDeadline,
             _ = sleep_until(hung_at) => Event::HungTurn,
             _ = sleep_until(resend_at) => Event::ResendDue,
+            _ = sleep_until(retire_at) => Event::Retire,
             // Someone wants a slot: re-check whether this session can give its own up.
             Ok(()) = waiters, if live => Event::IdleDeadline,
         }

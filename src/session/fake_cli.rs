@@ -78,7 +78,7 @@ struct State {
 
 /// The fake CLI; clones share one script and one record.
 #[derive(Clone, Default)]
-pub(super) struct FakeCli {
+pub(crate) struct FakeCli {
     state: Arc<Mutex<State>>,
 }
 

@@ -6,6 +6,13 @@
 //! waits for a session, however busy: a backlog waits in SQLite, delays no
 //! other chat, and survives a restart as it is (a restart's recovery puts
 //! what was written back in the queue and wakes the session, the same path).
+//!
+//! A session with nothing to do for a while retires (its actor ends, its
+//! router entry goes); a wake or a watched message that meets a retired
+//! intake is refused, and the router starts a fresh actor, whose first pull
+//! finds the message. Retiring and waking exclude each other (one lock), and
+//! no actor retires while a watched message is being registered, so no
+//! message is left in a queue nobody reads and a group never has two actors.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,13 +44,44 @@ pub(super) struct Intake {
     /// and while the actor pulls, so no message is taken before its watcher
     /// is there to be told.
     registering: tokio::sync::Mutex<()>,
+    /// Whether the actor retired; taken with every wake.
+    retired: Mutex<bool>,
 }
 
 impl Intake {
     /// Something was queued for this group: the actor pulls when it can.
-    pub(super) fn wake(&self) {
+    /// False when the actor retired: nobody reads this queue any more.
+    pub(super) fn wake(&self) -> bool {
+        let retired = self.lock_retired();
+        if *retired {
+            return false;
+        }
         self.wakes.fetch_add(1, Ordering::SeqCst);
         self.wake.notify_one();
+        true
+    }
+
+    /// The actor asks to retire: granted unless a wake is owed or a watched
+    /// message is being registered. Once granted, every wake is refused.
+    pub(super) fn retire(&self) -> bool {
+        let Ok(_registering) = self.registering.try_lock() else {
+            return false;
+        };
+        let mut retired = self.lock_retired();
+        if self.wakes() > 0 {
+            return false;
+        }
+        *retired = true;
+        true
+    }
+
+    pub(super) fn is_retired(&self) -> bool {
+        *self.lock_retired()
+    }
+
+    fn lock_retired(&self) -> std::sync::MutexGuard<'_, bool> {
+        // Held only for a flag and a counter, never across an await.
+        self.retired.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Resolves at the next wake (one sent meanwhile is kept, not lost).
@@ -61,9 +99,11 @@ impl Intake {
         self.wakes.fetch_sub(n, Ordering::SeqCst);
     }
 
-    /// Holds pulls back until the guard is dropped.
-    pub(super) async fn hold_pulls(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.registering.lock().await
+    /// Holds pulls (and retiring) back until the guard is dropped. None when
+    /// the actor already retired.
+    pub(super) async fn hold_pulls(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        let held = self.registering.lock().await;
+        (!self.is_retired()).then_some(held)
     }
 
     pub(super) fn watch(&self, id: InboundId, done: oneshot::Sender<TurnOutcome>) {
@@ -145,7 +185,7 @@ impl Puller {
     /// read is tried again at the next wake or result.
     pub(super) async fn pull(&mut self, store: &Store, intake: &Intake, group: &GroupName, room: usize) -> Vec<Taken> {
         let pulled = {
-            let _registered = intake.hold_pulls().await;
+            let _registered = intake.registering.lock().await;
             store.queued_inbound(group, self.after, room).await
         };
         let pulled = match pulled {
@@ -261,7 +301,7 @@ mod tests {
         let (_dir, store) = store_with(&group).await;
         let intake = std::sync::Arc::new(Intake::default());
         // The router's side: pulls held, the message stored, then its watcher.
-        let held = intake.hold_pulls().await;
+        let held = intake.hold_pulls().await.expect("a running session has not retired");
         let id = store.insert_inbound(&said(&group, "report"), InboundState::Queued).await.unwrap();
         let pulling = {
             let (store, intake, group) = (store.clone(), intake.clone(), group.clone());
@@ -280,5 +320,20 @@ mod tests {
         intake.tell(&[id], &told);
         assert_eq!(outcome.await.unwrap(), told);
         assert!(!intake.is_watched(id));
+    }
+
+    #[tokio::test]
+    async fn retiring_and_waking_exclude_each_other() {
+        let intake = Intake::default();
+        assert!(intake.wake());
+        assert!(!intake.retire(), "a wake is owed: the actor must pull first");
+        intake.acknowledge(1);
+        let held = intake.hold_pulls().await.unwrap();
+        assert!(!intake.retire(), "a watched message is being registered");
+        drop(held);
+        assert!(intake.retire());
+        assert!(!intake.wake(), "nobody reads a retired queue: the router must start a fresh session");
+        assert_eq!(intake.wakes(), 0, "a refused wake is not owed");
+        assert!(intake.hold_pulls().await.is_none(), "nor is a watched message registered with it");
     }
 }

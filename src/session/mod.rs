@@ -16,7 +16,7 @@ mod api_error;
 mod approvals;
 mod cli;
 #[cfg(test)]
-mod fake_cli;
+pub(crate) mod fake_cli;
 mod hang;
 mod hold;
 mod intake;
@@ -27,9 +27,11 @@ mod rights;
 mod slots;
 mod supervisor;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod turn;
 
+/// How long a session with nothing to do lives on before it retires.
+pub use actor::RETIRE_AFTER;
 pub use cli::{CliChild, CliPort, RealCli, StartError, StartRequest, Started};
 pub use slots::Slots;
 
@@ -190,26 +192,42 @@ impl SessionHandle {
 
     /// A message of this group was stored `queued`: the session takes it
     /// from the store when it can. Never waits, whatever the session is doing.
-    pub fn wake(&self) {
-        self.intake.wake();
+    /// False when this session has retired: start a fresh one (the router's
+    /// `session` does), whose first pull finds the message.
+    #[must_use = "a retired session takes nothing: wake a fresh one"]
+    pub fn wake(&self) -> bool {
+        self.intake.wake()
+    }
+
+    /// Whether the session retired (it had nothing to do for a while): its
+    /// actor is gone, and the router starts a fresh one for the group.
+    pub fn is_retired(&self) -> bool {
+        self.intake.is_retired()
     }
 
     /// Runs `store_message` (which stores a queued message of this group and
-    /// returns its id) with the session's pulls held back, then registers
-    /// `done` for it: the session cannot take the message before `done` is
-    /// there to hear how its turn ended. Wake the session afterwards.
+    /// returns its id) with the session's pulls held back, registers `done`
+    /// for it and wakes the session: the session cannot take the message
+    /// before `done` is there to hear how its turn ended. When this session
+    /// has retired, nothing is stored and `done` comes back (`Ok(Err(done))`):
+    /// use a fresh session.
     pub async fn store_watched<F, E>(
         &self,
         store_message: F,
         done: oneshot::Sender<TurnOutcome>,
-    ) -> Result<InboundId, E>
+    ) -> Result<Result<InboundId, oneshot::Sender<TurnOutcome>>, E>
     where
         F: std::future::Future<Output = Result<InboundId, E>>,
     {
-        let _pulls_held = self.intake.hold_pulls().await;
+        let Some(_pulls_held) = self.intake.hold_pulls().await else {
+            return Ok(Err(done));
+        };
         let id = store_message.await?;
         self.intake.watch(id, done);
-        Ok(id)
+        // Cannot be refused: no session retires while pulls are held.
+        let woken = self.intake.wake();
+        debug_assert!(woken, "a session retired while a watched message was registered");
+        Ok(Ok(id))
     }
 
     pub async fn send(&self, command: Command) -> Result<(), SessionClosed> {

@@ -91,7 +91,9 @@ impl Supervised {
         loop {
             let started = Instant::now();
             let ended = AssertUnwindSafe(self.actor(&group).run()).catch_unwind().await;
-            if self.deps.shutdown.is_cancelled() || self.commands.is_closed() {
+            // Stopping, nobody left to send to it, or retired for lack of work
+            // (the router starts a fresh one when the group needs it).
+            if self.deps.shutdown.is_cancelled() || self.commands.is_closed() || self.intake.is_retired() {
                 return;
             }
             let why = match ended {

@@ -47,7 +47,7 @@ pub(super) struct Rig {
 }
 
 /// The settings of the tests' config: short timeouts, so stepping through them is quick.
-pub(super) fn test_config() -> Config {
+pub(crate) fn test_config() -> Config {
     let mut config = Config::default();
     config.claude.turn_timeout = Duration::from_secs(5);
     config.claude.idle_timeout = Duration::from_secs(10);
@@ -76,24 +76,7 @@ impl Rig {
         store.set_session_id(&group, session).await.unwrap();
         let record = store.group(group.as_str()).await.unwrap();
         let config = Arc::new(config);
-        let outbox = Outbox::new(store.clone(), None);
-        let (scheduler, _inbox) = crate::scheduler::channel();
-        let limits = Limits::from(&config.scheduler);
-        let tools = Toolbox::new(store.clone(), outbox.clone(), scheduler, config.timezone.clone(), limits);
-        let (approvals_tx, approvals) = async_channel::bounded(16);
-        let shutdown = CancellationToken::new();
-        let deps = Arc::new(SessionDeps {
-            store: store.clone(),
-            config: config.clone(),
-            cli: Arc::new(cli.clone()),
-            outbox,
-            approvals: approvals_tx,
-            approval_ids: Default::default(),
-            slots: Slots::new(config.claude.max_live_sessions),
-            metrics: Arc::new(Metrics::default()),
-            tools: Arc::new(tools),
-            shutdown: shutdown.clone(),
-        });
+        let (deps, approvals, shutdown) = deps(&store, config.clone(), &cli);
         let tracker = TaskTracker::new();
         let handle = SessionHandle::spawn(&record, deps, &tracker);
         Rig { _dir: dir, store, cli, handle, group, approvals, config, shutdown, tracker, spinner }
@@ -103,7 +86,7 @@ impl Rig {
     pub(super) async fn say(&self, text: &str) -> InboundId {
         let msg = Inbound::new(self.group.clone(), Source::Console, "ann", text);
         let id = self.store.insert_inbound(&msg, crate::store::InboundState::Queued).await.unwrap();
-        self.handle.wake();
+        assert!(self.handle.wake(), "the session retired");
         id
     }
 
@@ -185,6 +168,34 @@ impl Rig {
         self.tracker.wait().await;
         self.spinner.abort();
     }
+}
+
+/// What every session needs, with the fake CLI behind the port: for these
+/// tests and the router's.
+pub(crate) fn deps(
+    store: &Store,
+    config: Arc<Config>,
+    cli: &FakeCli,
+) -> (Arc<SessionDeps>, async_channel::Receiver<ApprovalRequest>, CancellationToken) {
+    let outbox = Outbox::new(store.clone(), None);
+    let (scheduler, _inbox) = crate::scheduler::channel();
+    let limits = Limits::from(&config.scheduler);
+    let tools = Toolbox::new(store.clone(), outbox.clone(), scheduler, config.timezone.clone(), limits);
+    let (approvals_tx, approvals) = async_channel::bounded(16);
+    let shutdown = CancellationToken::new();
+    let deps = Arc::new(SessionDeps {
+        store: store.clone(),
+        config: config.clone(),
+        cli: Arc::new(cli.clone()),
+        outbox,
+        approvals: approvals_tx,
+        approval_ids: Default::default(),
+        slots: Slots::new(config.claude.max_live_sessions),
+        metrics: Arc::new(Metrics::default()),
+        tools: Arc::new(tools),
+        shutdown: shutdown.clone(),
+    });
+    (deps, approvals, shutdown)
 }
 
 /// Virtual time between two instants, for "after the backoff, not before".

@@ -108,3 +108,18 @@ async fn a_session_stopped_at_shutdown_says_so() {
     let refused = handle.send(command).await.unwrap_err();
     assert!(refused.to_string().contains("pincer is shutting down"), "{refused}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_session_with_nothing_to_do_retires_and_wakes_no_more() {
+    let rig = Rig::new().await;
+    let id = rig.say("hello").await;
+    rig.until_state(id, "answered").await;
+    tokio::time::advance(rig.config.claude.idle_timeout).await;
+    rig.until("the idle process closes", || !rig.handle.status().live).await;
+    assert!(!rig.handle.is_retired(), "closing the process is not retiring");
+    tokio::time::advance(crate::session::actor::RETIRE_AFTER).await;
+    rig.until("the actor retires", || rig.handle.is_retired()).await;
+    assert!(!rig.handle.wake(), "a retired session takes nothing: the router starts a fresh one");
+    assert!(rig.events().await.iter().all(|(kind, _)| kind != "actor_restarted"), "retiring is not a crash");
+    rig.stop().await;
+}

@@ -1,7 +1,8 @@
 //! How long pincer waits before it tries something again: one policy for
-//! every retry loop outside the session (delivery, Telegram's connect, poll
-//! and webhook set-up, scheduled-run retries, the socket accept loops, the
-//! data directory's lock).
+//! every retry loop (delivery, Telegram's connect, poll and webhook set-up,
+//! scheduled-run retries, the socket accept loops, the data directory's lock,
+//! a result the store refuses, a crashed CLI's restart, a failed session
+//! actor's restart).
 //!
 //! The pause doubles from `first` up to `cap`, and is then drawn at random
 //! from its upper quarter (`[¾·d, d]`): loops that failed together (every

@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use crate::retry::RetryPolicy;
+
 /// The first restart after a crash waits this long; each crash in a row doubles it.
 pub(super) const FIRST_CRASH_BACKOFF: Duration = Duration::from_millis(250);
 
@@ -17,13 +19,14 @@ pub(super) const FIRST_CRASH_BACKOFF: Duration = Duration::from_millis(250);
 /// (`max_restarts` has no upper bound).
 pub(super) const MAX_CRASH_BACKOFF: Duration = Duration::from_secs(60);
 
+/// Crash restarts follow the shared retry rule, without jitter: one group's
+/// restarts are its own, and the chat and the README state these times.
+const CRASH_RETRY: RetryPolicy = RetryPolicy::new(FIRST_CRASH_BACKOFF, MAX_CRASH_BACKOFF).without_jitter();
+
 /// How long to wait before restarting after the `crashes`-th crash in a row
 /// (counted from 1): a little more on each, never more than [`MAX_CRASH_BACKOFF`].
 pub(super) fn crash_backoff(crashes: u32) -> Duration {
-    let doublings = crashes.saturating_sub(1);
-    2u32.checked_pow(doublings)
-        .and_then(|factor| FIRST_CRASH_BACKOFF.checked_mul(factor))
-        .map_or(MAX_CRASH_BACKOFF, |backoff| backoff.min(MAX_CRASH_BACKOFF))
+    CRASH_RETRY.pause(crashes, None)
 }
 
 /// What to do after the process's stdout closed.

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use super::actor::SessionActor;
 use super::intake::Intake;
 use super::{Command, SessionDeps, SessionStatus};
+use crate::retry::RetryPolicy;
 use crate::store::GroupRecord;
 
 /// The first restart of an ended actor waits this long; each in a row doubles it.
@@ -30,11 +31,12 @@ pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// An actor that ran this long before ending was healthy: the backoff starts over.
 pub(super) const HEALTHY: Duration = Duration::from_secs(10 * 60);
 
+/// Actor restarts follow the shared retry rule, without jitter (one group's own).
+const RESTART_RETRY: RetryPolicy = RetryPolicy::new(FIRST_BACKOFF, MAX_BACKOFF).without_jitter();
+
 /// How long to wait before the `ends`-th restart in a row (counted from 1).
 pub(super) fn restart_backoff(ends: u32) -> Duration {
-    2u32.checked_pow(ends.saturating_sub(1))
-        .and_then(|factor| FIRST_BACKOFF.checked_mul(factor))
-        .map_or(MAX_BACKOFF, |backoff| backoff.min(MAX_BACKOFF))
+    RESTART_RETRY.pause(ends, None)
 }
 
 /// Ends in a row, forgiven after a healthy run.

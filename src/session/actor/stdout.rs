@@ -9,9 +9,13 @@ use crate::claude::lines::LineRead;
 use crate::claude::process::StdoutLine;
 use crate::claude::protocol::{self, CliEvent, TaskEvent, TurnEnd};
 use crate::domain::{InboundId, TaskFrame, TurnResult};
+use crate::retry::{Backoff, RetryPolicy};
 use crate::session::api_error::{self, TurnFailure};
 use crate::session::TurnOutcome;
 use crate::store::{InboundState, StoreError};
+
+/// How a result the store refuses is tried again: until it is stored.
+const STORE_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(10));
 
 impl SessionActor {
     pub(super) async fn on_line(&mut self, line: StdoutLine) {
@@ -143,8 +147,8 @@ impl SessionActor {
     }
 
     /// Stores a result with its chat text (if any) in one transaction. While
-    /// the database refuses writes (disk full, locked), it tries again, pauses
-    /// doubling to 10 s: the result is never dropped, and the CLI waits (its
+    /// the database refuses writes (disk full, locked), it tries again
+    /// ([`STORE_RETRY`]: 200 ms doubling to 10 s, jittered): the result is never dropped, and the CLI waits (its
     /// output queues up) until the store takes it or pincer shuts down (then
     /// the message is sent again at the next start).
     async fn store_result(
@@ -155,11 +159,10 @@ impl SessionActor {
         chat_text: Option<&str>,
         settles: &[(InboundId, InboundState)],
     ) {
-        let mut pause = Duration::from_millis(200);
-        let mut failing = false;
+        let mut backoff = Backoff::new(STORE_RETRY);
         loop {
             let e = match self.deps.outbox.result(&self.group, result, cost, raw, chat_text, settles).await {
-                Ok(_) if failing => {
+                Ok(_) if backoff.failures() > 0 => {
                     tracing::info!(group = %self.group, "the store takes results again; the waiting one is stored");
                     return;
                 }
@@ -170,24 +173,19 @@ impl SessionActor {
                     return;
                 }
             };
-            if !failing {
+            if backoff.failures() == 0 {
                 tracing::error!(
                     group = %self.group, %e,
                     "cannot store a result; trying again until the database can be written (check the disk)"
                 );
-                failing = true;
             }
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = self.deps.shutdown.cancelled() => {
-                    tracing::error!(
-                        group = %self.group,
-                        "a result could not be stored before shutdown; its message is sent again at the next start"
-                    );
-                    return;
-                }
+            if !backoff.wait(None, &self.deps.shutdown).await {
+                tracing::error!(
+                    group = %self.group,
+                    "a result could not be stored before shutdown; its message is sent again at the next start"
+                );
+                return;
             }
-            pause = (pause * 2).min(Duration::from_secs(10));
         }
     }
 }

@@ -11,6 +11,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The longest duration any setting takes.
+const LONGEST: Duration = Duration::from_secs(366 * 24 * 3600);
+
 use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
@@ -375,6 +378,7 @@ impl Config {
                 problem: "retry_first must be longer than 0s and retry_cap at least as long (e.g. \"1s\" and \"1m\")",
             });
         }
+        self.check_lengths()?;
         let t = &self.telegram;
         if t.token.as_ref().is_some_and(|s| s.expose().trim().is_empty()) {
             return Err(ConfigError::Rule {
@@ -401,6 +405,32 @@ impl Config {
             return Err(ConfigError::Rule { key: "telegram.poll_timeout", problem: "must be between 1s and 50s" });
         }
         self.check_sandbox()
+    }
+
+    /// No duration is longer than [`LONGEST`]: pincer adds them to clock
+    /// readings, and one of thousands of years would overflow the clock.
+    fn check_lengths(&self) -> Result<(), ConfigError> {
+        let (c, sc, w, d) = (&self.claude, &self.scheduler, &self.whatsapp, &self.delivery);
+        let lengths = [
+            ("claude.idle_timeout", c.idle_timeout),
+            ("claude.shutdown_grace", c.shutdown_grace),
+            ("claude.approval_timeout", c.approval_timeout),
+            ("claude.turn_timeout", c.turn_timeout),
+            ("scheduler.poll_interval", sc.poll_interval),
+            ("scheduler.retry_delay", sc.retry_delay),
+            ("scheduler.run_timeout", sc.run_timeout),
+            ("scheduler.min_interval", sc.min_interval),
+            ("whatsapp.silence_warning", w.silence_warning),
+            ("whatsapp.connect_timeout", w.connect_timeout),
+            ("whatsapp.pair_timeout", w.pair_timeout),
+            ("delivery.retry_first", d.retry_first),
+            ("delivery.retry_cap", d.retry_cap),
+            ("console.wait_limit", self.console.wait_limit),
+        ];
+        match lengths.into_iter().find(|(_, length)| *length > LONGEST) {
+            Some((key, _)) => Err(ConfigError::Rule { key, problem: "must be at most a year (e.g. \"30d\")" }),
+            None => Ok(()),
+        }
     }
 
     fn check_sandbox(&self) -> Result<(), ConfigError> {
@@ -470,6 +500,16 @@ mod tests {
         assert!(err.contains("claude.max_live_sessions"), "{err}");
         let err = from_toml("[claude]\nidle_timout = \"1m\"\n").unwrap_err().to_string();
         assert!(err.contains("idle_timout"), "{err}");
+    }
+
+    #[test]
+    fn a_duration_past_a_year_is_refused_before_it_can_overflow_a_clock() {
+        for (section, key) in [("claude", "idle_timeout"), ("claude", "shutdown_grace"), ("scheduler", "run_timeout")] {
+            let err = from_toml(&format!("[{section}]\n{key} = \"100000years\"\n")).unwrap_err().to_string();
+            assert!(err.contains(&format!("{section}.{key}")) && err.contains("at most a year"), "{err}");
+        }
+        let c = from_toml("[claude]\nidle_timeout = \"365days\"\n").unwrap();
+        assert_eq!(c.claude.idle_timeout, Duration::from_secs(365 * 24 * 3600));
     }
 
     #[test]

@@ -118,8 +118,11 @@ impl RealCli {
         let groups_dir =
             std::path::absolute(&self.config.groups_dir).unwrap_or_else(|_| self.config.groups_dir.clone());
         // The folder is the CLI's cwd; a missing one would read as "CLI not found".
-        // Recreating it never touches existing memory.
-        groups::create(&groups_dir, request.group, &self.config.assistant_name)
+        // Recreating it never touches existing memory. File work: off the runtime.
+        let (dir, group, name) = (groups_dir.clone(), request.group.clone(), self.config.assistant_name.clone());
+        tokio::task::spawn_blocking(move || groups::create(&dir, &group, &name))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
             .map_err(|source| StartError::Folder { dir: groups_dir.clone(), source })?;
         if request.isolated && request.home.is_none() {
             *request.home = self.launcher.isolated_home(request.group).await.map_err(StartError::Home)?;

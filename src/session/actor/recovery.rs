@@ -168,11 +168,18 @@ impl SessionActor {
                 Ok(None) | Err(_) => break,
             }
         }
-        if let Some(mut live) = self.live.take() {
-            live.child.stop(self.deps.config.claude.shutdown_grace).await;
-        }
+        let stopped = match self.live.take() {
+            Some(mut live) => {
+                live.child.stop(self.deps.config.claude.shutdown_grace).await;
+                Some(live)
+            }
+            None => None,
+        };
         self.forget_process_state();
         self.log_event(reason, self.life.session_id(), None).await;
+        // The slot goes only now: a group waiting for it starts after this
+        // stop is on record, so the events read in the order things happened.
+        drop(stopped);
     }
 
     /// What belonged to a process that is gone: its turn, its tasks, its

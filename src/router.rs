@@ -65,6 +65,7 @@ impl Router {
     pub async fn send(&self, msg: Inbound) -> Result<InboundId, RouteError> {
         let handle = self.session(&msg.group).await?;
         let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;
+        crate::metrics::hop("stored");
         handle.wake();
         Ok(id)
     }

@@ -13,6 +13,8 @@
 
 use std::time::Duration;
 
+pub mod term;
+
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

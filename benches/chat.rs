@@ -121,8 +121,8 @@ fn cli_version() -> String {
 
 /// A side of a round: the raw pipe or a `pincer chat`.
 enum Side {
-    Raw(RawPipe),
-    Chat(Chat),
+    Raw(Box<RawPipe>),
+    Chat(Box<Chat>),
 }
 
 impl Side {
@@ -154,11 +154,11 @@ fn mode_name(mode: SandboxMode) -> &'static str {
 
 async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize) {
     let mut names = vec!["raw CLI pipe".to_owned()];
-    let mut sides = vec![Side::Raw(raw_pipe(api))];
+    let mut sides = vec![Side::Raw(Box::new(raw_pipe(api)))];
     for (label, exe) in builds {
         for mode in [SandboxMode::None, SandboxMode::Auto] {
             names.push(format!("{label}pincer chat, {}", mode_name(mode)));
-            sides.push(Side::Chat(Chat::start(api, exe, mode, false).await));
+            sides.push(Side::Chat(Box::new(Chat::start(api, exe, mode, false).await)));
         }
     }
     for side in &mut sides {

@@ -60,16 +60,10 @@ use tokio::process::Command;
 
 use pincer::config::Secret;
 use pincer::sandbox::proxy::{Credential, Proxy};
-use support::cli::{claude_bin, cli_env, stream_json_args, ENV_TO_REMOVE, TEST_API_KEY};
+use support::cli::{claude_bin, cli_env, TEST_API_KEY};
 use support::fake_api::{echo, FakeApi};
 use support::harness::{Running, Sandbox, PATIENCE};
-
-/// The long-lived pipe's flags, as pincer passes them (without its MCP tools).
-fn pipe_args() -> Vec<String> {
-    let mut args = stream_json_args();
-    args.extend(["--permission-prompt-tool".to_owned(), "stdio".to_owned()]);
-    args
-}
+use support::pipe::{ms, offline_cli, paired_median_ms, percentile, pipe_args, RawPipe};
 
 /// Overrides how many follow-up messages each side sends.
 const MESSAGES_ENV: &str = "PINCER_BENCH_MESSAGES";
@@ -109,7 +103,7 @@ async fn run(messages: usize) -> Report {
     let cli_version = cli_version().await;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     eprintln!("latency bench: {messages} follow-ups per side, interleaved, CLI {cli_version}, {cores} cores");
-    let mut raw = RawPipe::start(cli_env(&api.base_url(), Path::new("home"))).await;
+    let mut raw = RawPipe::start(cli_env(&api.base_url(), Path::new("home")));
     // The same pipe with the CLI sent through pincer's credential proxy over
     // its Unix socket, as in the sandbox, but without the sandbox or pincer's
     // engine: what the proxy hop alone costs.
@@ -124,11 +118,11 @@ async fn run(messages: usize) -> Report {
     env.retain(|(k, _)| k != "ANTHROPIC_API_KEY");
     env.push(("ANTHROPIC_API_KEY".into(), lease.key().to_owned()));
     env.push(("ANTHROPIC_UNIX_SOCKET".into(), proxy.socket().display().to_string()));
-    let mut proxied = RawPipe::start(env).await;
+    let mut proxied = RawPipe::start(env);
     // And the same again inside pincer's bubblewrap sandbox, no network,
     // without pincer's engine: what the sandbox adds to the proxy hop.
     let sandbox_lease = proxy.lease("bench");
-    let mut bwrapped = RawPipe::start_in_bwrap(proxy.socket(), sandbox_lease.key()).await;
+    let mut bwrapped = start_in_bwrap(proxy.socket(), sandbox_lease.key());
     let boxed = Side::start(&api, SandboxMode::Auto).await;
     let plain = Side::start(&api, SandboxMode::None).await;
     let mut spawn = Spawner::start(&api).await;
@@ -210,107 +204,46 @@ impl Side {
     }
 }
 
-/// The CLI's stream-json pipe, driven directly: what pincer wraps.
-struct RawPipe {
-    _dir: tempfile::TempDir,
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-}
-
-impl RawPipe {
-    /// With `env` (its `HOME` becomes a folder of the pipe's own).
-    async fn start(mut env: Vec<(String, String)>) -> RawPipe {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&cwd).unwrap();
-        env.retain(|(k, _)| k != "HOME");
-        env.push(("HOME".into(), home.display().to_string()));
-        let mut cmd = offline_cli(&cwd, &env, Stdio::piped());
-        cmd.args(pipe_args());
-        RawPipe::spawn(dir, cmd)
+/// In bubblewrap as pincer lays it out (no network, the proxy's socket
+/// bound in), started directly: no pincer engine, no guard.
+fn start_in_bwrap(api_socket: &Path, placeholder: &str) -> RawPipe {
+    use pincer::sandbox::{bwrap, env};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (home, cwd, etc) = (dir.path().join("home"), dir.path().join("work"), dir.path().join("etc"));
+    for d in [&home, &cwd] {
+        std::fs::create_dir_all(d).unwrap();
     }
-
-    /// In bubblewrap as pincer lays it out (no network, the proxy's socket
-    /// bound in), started directly: no pincer engine, no guard.
-    async fn start_in_bwrap(api_socket: &Path, placeholder: &str) -> RawPipe {
-        use pincer::sandbox::{bwrap, env};
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (home, cwd, etc) = (dir.path().join("home"), dir.path().join("work"), dir.path().join("etc"));
-        for d in [&home, &cwd] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        bwrap::write_account_files(&etc).unwrap();
-        let real = std::fs::canonicalize(claude_bin()).unwrap();
-        let offline: std::collections::BTreeMap<String, String> = cli_env("http://localhost", &home)
-            .into_iter()
-            .filter(|(k, _)| !env::RESERVED.contains(&k.as_str()))
-            .collect();
-        let mut command = vec![format!("{}/{}", bwrap::CLI_DIR, real.file_name().unwrap().to_string_lossy())];
-        command.extend(pipe_args());
-        let plan = bwrap::Plan {
-            api_socket: api_socket.to_owned(),
-            system: bwrap::host_system(),
-            etc_dir: etc,
-            group_dir: cwd.clone(),
-            global: None,
-            home,
-            cli_dir: real.parent().unwrap().to_owned(),
-            extra: Vec::new(),
-            env: env::agent_env(|_| None, &offline, bwrap::HOME, bwrap::API_SOCKET, placeholder, None),
-            command,
-            egress: None,
-            // Started without pincer's spawner, which is what passes the filter's descriptors.
-            seccomp: Vec::new(),
-            disable_userns: false,
-        };
-        #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
-        let mut cmd = Command::new("bwrap");
-        cmd.args(bwrap::args(&plan))
-            .current_dir(&cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true);
-        RawPipe::spawn(dir, cmd)
-    }
-
-    fn spawn(dir: tempfile::TempDir, mut cmd: Command) -> RawPipe {
-        let mut child = cmd.spawn().expect("claude starts");
-        let stdin = child.stdin.take().expect("stdin is piped");
-        let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
-        RawPipe { _dir: dir, child, stdin, lines }
-    }
-
-    /// One user line in, lines read until its `result`.
-    async fn round_trip(&mut self, text: &str) -> Duration {
-        use tokio::io::AsyncWriteExt;
-        let line = serde_json::json!({"type": "user", "message": {"role": "user", "content": text}});
-        let start = Instant::now();
-        self.stdin.write_all(format!("{line}\n").as_bytes()).await.expect("the CLI reads its stdin");
-        self.stdin.flush().await.unwrap();
-        let result = tokio::time::timeout(PATIENCE, async {
-            while let Some(line) = self.lines.next_line().await.expect("the CLI's stdout") {
-                if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                    if value["type"] == "result" {
-                        return value;
-                    }
-                }
-            }
-            panic!("the CLI closed its stdout");
-        })
-        .await
-        .expect("a result within the patience limit");
-        let elapsed = start.elapsed();
-        assert_eq!(result["result"].as_str(), Some(format!("ECHO: {text}").as_str()), "{result}");
-        elapsed
-    }
-
-    async fn close(mut self) {
-        drop(self.stdin);
-        let _ = tokio::time::timeout(PATIENCE, self.child.wait()).await;
-    }
+    bwrap::write_account_files(&etc).unwrap();
+    let real = std::fs::canonicalize(claude_bin()).unwrap();
+    let offline: std::collections::BTreeMap<String, String> =
+        cli_env("http://localhost", &home).into_iter().filter(|(k, _)| !env::RESERVED.contains(&k.as_str())).collect();
+    let mut command = vec![format!("{}/{}", bwrap::CLI_DIR, real.file_name().unwrap().to_string_lossy())];
+    command.extend(pipe_args());
+    let plan = bwrap::Plan {
+        api_socket: api_socket.to_owned(),
+        system: bwrap::host_system(),
+        etc_dir: etc,
+        group_dir: cwd.clone(),
+        global: None,
+        home,
+        cli_dir: real.parent().unwrap().to_owned(),
+        extra: Vec::new(),
+        env: env::agent_env(|_| None, &offline, bwrap::HOME, bwrap::API_SOCKET, placeholder, None),
+        command,
+        egress: None,
+        // Started without pincer's spawner, which is what passes the filter's descriptors.
+        seccomp: Vec::new(),
+        disable_userns: false,
+    };
+    #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
+    let mut cmd = Command::new("bwrap");
+    cmd.args(bwrap::args(&plan))
+        .current_dir(&cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    RawPipe::spawn(dir, cmd)
 }
 
 /// A fresh `claude -p --resume` process per message.
@@ -370,22 +303,6 @@ async fn one_shot(env: &[(String, String)], cwd: &Path, resume: Option<&str>, te
     (elapsed, session)
 }
 
-/// The CLI in `cwd` with the tests' offline environment, stdout piped.
-fn offline_cli(cwd: &Path, env: &[(String, String)], stdin: Stdio) -> Command {
-    #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
-    let mut cmd = Command::new(claude_bin());
-    cmd.current_dir(cwd)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    for key in ENV_TO_REMOVE {
-        cmd.env_remove(key);
-    }
-    cmd
-}
-
 /// The first `{"type":"result"}` line on stdout, or `None` if stdout closed first.
 async fn read_result(stdout: tokio::process::ChildStdout) -> Option<Value> {
     let mut lines = BufReader::new(stdout).lines();
@@ -397,32 +314,6 @@ async fn read_result(stdout: tokio::process::ChildStdout) -> Option<Value> {
         }
     }
     None
-}
-
-/// Nearest-rank percentile (`p` in 0..=100) of unsorted samples.
-fn percentile(samples: &[Duration], p: f64) -> Duration {
-    assert!(!samples.is_empty(), "no samples");
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-/// The median of `side[i] − raw[i]`: each follow-up against the raw pipe's
-/// same follow-up, sent right before it, so a busy moment cancels out.
-fn paired_median_ms(side: &[Duration], raw: &[Duration]) -> f64 {
-    let mut deltas: Vec<f64> = side.iter().zip(raw).map(|(s, r)| ms(*s) - ms(*r)).collect();
-    deltas.sort_by(f64::total_cmp);
-    let n = deltas.len();
-    if n % 2 == 1 {
-        deltas[n / 2]
-    } else {
-        (deltas[n / 2 - 1] + deltas[n / 2]) / 2.0
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn us(d: Duration) -> f64 {

@@ -131,6 +131,7 @@ impl Engine {
         let tracker = TaskTracker::new();
         let router = Router::new(deps, tracker.clone());
         proxies_started.disarm();
+        crate::metrics::hop("engine_ready");
         Ok(Engine {
             router,
             outbox,

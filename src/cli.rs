@@ -10,7 +10,7 @@ use tokio::io::BufReader;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{self, Engine};
-use crate::channel::console::{ChatEnd, ConsoleOptions};
+use crate::channel::console::{term, ChatEnd, ConsoleOptions};
 use crate::channel::whatsapp::link;
 use crate::claude::install;
 use crate::config::Config;
@@ -359,12 +359,12 @@ async fn chat(config: Config, group: &str, wait: Option<Duration>, shutdown: Can
         wait_limit: wait.unwrap_or(config.console.wait_limit),
         attached: false,
     };
-    let input = BufReader::new(tokio::io::stdin());
+    let input = BufReader::new(term::input());
     let end = match crate::lock::DataLock::acquire(&config.data_dir).await {
         // No daemon: this chat runs its own engine, and holds the lock so none starts meanwhile.
         Ok(_lock) => {
             let engine = Engine::start_console(config, opts.group.clone(), shutdown.clone()).await?;
-            let end = app::console_chat(&engine, &opts, input, tokio::io::stdout(), shutdown).await;
+            let end = app::console_chat(&engine, &opts, input, term::output(), shutdown).await;
             engine.stop().await;
             end?
         }
@@ -379,7 +379,7 @@ async fn chat(config: Config, group: &str, wait: Option<Duration>, shutdown: Can
                 )
             })?;
             opts.attached = true;
-            control::client::chat(stream, &opts, input, tokio::io::stdout(), shutdown).await?
+            control::client::chat(stream, &opts, input, term::output(), shutdown).await?
         }
         Err(e) => return Err(e.into()),
     };

@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
         .with_writer(std::io::stderr)
         .init();
+    pincer::metrics::hop("process_started");
     // Inside a sandbox: no config to read (the cwd is the agent's to write).
     if let Cmd::Forward { listen, to } = &cli.command {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime starts");

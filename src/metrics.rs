@@ -1,10 +1,35 @@
 //! Pincer's own latency measurements, kept in bounded rings so a long-running
 //! daemon never grows them. The bench reads them; nothing asserts on them.
+//!
+//! [`hop`] marks the moments one message passes on its way through pincer
+//! (line read, stored, pulled, written to the CLI, result read, stored,
+//! printed) as debug events of target [`HOP_TARGET`], so a bench can tell
+//! where the milliseconds of a turn go from outside
+//! (`RUST_LOG=pincer::hop=debug`). Off, each costs one filter check.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// The tracing target of [`hop`] events.
+pub const HOP_TARGET: &str = "pincer::hop";
+
+/// Marks that a message passed `hop` now (unix microseconds, the wall clock:
+/// the bench compares them across processes). The time is read only when
+/// hop events are recorded.
+pub fn hop(name: &'static str) {
+    tracing::debug!(target: "pincer::hop", hop = name, at_us = unix_us_now());
+}
+
+fn unix_us_now() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros())
+}
+
+/// Whether [`hop`] events are recorded (to skip work done only for them).
+pub fn hops_enabled() -> bool {
+    tracing::enabled!(target: "pincer::hop", tracing::Level::DEBUG)
+}
 
 /// How many samples each ring keeps.
 const RING: usize = 4096;

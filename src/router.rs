@@ -66,6 +66,7 @@ impl Router {
         // The group must exist before its message is stored.
         let handle = self.session(&msg.group).await?;
         let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;
+        crate::metrics::hop("stored");
         self.wake(&msg.group, handle).await?;
         Ok(id)
     }

@@ -13,6 +13,8 @@
 
 use std::time::Duration;
 
+pub mod term;
+
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -79,7 +81,10 @@ where
         };
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(ChatEnd::Shutdown),
-            _ = written.changed() => printer.print_new(ports, &mut output).await?,
+            _ = written.changed() => {
+                crate::metrics::hop("console_woken");
+                printer.print_new(ports, &mut output).await?;
+            }
             Some(ask) = asks.recv() => {
                 // The console has no admins: say what was asked, and deny it.
                 let note = format!(
@@ -93,6 +98,7 @@ where
             line = lines.next_line(), if give_up_at.is_none() => match line {
                 Ok(Some(text)) if text.trim().is_empty() => {}
                 Ok(Some(text)) => {
+                    crate::metrics::hop("console_read");
                     ports.router.send(Inbound::new(opts.group.clone(), Source::Console, &opts.sender, text)).await?;
                 }
                 Ok(None) | Err(_) => give_up_at = Some(tokio::time::Instant::now() + opts.wait_limit),
@@ -156,5 +162,6 @@ async fn print<W: AsyncWrite + Unpin>(output: &mut W, row: &OutboxRow) -> anyhow
     };
     output.write_all(text.as_bytes()).await?;
     output.flush().await?;
+    crate::metrics::hop("console_printed");
     Ok(())
 }

@@ -164,6 +164,7 @@ impl CliProcess {
             io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(spec.program.clone()),
             _ => io(source),
         })?;
+        crate::metrics::hop("cli_spawned");
         tether.spawned();
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -206,6 +207,7 @@ impl CliProcess {
                 format!("the CLI did not read its input within {limit:?}"),
             ));
         };
+        crate::metrics::hop("stdin_written");
         written
     }
 
@@ -330,6 +332,11 @@ async fn read_stdout(stdout: tokio::process::ChildStdout, tx: mpsc::Sender<Stdou
     loop {
         match reader.next_line().await {
             Ok(Some(line)) => {
+                if crate::metrics::hops_enabled()
+                    && matches!(&line, LineRead::Line(l) if l.contains(r#""type":"result""#))
+                {
+                    crate::metrics::hop("result_read");
+                }
                 let line = StdoutLine { read_at: Instant::now(), line };
                 if tx.send(line).await.is_err() {
                     return;

@@ -89,7 +89,7 @@ pub async fn report(config: &Config) -> Report {
             let _ = writeln!(out, "CLI: not found: {e}");
         }
     }
-    let availability = Availability::probe(true).await;
+    let availability = Availability::probe(true, true).await;
     let line = |r: &Result<(), String>| match r {
         Ok(()) => "works".to_owned(),
         Err(why) => format!("does not work: {why}"),

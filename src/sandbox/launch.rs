@@ -118,7 +118,8 @@ impl Launcher {
             && std::iter::once(sandbox.mode)
                 .chain(sandbox.groups.values().filter_map(|g| g.mode))
                 .any(|m| matches!(m, SandboxMode::Docker | SandboxMode::Auto));
-        let availability = Availability::probe(wants_docker).await;
+        let availability = Availability::probe(super::wants_bwrap(sandbox), wants_docker).await;
+        crate::metrics::hop("sandbox_probed");
         let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
         let groups_dir = std::path::absolute(&config.groups_dir).unwrap_or_else(|_| config.groups_dir.clone());
         let mounts = match &sandbox.mounts_file {

@@ -56,6 +56,14 @@ pub(crate) fn stable_hash(bytes: &[u8]) -> String {
     format!("{hash:016x}")
 }
 
+/// Whether any group may run in bwrap: the default mode or a group's own is
+/// `auto` or `bwrap`. When none may, starting needs no bwrap probe.
+pub fn wants_bwrap(sandbox: &crate::config::SandboxConfig) -> bool {
+    std::iter::once(sandbox.mode)
+        .chain(sandbox.groups.values().filter_map(|g| g.mode))
+        .any(|m| matches!(m, SandboxMode::Bwrap | SandboxMode::Auto))
+}
+
 /// Which confinements work on this machine, and why not.
 #[derive(Clone, Debug)]
 pub struct Availability {
@@ -66,15 +74,30 @@ pub struct Availability {
 }
 
 impl Availability {
-    /// Probes bwrap always, and docker only when `probe_docker` (its probe
-    /// talks to a daemon and may be slow).
-    pub async fn probe(probe_docker: bool) -> Availability {
-        let bwrap = bwrap::probe().await;
-        let features = match &bwrap {
-            Ok(()) => bwrap::Features::probe().await,
-            Err(_) => bwrap::Features::none("bwrap does not work here"),
+    /// Probes bwrap when `probe_bwrap`, and docker only when `probe_docker`
+    /// (its probe talks to a daemon and may be slow), all at once: every
+    /// probe is a process start, and `pincer chat` waits for them before its
+    /// first answer. bwrap's features are probed beside bwrap itself and
+    /// count only if it works.
+    pub async fn probe(probe_bwrap: bool, probe_docker: bool) -> Availability {
+        let bwrap = async {
+            if !probe_bwrap {
+                let why = "not probed: no group's sandbox mode asks for bwrap";
+                return (Err(why.to_owned()), bwrap::Features::none(why));
+            }
+            match tokio::join!(bwrap::probe(), bwrap::Features::probe()) {
+                (Ok(()), features) => (Ok(()), features),
+                (Err(why), _) => (Err(why), bwrap::Features::none("bwrap does not work here")),
+            }
         };
-        let docker = if probe_docker { docker::probe().await } else { Err("not probed".to_owned()) };
+        let docker = async {
+            if probe_docker {
+                docker::probe().await
+            } else {
+                Err("not probed".to_owned())
+            }
+        };
+        let ((bwrap, features), docker) = tokio::join!(bwrap, docker);
         Availability { bwrap, docker, features }
     }
 
@@ -113,6 +136,30 @@ mod tests {
     fn avail(bwrap: bool, docker: bool) -> Availability {
         let r = |ok: bool| if ok { Ok(()) } else { Err("missing".to_owned()) };
         Availability { bwrap: r(bwrap), docker: r(docker), features: bwrap::Features::none("not probed") }
+    }
+
+    #[test]
+    fn bwrap_is_probed_only_when_a_group_may_run_in_it() {
+        use crate::config::{GroupSandbox, SandboxConfig};
+        let mut sandbox = SandboxConfig { mode: SandboxMode::None, ..SandboxConfig::default() };
+        assert!(!wants_bwrap(&sandbox), "mode none everywhere: no probe");
+        let docker = GroupSandbox { mode: Some(SandboxMode::Docker), ..GroupSandbox::default() };
+        sandbox.groups.insert("boxed".to_owned(), docker);
+        assert!(!wants_bwrap(&sandbox), "docker alone needs no bwrap");
+        let bwrap = GroupSandbox { mode: Some(SandboxMode::Bwrap), ..GroupSandbox::default() };
+        sandbox.groups.insert("wrapped".to_owned(), bwrap);
+        assert!(wants_bwrap(&sandbox), "one group in bwrap");
+        for mode in [SandboxMode::Auto, SandboxMode::Bwrap] {
+            assert!(wants_bwrap(&SandboxConfig { mode, ..SandboxConfig::default() }), "{mode:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unwanted_bwrap_is_not_probed_and_resolves_nothing_to_it() {
+        let availability = Availability::probe(false, false).await;
+        assert!(availability.bwrap.as_ref().is_err_and(|why| why.contains("not probed")), "{availability:?}");
+        assert!(availability.features.seccomp.is_err());
+        assert_eq!(availability.resolve(SandboxMode::None, None).unwrap(), Confinement::None);
     }
 
     #[test]

@@ -234,6 +234,7 @@ impl Store {
         let newest = rows.get(..limit.min(rows.len())).unwrap_or_default();
         let mut lines: Vec<ChatLine> = readable("inbound", newest, |r| Ok(rows::ContextRow::from_row(r)?.into()));
         lines.reverse();
+        crate::metrics::hop("context_taken");
         Ok(TakenContext { lines, omitted, ids })
     }
 
@@ -256,6 +257,7 @@ impl Store {
         out: Option<Enqueue<'_>>,
         settles: &[(InboundId, InboundState)],
     ) -> Result<Option<OutboxId>, StoreError> {
+        crate::metrics::hop("result_storing");
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
             "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
@@ -284,6 +286,7 @@ impl Store {
         };
         set_states(&mut tx, settles.iter().copied()).await?;
         tx.commit().await?;
+        crate::metrics::hop("result_stored");
         Ok(queued)
     }
 

@@ -39,6 +39,7 @@ impl Store {
         after: InboundId,
         limit: usize,
     ) -> Result<Vec<Pulled>, StoreError> {
+        crate::metrics::hop("pull");
         let rows = sqlx::query(
             "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id
                FROM inbound WHERE group_name = ? AND state = 'queued' AND id > ? ORDER BY id LIMIT ?",
@@ -66,6 +67,7 @@ impl Store {
         if !unreadable.is_empty() {
             self.set_inbound_state(&unreadable, InboundState::Failed).await?;
         }
+        crate::metrics::hop("pulled");
         Ok(pulled)
     }
 

@@ -273,6 +273,12 @@ fn echo_reply(req: &ApiRequest) -> Reply {
     }
 }
 
+/// `script`, every reply held back by `delay` first: a model that takes
+/// about that long to answer (the benches' ~25 ms).
+pub fn delayed(delay: Duration, script: Script) -> Script {
+    Arc::new(move |req: &ApiRequest| Reply::slow(delay, script(req)))
+}
+
 /// The first rule whose needle occurs in [`ApiRequest::last_user_text`] gives the
 /// reply; otherwise [`echo`]. Tool results are text too, so a needle that a tool
 /// prints matches the turn after the tool ran.

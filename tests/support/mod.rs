@@ -9,6 +9,7 @@ pub mod fake_api;
 pub mod fake_bot;
 pub mod fake_wa;
 pub mod harness;
+pub mod pipe;
 pub mod resolver;
 pub mod serve;
 pub mod store_lock;

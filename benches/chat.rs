@@ -1,0 +1,486 @@
+//! pincer's own share of a turn, measured from outside: the `pincer` binary's
+//! `pincer chat NAME` (no daemon, its own data dir) driven through its stdin
+//! and stdout, against the raw CLI pipe it wraps (`support::pipe`), with the
+//! real CLI and the fake Messages API answering after [`API_DELAY`].
+//!
+//! - **Follow-ups:** one message to each side in turn (20 ms apart), the
+//!   order reversed every round (shuffled when there are more than two
+//!   sides), `PINCER_BENCH_MESSAGES` rounds (100); each side's first
+//!   message (process start) is not counted. Sides: the raw pipe, `pincer
+//!   chat` with `sandbox.mode = "none"` and with `"auto"` (bwrap, the API
+//!   through the credential proxy). Printed: each side's median and p95, and
+//!   the **paired Δ** (this side's time minus the raw pipe's in the same
+//!   round), its median and p95, which cancels most of a shared machine's noise.
+//! - **A/B:** `PINCER_BENCH_BINARY` replaces the build's own `pincer` (B);
+//!   `PINCER_BENCH_BASELINE=/path/to/another/pincer` adds that
+//!   binary's two sides to every round, and prints this build minus that one,
+//!   paired by round: how a change moves the numbers, measured interleaved.
+//! - **Cold first answer:** `PINCER_BENCH_COLD` rounds (5), each a fresh raw
+//!   CLI and a fresh `pincer chat` per mode (fresh data dir, fresh session),
+//!   order rotating: from starting the process to its first answer, as a
+//!   ratio to the raw CLI's of the same round (median over rounds).
+//! - **Breakdown:** `PINCER_BENCH_BREAKDOWN` follow-ups (30; 0 skips it) to
+//!   one more `pincer chat` per mode that logs its hops
+//!   (`RUST_LOG=pincer::hop=debug`, see `pincer::metrics::hop`): the median
+//!   time between each hop of a follow-up, from the line written to its stdin
+//!   to the answer read from its stdout. Logging costs a little itself, so
+//!   these sides are not the measured ones.
+//!
+//! Run (the CLI from `data/claude`, or `PINCER_TEST_CLAUDE`):
+//!
+//! ```text
+//! cargo bench --bench chat --no-run      # then run the printed binary, or:
+//! PINCER_BENCH_MESSAGES=100 PINCER_BENCH_COLD=5 cargo bench --bench chat
+//! ```
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use pincer::config::SandboxMode;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use support::cli::cli_env;
+use support::fake_api::{delayed, echo, FakeApi};
+use support::harness::{Sandbox, PATIENCE};
+use support::pipe::{ms, paired_median_ms, paired_percentile_ms, percentile, RawPipe};
+
+/// How long the fake model takes to answer.
+const API_DELAY: Duration = Duration::from_millis(25);
+
+/// The pause before each round trip.
+const SETTLE: Duration = Duration::from_millis(20);
+
+/// The hops of one follow-up, in the order it passes them (`pincer::metrics::hop`).
+const HOPS: &[(&str, &str)] = &[
+    ("console_read", "line written → read by the console"),
+    ("stored", "→ stored queued (router)"),
+    ("pull", "→ session woken, pull starts"),
+    ("pulled", "→ pulled (SELECT)"),
+    ("context_taken", "→ context taken (UPDATE)"),
+    ("stdin_written", "→ written to the CLI's stdin"),
+    ("result_read", "→ CLI result line read (the CLI)"),
+    ("result_storing", "→ session handles it, store begins"),
+    ("result_stored", "→ result + outbox row stored (1 tx)"),
+    ("console_woken", "→ console woken"),
+    ("console_printed", "→ printed"),
+];
+
+fn main() {
+    let n = env_count("PINCER_BENCH_MESSAGES", 100);
+    let cold = env_count("PINCER_BENCH_COLD", 5);
+    let breakdown = env_count("PINCER_BENCH_BREAKDOWN", 30);
+    let baseline = std::env::var_os("PINCER_BENCH_BASELINE").map(PathBuf::from);
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(run(n, cold, breakdown, baseline));
+}
+
+fn env_count(key: &str, default: usize) -> usize {
+    match std::env::var(key) {
+        Ok(v) => v.parse().unwrap_or_else(|_| panic!("{key}={v}: want a count")),
+        Err(_) => default,
+    }
+}
+
+async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>) {
+    let api = FakeApi::start(delayed(API_DELAY, echo())).await;
+    let this = std::env::var_os("PINCER_BENCH_BINARY")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pincer")), PathBuf::from);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "chat bench: CLI {}, {cores} cores, API answers after {API_DELAY:?}, {n} follow-ups per side, {cold} cold rounds",
+        cli_version()
+    );
+    let mut builds = vec![("", this.clone())];
+    if let Some(path) = baseline {
+        println!("baseline (A) = {}; this build (B) = {}", path.display(), this.display());
+        builds.push(("A: ", path));
+    }
+    if n > 0 {
+        follow_ups(&api, &builds, n).await;
+    }
+    if cold > 0 {
+        cold_rounds(&api, &builds, cold).await;
+    }
+    if breakdown > 0 {
+        for mode in [SandboxMode::None, SandboxMode::Auto] {
+            hop_breakdown(&api, &this, mode, breakdown).await;
+        }
+    }
+}
+
+fn cli_version() -> String {
+    let (a, b, c) = support::cli::cli_version();
+    format!("{a}.{b}.{c}")
+}
+
+/// A side of a round: the raw pipe or a `pincer chat`.
+enum Side {
+    Raw(Box<RawPipe>),
+    Chat(Box<Chat>),
+}
+
+impl Side {
+    async fn round_trip(&mut self, text: &str) -> Duration {
+        match self {
+            Side::Raw(pipe) => pipe.round_trip(text).await,
+            Side::Chat(chat) => chat.round_trip(text).await,
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Side::Raw(pipe) => pipe.close().await,
+            Side::Chat(chat) => drop(chat.close().await),
+        }
+    }
+}
+
+fn raw_pipe(api: &FakeApi) -> RawPipe {
+    RawPipe::start(cli_env(&api.base_url(), Path::new("home")))
+}
+
+fn mode_name(mode: SandboxMode) -> &'static str {
+    match mode {
+        SandboxMode::None => "unconfined",
+        _ => "sandboxed",
+    }
+}
+
+async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize) {
+    let mut names = vec!["raw CLI pipe".to_owned()];
+    let mut sides = vec![Side::Raw(Box::new(raw_pipe(api)))];
+    for (label, exe) in builds {
+        for mode in [SandboxMode::None, SandboxMode::Auto] {
+            names.push(format!("{label}pincer chat, {}", mode_name(mode)));
+            sides.push(Side::Chat(Box::new(Chat::start(api, exe, mode, false).await)));
+        }
+    }
+    for side in &mut sides {
+        side.round_trip("warm-up").await;
+    }
+    let mut samples = vec![Vec::with_capacity(n); sides.len()];
+    let mut order: Vec<usize> = (0..sides.len()).collect();
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    for round in 0..n {
+        let text = format!("follow-up {round}");
+        // Two sides alternate; more are shuffled afresh each round, so none
+        // always follows the same one (a CLI works on after its answer).
+        if sides.len() == 2 {
+            order.reverse();
+        } else {
+            for i in (1..order.len()).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                order.swap(i, (seed % (i as u64 + 1)) as usize);
+            }
+        }
+        for &i in &order {
+            // What the side before left running (a CLI saving its session) settles first.
+            tokio::time::sleep(SETTLE).await;
+            samples[i].push(sides[i].round_trip(&text).await);
+        }
+    }
+    for side in sides {
+        side.close().await;
+    }
+    let raw = &samples[0];
+    println!();
+    println!(
+        "follow-up latency, message written → answer read ({n} rounds, interleaved, order alternating or shuffled)"
+    );
+    println!(
+        "{:<34} {:>9} {:>9} {:>8} {:>13} {:>13}",
+        "side", "median", "p95", "÷ raw", "paired Δ p50", "paired Δ p95"
+    );
+    for (name, side) in names.iter().zip(&samples) {
+        println!(
+            "{:<34} {:>6.2} ms {:>6.2} ms {:>7.3}x {:>+10.2} ms {:>+10.2} ms",
+            name,
+            ms(percentile(side, 50.0)),
+            ms(percentile(side, 95.0)),
+            ms(percentile(side, 50.0)) / ms(percentile(raw, 50.0)),
+            paired_median_ms(side, raw),
+            paired_percentile_ms(side, raw, 95.0),
+        );
+    }
+    if builds.len() == 2 {
+        println!("this build (B) minus the baseline (A), paired by round:");
+        for (b, a) in [(1, 3), (2, 4)] {
+            println!(
+                "{:<34} median {:>+6.2} ms, p95 {:>+6.2} ms",
+                names[b],
+                paired_median_ms(&samples[b], &samples[a]),
+                paired_percentile_ms(&samples[b], &samples[a], 95.0)
+            );
+        }
+    }
+}
+
+async fn cold_rounds(api: &FakeApi, builds: &[(&str, PathBuf)], rounds: usize) {
+    let mut names = vec!["raw CLI, first answer".to_owned()];
+    for (label, _) in builds {
+        for mode in [SandboxMode::None, SandboxMode::Auto] {
+            names.push(format!("{label}pincer chat, {}", mode_name(mode)));
+        }
+    }
+    let mut samples = vec![Vec::with_capacity(rounds); names.len()];
+    for round in 0..rounds {
+        let text = format!("cold {round}");
+        let count = names.len();
+        for k in 0..count {
+            let i = (round + k) % count;
+            let elapsed = if i == 0 {
+                let start = Instant::now();
+                let mut pipe = raw_pipe(api);
+                pipe.send(&text).await;
+                pipe.answer(&text).await;
+                let elapsed = start.elapsed();
+                pipe.close().await;
+                elapsed
+            } else {
+                let (build, mode) = ((i - 1) / 2, if i % 2 == 1 { SandboxMode::None } else { SandboxMode::Auto });
+                let mut chat = Chat::start(api, &builds[build].1, mode, false).await;
+                // `Chat::start` only prepared the data dir; the process starts with the first line.
+                let elapsed = chat.round_trip(&text).await;
+                chat.close().await;
+                elapsed
+            };
+            samples[i].push(elapsed);
+        }
+    }
+    let raw = &samples[0];
+    println!();
+    println!("cold first answer, process started → first answer read ({rounds} rounds, order rotating)");
+    println!("{:<34} {:>9} {:>9} {:>15} {:>8}", "side", "median", "max", "÷ raw (paired)", "worst");
+    for (name, side) in names.iter().zip(&samples) {
+        let mut ratios: Vec<f64> = side.iter().zip(raw).map(|(s, r)| ms(*s) / ms(*r)).collect();
+        ratios.sort_by(f64::total_cmp);
+        let median = ratios[ratios.len() / 2];
+        println!(
+            "{:<34} {:>6.0} ms {:>6.0} ms {:>14.3}x {:>7.3}x",
+            name,
+            ms(percentile(side, 50.0)),
+            ms(percentile(side, 100.0)),
+            median,
+            ratios[ratios.len() - 1]
+        );
+    }
+}
+
+async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
+    let mut chat = Chat::start(api, exe, mode, true).await;
+    let started = wall_us();
+    chat.round_trip("warm-up").await;
+    let first = (started, wall_us());
+    // The raw pipe beside it, so the CLI's share can be told from pincer's.
+    let mut raw = raw_pipe(api);
+    raw.round_trip("warm-up").await;
+    let mut raw_times = Vec::with_capacity(n);
+    let mut windows = Vec::with_capacity(n);
+    for i in 0..n {
+        let text = format!("traced {i}");
+        if i % 2 == 0 {
+            tokio::time::sleep(SETTLE).await;
+            raw_times.push(raw.round_trip(&text).await);
+        }
+        tokio::time::sleep(SETTLE).await;
+        let sent = wall_us();
+        chat.round_trip(&text).await;
+        windows.push((sent, wall_us()));
+        if i % 2 == 1 {
+            tokio::time::sleep(SETTLE).await;
+            raw_times.push(raw.round_trip(&text).await);
+        }
+    }
+    raw.close().await;
+    let hops = chat.close().await;
+    println!();
+    println!(
+        "a cold start, pincer chat {}: each hop of its first message, ms after the process was started",
+        mode_name(mode)
+    );
+    for (hop, at) in hops.iter().filter(|(_, at)| *at >= first.0 && *at <= first.1) {
+        println!("  {:>8.1}  {hop}", (at - first.0) as f64 / 1e3);
+    }
+    println!("  {:>8.1}  answer read by the bench", (first.1 - first.0) as f64 / 1e3);
+    // Every hop of follow-up i lies between its line being written and the next one's.
+    let mut gaps: BTreeMap<usize, Vec<i64>> = BTreeMap::new();
+    // The CLI's time inside pincer (stdin written → result read) minus the raw pipe's round trip.
+    let mut cli_extra = Vec::new();
+    let mut cli = Vec::new();
+    let mut complete_count = 0;
+    for (i, (sent, answered)) in windows.iter().enumerate() {
+        let until = windows.get(i + 1).map_or(i64::MAX, |w| w.0);
+        let mut at = *sent;
+        let mut complete = true;
+        for (k, (hop, _)) in HOPS.iter().enumerate() {
+            // A hop a build does not mark is left out: the next one's gap covers it.
+            match hops.iter().find(|(h, t)| h == hop && *t >= at && *t < until) {
+                Some((_, t)) => {
+                    gaps.entry(k).or_default().push(t - at);
+                    at = *t;
+                }
+                None => complete = false,
+            }
+        }
+        let first_after = |hop: &str, from: i64| hops.iter().find(|(h, t)| h == hop && *t >= from && *t < until);
+        if let Some((_, written)) = first_after("stdin_written", *sent) {
+            if let Some((_, read)) = first_after("result_read", *written) {
+                cli_extra.push(read - written - raw_times[i].as_micros() as i64);
+            }
+        }
+        gaps.entry(HOPS.len()).or_default().push(answered - at);
+        cli.push(answered - sent);
+        complete_count += usize::from(complete);
+    }
+    println!();
+    println!(
+        "where a follow-up's time goes, pincer chat {} ({complete_count} of {n} follow-ups with every hop; median, p95 in µs)",
+        mode_name(mode)
+    );
+    let show = |name: &str, values: &mut Vec<i64>| {
+        values.sort();
+        let at = |p: f64| values[((p * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+        println!("{name:<44} {:>8} {:>8}", at(0.5), at(0.95));
+    };
+    for (k, (_, name)) in HOPS.iter().enumerate() {
+        if let Some(values) = gaps.get_mut(&k) {
+            show(name, values);
+        }
+    }
+    if let Some(values) = gaps.get_mut(&HOPS.len()) {
+        show("→ answer read by the bench", values);
+        show("total (line written → answer read)", &mut cli);
+    }
+    if !cli_extra.is_empty() {
+        show("the CLI in pincer minus the raw pipe, paired", &mut cli_extra);
+    }
+}
+
+fn wall_us() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_micros() as i64
+}
+
+/// `pincer chat bench` as a child process, started at its first line.
+struct Chat {
+    _sandbox: Sandbox,
+    command: Option<tokio::process::Command>,
+    child: Option<tokio::process::Child>,
+    stdin: Option<tokio::process::ChildStdin>,
+    lines: Option<tokio::io::Lines<BufReader<tokio::process::ChildStdout>>>,
+    /// `(hop, unix µs)` from its log, when it logs hops.
+    hops: Arc<Mutex<Vec<(String, i64)>>>,
+    log: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Chat {
+    /// A data dir with group `bench` in `mode`; the process is not started yet.
+    async fn start(api: &FakeApi, exe: &Path, mode: SandboxMode, hops: bool) -> Chat {
+        let mut sandbox = Sandbox::new(api);
+        sandbox.config.sandbox.mode = mode;
+        sandbox.add_group("bench", None).await;
+        let config = sandbox.write_config();
+        #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .arg("--config")
+            .arg(&config)
+            .args(["chat", "bench"])
+            .current_dir(sandbox.root())
+            .env_remove("CLAUDECODE")
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", if hops { "warn,pincer::hop=debug" } else { "warn" })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // pincer rejects unknown PINCER_* variables: the bench's own knobs and the tests' CLI path.
+        for (key, _) in std::env::vars_os() {
+            if key.to_string_lossy().starts_with("PINCER_") {
+                command.env_remove(key);
+            }
+        }
+        Chat {
+            _sandbox: sandbox,
+            command: Some(command),
+            child: None,
+            stdin: None,
+            lines: None,
+            hops: Arc::default(),
+            log: None,
+        }
+    }
+
+    fn spawn(&mut self) {
+        let Some(mut command) = self.command.take() else { return };
+        let mut child = command.spawn().expect("pincer chat starts");
+        self.stdin = child.stdin.take();
+        self.lines = Some(BufReader::new(child.stdout.take().expect("stdout is piped")).lines());
+        let mut log = BufReader::new(child.stderr.take().expect("stderr is piped")).lines();
+        let hops = self.hops.clone();
+        self.log = Some(tokio::spawn(async move {
+            while let Ok(Some(line)) = log.next_line().await {
+                match parse_hop(&line) {
+                    Some(hop) => hops.lock().unwrap().push(hop),
+                    None => eprintln!("pincer chat: {line}"),
+                }
+            }
+        }));
+        self.child = Some(child);
+    }
+
+    /// One line in, lines read until its answer.
+    async fn round_trip(&mut self, text: &str) -> Duration {
+        let start = Instant::now();
+        self.spawn();
+        let stdin = self.stdin.as_mut().expect("started");
+        stdin.write_all(format!("{text}\n").as_bytes()).await.expect("pincer chat reads its stdin");
+        stdin.flush().await.unwrap();
+        let want = format!("ECHO: {text}");
+        let lines = self.lines.as_mut().expect("started");
+        let read = async {
+            while let Some(line) = lines.next_line().await.expect("pincer chat's stdout") {
+                if line == want {
+                    return;
+                }
+                eprintln!("pincer chat printed: {line}");
+            }
+            panic!("pincer chat ended before answering {text:?}");
+        };
+        tokio::time::timeout(PATIENCE, read).await.expect("an answer within the patience limit");
+        start.elapsed()
+    }
+
+    /// Ends input, waits for the process; returns the hops it logged.
+    async fn close(mut self) -> Vec<(String, i64)> {
+        self.stdin = None;
+        if let Some(mut child) = self.child.take() {
+            let status = tokio::time::timeout(PATIENCE, child.wait()).await.expect("pincer chat ends").unwrap();
+            assert!(status.success(), "pincer chat exited with {status}");
+        }
+        if let Some(log) = self.log.take() {
+            let _ = log.await;
+        }
+        std::mem::take(&mut *self.hops.lock().unwrap())
+    }
+}
+
+/// `(hop, at_us)` of a `pincer::hop` debug line (`... pincer::hop: hop="stored" at_us=1700000000000000`).
+fn parse_hop(line: &str) -> Option<(String, i64)> {
+    if !line.contains("pincer::hop") {
+        return None;
+    }
+    let field = |key: &str| {
+        let at = line.find(key)? + key.len();
+        let rest = &line[at..];
+        Some(rest.split_whitespace().next()?.trim_matches('"').to_owned())
+    };
+    Some((field("hop=")?, field("at_us=")?.parse().ok()?))
+}

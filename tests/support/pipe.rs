@@ -1,0 +1,145 @@
+//! The raw CLI pipe the latency benches compare pincer with, and their
+//! paired statistics: `claude -p --input-format stream-json ...` driven
+//! directly, a user line in and lines read until its `result`.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use super::cli::{claude_bin, stream_json_args, ENV_TO_REMOVE};
+use super::harness::PATIENCE;
+
+/// The long-lived pipe's flags, as pincer passes them (without its MCP tools).
+pub fn pipe_args() -> Vec<String> {
+    let mut args = stream_json_args();
+    args.extend(["--permission-prompt-tool".to_owned(), "stdio".to_owned()]);
+    args
+}
+
+/// The CLI's stream-json pipe, driven directly: what pincer wraps.
+pub struct RawPipe {
+    _dir: tempfile::TempDir,
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawPipe {
+    /// With `env` (its `HOME` becomes a folder of the pipe's own).
+    pub fn start(mut env: Vec<(String, String)>) -> RawPipe {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&cwd).unwrap();
+        env.retain(|(k, _)| k != "HOME");
+        env.push(("HOME".into(), home.display().to_string()));
+        let mut cmd = offline_cli(&cwd, &env, Stdio::piped());
+        cmd.args(pipe_args());
+        RawPipe::spawn(dir, cmd)
+    }
+
+    /// Starts `cmd` (stdin and stdout piped); `dir` lives as long as the pipe.
+    pub fn spawn(dir: tempfile::TempDir, mut cmd: Command) -> RawPipe {
+        let mut child = cmd.spawn().expect("claude starts");
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        RawPipe { _dir: dir, child, stdin, lines }
+    }
+
+    /// One user line in, lines read until its `result`.
+    pub async fn round_trip(&mut self, text: &str) -> Duration {
+        let start = Instant::now();
+        self.send(text).await;
+        self.answer(text).await;
+        start.elapsed()
+    }
+
+    /// Writes one user line.
+    pub async fn send(&mut self, text: &str) {
+        let line = serde_json::json!({"type": "user", "message": {"role": "user", "content": text}});
+        self.stdin.write_all(format!("{line}\n").as_bytes()).await.expect("the CLI reads its stdin");
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// Reads lines until the `result`, which must echo `text`.
+    pub async fn answer(&mut self, text: &str) {
+        let result = tokio::time::timeout(PATIENCE, async {
+            while let Some(line) = self.lines.next_line().await.expect("the CLI's stdout") {
+                if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                    if value["type"] == "result" {
+                        return value;
+                    }
+                }
+            }
+            panic!("the CLI closed its stdout");
+        })
+        .await
+        .expect("a result within the patience limit");
+        assert_eq!(result["result"].as_str(), Some(format!("ECHO: {text}").as_str()), "{result}");
+    }
+
+    pub async fn close(mut self) {
+        drop(self.stdin);
+        let _ = tokio::time::timeout(PATIENCE, self.child.wait()).await;
+    }
+}
+
+/// The CLI in `cwd` with the tests' offline environment, stdout piped.
+pub fn offline_cli(cwd: &Path, env: &[(String, String)], stdin: Stdio) -> Command {
+    #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
+    let mut cmd = Command::new(claude_bin());
+    cmd.current_dir(cwd)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    for key in ENV_TO_REMOVE {
+        cmd.env_remove(key);
+    }
+    cmd
+}
+
+/// Nearest-rank percentile (`p` in 0..=100) of unsorted samples.
+pub fn percentile(samples: &[Duration], p: f64) -> Duration {
+    assert!(!samples.is_empty(), "no samples");
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// `side[i] − raw[i]` in ms, sorted: each sample against the raw pipe's
+/// same sample, sent right before or after it, so a busy moment cancels out.
+pub fn paired_deltas_ms(side: &[Duration], raw: &[Duration]) -> Vec<f64> {
+    let mut deltas: Vec<f64> = side.iter().zip(raw).map(|(s, r)| ms(*s) - ms(*r)).collect();
+    deltas.sort_by(f64::total_cmp);
+    deltas
+}
+
+/// The median of [`paired_deltas_ms`].
+pub fn paired_median_ms(side: &[Duration], raw: &[Duration]) -> f64 {
+    let deltas = paired_deltas_ms(side, raw);
+    let n = deltas.len();
+    if n % 2 == 1 {
+        deltas[n / 2]
+    } else {
+        (deltas[n / 2 - 1] + deltas[n / 2]) / 2.0
+    }
+}
+
+/// Nearest-rank percentile of [`paired_deltas_ms`].
+pub fn paired_percentile_ms(side: &[Duration], raw: &[Duration], p: f64) -> f64 {
+    let deltas = paired_deltas_ms(side, raw);
+    let rank = ((p / 100.0) * deltas.len() as f64).ceil() as usize;
+    deltas[rank.clamp(1, deltas.len()) - 1]
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}

@@ -56,14 +56,29 @@ async fn sent_within(bot: &FakeBot, chat: i64, n: usize, limit: Duration) -> Vec
     .unwrap_or_else(|_| panic!("{n} message(s) in chat {chat} within {limit:?}: {:?}", bot.sent(chat)))
 }
 
-/// Long enough after a delivery for a duplicate (a retry after success) to show.
-async fn settle() {
-    tokio::time::sleep(Duration::from_secs(3)).await;
+/// The text of the message that closes a test; echoed in its answer.
+const MARKER: &str = "MARKER after the rest";
+
+/// Says [`MARKER`] in `chat` and waits for its answer; returns what reached
+/// the chat before it. A chat's replies are delivered in order, each whole
+/// before the next is tried, so a duplicate of an earlier reply (a retry after
+/// success) would be among them: no fixed wait is needed to rule one out.
+async fn before_a_marker(bot: &FakeBot, chat: &TgChat, from: &TgUser) -> Vec<Sent> {
+    bot.say(chat, from, MARKER);
+    bot.wait_for("the marker's answer", |bot| bot.sent(chat.id).iter().any(|s| s.text.contains(MARKER))).await;
+    let mut sent = bot.sent(chat.id);
+    let marker = sent.iter().position(|s| s.text.contains(MARKER)).unwrap();
+    sent.truncate(marker);
+    sent
 }
 
-/// `(ok, error)` of each `sendMessage` the bot tried.
+/// `(ok, error)` of each `sendMessage` the bot tried, but the marker's.
 fn send_tries(bot: &FakeBot) -> Vec<(bool, Option<String>)> {
-    bot.calls_to("sendMessage").into_iter().map(|c| (c.ok, c.error)).collect()
+    bot.calls_to("sendMessage")
+        .into_iter()
+        .filter(|c| !c.params.to_string().contains(MARKER))
+        .map(|c| (c.ok, c.error))
+        .collect()
 }
 
 /// The delivery states of the group's results, as `pincer history` shows them.
@@ -90,14 +105,14 @@ async fn a_reply_produced_during_a_40s_outage_arrives_after_it_exactly_once() {
     bot.say(&team(), &alice(), "during the OUTAGE");
     let sent = sent_within(&bot, team().id, 1, THROUGH_AN_OUTAGE).await;
     assert!(sent[0].text.contains("during the OUTAGE"), "{}", sent[0].text);
-    settle().await;
-    assert_eq!(bot.sent(team().id).len(), 1, "exactly once: {:?}", bot.sent(team().id));
+    let before = before_a_marker(&bot, &team(), &alice()).await;
+    assert_eq!(before.len(), 1, "exactly once: {before:?}");
 
     let tries = send_tries(&bot);
     assert!(tries.len() >= 2, "tried during the outage, then after it: {tries:?}");
     assert!(tries[..tries.len() - 1].iter().all(|t| t.1.as_deref() == Some("fault: 502")), "{tries:?}");
     assert!(tries.last().unwrap().0, "{tries:?}");
-    assert_eq!(result_deliveries(&sandbox.store().await).await, ["delivered"]);
+    assert_eq!(result_deliveries(&sandbox.store().await).await, ["delivered", "delivered"], "the reply, the marker's");
     pincer.stop().await;
 }
 
@@ -112,8 +127,8 @@ async fn a_reply_produced_while_connections_drop_arrives_later() {
     bot.say(&team(), &alice(), "while the NETWORK drops");
     let sent = sent_within(&bot, team().id, 1, PATIENCE).await;
     assert!(sent[0].text.contains("while the NETWORK drops"), "{}", sent[0].text);
-    settle().await;
-    assert_eq!(bot.sent(team().id).len(), 1, "exactly once: {:?}", bot.sent(team().id));
+    let before = before_a_marker(&bot, &team(), &alice()).await;
+    assert_eq!(before.len(), 1, "exactly once: {before:?}");
     let tries = send_tries(&bot);
     assert!(tries.iter().any(|t| t.1.as_deref() == Some("fault: connection dropped")), "{tries:?}");
     pincer.stop().await;
@@ -138,9 +153,8 @@ async fn a_long_reply_cut_by_an_outage_midway_is_completed_without_repeating_a_p
     bot.wait_for("the first part", |bot| !bot.sent(private.id).is_empty()).await;
     bot.outage(&["sendMessage"], 503, Duration::from_secs(5));
     let sent = sent_within(&bot, private.id, parts, THROUGH_AN_OUTAGE).await;
-    settle().await;
-    let sent_now = bot.sent(private.id);
-    assert_eq!(sent_now.len(), parts, "every part once: {:?}", sent_now.iter().map(|s| &s.text).collect::<Vec<_>>());
+    let before = before_a_marker(&bot, &private, &user).await;
+    assert_eq!(before.len(), parts, "every part once: {:?}", before.iter().map(|s| &s.text).collect::<Vec<_>>());
     for i in 0..12 {
         let holding = sent.iter().filter(|s| s.text.contains(&format!("Paragraph {i}:"))).count();
         assert_eq!(holding, 1, "paragraph {i} arrived once");
@@ -174,9 +188,10 @@ async fn pincer_killed_while_a_send_hangs_delivers_it_on_the_next_run_once() {
     let pincer = sandbox.spawn_daemon();
     let sent = sent_within(&bot, team().id, 1, PATIENCE).await;
     assert!(sent[0].text.contains("answer me BEFORE the crash"), "{}", sent[0].text);
-    settle().await;
-    let sent = bot.sent(team().id);
-    assert_eq!(sent.len(), 1, "once, and no restart notice (the message was answered): {sent:?}");
-    assert_eq!(api.main_requests().len(), 1, "the answer came from the store, not a second turn");
+    let before = before_a_marker(&bot, &team(), &alice()).await;
+    assert_eq!(before.len(), 1, "once, and no restart notice (the message was answered): {before:?}");
+    let turns = api.user_texts();
+    assert_eq!(turns.len(), 2, "the answer came from the store, not a second turn: {turns:?}");
+    assert!(!turns[1].contains("BEFORE the crash"), "the marker's turn holds only the marker: {turns:?}");
     pincer.stop().await;
 }

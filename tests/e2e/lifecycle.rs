@@ -39,10 +39,12 @@ async fn idle_close_waits_for_background_work() {
 
     pincer.send(&group, "BGBASH").await;
     pincer.next_outbound().await;
-    // Far past the idle timeout, the task still runs and the process stays.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let status = pincer.status(&group).await;
-    assert!(status.live && status.running_tasks == 1, "{status:?}");
+    let running = pincer.wait_status(&group, |s| s.running_tasks == 1 || !s.live).await;
+    assert!(running.live, "{running:?}");
+    // The task ends 4 s in, far past the idle timeout: whichever comes first,
+    // its end or a close, says whether the process stayed while it ran.
+    let ended = pincer.wait_status(&group, |s| s.running_tasks == 0 || !s.live).await;
+    assert!(ended.live, "the session stayed while its task ran: {ended:?}");
     assert_eq!(pincer.next_outbound().await.text, "FOLLOWUP: done");
     pincer.wait_status(&group, |s| !s.live).await;
     assert_eq!(pincer.session_events(&group).await, ["started", "idle_closed"]);
@@ -74,6 +76,9 @@ async fn a_waiting_group_closes_exactly_one_idle_session() {
     let api = FakeApi::start(fake_api::echo()).await;
     let mut sandbox = Sandbox::new(&api);
     sandbox.config.claude.max_live_sessions = 2;
+    // Long enough for `three` to ask for a slot first; short enough that the
+    // session that keeps its slot closes by itself, which ends the test.
+    sandbox.config.claude.idle_timeout = Duration::from_secs(3);
     let a = sandbox.add_group("one", None).await;
     let b = sandbox.add_group("two", None).await;
     let c = sandbox.add_group("three", None).await;
@@ -88,16 +93,13 @@ async fn a_waiting_group_closes_exactly_one_idle_session() {
 
     pincer.send(&c, "from three").await;
     assert_eq!(pincer.next_outbound().await.text, "ECHO: from three");
-    // Give a second, wrongful close time to happen.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let (one, two) = (pincer.status(&a).await, pincer.status(&b).await);
-    assert_eq!(
-        [one.live, two.live].iter().filter(|live| !**live).count(),
-        1,
-        "one idle session yielded: {one:?} {two:?}"
-    );
-    let yielded = pincer.session_events(&a).await.len() + pincer.session_events(&b).await.len();
-    assert_eq!(yielded, 3, "two starts and one yield");
+    // A second, wrongful yield would close the other session before its idle
+    // timeout does: the close that ends each session says which it was.
+    pincer.wait_status(&a, |s| !s.live).await;
+    pincer.wait_status(&b, |s| !s.live).await;
+    let mut closes = [pincer.session_events(&a).await, pincer.session_events(&b).await];
+    closes.sort();
+    assert_eq!(closes, [["started", "idle_closed"], ["started", "yielded"]], "one idle session yielded");
     pincer.stop().await;
 }
 

@@ -13,7 +13,7 @@ use pincer::store::{GroupSettings, HistoryEntry};
 use sqlx::{Connection, Executor, SqliteConnection};
 
 use crate::support::fake_api::{self, FakeApi};
-use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
+use crate::support::fake_bot::{ChatKind, FakeBot, Sent, TgChat, TgUser};
 use crate::support::harness::{spawn_pincer_run, Sandbox, PATIENCE};
 use crate::support::store_lock::WriteLock;
 
@@ -44,9 +44,30 @@ fn say(bot: &FakeBot, text: &str) -> u64 {
     bot.update_of(team().id, message).expect("the fake queued an update")
 }
 
-/// Long enough after a reply for a second one (a duplicate) to show.
-async fn settle() {
-    tokio::time::sleep(Duration::from_secs(3)).await;
+/// The text of the message that closes a test; echoed in its answer.
+const MARKER: &str = "MARKER after the rest";
+
+/// Says [`MARKER`] in the team chat and waits for its answer; returns what
+/// reached the chat before it. A chat's updates are taken in order, its turns
+/// run in order and its replies are delivered in order, so a second answer to
+/// an earlier message would be among them: no fixed wait rules one out.
+async fn before_a_marker(bot: &FakeBot) -> Vec<Sent> {
+    say(bot, MARKER);
+    bot.wait_for("the marker's answer", |bot| bot.sent(team().id).iter().any(|s| s.text.contains(MARKER))).await;
+    let mut sent = bot.sent(team().id);
+    let marker = sent.iter().position(|s| s.text.contains(MARKER)).unwrap();
+    sent.truncate(marker);
+    sent
+}
+
+/// The user text of each turn the agent was asked; the last must be the
+/// marker's alone (a message answered again would share its turn).
+fn turns_before_the_marker(api: &FakeApi) -> Vec<String> {
+    let mut turns = api.user_texts();
+    let last = turns.pop().expect("the marker's turn");
+    assert!(last.contains(MARKER) && turns.iter().all(|t| !t.contains(MARKER)), "{turns:?} then {last}");
+    assert!(!last.contains("hello"), "the marker's turn holds only the marker: {last}");
+    turns
 }
 
 #[tokio::test]
@@ -72,9 +93,9 @@ async fn a_message_pincer_dies_holding_is_answered_after_the_restart() {
     let sent = bot.wait_sent(team().id, 1).await;
     assert!(sent[0].text.contains("hello HELD1"), "{}", sent[0].text);
     bot.wait_for("the update to be confirmed", |bot| !bot.is_unconfirmed(update)).await;
-    settle().await;
-    assert_eq!(bot.sent(team().id).len(), 1, "answered once: {:?}", bot.sent(team().id));
-    assert_eq!(api.main_requests().len(), 1);
+    let before = before_a_marker(&bot).await;
+    assert_eq!(before.len(), 1, "answered once: {before:?}");
+    assert_eq!(turns_before_the_marker(&api).len(), 1);
     pincer.stop().await;
 }
 
@@ -96,9 +117,9 @@ async fn a_message_telegram_sends_again_is_answered_once() {
         bot.times_handed_out(update) >= 2 && !bot.is_unconfirmed(update)
     })
     .await;
-    settle().await;
-    assert_eq!(bot.sent(team().id).len(), 1, "not answered twice: {:?}", bot.sent(team().id));
-    assert_eq!(api.main_requests().len(), 1, "no second turn");
+    let before = before_a_marker(&bot).await;
+    assert_eq!(before.len(), 1, "not answered twice: {before:?}");
+    assert_eq!(turns_before_the_marker(&api).len(), 1, "no second turn");
     let store = sandbox.store().await;
     let history = store.history(&"team".parse().unwrap(), 50).await.unwrap();
     let stored = history

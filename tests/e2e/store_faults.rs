@@ -84,9 +84,14 @@ async fn whatsapp_a_message_the_store_cannot_take_is_not_acked_and_is_answered_o
     wa.deliver(message);
     let sent = wa.wait_sent(FAMILY, 2).await;
     assert!(sent[1].text.starts_with("ECHO: ") && sent[1].text.contains("are you there"), "{}", sent[1].text);
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(wa.sent(FAMILY).len(), 2, "answered once");
-    assert_eq!(api.main_requests().len(), 1);
+    // Taken, answered and delivered in order: a second answer would come
+    // before the marker's.
+    wa.say(FAMILY, &alice, "@Andy MARKER after the rest");
+    let before = wa.sent_before(FAMILY, "MARKER after the rest").await;
+    assert_eq!(before.len(), 2, "answered once: {before:?}");
+    let turns = api.user_texts();
+    assert_eq!(turns.len(), 2, "one turn, then the marker's: {turns:?}");
+    assert!(!turns[1].contains("are you there"), "{turns:?}");
     pincer.stop().await;
 }
 

@@ -15,7 +15,7 @@ use whatsapp_rust::waproto::whatsapp as wa;
 
 use crate::support::fake_api::{self, FakeApi, Reply};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
-use crate::support::fake_wa::{inbound, mentioning, replying, FakeWa, Person, BOT_LID, BOT_NUMBER};
+use crate::support::fake_wa::{inbound, mentioning, replying, FakeWa, Person, WaSent, BOT_LID, BOT_NUMBER};
 use crate::support::harness::{Sandbox, PATIENCE};
 
 const FAMILY: &str = "120363012345678901@g.us";
@@ -43,9 +43,21 @@ async fn family_sandbox(api: &FakeApi, settings: GroupSettings) -> Sandbox {
     sandbox
 }
 
-/// Time for a message that should reach nobody to have done so, if it would.
-async fn quiet() {
-    tokio::time::sleep(Duration::from_secs(2)).await;
+/// The text of the message that closes a test (it engages); echoed in its answer.
+const MARKER: &str = "@Andy MARKER after the rest";
+
+/// Alice says [`MARKER`] in the family group; returns what the group got
+/// before its answer, and the user text of each agent turn before the
+/// marker's own. Anything an earlier message would have caused (a reply, a
+/// turn) comes first, or shares the marker's turn: none of `ruled_out` may.
+async fn before_a_marker(wa: &FakeWa, api: &FakeApi, ruled_out: &[&str]) -> (Vec<WaSent>, Vec<String>) {
+    wa.say(FAMILY, &alice(), MARKER);
+    let sent = wa.sent_before(FAMILY, "MARKER after the rest").await;
+    let mut turns = api.user_texts();
+    let last = turns.pop().expect("the marker's turn");
+    assert!(last.contains("MARKER") && !turns.iter().any(|t| t.contains("MARKER")), "{turns:?} then {last}");
+    assert!(!ruled_out.iter().any(|text| last.contains(text)), "the marker's turn holds it alone: {last}");
+    (sent, turns)
 }
 
 #[tokio::test]
@@ -94,11 +106,9 @@ async fn the_same_message_delivered_twice_is_answered_once() {
     wa.wait_sent(FAMILY, 1).await;
     // WhatsApp redelivers after a reconnect.
     wa.deliver(message);
-    wa.say(FAMILY, &alice(), "@Andy and now?");
-    let sent = wa.wait_sent(FAMILY, 2).await;
-    quiet().await;
-    assert_eq!(wa.sent(FAMILY).len(), 2, "{sent:?}");
-    assert_eq!(api.main_requests().len(), 2, "the copy never reached the agent");
+    let (sent, turns) = before_a_marker(&wa, &api, &["once please"]).await;
+    assert_eq!(sent.len(), 1, "answered once: {sent:?}");
+    assert_eq!(turns.len(), 1, "the copy never reached the agent: {turns:?}");
     pincer.stop().await;
 }
 
@@ -122,8 +132,9 @@ async fn mentions_of_the_bots_lid_and_replies_to_its_messages_engage_and_its_own
     let me = Person { name: "Me", number: BOT_NUMBER, lid: None };
     wa.deliver(inbound(FAMILY, &me, "3EB0FROMME", wa::Message::text("@Andy from the phone"), true));
     wa.deliver(inbound(FAMILY, &bob(), &bot_reply, wa::Message::text("@Andy echoed back"), false));
-    quiet().await;
-    assert_eq!(api.main_requests().len(), 2, "its own messages reached no agent");
+    let (sent, turns) = before_a_marker(&wa, &api, &["from the phone", "echoed back"]).await;
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(turns.len(), 2, "its own messages reached no agent: {turns:?}");
     pincer.stop().await;
 }
 
@@ -140,8 +151,10 @@ async fn a_group_that_is_not_registered_reaches_no_agent_but_can_ask_its_id() {
     let sent = wa.wait_sent(stranger, 1).await;
     assert!(sent[0].text.contains(&format!("pincer groups add NAME --whatsapp {stranger}")), "{}", sent[0].text);
     assert!(sent[0].text.contains("--admin 4915100000001"), "{}", sent[0].text);
-    quiet().await;
-    assert!(api.main_requests().is_empty(), "no agent was asked");
+    // The adapter takes events in order: the stranger's message was handled
+    // before the marker, and the only group it could wrongly reach is this one.
+    let (_, turns) = before_a_marker(&wa, &api, &["please answer"]).await;
+    assert!(turns.is_empty(), "no agent was asked: {turns:?}");
     pincer.stop().await;
 }
 
@@ -282,8 +295,8 @@ async fn a_reply_queued_while_disconnected_is_delivered_after_reconnecting() {
     wa.connected();
     let sent = wa.wait_sent(FAMILY, 1).await;
     assert!(sent[0].text.contains("answer me later"), "{}", sent[0].text);
-    quiet().await;
-    assert_eq!(wa.sent(FAMILY).len(), 1, "once");
+    let (sent, _) = before_a_marker(&wa, &api, &["answer me later"]).await;
+    assert_eq!(sent.len(), 1, "once: {sent:?}");
     pincer.stop().await;
 }
 

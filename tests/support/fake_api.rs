@@ -389,6 +389,13 @@ impl FakeApi {
         self.requests().into_iter().filter(|r| r.is_streaming() && !r.is_subagent()).collect()
     }
 
+    /// The user text that opened each main-agent request, oldest first. A test
+    /// that ends with a marker message reads what came before it here: two
+    /// messages taken together share one request's text.
+    pub fn user_texts(&self) -> Vec<String> {
+        self.main_requests().iter().map(RecordedRequest::last_user_text).collect()
+    }
+
     /// `METHOD path?query` of every other request (count_tokens, unknown paths).
     pub fn other_requests(&self) -> Vec<String> {
         self.shared.other.lock().unwrap().clone()

@@ -172,6 +172,20 @@ impl FakeWa {
         self.sent(chat)
     }
 
+    /// Waits until pincer sends `chat` a message holding `needle`; returns what
+    /// it sent there before that one. A group's messages are taken in order,
+    /// its turns run in order and its replies go out in order, so an answer
+    /// to a message taken before the one `needle` answers comes first: a
+    /// test needs no fixed wait to rule one out.
+    pub async fn sent_before(&self, chat: &str, needle: &str) -> Vec<WaSent> {
+        let holds = |s: &WaSent| s.text.contains(needle);
+        self.wait_for(&format!("an answer holding {needle:?} in {chat}"), |wa| wa.sent(chat).iter().any(holds)).await;
+        let mut sent = self.sent(chat);
+        let at = sent.iter().position(holds).unwrap();
+        sent.truncate(at);
+        sent
+    }
+
     /// Waits until `f` holds, looking again at every call pincer makes;
     /// panics after [`PATIENCE`] naming `what`.
     pub async fn wait_for(&self, what: &str, f: impl Fn(&FakeWa) -> bool) {

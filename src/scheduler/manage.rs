@@ -121,14 +121,8 @@ mod tests {
     use super::*;
     use crate::domain::schedule::{ContextMode, Trigger};
     use crate::domain::GroupName;
+    use crate::store::tests::store_with;
     use crate::store::GroupSettings;
-
-    async fn store_with(group: &GroupName) -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
-        store.add_group(group, &GroupSettings::default()).await.unwrap();
-        (dir, store)
-    }
 
     fn daily(group: &GroupName) -> NewSchedule {
         let trigger = Trigger::interval("1day").unwrap();

@@ -229,14 +229,8 @@ fn missed(group: &GroupName, context: Result<TakenContext, StoreError>) -> Misse
 mod tests {
     use super::*;
     use crate::domain::Platform;
-    use crate::store::{GroupSettings, InboundState};
-
-    async fn store_with(group: &GroupName) -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
-        store.add_group(group, &GroupSettings::default()).await.unwrap();
-        (dir, store)
-    }
+    use crate::store::tests::store_with;
+    use crate::store::InboundState;
 
     fn said(group: &GroupName, text: &str) -> Inbound {
         Inbound::new(group.clone(), crate::domain::Source::Chat(Platform::Telegram), "ana", text)

@@ -409,4 +409,4 @@ async fn set_states(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

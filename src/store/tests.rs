@@ -9,6 +9,13 @@ pub(super) async fn temp_store() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// A store in a temp dir with `group` registered: for other modules' tests.
+pub(crate) async fn store_with(group: &GroupName) -> (tempfile::TempDir, Store) {
+    let (dir, store) = temp_store().await;
+    store.add_group(group, &GroupSettings::default()).await.unwrap();
+    (dir, store)
+}
+
 fn group(name: &str) -> GroupName {
     name.parse().unwrap()
 }

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 use tokio::time::Instant;
 
 use super::api_error::Seen;
@@ -28,14 +28,13 @@ use super::approvals::{Answered, Approvals};
 use super::cli::CliChild;
 use super::hang::HangWatch;
 use super::hold::UsageHold;
-use super::intake::{self, Intake, Puller, TAKEN_AT_ONCE};
+use super::intake::{Intake, Puller};
 use super::lifecycle::Lifecycle;
 use super::pending::PendingMessage;
-use super::rights::Voice;
 use super::turn::Turn;
 use super::{Command, SessionDeps, SessionStatus, TurnOutcome};
 use crate::claude::process::StdoutLine;
-use crate::domain::{GroupName, Inbound, InboundId, Missed, ToolsFor};
+use crate::domain::{GroupName, InboundId, ToolsFor};
 use crate::sandbox::IsolatedHome;
 use crate::store::{GroupRecord, GroupSettings, InboundState};
 
@@ -321,44 +320,6 @@ impl SessionActor {
                     self.restart().await;
                 }
             }
-        }
-    }
-
-    /// Takes what waits in the group's queue, while there is room: each
-    /// message with the chat lines before it, in order.
-    async fn take_queued(&mut self) {
-        while self.puller.due(TAKEN_AT_ONCE.saturating_sub(self.turn.pending.len())) {
-            let room = TAKEN_AT_ONCE.saturating_sub(self.turn.pending.len());
-            let taken = self.puller.pull(&self.deps.store, &self.intake, &self.group, room).await;
-            if taken.is_empty() {
-                return;
-            }
-            for intake::Taken { id, msg, missed } in taken {
-                self.take_message(id, msg, missed, None).await;
-            }
-            if self.deps.shutdown.is_cancelled() {
-                return;
-            }
-        }
-    }
-
-    /// Takes one stored message: it becomes pending, a process is started if
-    /// none lives, and the message is written to it.
-    async fn take_message(
-        &mut self,
-        id: InboundId,
-        msg: Inbound,
-        missed: Missed,
-        done: Option<oneshot::Sender<TurnOutcome>>,
-    ) {
-        if let Some(done) = done {
-            self.intake.watch(id, done);
-        }
-        let voice = Voice::of(&msg, &missed, &self.policy.admins);
-        let prompt = msg.prompt(&missed, &self.policy.admins);
-        self.turn.pending.push(id, prompt, msg.accepted_at, voice);
-        if self.ensure_live().await {
-            self.write_pending_tail().await;
         }
     }
 

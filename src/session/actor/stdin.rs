@@ -1,16 +1,59 @@
-//! The live process: started when a message needs one (after waiting for a
-//! slot), and the lines written to it.
+//! The messages taken from the group's queue, the live process started when
+//! a message needs one (after waiting for a slot), and the lines written to it.
 
 use std::time::SystemTime;
 
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::{Live, Policy, SessionActor};
 use crate::claude::protocol;
+use crate::domain::{Inbound, InboundId, Missed};
 use crate::session::cli::StartRequest;
+use crate::session::intake::{self, TAKEN_AT_ONCE};
+use crate::session::rights::Voice;
+use crate::session::TurnOutcome;
 use crate::store::InboundState;
 
 impl SessionActor {
+    /// Takes what waits in the group's queue, while there is room: each
+    /// message with the chat lines before it, in order.
+    pub(super) async fn take_queued(&mut self) {
+        while self.puller.due(TAKEN_AT_ONCE.saturating_sub(self.turn.pending.len())) {
+            let room = TAKEN_AT_ONCE.saturating_sub(self.turn.pending.len());
+            let taken = self.puller.pull(&self.deps.store, &self.intake, &self.group, room).await;
+            if taken.is_empty() {
+                return;
+            }
+            for intake::Taken { id, msg, missed } in taken {
+                self.take_message(id, msg, missed, None).await;
+            }
+            if self.deps.shutdown.is_cancelled() {
+                return;
+            }
+        }
+    }
+
+    /// Takes one stored message: it becomes pending, a process is started if
+    /// none lives, and the message is written to it.
+    pub(super) async fn take_message(
+        &mut self,
+        id: InboundId,
+        msg: Inbound,
+        missed: Missed,
+        done: Option<oneshot::Sender<TurnOutcome>>,
+    ) {
+        if let Some(done) = done {
+            self.intake.watch(id, done);
+        }
+        let voice = Voice::of(&msg, &missed, &self.policy.admins);
+        let prompt = msg.prompt(&missed, &self.policy.admins);
+        self.turn.pending.push(id, prompt, msg.accepted_at, voice);
+        if self.ensure_live().await {
+            self.write_pending_tail().await;
+        }
+    }
+
     pub(super) fn interrupt_line(&mut self) -> String {
         self.next_request += 1;
         protocol::control_request_line(&format!("pincer_interrupt_{}", self.next_request), "interrupt")

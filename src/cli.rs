@@ -359,6 +359,8 @@ async fn chat(config: Config, group: &str, wait: Option<Duration>, shutdown: Can
         wait_limit: wait.unwrap_or(config.console.wait_limit),
         attached: false,
     };
+    // Whatever the chat switches to non-blocking goes back when it ends.
+    let _restore = term::Restore::new();
     let input = BufReader::new(term::input());
     let end = match crate::lock::DataLock::acquire(&config.data_dir).await {
         // No daemon: this chat runs its own engine, and holds the lock so none starts meanwhile.

@@ -8,9 +8,11 @@
 //! A pipe read this way is switched to non-blocking mode, which its other
 //! holders share (it belongs to the open pipe, not to the descriptor): one
 //! that reads or writes it after pincer must expect `EAGAIN`. A pipe made for
-//! `pincer chat` alone (`a | pincer chat` or `pincer chat | b`) has none.
+//! `pincer chat` alone (`a | pincer chat` or `pincer chat | b`) has none, and
+//! [`Restore`] puts the mode back when the chat ends, for what comes after
+//! pincer in a shell's pipeline (`(pincer chat x; echo done) | less`).
 
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::unix::pipe;
@@ -28,6 +30,54 @@ pub fn output() -> Box<dyn AsyncWrite + Send + Unpin> {
     match writer(std::io::stdout().as_fd()) {
         Some(pipe) => Box::new(pipe),
         None => Box::new(tokio::io::stdout()),
+    }
+}
+
+/// Puts stdin's and stdout's blocking mode back as it was when made.
+pub struct Restore {
+    stdin_blocking: bool,
+    stdout_blocking: bool,
+}
+
+impl Restore {
+    /// Notes the mode of stdin and stdout now; dropping it restores them.
+    pub fn new() -> Restore {
+        Restore {
+            stdin_blocking: !non_blocking(std::io::stdin().as_fd()),
+            stdout_blocking: !non_blocking(std::io::stdout().as_fd()),
+        }
+    }
+}
+
+impl Default for Restore {
+    fn default() -> Restore {
+        Restore::new()
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if self.stdin_blocking {
+            set_blocking(std::io::stdin().as_fd());
+        }
+        if self.stdout_blocking {
+            set_blocking(std::io::stdout().as_fd());
+        }
+    }
+}
+
+fn non_blocking(fd: BorrowedFd<'_>) -> bool {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)
+        .is_ok_and(|flags| OFlag::from_bits_truncate(flags).contains(OFlag::O_NONBLOCK))
+}
+
+fn set_blocking(fd: BorrowedFd<'_>) {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    if let Ok(flags) = fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL) {
+        let flags = OFlag::from_bits_truncate(flags) - OFlag::O_NONBLOCK;
+        // Best effort: the chat is over either way.
+        let _ = fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags));
     }
 }
 
@@ -58,6 +108,17 @@ mod tests {
         let mut lines = BufReader::new(input).lines();
         assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("hello"));
         assert_eq!(lines.next_line().await.unwrap(), None, "the end of input is seen");
+    }
+
+    #[tokio::test]
+    async fn a_pipe_gets_its_blocking_mode_back() {
+        let (read_end, _write_end) = std::io::pipe().unwrap();
+        assert!(!non_blocking(read_end.as_fd()));
+        let input = reader(read_end.as_fd()).expect("the reading end of a pipe");
+        assert!(non_blocking(read_end.as_fd()), "shared by every holder of the pipe");
+        drop(input);
+        set_blocking(read_end.as_fd());
+        assert!(!non_blocking(read_end.as_fd()));
     }
 
     #[tokio::test]

@@ -101,9 +101,9 @@ impl Policy {
 
 /// Counts a taken command down once it is handled, or when its handler
 /// panics: a supervised restart must not leave the session "busy" forever.
-struct Taken(Arc<AtomicUsize>);
+struct CountedDown(Arc<AtomicUsize>);
 
-impl Drop for Taken {
+impl Drop for CountedDown {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
@@ -198,9 +198,9 @@ impl SessionActor {
                 Event::Command(cmd) => {
                     // Counted down only now: until the status below shows the
                     // message as pending, `queued` is what keeps the session "busy".
-                    let taken = Taken(self.queued.clone());
+                    let counted = CountedDown(self.queued.clone());
                     self.on_command(cmd).await;
-                    drop(taken);
+                    drop(counted);
                 }
                 Event::Woken => self.puller.woken(self.intake.wakes()),
                 Event::Approved(answered) => self.on_approved(answered).await,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::SessionActor;
+use super::{Live, SessionActor};
 use crate::claude::protocol;
 use crate::domain::InboundId;
 use crate::session::hang::{AfterHang, HANG_GRACE};
@@ -21,23 +21,29 @@ impl SessionActor {
             return;
         };
         let status = live.child.stop(self.deps.config.claude.shutdown_grace).await;
-        drop(live);
         let status_text = status.map_or_else(|| "unknown status".to_owned(), |s| s.to_string());
         let tasks_lost = self.forget_process_state();
         let (stopping, waiting) = (self.deps.shutdown.is_cancelled(), !self.turn.pending.is_empty());
         let max_restarts = self.deps.config.claude.max_restarts;
-        match self.life.after_exit(stopping, waiting, tasks_lost, max_restarts) {
+        let after = self.life.after_exit(stopping, waiting, tasks_lost, max_restarts);
+        let (live, session, detail) = (Some(live), self.life.session_id(), Some(status_text.as_str()));
+        match after {
+            AfterExit::Stopping => drop(live),
+            AfterExit::Fresh { .. } => self.release(live, "fresh", None, None).await,
+            AfterExit::Ended { tasks_lost: false } => self.release(live, "exited", session, detail).await,
+            AfterExit::Ended { tasks_lost: true } | AfterExit::GiveUp { .. } | AfterExit::Restart { .. } => {
+                self.release(live, "crashed", session, detail).await
+            }
+        }
+        match after {
             AfterExit::Stopping => {}
             AfterExit::Fresh { restart } => {
-                self.log_event("fresh", None, None).await;
                 self.notice("The previous conversation could not be found, so a fresh session was started.").await;
                 if restart {
                     self.restart().await;
                 }
             }
             AfterExit::Ended { tasks_lost } => {
-                let kind = if tasks_lost { "crashed" } else { "exited" };
-                self.log_event(kind, self.life.session_id(), Some(&status_text)).await;
                 if tasks_lost {
                     self.notice(format!(
                         "The agent stopped unexpectedly ({status_text}) while background work was running; that \
@@ -47,7 +53,6 @@ impl SessionActor {
                 }
             }
             AfterExit::GiveUp { crashes } => {
-                self.log_event("crashed", self.life.session_id(), Some(&status_text)).await;
                 let text = format!(
                     "The agent stopped unexpectedly ({status_text}) {crashes} times in a row, so pincer gave up on \
                      the unanswered messages (they stay in the history). Check pincer's log, then send them again."
@@ -55,7 +60,6 @@ impl SessionActor {
                 self.give_up(&text).await;
             }
             AfterExit::Restart { backoff } => {
-                self.log_event("crashed", self.life.session_id(), Some(&status_text)).await;
                 self.notice(format!(
                     "The agent stopped unexpectedly ({status_text}); restarting it and resending your message."
                 ))
@@ -168,18 +172,20 @@ impl SessionActor {
                 Ok(None) | Err(_) => break,
             }
         }
-        let stopped = match self.live.take() {
-            Some(mut live) => {
-                live.child.stop(self.deps.config.claude.shutdown_grace).await;
-                Some(live)
-            }
-            None => None,
-        };
+        let mut stopped = self.live.take();
+        if let Some(live) = stopped.as_mut() {
+            live.child.stop(self.deps.config.claude.shutdown_grace).await;
+        }
         self.forget_process_state();
-        self.log_event(reason, self.life.session_id(), None).await;
-        // The slot goes only now: a group waiting for it starts after this
-        // stop is on record, so the events read in the order things happened.
-        drop(stopped);
+        self.release(stopped, reason, self.life.session_id(), None).await;
+    }
+
+    /// Records how a process ended, then lets its slot go: a group waiting
+    /// for the slot starts only after the end is on record, so the session
+    /// events read in the order things happened.
+    async fn release(&self, live: Option<Live>, kind: &str, session_id: Option<&str>, detail: Option<&str>) {
+        self.log_event(kind, session_id, detail).await;
+        drop(live);
     }
 
     /// What belonged to a process that is gone: its turn, its tasks, its

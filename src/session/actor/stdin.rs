@@ -19,8 +19,11 @@ impl SessionActor {
     /// Takes what waits in the group's queue, while there is room: each
     /// message with the chat lines before it, in order.
     pub(super) async fn take_queued(&mut self) {
-        while self.puller.due(TAKEN_AT_ONCE.saturating_sub(self.turn.pending.len())) {
+        loop {
             let room = TAKEN_AT_ONCE.saturating_sub(self.turn.pending.len());
+            if !self.puller.due(room) {
+                return;
+            }
             let taken = self.puller.pull(&self.deps.store, &self.intake, &self.group, room).await;
             if taken.is_empty() {
                 return;

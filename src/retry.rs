@@ -25,6 +25,10 @@ use tokio_util::sync::CancellationToken;
 /// The longest wait a server's `Retry-After` gets.
 pub const ASKED_AT_MOST: Duration = Duration::from_secs(3600);
 
+/// A socket's accept loop after a failed accept (out of descriptors, mostly):
+/// long enough not to spin, short enough that clients barely notice.
+pub const ACCEPT: RetryPolicy = RetryPolicy::new(Duration::from_millis(100), Duration::from_secs(5));
+
 /// Doubling pauses from `first` up to `cap`, with jitter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {

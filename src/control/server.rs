@@ -22,7 +22,7 @@ use crate::channel::approvals::ASK_QUEUE;
 use crate::channel::console::{self, ChatEnd, ConsoleOptions};
 use crate::channel::{ApprovalAsk, Ports};
 use crate::domain::GroupName;
-use crate::retry::{Backoff, RetryPolicy};
+use crate::retry::{self, Backoff};
 use crate::scheduler::SchedulerHandle;
 
 /// How many clients may be connected at once.
@@ -31,10 +31,6 @@ const MAX_CLIENTS: usize = 16;
 const MAX_FRAME: usize = 1 << 20;
 /// How long a new connection may take to say what it wants.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// Pauses after failed accepts (out of descriptors, mostly): long enough not
-/// to spin, short enough that clients barely notice.
-const ACCEPT_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(100), Duration::from_secs(5));
-
 /// The socket could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -156,7 +152,7 @@ async fn hand_out_asks(mut asks: mpsc::Receiver<ApprovalAsk>, attached: Attached
 pub async fn serve(socket: ControlSocket, control: Control, shutdown: CancellationToken) {
     let clients = Arc::new(Semaphore::new(MAX_CLIENTS));
     tracing::info!(socket = %socket.path.display(), "listening for `pincer chat` and change notices");
-    let mut backoff = Backoff::new(ACCEPT_RETRY);
+    let mut backoff = Backoff::new(retry::ACCEPT);
     loop {
         let stream = tokio::select! {
             accepted = socket.listener.accept() => match accepted {

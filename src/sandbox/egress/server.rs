@@ -30,7 +30,7 @@ use super::policy::{Policy, Refusal, Rule};
 use super::resolve::Resolve;
 use crate::domain::net::Host;
 use crate::domain::GroupName;
-use crate::retry::{Backoff, RetryPolicy};
+use crate::retry::{self, Backoff};
 use crate::store::{now_us, EgressDecision, EgressVerdict, EgressVia, Store};
 
 /// How long a client has to send a request's head.
@@ -46,10 +46,6 @@ const MAX_CONNECTIONS: usize = 256;
 const LOG_QUEUE: usize = 1024;
 /// How long open exchanges get to finish once shutdown is asked.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Pauses after failed accepts (out of descriptors, mostly): a spinning loop
-/// would take the descriptors' holders' CPU too.
-const ACCEPT_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(100), Duration::from_secs(5));
-
 /// The egress proxy: one per pincer, serving each group on its own listener,
 /// all logging to the store through one writer task.
 #[derive(Clone)]
@@ -111,7 +107,7 @@ impl EgressProxy {
         });
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
         tracing::info!(group = %group.policy.group(), policy = %group.policy.network(), "egress proxy serving");
-        let mut backoff = Backoff::new(ACCEPT_RETRY);
+        let mut backoff = Backoff::new(retry::ACCEPT);
         loop {
             let permit = tokio::select! {
                 _ = shutdown.cancelled() => break,

@@ -124,8 +124,6 @@ pub struct TakenContext {
     pub lines: Vec<ChatLine>,
     /// How many older ones were left out.
     pub omitted: usize,
-    /// Every line taken, the omitted ones too.
-    pub ids: Vec<InboundId>,
 }
 
 /// A cheap, cloneable handle to the database.
@@ -230,12 +228,11 @@ impl Store {
         let id = |r: &SqliteRow| r.try_get::<i64, _>("id").unwrap_or_default();
         rows.sort_by_key(|r| std::cmp::Reverse(id(r)));
         let omitted = rows.len().saturating_sub(limit);
-        let ids = rows.iter().map(|r| InboundId(id(r))).collect();
         let newest = rows.get(..limit.min(rows.len())).unwrap_or_default();
         let mut lines: Vec<ChatLine> = readable("inbound", newest, |r| Ok(rows::ContextRow::from_row(r)?.into()));
         lines.reverse();
         crate::metrics::hop("context_taken");
-        Ok(TakenContext { lines, omitted, ids })
+        Ok(TakenContext { lines, omitted })
     }
 
     pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {

@@ -334,6 +334,11 @@ pub fn printable_time(t: SystemTime) -> humantime::Rfc3339Timestamp {
     humantime::format_rfc3339_seconds(t.clamp(UNIX_EPOCH, UNIX_EPOCH + LAST))
 }
 
+/// A time as unix microseconds, as the store keeps it (0 before the epoch).
+pub fn unix_us(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
 /// A time stored as unix microseconds; a negative value (a corrupted row) is the epoch.
 pub fn from_unix_us(us: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_micros(u64::try_from(us).unwrap_or(0))

@@ -19,11 +19,7 @@ pub const HOP_TARGET: &str = "pincer::hop";
 /// the bench compares them across processes). The time is read only when
 /// hop events are recorded.
 pub fn hop(name: &'static str) {
-    tracing::debug!(target: "pincer::hop", hop = name, at_us = unix_us_now());
-}
-
-fn unix_us_now() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros())
+    tracing::debug!(target: "pincer::hop", hop = name, at_us = crate::domain::unix_us(std::time::SystemTime::now()));
 }
 
 /// Whether [`hop`] events are recorded (to skip work done only for them).

@@ -16,12 +16,14 @@ mod schedules;
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{FromRow, Row, SqliteConnection, SqlitePool};
 
-use crate::domain::{from_unix_us, ChatLine, GroupName, Inbound, InboundId, PermissionDecision, TaskFrame, TurnResult};
+use crate::domain::{
+    from_unix_us, unix_us, ChatLine, GroupName, Inbound, InboundId, PermissionDecision, TaskFrame, TurnResult,
+};
 
 pub use channels::ChannelHealth;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
@@ -138,18 +140,13 @@ pub struct Store {
 /// same microsecond (or across a clock step back) must still sort in write order.
 pub fn now_us() -> i64 {
     static LAST: AtomicI64 = AtomicI64::new(0);
-    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let wall = i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+    let wall = unix_us(SystemTime::now());
     let prev = LAST.fetch_max(wall, Ordering::Relaxed);
     if wall > prev {
         wall
     } else {
         LAST.fetch_add(1, Ordering::Relaxed) + 1
     }
-}
-
-fn unix_us(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 impl Store {

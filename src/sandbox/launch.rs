@@ -17,7 +17,6 @@ use super::seccomp::Filter;
 use super::{bwrap, docker, env, Availability, Confinement};
 use crate::claude::process::{PassFd, SpawnSpec};
 use crate::claude::session_args;
-use crate::config::SandboxMode;
 use crate::config::{Config, Secret};
 use crate::domain::GroupName;
 use crate::groups;
@@ -114,10 +113,7 @@ impl Launcher {
         stop_proxy: CancellationToken,
     ) -> Result<Launcher, SandboxError> {
         let sandbox = &config.sandbox;
-        let wants_docker = sandbox.docker_image.is_some()
-            && std::iter::once(sandbox.mode)
-                .chain(sandbox.groups.values().filter_map(|g| g.mode))
-                .any(|m| matches!(m, SandboxMode::Docker | SandboxMode::Auto));
+        let wants_docker = super::wants_docker(sandbox);
         let availability = Availability::probe(super::wants_bwrap(sandbox), wants_docker).await;
         crate::metrics::hop("sandbox_probed");
         let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());

@@ -59,9 +59,18 @@ pub(crate) fn stable_hash(bytes: &[u8]) -> String {
 /// Whether any group may run in bwrap: the default mode or a group's own is
 /// `auto` or `bwrap`. When none may, starting needs no bwrap probe.
 pub fn wants_bwrap(sandbox: &crate::config::SandboxConfig) -> bool {
-    std::iter::once(sandbox.mode)
-        .chain(sandbox.groups.values().filter_map(|g| g.mode))
-        .any(|m| matches!(m, SandboxMode::Bwrap | SandboxMode::Auto))
+    any_mode(sandbox, &[SandboxMode::Bwrap, SandboxMode::Auto])
+}
+
+/// Whether any group may run in Docker: an image is set, and the default mode
+/// or a group's own is `auto` or `docker`. When none may, no Docker probe.
+pub fn wants_docker(sandbox: &crate::config::SandboxConfig) -> bool {
+    sandbox.docker_image.is_some() && any_mode(sandbox, &[SandboxMode::Docker, SandboxMode::Auto])
+}
+
+/// Whether the default mode or any group's own is one of `modes`.
+fn any_mode(sandbox: &crate::config::SandboxConfig, modes: &[SandboxMode]) -> bool {
+    std::iter::once(sandbox.mode).chain(sandbox.groups.values().filter_map(|g| g.mode)).any(|m| modes.contains(&m))
 }
 
 /// Which confinements work on this machine, and why not.

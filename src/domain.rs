@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+pub mod activity;
 pub mod net;
 pub mod schedule;
 

@@ -19,6 +19,7 @@
 pub mod approvals;
 pub mod console;
 pub mod delivery;
+pub mod progress;
 mod split;
 pub mod telegram;
 mod text;

@@ -272,6 +272,39 @@ impl Features {
         Features { disable_userns: Err(why.to_owned()), bind_fd: Err(why.to_owned()), seccomp: Err(why.to_owned()) }
     }
 
+    /// Probes bwrap and every feature with one sandbox that uses them all:
+    /// one process start where a current bwrap is installed, which is most
+    /// of what a cold `pincer chat` waits for before its CLI starts. Only
+    /// when that sandbox fails are they probed one by one (all at once), to
+    /// say which one this bwrap lacks.
+    pub async fn probe_with_bwrap() -> (Result<(), String>, Features) {
+        if let Ok(filter) = Self::probe_together().await {
+            let ok = Features { disable_userns: Ok(()), bind_fd: Ok(()), seccomp: Ok(filter) };
+            return (Ok(()), ok);
+        }
+        match tokio::join!(probe(), Features::probe()) {
+            (Ok(()), features) => (Ok(()), features),
+            (Err(why), _) => (Err(why), Features::none("bwrap does not work here")),
+        }
+    }
+
+    /// One sandbox with every feature; the filter it loaded when it ran.
+    async fn probe_together() -> Result<Filter, String> {
+        let usr = std::fs::File::open("/usr").map_err(|e| format!("cannot open /usr: {e}"))?;
+        let usr = PassFd::new(usr.into()).map_err(|e| e.to_string())?;
+        let filter = Filter::build().map_err(|e| e.to_string())?;
+        let mut fds = filter.descriptors().map_err(|e| e.to_string())?;
+        let mut args = vec!["--disable-userns".to_owned()];
+        args.extend(["--ro-bind-fd".to_owned(), usr.number().to_string(), "/probe".to_owned()]);
+        args.extend(fds.iter().flat_map(|fd| ["--add-seccomp-fd".to_owned(), fd.number().to_string()]));
+        fds.push(usr);
+        let out = run_probe(&args, &fds).await?;
+        match out.status.success() {
+            true => Ok(filter),
+            false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+        }
+    }
+
     pub async fn probe() -> Features {
         let disable_userns = async {
             let needs = "bubblewrap 0.8 or later has it";

@@ -86,18 +86,15 @@ impl Availability {
     /// Probes bwrap when `probe_bwrap`, and docker only when `probe_docker`
     /// (its probe talks to a daemon and may be slow), all at once: every
     /// probe is a process start, and `pincer chat` waits for them before its
-    /// first answer. bwrap's features are probed beside bwrap itself and
-    /// count only if it works.
+    /// first answer. bwrap's features are probed with bwrap itself (one
+    /// sandbox for all where it can) and count only if it works.
     pub async fn probe(probe_bwrap: bool, probe_docker: bool) -> Availability {
         let bwrap = async {
             if !probe_bwrap {
                 let why = "not probed: no group's sandbox mode asks for bwrap";
                 return (Err(why.to_owned()), bwrap::Features::none(why));
             }
-            match tokio::join!(bwrap::probe(), bwrap::Features::probe()) {
-                (Ok(()), features) => (Ok(()), features),
-                (Err(why), _) => (Err(why), bwrap::Features::none("bwrap does not work here")),
-            }
+            bwrap::Features::probe_with_bwrap().await
         };
         let docker = async {
             if probe_docker {

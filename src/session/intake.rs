@@ -199,7 +199,10 @@ impl Puller {
         let mut taken = Vec::with_capacity(pulled.len());
         for p in pulled {
             self.after = p.id;
-            let context = store.take_context(group, CONTEXT_LIMIT, p.id).await;
+            let context = match p.has_context {
+                true => store.take_context(group, CONTEXT_LIMIT, p.id).await,
+                false => Ok(TakenContext::default()),
+            };
             taken.push(Taken { id: p.id, msg: p.msg, missed: missed(group, context) });
         }
         taken

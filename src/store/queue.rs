@@ -20,6 +20,9 @@ use crate::domain::{from_unix_us, GroupName, Inbound, InboundId};
 pub struct Pulled {
     pub id: InboundId,
     pub msg: Inbound,
+    /// Observed chat lines wait before it: only then is its context taken
+    /// (the common case, a chat with nothing unseen, costs no second write).
+    pub has_context: bool,
 }
 
 /// What a restart found left unanswered in one group, now queued again.
@@ -41,8 +44,10 @@ impl Store {
     ) -> Result<Vec<Pulled>, StoreError> {
         crate::metrics::hop("pull");
         let rows = sqlx::query(
-            "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id
-               FROM inbound WHERE group_name = ? AND state = 'queued' AND id > ? ORDER BY id LIMIT ?",
+            "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id,
+                    EXISTS (SELECT 1 FROM inbound o WHERE o.group_name = q.group_name
+                                AND o.state = 'observed' AND o.id < q.id) AS has_context
+               FROM inbound q WHERE group_name = ? AND state = 'queued' AND id > ? ORDER BY id LIMIT ?",
         )
         .bind(group.as_str())
         .bind(after.0)
@@ -54,7 +59,7 @@ impl Store {
         for row in &rows {
             let id = InboundId(row.try_get::<i64, _>("id")?);
             match read_queued(row) {
-                Ok(msg) => pulled.push(Pulled { id, msg }),
+                Ok(msg) => pulled.push(Pulled { id, msg, has_context: row.try_get("has_context")? }),
                 Err(e) => {
                     tracing::error!(
                         %group, id = id.0, %e,

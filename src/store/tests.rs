@@ -200,6 +200,7 @@ async fn the_queue_gives_a_groups_messages_in_order_and_fails_what_cannot_be_rea
         store.add_group(g, &GroupSettings::default()).await.unwrap();
     }
     let chat = |g: &GroupName, text: &str| Inbound::new(g.clone(), Source::Chat(Platform::Telegram), "ann", text);
+    store.insert_inbound(&chat(&b, "seen elsewhere"), InboundState::Observed).await.unwrap();
     let one = store.insert_inbound(&chat(&a, "one"), InboundState::Queued).await.unwrap();
     store.insert_inbound(&chat(&b, "other group"), InboundState::Queued).await.unwrap();
     store.insert_inbound(&chat(&a, "seen"), InboundState::Observed).await.unwrap();
@@ -215,8 +216,12 @@ async fn the_queue_gives_a_groups_messages_in_order_and_fails_what_cannot_be_rea
     let texts: Vec<&str> = first.iter().map(|p| p.msg.text.as_str()).collect();
     assert_eq!(texts, ["one", "three"], "the unreadable row is left out, the other group's too");
     assert_eq!(first[0].id, one);
+    let has_context: Vec<bool> = first.iter().map(|p| p.has_context).collect();
+    assert_eq!(has_context, [false, true], "only a line of its own group, said before it, is context");
+    store.take_context(&a, 10, three).await.unwrap();
     let rest = store.queued_inbound(&a, three, 3).await.unwrap();
     assert_eq!(rest.iter().map(|p| p.id).collect::<Vec<_>>(), [four]);
+    assert!(!rest[0].has_context, "the line went with the message before");
     // The unreadable row was failed, so it never stands in the queue again.
     let again = store.queued_inbound(&a, InboundId(0), 10).await.unwrap();
     assert_eq!(again.len(), 3);

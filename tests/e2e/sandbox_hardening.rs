@@ -131,6 +131,11 @@ async fn the_sandbox_probe_finds_this_bwraps_hardening() {
     assert_eq!(features.bind_fd, Ok(()));
     let filter = features.seccomp.expect("bwrap loads the filter here");
     assert_eq!(filter.programs().len(), 2);
+    // The one sandbox that probes them all at once finds the same.
+    let (bwrap, together) = pincer::sandbox::bwrap::Features::probe_with_bwrap().await;
+    assert_eq!(bwrap, Ok(()));
+    assert_eq!((together.disable_userns, together.bind_fd), (Ok(()), Ok(())));
+    assert_eq!(together.seccomp.expect("loaded together").programs().len(), 2);
 }
 
 #[tokio::test]

@@ -2,8 +2,9 @@
 //! to, how it moves, and how far its delivery got.
 
 use super::*;
-use crate::domain::TurnResult;
+use crate::domain::{Inbound, InboundId, Platform, Source, TurnResult};
 use crate::store::tests::temp_store;
+use crate::store::InboundState;
 use crate::store::{GroupSettings, HistoryEntry};
 
 fn group(name: &str) -> GroupName {
@@ -63,18 +64,34 @@ async fn a_result_and_its_row_are_written_together() {
     let (_dir, store) = temp_store().await;
     let g = group("team");
     store.add_group(&g, &bound(-100)).await.unwrap();
-    let id = store.record_result(&g, &result("answer"), None, "{}", Some(reply("answer")), &[]).await.unwrap().unwrap();
+    let said = |text: &str| Inbound::new(g.clone(), Source::Chat(Platform::Telegram), "ann", text);
+    let asked = store.insert_inbound(&said("question"), InboundState::Sent).await.unwrap();
+    let other = store.insert_inbound(&said("another"), InboundState::Sent).await.unwrap();
+    let settles = [(asked, InboundState::Answered)];
+    let id =
+        store.record_result(&g, &result("answer"), None, "{}", Some(reply("answer")), &settles).await.unwrap().unwrap();
     assert!(store.record_result(&g, &result("quiet"), None, "{}", None, &[]).await.unwrap().is_none());
-    // A row for a group that does not exist fails the whole step: no result without its delivery.
+    // A row for a group that does not exist fails the whole step: no result
+    // without its delivery, and no message settled by it.
     let ghost = group("ghost");
-    assert!(store.record_result(&ghost, &result("x"), None, "{}", Some(reply("x")), &[]).await.is_err());
+    let settles = [(other, InboundState::Answered)];
+    assert!(store.record_result(&ghost, &result("x"), None, "{}", Some(reply("x")), &settles).await.is_err());
+    let state = |id: InboundId| {
+        sqlx::query_scalar::<_, String>("SELECT state FROM inbound WHERE id = ?").bind(id.0).fetch_one(&store.pool)
+    };
+    assert_eq!((state(asked).await.unwrap(), state(other).await.unwrap()), ("answered".into(), "sent".into()));
+    let ghosts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM results WHERE group_name = 'ghost'")
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+    assert_eq!(ghosts, 0);
 
     let history = store.history(&g, 10).await.unwrap();
     let deliveries: Vec<Option<String>> = history
         .iter()
-        .map(|e| match e {
-            HistoryEntry::Result { delivery, .. } => delivery.as_ref().map(ToString::to_string),
-            other => panic!("{other:?}"),
+        .filter_map(|e| match e {
+            HistoryEntry::Result { delivery, .. } => Some(delivery.as_ref().map(ToString::to_string)),
+            _ => None,
         })
         .collect();
     assert_eq!(deliveries, [Some("queued (telegram -100)".to_owned()), None]);
@@ -89,7 +106,8 @@ async fn a_result_and_its_row_are_written_together() {
     let row = store.outbox_row(id).await.unwrap().unwrap();
     assert_eq!((row.state, row.parts_done, row.last_error), (DeliveryState::Delivered, 2, None));
     let history = store.history(&g, 10).await.unwrap();
-    assert!(matches!(&history[0], HistoryEntry::Result { delivery: Some(d), .. } if d.state == "delivered"));
+    let newest_result = history.iter().find(|e| matches!(e, HistoryEntry::Result { .. }));
+    assert!(matches!(newest_result, Some(HistoryEntry::Result { delivery: Some(d), .. }) if d.state == "delivered"));
 }
 
 #[tokio::test]

@@ -105,6 +105,11 @@ impl FakeWa {
         }
     }
 
+    /// The client alone, for a test that drives one of pincer's parts over it.
+    pub fn client(&self) -> Arc<FakeClient> {
+        Arc::new(FakeClient(self.clone()))
+    }
+
     /// What the daemon gets: the client and the events, as `app::run` gets the linked device's.
     pub fn source(&self) -> pincer::app::WhatsAppSource<FakeClient> {
         pincer::app::WhatsAppSource {

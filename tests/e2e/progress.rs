@@ -204,12 +204,15 @@ async fn the_whatsapp_status_message_is_edited_and_falls_back_to_one_repost_a_mi
     assert_eq!(wa.composing(FAMILY), vec![true]);
     assert_eq!(wa.sent(FAMILY).len(), 1, "no new message within the minute");
 
+    status.edit(&at, &id, "Done in 40 s", false).await.unwrap();
+    assert_eq!(wa.sent(FAMILY).len(), 1, "held back, not posted");
+
+    // The minute is up: the newest state comes, the old message gone first.
     tokio::time::advance(REPOST_EVERY).await;
-    status.edit(&at, &id, "Working · 1 m 6 s", false).await.unwrap();
-    let alive = wa.alive(FAMILY);
-    assert_eq!(alive.len(), 1, "never two alive: {:?}", wa.sent(FAMILY));
-    assert_eq!(alive[0].text, "Working · 1 m 6 s");
+    wa.wait_for("the held-back summary", |wa| wa.alive(FAMILY).iter().any(|s| s.text == "Done in 40 s")).await;
+    assert_eq!(wa.alive(FAMILY).len(), 1, "never two alive: {:?}", wa.sent(FAMILY));
     assert_eq!(wa.revoked(FAMILY), vec![id.clone()], "the old one went first");
+    assert_eq!(wa.sent(FAMILY).len(), 2, "one new message, with the newest state only");
     assert_eq!(wa.failed_edits(FAMILY).len(), 1, "no edit tried once edits failed");
 
     status.delete(&at, &id).await.unwrap();

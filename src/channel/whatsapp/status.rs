@@ -6,7 +6,9 @@
 //! [`EDIT_WINDOW`] after the message was sent, and a send can fail. When an
 //! edit fails, or the message is too old to edit, the chat is shown composing
 //! instead and the status is posted anew at most once per [`REPOST_EVERY`],
-//! the previous one deleted first ([`Slot`] decides). The presenter keeps
+//! the previous one deleted first ([`Slot`] decides); a state held back by
+//! that minute is posted when it is up, so the last one (a summary) is never
+//! lost, only late. The presenter keeps
 //! the id it was given first: this port maps it to the message showing now,
 //! so the presenter stays platform-free. At most one status message is alive
 //! per chat: a repost happens only once the previous one is deleted.
@@ -45,6 +47,10 @@ pub(super) struct Slot {
     posted_at: Instant,
     /// An edit of this status failed: reposts only, no more edit attempts.
     edits_fail: bool,
+    /// The newest text held back until a repost is allowed.
+    held: Option<String>,
+    /// A task waits to post `held` when the minute is up.
+    flush_due: bool,
 }
 
 /// What to do with an edit.
@@ -60,7 +66,7 @@ pub(super) enum Plan {
 
 impl Slot {
     pub fn new(id: String, now: Instant) -> Slot {
-        Slot { handed: id.clone(), current: id, posted_at: now, edits_fail: false }
+        Slot { handed: id.clone(), current: id, posted_at: now, edits_fail: false, held: None, flush_due: false }
     }
 
     pub fn plan(&self, now: Instant) -> Plan {
@@ -79,15 +85,37 @@ impl Slot {
         self.edits_fail = true;
     }
 
-    /// The new message shows the status now.
+    /// The new message shows the status now (and whatever was held is stale).
     pub fn reposted(&mut self, id: String, now: Instant) {
         self.current = id;
         self.posted_at = now;
+        self.held = None;
+    }
+
+    /// Holds `text` back until a repost is allowed; returns when that is if
+    /// nothing waits for it yet (the caller then starts the wait).
+    pub fn hold(&mut self, text: String) -> Option<Instant> {
+        self.held = Some(text);
+        let start = !self.flush_due;
+        self.flush_due = true;
+        start.then_some(self.posted_at + REPOST_EVERY)
+    }
+
+    /// The minute is up: the message to replace and the text to post, if
+    /// something is still held.
+    pub fn due(&mut self) -> Option<(String, String)> {
+        self.flush_due = false;
+        let text = self.held.take()?;
+        Some((self.current.clone(), text))
     }
 }
 
 /// The status messages of WhatsApp chats.
 pub struct WhatsAppStatus<C> {
+    inner: Arc<Inner<C>>,
+}
+
+struct Inner<C> {
     client: Arc<C>,
     /// By chat JID: one alive at most.
     slots: Mutex<HashMap<String, Slot>>,
@@ -95,9 +123,11 @@ pub struct WhatsAppStatus<C> {
 
 impl<C: WaClient> WhatsAppStatus<C> {
     pub fn new(client: Arc<C>) -> WhatsAppStatus<C> {
-        WhatsAppStatus { client, slots: Mutex::new(HashMap::new()) }
+        WhatsAppStatus { inner: Arc::new(Inner { client, slots: Mutex::new(HashMap::new()) }) }
     }
+}
 
+impl<C: WaClient> Inner<C> {
     fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -107,28 +137,50 @@ impl<C: WaClient> WhatsAppStatus<C> {
         self.slots().get(chat).filter(|s| s.handed == id).cloned()
     }
 
-    /// Edits failed or the message is too old: composing, or a fresh post in
-    /// place of `old` (deleted first; if it cannot be, nothing is posted).
-    async fn fall_back(&self, chat: &str, plan: Plan, text: &str) -> Result<(), StatusError> {
+    /// Edits failed or the message is too old: a fresh post in place of the
+    /// old one, or composing while the text waits for its minute.
+    async fn fall_back(self: &Arc<Self>, chat: &str, id: &str, plan: Plan, text: String) -> Result<(), StatusError> {
         match plan {
-            Plan::Repost(old) => {
-                within(self.client.revoke(chat, &old)).await?;
-                let new = within(self.client.send_text(chat, text)).await?;
-                let kept = match self.slots().get_mut(chat) {
-                    Some(slot) => {
-                        slot.reposted(new.clone(), Instant::now());
-                        true
-                    }
-                    None => false,
-                };
-                if kept {
-                    Ok(())
-                } else {
-                    // The presenter deleted it meanwhile: so goes the new one.
-                    within(self.client.revoke(chat, &new)).await
+            Plan::Repost(old) => self.repost(chat, &old, &text).await,
+            Plan::Presence | Plan::Edit(_) => {
+                let due = self.slots().get_mut(chat).filter(|s| s.handed == id).and_then(|s| s.hold(text));
+                if let Some(due) = due {
+                    tokio::spawn(self.clone().flush(chat.to_owned(), id.to_owned(), due));
                 }
+                within(self.client.composing(chat, true)).await
             }
-            Plan::Presence | Plan::Edit(_) => within(self.client.composing(chat, true)).await,
+        }
+    }
+
+    /// Posts `text` in place of `old`, deleted first: if it cannot be,
+    /// nothing is posted, so two are never alive.
+    async fn repost(&self, chat: &str, old: &str, text: &str) -> Result<(), StatusError> {
+        within(self.client.revoke(chat, old)).await?;
+        let new = within(self.client.send_text(chat, text)).await?;
+        let kept = match self.slots().get_mut(chat) {
+            Some(slot) => {
+                slot.reposted(new.clone(), Instant::now());
+                true
+            }
+            None => false,
+        };
+        if kept {
+            Ok(())
+        } else {
+            // The presenter deleted it meanwhile: so goes the new one.
+            within(self.client.revoke(chat, &new)).await
+        }
+    }
+
+    /// At `due`, posts the text held back for status `id` in `chat`, unless
+    /// it was deleted or shown otherwise meanwhile.
+    async fn flush(self: Arc<Self>, chat: String, id: String, due: Instant) {
+        tokio::time::sleep_until(due).await;
+        let Some((old, text)) = self.slots().get_mut(&chat).filter(|s| s.handed == id).and_then(Slot::due) else {
+            return;
+        };
+        if let Err(e) = self.repost(&chat, &old, &text).await {
+            tracing::debug!(%chat, %e, "cannot post a held-back WhatsApp status; the next state will");
         }
     }
 }
@@ -163,31 +215,31 @@ fn reaction_target(message_id: &str) -> (&str, &str) {
 
 impl<C: WaClient> StatusPort for WhatsAppStatus<C> {
     async fn post(&self, to: &ChatAddress, text: &str, stop: bool) -> Result<String, StatusError> {
-        let chat = to.chat.as_str();
-        let before = self.slots().remove(chat);
+        let (inner, chat) = (&self.inner, to.chat.as_str());
+        let before = inner.slots().remove(chat);
         if let Some(before) = before {
             // The presenter starts over; the one it lost track of goes first.
-            if let Err(e) = within(self.client.revoke(chat, &before.current)).await {
+            if let Err(e) = within(inner.client.revoke(chat, &before.current)).await {
                 tracing::warn!(%chat, %e, "cannot delete an earlier WhatsApp status message");
             }
         }
-        let id = within(self.client.send_text(chat, &shown(text, stop))).await?;
-        self.slots().insert(chat.to_owned(), Slot::new(id.clone(), Instant::now()));
+        let id = within(inner.client.send_text(chat, &shown(text, stop))).await?;
+        inner.slots().insert(chat.to_owned(), Slot::new(id.clone(), Instant::now()));
         Ok(id)
     }
 
     async fn edit(&self, to: &ChatAddress, id: &str, text: &str, stop: bool) -> Result<(), StatusError> {
-        let chat = to.chat.as_str();
+        let (inner, chat) = (&self.inner, to.chat.as_str());
         let text = shown(text, stop);
-        let Some(slot) = self.slot(chat, id) else {
+        let Some(slot) = inner.slot(chat, id) else {
             // Not one of this run's (left by an earlier one): a plain edit.
-            return within(self.client.edit_text(chat, id, &text)).await;
+            return within(inner.client.edit_text(chat, id, &text)).await;
         };
         let plan = slot.plan(Instant::now());
         let Plan::Edit(current) = plan else {
-            return self.fall_back(chat, plan, &text).await;
+            return inner.fall_back(chat, id, plan, text).await;
         };
-        match tokio::time::timeout(STATUS_TIMEOUT, self.client.edit_text(chat, &current, &text)).await {
+        match tokio::time::timeout(STATUS_TIMEOUT, inner.client.edit_text(chat, &current, &text)).await {
             Ok(Ok(())) => Ok(()),
             // Offline: a post would fail as well; the next edit tries again.
             Ok(Err(e @ WaError::NotConnected(_))) => Err(StatusError::Failed(e.to_string())),
@@ -198,31 +250,31 @@ impl<C: WaClient> StatusPort for WhatsAppStatus<C> {
                 };
                 tracing::debug!(%chat, %why, "a WhatsApp status edit failed; composing and reposting instead");
                 let plan = {
-                    let mut slots = self.slots();
+                    let mut slots = inner.slots();
                     let Some(slot) = slots.get_mut(chat).filter(|s| s.handed == id) else { return Ok(()) };
                     slot.edit_failed();
                     slot.plan(Instant::now())
                 };
-                self.fall_back(chat, plan, &text).await
+                inner.fall_back(chat, id, plan, text).await
             }
         }
     }
 
     async fn delete(&self, to: &ChatAddress, id: &str) -> Result<(), StatusError> {
-        let chat = to.chat.as_str();
+        let (inner, chat) = (&self.inner, to.chat.as_str());
         let current = {
-            let mut slots = self.slots();
+            let mut slots = inner.slots();
             match slots.get(chat).filter(|s| s.handed == id) {
                 Some(_) => slots.remove(chat).map_or_else(|| id.to_owned(), |s| s.current),
                 None => id.to_owned(),
             }
         };
-        within(self.client.revoke(chat, &current)).await
+        within(inner.client.revoke(chat, &current)).await
     }
 
     async fn react(&self, to: &ChatAddress, message_id: &str, emoji: &str) -> Result<(), StatusError> {
         let (sender, id) = reaction_target(message_id);
-        within(self.client.react(&to.chat, sender, id, emoji)).await
+        within(self.inner.client.react(&to.chat, sender, id, emoji)).await
     }
 }
 

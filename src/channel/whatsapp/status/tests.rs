@@ -122,6 +122,13 @@ async fn post_edit_delete_and_react_reach_the_client() {
     assert!(client.alive().is_empty());
 }
 
+/// Lets spawned tasks whose time has come run.
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failed_edit_shows_composing_and_reposts_once_a_minute_never_two_alive() {
     let (client, port) = port();
@@ -138,21 +145,44 @@ async fn a_failed_edit_shows_composing_and_reposts_once_a_minute_never_two_alive
     assert_eq!(client.calls().last().unwrap(), "composing true");
     assert_eq!(client.calls().iter().filter(|c| c.starts_with("edit")).count(), 1);
 
-    // A minute after the post: the old one goes, then the new one comes.
+    // A minute after the post, the newest state held back comes: the old
+    // message goes first, then the new one.
     pass(Duration::from_secs(25)).await;
-    port.edit(&at(), &id, "s3", false).await.unwrap();
+    settle().await;
     let calls = client.calls();
-    assert_eq!(calls[calls.len() - 2..], [format!("revoke {id}"), "sent M1 s3".to_owned()]);
+    assert_eq!(calls[calls.len() - 2..], [format!("revoke {id}"), "sent M1 s2".to_owned()]);
     assert_eq!(client.alive(), vec!["M1".to_owned()]);
 
     pass(Duration::from_secs(10)).await;
-    port.edit(&at(), &id, "s4", false).await.unwrap();
+    port.edit(&at(), &id, "s3", false).await.unwrap();
     assert_eq!(client.calls().last().unwrap(), "composing true", "one new message a minute at most");
 
-    // The presenter deletes by the id it was given; the message showing goes.
+    // The presenter deletes by the id it was given; the message showing goes,
+    // and what was held back for it is dropped.
     port.delete(&at(), &id).await.unwrap();
     assert_eq!(client.calls().last().unwrap(), "revoke M1");
+    let before = client.calls().len();
+    pass(REPOST_EVERY * 2).await;
+    settle().await;
+    assert_eq!(client.calls().len(), before, "{:?}", client.calls());
     assert!(client.alive().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_back_state_is_posted_when_its_minute_is_up_and_only_the_newest() {
+    let (client, port) = port();
+    let id = port.post(&at(), "Working", true).await.unwrap();
+    client.fail_edits.store(true, Ordering::SeqCst);
+    port.edit(&at(), &id, "Working · 3 s", true).await.unwrap();
+    pass(Duration::from_secs(3)).await;
+    port.edit(&at(), &id, "Done in 6 s", false).await.unwrap();
+    settle().await;
+    assert_eq!(client.alive(), vec![id.clone()], "nothing new within the minute");
+    pass(REPOST_EVERY).await;
+    settle().await;
+    let calls = client.calls();
+    assert_eq!(calls[calls.len() - 2..], [format!("revoke {id}"), "sent M1 Done in 6 s".to_owned()]);
+    assert_eq!(calls.iter().filter(|c| c.starts_with("sent")).count(), 2, "the older state is never posted");
 }
 
 #[tokio::test(start_paused = true)]

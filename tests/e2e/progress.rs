@@ -150,6 +150,16 @@ async fn the_stop_button_interrupts_for_an_admin_and_is_refused_to_a_member() {
 
     let forged = bot.press(&team(), &alice(), message, "stop:all");
     assert_eq!(answer_to(&bot, &forged).await, "This button is no longer in use.");
+    let late = bot.press(&team(), &alice(), message, &data[0]);
+    assert_eq!(answer_to(&bot, &late).await, "The agent is not in a turn right now.");
+    // Anything the late press said in the chat would come before this answer.
+    bot.say(&team(), &alice(), "/status");
+    bot.wait_for("the status", |b| b.sent(team().id).iter().any(|s| s.text.contains("Session:"))).await;
+    let texts: Vec<String> = bot.sent(team().id).into_iter().map(|s| s.text).collect();
+    assert!(
+        !texts.iter().any(|t| t.contains("not in a turn")),
+        "a press on an old button stays in its popup: {texts:?}"
+    );
     pincer.stop().await;
 }
 

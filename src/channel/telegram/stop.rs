@@ -1,5 +1,6 @@
 //! The Stop button on a status message: a press runs what `/stop` runs, for
-//! the presser, and is answered in the button's own popup.
+//! the presser, and is answered in the button's own popup (a press when
+//! nothing runs is answered there only, so an old button makes no noise).
 //!
 //! Its `callback_data` is the fixed word [`DATA`], which no approval button's
 //! `ap:<id>:<choice>` can be. The group is found from the chat (and topic)
@@ -10,6 +11,7 @@ use teloxide::types::MaybeInaccessibleMessage;
 
 use super::{Shared, TelegramTarget};
 use crate::channel::SessionCommand;
+use crate::domain::GroupName;
 
 /// The Stop button's `callback_data`.
 pub const DATA: &str = "stop";
@@ -71,6 +73,8 @@ pub(super) async fn pressed(shared: &Shared, query: &CallbackQuery) -> String {
             tracing::info!(group = %group.name, presser, "a non-admin pressed Stop; refused");
             NOT_ADMIN.to_owned()
         }
+        // A button left on an old message: said to the presser alone, not the chat.
+        Verdict::Stop { .. } if idle(shared, &group.name).await => "The agent is not in a turn right now.".to_owned(),
         Verdict::Stop { by_admin } => {
             match shared.ports.session_command(&group, SessionCommand::Stop, by_admin).await {
                 Ok(()) => "Stopping the agent.".to_owned(),
@@ -80,6 +84,19 @@ pub(super) async fn pressed(shared: &Shared, query: &CallbackQuery) -> String {
                 }
             }
         }
+    }
+}
+
+/// Whether the group's agent has nothing a stop would end (no turn, no
+/// resend waiting). A session that cannot be reached is not idle: `/stop`'s
+/// path then says what went wrong.
+async fn idle(shared: &Shared, group: &GroupName) -> bool {
+    match shared.ports.router.session(group).await {
+        Ok(session) => {
+            let status = session.status();
+            !status.in_turn && status.resend_at.is_none()
+        }
+        Err(_) => false,
     }
 }
 

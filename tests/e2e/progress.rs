@@ -34,10 +34,12 @@ fn bob() -> TgUser {
 
 /// The status port over a bot pointed at `bot`, as the adapter builds it.
 fn telegram_status(bot: &FakeBot) -> TelegramStatus {
-    let mut sandbox_config = pincer::config::TelegramConfig::default();
-    sandbox_config.token = Some(pincer::config::Secret::new("123456:TEST-TOKEN"));
-    sandbox_config.api_url = Some(bot.api_url());
-    TelegramStatus::new(Telegram::client(&sandbox_config).unwrap())
+    let config = pincer::config::TelegramConfig {
+        token: Some(pincer::config::Secret::new("123456:TEST-TOKEN")),
+        api_url: Some(bot.api_url()),
+        ..Default::default()
+    };
+    TelegramStatus::new(Telegram::client(&config).unwrap())
 }
 
 /// The `callback_data` of every button a message has.

@@ -460,7 +460,7 @@ async fn sends_into_a_topic_and_replies_come_back_as_telegram_shapes_them() {
 async fn unknown_methods_get_404_and_everything_is_recorded() {
     let fake = FakeBot::start().await;
     let bot = client(&fake);
-    let result = bot.delete_message(ChatId(team().id), MessageId(1)).await;
+    let result = bot.pin_chat_message(ChatId(team().id), MessageId(1)).await;
     assert!(
         matches!(&result, Err(RequestError::Api(ApiError::Unknown(d))) if d == "Not Found: method not found"),
         "{result:?}"
@@ -477,7 +477,7 @@ async fn unknown_methods_get_404_and_everything_is_recorded() {
     assert_eq!(
         seen,
         [
-            ("deleteMessage", false),
+            ("pinChatMessage", false),
             ("setMyCommands", true),
             ("setMyCommands", false),
             ("deleteMyCommands", true),

@@ -17,6 +17,7 @@ mod intake;
 mod lifecycle;
 mod orphans;
 mod private;
+mod progress;
 mod proxy;
 mod receive;
 mod sandbox;

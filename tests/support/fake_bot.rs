@@ -60,6 +60,13 @@
 //!
 //! `sendDocument` keeps an uploaded file's name and text ([`Sent::document`]).
 //!
+//! `deleteMessage` deletes the bot's own messages only ("message can't be
+//! deleted" otherwise, "message to delete not found" the second time); a
+//! deleted message stays in [`FakeBot::sent`] marked [`Sent::deleted`], and
+//! edits of it are "message to edit not found". `setMessageReaction` takes
+//! one of Telegram's reaction emoji ("REACTION_INVALID" otherwise) on a
+//! message that exists ([`FakeBot::reactions`]).
+//!
 //! Not modelled: other file uploads, inline mode, MarkdownV2 parsing (its text is
 //! counted as is), HTTPS-only webhooks, rate limits (inject them with
 //! [`FakeBot::fail_next`]), a call that takes effect but whose answer is lost.
@@ -170,6 +177,83 @@ const CHAT_ACTIONS: &[&str] = &[
     "find_location",
     "record_video_note",
     "upload_video_note",
+];
+
+/// The emoji Telegram takes as a reaction (teloxide-core's `ReactionType::Emoji` docs).
+const REACTION_EMOJI: &[&str] = &[
+    "👍",
+    "👎",
+    "❤",
+    "🔥",
+    "🥰",
+    "👏",
+    "😁",
+    "🤔",
+    "🤯",
+    "😱",
+    "🤬",
+    "😢",
+    "🎉",
+    "🤩",
+    "🤮",
+    "💩",
+    "🙏",
+    "👌",
+    "🕊",
+    "🤡",
+    "🥱",
+    "🥴",
+    "😍",
+    "🐳",
+    "❤‍🔥",
+    "🌚",
+    "🌭",
+    "💯",
+    "🤣",
+    "⚡",
+    "🍌",
+    "🏆",
+    "💔",
+    "🤨",
+    "😐",
+    "🍓",
+    "🍾",
+    "💋",
+    "🖕",
+    "😈",
+    "😴",
+    "😭",
+    "🤓",
+    "👻",
+    "👨‍💻",
+    "👀",
+    "🎃",
+    "🙈",
+    "😇",
+    "😨",
+    "🤝",
+    "✍",
+    "🤗",
+    "🫡",
+    "🎅",
+    "🎄",
+    "☃",
+    "💅",
+    "🤪",
+    "🗿",
+    "🆒",
+    "💘",
+    "🙉",
+    "🦄",
+    "😘",
+    "💊",
+    "🙊",
+    "😎",
+    "👾",
+    "🤷‍♂",
+    "🤷",
+    "🤷‍♀",
+    "😡",
 ];
 
 /// Keys that give an inline button something to do besides showing its text.
@@ -310,6 +394,8 @@ pub struct Sent {
     pub edits: u32,
     /// The file of a `sendDocument` (its text is the caption).
     pub document: Option<SentDocument>,
+    /// Deleted with `deleteMessage` (its last text is kept here).
+    pub deleted: bool,
 }
 
 /// A file the bot uploaded with `sendDocument`.
@@ -518,6 +604,7 @@ struct SentMeta {
     reply_markup: Option<Value>,
     edits: u32,
     document: Option<SentDocument>,
+    deleted: bool,
 }
 
 struct Inner {
@@ -533,6 +620,10 @@ struct Inner {
     last_message_id: HashMap<i64, i64>,
     /// Every message on either side, as Telegram's Message JSON.
     messages: HashMap<(i64, i64), Value>,
+    /// Messages deleted (they stay in `messages`, for the tests to read).
+    deleted: std::collections::HashSet<(i64, i64)>,
+    /// The bot's reaction on a message, by chat and message id.
+    reactions: HashMap<(i64, i64), Vec<String>>,
     sent: Vec<SentMeta>,
     calls: Vec<Call>,
     membership: HashMap<i64, Membership>,
@@ -603,6 +694,8 @@ impl FakeBot {
                 chats: HashMap::new(),
                 last_message_id: HashMap::new(),
                 messages: HashMap::new(),
+                deleted: Default::default(),
+                reactions: HashMap::new(),
                 sent: Vec::new(),
                 calls: Vec::new(),
                 membership: HashMap::new(),
@@ -868,6 +961,11 @@ impl FakeBot {
         self.shared.lock().sent.len()
     }
 
+    /// The emoji the bot's reaction on a message holds now (none: empty).
+    pub fn reactions(&self, chat_id: i64, message_id: i64) -> Vec<String> {
+        self.shared.lock().reactions.get(&(chat_id, message_id)).cloned().unwrap_or_default()
+    }
+
     /// Any stored message (either side) as Telegram's Message JSON.
     pub fn message(&self, chat_id: i64, message_id: i64) -> Option<Value> {
         self.shared.lock().messages.get(&(chat_id, message_id)).cloned()
@@ -1126,6 +1224,7 @@ impl Inner {
             reply_markup: meta.reply_markup.clone(),
             edits: meta.edits,
             document: meta.document.clone(),
+            deleted: meta.deleted,
         }
     }
 
@@ -1137,6 +1236,8 @@ impl Inner {
             "sendDocument" => self.send_document(p),
             "editMessageText" => self.edit_message(p, true),
             "editMessageReplyMarkup" => self.edit_message(p, false),
+            "deleteMessage" => self.delete_message(p),
+            "setMessageReaction" => self.set_reaction(p),
             "sendChatAction" => {
                 self.target_chat(p)?;
                 match p.get("action").and_then(Value::as_str) {
@@ -1250,6 +1351,7 @@ impl Inner {
             reply_markup: markup,
             edits: 0,
             document: None,
+            deleted: false,
         });
         Ok(message)
     }
@@ -1314,6 +1416,7 @@ impl Inner {
             reply_markup: None,
             edits: 0,
             document: Some(document),
+            deleted: false,
         });
         Ok(message)
     }
@@ -1341,7 +1444,8 @@ impl Inner {
         let markup = p.get("reply_markup").and_then(json_value).filter(|m| !m.is_null());
         let keyboard = inline_keyboard(markup.as_ref())?;
 
-        let Some(message) = self.messages.get_mut(&(chat.id, id)) else {
+        let Some(message) = self.messages.get_mut(&(chat.id, id)).filter(|_| !self.deleted.contains(&(chat.id, id)))
+        else {
             return Err(bad("message to edit not found"));
         };
         if message["from"]["id"] != BOT_ID {
@@ -1367,6 +1471,49 @@ impl Inner {
             meta.edits += 1;
         }
         Ok(edited)
+    }
+}
+
+impl Inner {
+    /// `deleteMessage`: the bot's own messages only.
+    fn delete_message(&mut self, p: &Value) -> Outcome {
+        let chat = self.target_chat(p)?;
+        let id = p.get("message_id").and_then(int_value).ok_or_else(|| bad("message identifier is not specified"))?;
+        let message = match self.messages.get(&(chat.id, id)) {
+            Some(m) if !self.deleted.contains(&(chat.id, id)) => m,
+            _ => return Err(bad("message to delete not found")),
+        };
+        if message["from"]["id"] != BOT_ID {
+            return Err(bad("message can't be deleted"));
+        }
+        self.deleted.insert((chat.id, id));
+        if let Some(meta) = self.sent.iter_mut().find(|s| s.chat_id == chat.id && s.message_id == id) {
+            meta.deleted = true;
+        }
+        Ok(json!(true))
+    }
+
+    /// `setMessageReaction`: one of Telegram's emoji, or none to take it off.
+    fn set_reaction(&mut self, p: &Value) -> Outcome {
+        let chat = self.target_chat(p)?;
+        let id = p.get("message_id").and_then(int_value).ok_or_else(|| bad("message identifier is not specified"))?;
+        if !self.messages.contains_key(&(chat.id, id)) || self.deleted.contains(&(chat.id, id)) {
+            return Err(bad("MESSAGE_ID_INVALID"));
+        }
+        let given = p.get("reaction").and_then(json_value).unwrap_or(json!([]));
+        let Some(given) = given.as_array() else { return Err(bad("can't parse reaction types JSON object")) };
+        if given.len() > 1 {
+            return Err(bad("REACTIONS_TOO_MANY"));
+        }
+        let mut emoji = Vec::new();
+        for reaction in given {
+            match (reaction["type"].as_str(), reaction["emoji"].as_str()) {
+                (Some("emoji"), Some(e)) if REACTION_EMOJI.contains(&e) => emoji.push(e.to_owned()),
+                _ => return Err(bad("REACTION_INVALID")),
+            }
+        }
+        self.reactions.insert((chat.id, id), emoji);
+        Ok(json!(true))
     }
 }
 

@@ -5,8 +5,9 @@
 //! from a channel the test controls.
 //!
 //! The fake records every message pincer sends (with the id it hands back,
-//! as WhatsApp does) and can be "disconnected", when sends fail the way the
-//! crate's do.
+//! as WhatsApp does), edits, deletes (revokes) and reacts with, and can be
+//! "disconnected", when sends fail the way the crate's do, or made to fail
+//! edits ([`FakeWa::fail_edits`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,16 @@ pub struct WaSent {
     pub at: std::time::Instant,
 }
 
+/// A reaction pincer put on a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaReaction {
+    pub chat: String,
+    /// The author of the message reacted to, as pincer named it.
+    pub sender: String,
+    pub id: String,
+    pub emoji: String,
+}
+
 /// A person in the tests' groups.
 #[derive(Clone, Debug)]
 pub struct Person {
@@ -54,6 +65,13 @@ struct Recorded {
     refused: Vec<String>,
     composing: Vec<(String, bool)>,
     read: Vec<String>,
+    /// Edits taken: chat, message id, new text.
+    edits: Vec<(String, String, String)>,
+    /// Edits refused while [`FakeWa::fail_edits`] was on: chat, message id.
+    failed_edits: Vec<(String, String)>,
+    /// Messages deleted for everyone: chat, message id.
+    revoked: Vec<(String, String)>,
+    reactions: Vec<WaReaction>,
 }
 
 /// The fake client and the event channel into pincer's adapter.
@@ -63,6 +81,7 @@ pub struct FakeWa {
     /// Woken by every recorded call, so waiters see it at once.
     activity: Arc<tokio::sync::Notify>,
     connected: Arc<AtomicBool>,
+    edits_fail: Arc<AtomicBool>,
     next_id: Arc<AtomicU64>,
     events: async_channel::Sender<Arc<Event>>,
     receiver: async_channel::Receiver<Arc<Event>>,
@@ -79,10 +98,16 @@ impl FakeWa {
             recorded: Arc::default(),
             activity: Arc::default(),
             connected: Arc::new(AtomicBool::new(true)),
+            edits_fail: Arc::new(AtomicBool::new(false)),
             next_id: Arc::new(AtomicU64::new(1)),
             events,
             receiver,
         }
+    }
+
+    /// The client alone, for a test that drives one of pincer's parts over it.
+    pub fn client(&self) -> Arc<FakeClient> {
+        Arc::new(FakeClient(self.clone()))
     }
 
     /// What the daemon gets: the client and the events, as `app::run` gets the linked device's.
@@ -107,6 +132,11 @@ impl FakeWa {
     /// Sends go through (`true`) or fail as not connected (`false`).
     pub fn set_connected(&self, connected: bool) {
         self.connected.store(connected, Ordering::SeqCst);
+    }
+
+    /// Edits fail (`true`), as a send of the crate's does, or go through.
+    pub fn fail_edits(&self, fail: bool) {
+        self.edits_fail.store(fail, Ordering::SeqCst);
     }
 
     /// Hands the adapter one of the crate's events.
@@ -159,6 +189,32 @@ impl FakeWa {
     /// "typing…" changes pincer asked for, per chat: `true` on, `false` off.
     pub fn composing(&self, chat: &str) -> Vec<bool> {
         self.lock().composing.iter().filter(|c| c.0 == chat).map(|c| c.1).collect()
+    }
+
+    /// Edits of messages in `chat`, oldest first: (message id, new text).
+    pub fn edits(&self, chat: &str) -> Vec<(String, String)> {
+        self.lock().edits.iter().filter(|e| e.0 == chat).map(|e| (e.1.clone(), e.2.clone())).collect()
+    }
+
+    /// Ids of the edits refused in `chat` while edits failed.
+    pub fn failed_edits(&self, chat: &str) -> Vec<String> {
+        self.lock().failed_edits.iter().filter(|e| e.0 == chat).map(|e| e.1.clone()).collect()
+    }
+
+    /// Ids of the messages pincer deleted in `chat`, in order.
+    pub fn revoked(&self, chat: &str) -> Vec<String> {
+        self.lock().revoked.iter().filter(|r| r.0 == chat).map(|r| r.1.clone()).collect()
+    }
+
+    /// The messages pincer sent to `chat` and has not deleted.
+    pub fn alive(&self, chat: &str) -> Vec<WaSent> {
+        let revoked = self.revoked(chat);
+        self.sent(chat).into_iter().filter(|s| !revoked.contains(&s.id)).collect()
+    }
+
+    /// The reactions pincer put on messages in `chat`.
+    pub fn reactions(&self, chat: &str) -> Vec<WaReaction> {
+        self.lock().reactions.iter().filter(|r| r.chat == chat).cloned().collect()
     }
 
     /// Message ids pincer marked read.
@@ -229,6 +285,37 @@ impl WaClient for FakeClient {
 
     async fn mark_read(&self, _chat: &str, _sender: &str, id: &str) -> Result<(), WaError> {
         self.0.record(|r| r.read.push(id.to_owned()));
+        Ok(())
+    }
+
+    async fn edit_text(&self, chat: &str, id: &str, text: &str) -> Result<(), WaError> {
+        let fake = &self.0;
+        if !fake.connected.load(Ordering::SeqCst) {
+            return Err(WaError::NotConnected("client is not connected".into()));
+        }
+        if fake.edits_fail.load(Ordering::SeqCst) {
+            fake.record(|r| r.failed_edits.push((chat.to_owned(), id.to_owned())));
+            return Err(WaError::Other("failed to send the edit".into()));
+        }
+        fake.record(|r| r.edits.push((chat.to_owned(), id.to_owned(), text.to_owned())));
+        Ok(())
+    }
+
+    async fn revoke(&self, chat: &str, id: &str) -> Result<(), WaError> {
+        if !self.0.connected.load(Ordering::SeqCst) {
+            return Err(WaError::NotConnected("client is not connected".into()));
+        }
+        self.0.record(|r| r.revoked.push((chat.to_owned(), id.to_owned())));
+        Ok(())
+    }
+
+    async fn react(&self, chat: &str, sender: &str, id: &str, emoji: &str) -> Result<(), WaError> {
+        if !self.0.connected.load(Ordering::SeqCst) {
+            return Err(WaError::NotConnected("client is not connected".into()));
+        }
+        let reaction =
+            WaReaction { chat: chat.to_owned(), sender: sender.to_owned(), id: id.to_owned(), emoji: emoji.to_owned() };
+        self.0.record(|r| r.reactions.push(reaction));
         Ok(())
     }
 

@@ -1,5 +1,7 @@
 //! Updates from Telegram: chat messages (to a group's agent, as context, or a
-//! command), button presses on approval prompts, and the bot's own membership.
+//! command), button presses (approval prompts, the status message's Stop), and
+//! the bot's own membership. An engaging message gets the receipt reaction
+//! once it is stored.
 //!
 //! A teloxide `Message` is turned into [`ChatMessage`] first; every decision
 //! after that (which group, does it engage the agent) is made on our types.
@@ -12,7 +14,8 @@ use teloxide::types::{ChatAction, ChatMemberUpdated, MessageEntityKind};
 use teloxide::utils::command::BotCommands;
 
 use super::commands::{self, Cmd};
-use super::{approvals, outbound, Shared, TelegramTarget};
+use super::{approvals, outbound, stop, Shared, TelegramTarget};
+use crate::channel::progress::StatusPort;
 use crate::channel::text;
 use crate::domain::{GroupName, Inbound, OutboundKind, Platform, Source};
 use crate::router::RouteError;
@@ -174,6 +177,7 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
             return Ok(());
         }
     }
+    receipt(&shared, &chat);
     let session = router.session(&group.name).await?;
     let (bot, target) = (shared.bot.clone(), chat.target);
     shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
@@ -191,6 +195,21 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
         }
     });
     Ok(())
+}
+
+/// Puts the receipt reaction on a message the agent will answer, from its
+/// own task: intake never waits on it, and a failure only costs the emoji.
+fn receipt(shared: &Arc<Shared>, chat: &ChatMessage) {
+    if shared.reaction.is_empty() {
+        return;
+    }
+    let (status, emoji, at, id) =
+        (shared.status.clone(), shared.reaction.clone(), chat.target.address(), chat.message_id.to_string());
+    tokio::spawn(async move {
+        if let Err(e) = status.react(&at, &id, &emoji).await {
+            tracing::debug!(chat = %at, %e, "cannot put the receipt reaction on a Telegram message");
+        }
+    });
 }
 
 /// Tells the chat that a message was not taken, so its update can be
@@ -213,6 +232,7 @@ pub(super) async fn on_callback(query: CallbackQuery, shared: Arc<Shared>) -> Ha
         return Ok(());
     };
     let reply = match approvals::Press::parse(data) {
+        None if stop::is_stop(data) => stop::pressed(&shared, &query).await,
         Some(press) => {
             let chat_id = query.message.as_ref().map(|m| m.chat().id.0);
             let by_id = query.from.id.0 as i64;

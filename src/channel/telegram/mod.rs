@@ -10,6 +10,10 @@
 //!   one worker per chat;
 //! - [`approvals`] shows tool calls that need an admin, with buttons.
 //!
+//! Progress goes around the rate limiter: [`TelegramStatus`] posts, edits and
+//! deletes a slow turn's status message (with a Stop button, see [`stop`])
+//! and puts the receipt reaction on an engaging message.
+//!
 //! Rate limits are teloxide's `Throttle` adaptor, which also waits out and
 //! retries on `RetryAfter`.
 
@@ -19,8 +23,13 @@ pub mod format;
 mod inbound;
 mod outbound;
 mod polling;
+mod status;
+mod stop;
 mod updates;
 mod webhook;
+
+pub use status::{TelegramStatus, STATUS_TIMEOUT};
+pub use stop::DATA as STOP_BUTTON_DATA;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -82,6 +91,11 @@ struct Shared {
     assistant: String,
     approvals: approvals::Waiting,
     typing: crate::channel::typing::Typing,
+    /// Status messages and the receipt reaction, outside the rate limiter.
+    status: Arc<TelegramStatus>,
+    /// Put on an engaging message once it is stored; empty for none.
+    /// From `ProgressSettings::default()` until `[progress] reaction` is wired.
+    reaction: String,
     unknown_chats: FirstSight<i64>,
     /// Whether updates arrive; false from a failed receive until the next success.
     receiving: AtomicBool,
@@ -194,6 +208,7 @@ impl Telegram {
             .into_iter()
             .map(|c| teloxide::types::BotCommand::new(c.command.trim_start_matches('/'), c.description));
         bot.set_my_commands(menu).await.context("cannot register the bot's commands with setMyCommands")?;
+        let status = Arc::new(TelegramStatus::new(bot.inner().clone()));
         let shared = Arc::new(Shared {
             bot,
             me,
@@ -201,10 +216,18 @@ impl Telegram {
             assistant: assistant.to_owned(),
             approvals: approvals::Waiting::default(),
             typing: crate::channel::typing::Typing::default(),
+            status,
+            reaction: crate::channel::progress::ProgressSettings::default().reaction,
             unknown_chats: FirstSight::default(),
             receiving: AtomicBool::new(true),
         });
         Ok(Telegram { shared })
+    }
+
+    /// The status port for the presenter: the same bot, outside its rate
+    /// limiter. Take it before [`Self::serve`].
+    pub fn status(&self) -> Arc<TelegramStatus> {
+        self.shared.status.clone()
     }
 
     /// The bot's @username.

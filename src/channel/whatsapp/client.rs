@@ -7,8 +7,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use whatsapp_rust::proto_helpers::MessageBuilderExt;
+use whatsapp_rust::wacore_binary::JidExt;
 use whatsapp_rust::waproto::whatsapp as wa;
-use whatsapp_rust::{Client, Jid, SendError};
+use whatsapp_rust::{Client, Jid, RevokeType, SendError};
 
 /// Who the linked account is: its phone number and LID (user parts).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,6 +48,20 @@ pub trait WaClient: Send + Sync + 'static {
     /// Marks a message read: WhatsApp users report that group messages stop
     /// coming to a device that never sends read receipts.
     fn mark_read(&self, chat: &str, sender: &str, id: &str) -> impl Future<Output = Result<(), WaError>> + Send;
+    /// Replaces the text of a message the linked account sent (WhatsApp
+    /// shows it as edited; it allows this for about 15 minutes).
+    fn edit_text(&self, chat: &str, id: &str, text: &str) -> impl Future<Output = Result<(), WaError>> + Send;
+    /// Deletes a message the linked account sent, for everyone.
+    fn revoke(&self, chat: &str, id: &str) -> impl Future<Output = Result<(), WaError>> + Send;
+    /// Puts `emoji` on someone's message (`sender`: its author's JID, as
+    /// the message came); an empty `emoji` takes it off.
+    fn react(
+        &self,
+        chat: &str,
+        sender: &str,
+        id: &str,
+        emoji: &str,
+    ) -> impl Future<Output = Result<(), WaError>> + Send;
     /// A group's subject (its name), for the log.
     fn group_subject(&self, chat: &str) -> impl Future<Output = Result<String, WaError>> + Send;
     /// The linked account's phone number and LID (empty before pairing).
@@ -86,6 +101,28 @@ impl WaClient for Real {
     async fn mark_read(&self, chat: &str, sender: &str, id: &str) -> Result<(), WaError> {
         let (chat, sender) = (jid(chat)?, jid(sender)?);
         self.0.mark_as_read(&chat, Some(&sender), &[id]).await.map_err(|e| WaError::Other(format!("{e:#}")))
+    }
+
+    async fn edit_text(&self, chat: &str, id: &str, text: &str) -> Result<(), WaError> {
+        self.0.edit_message(jid(chat)?, id, wa::Message::text(text)).await.map_err(send_error)?;
+        Ok(())
+    }
+
+    async fn revoke(&self, chat: &str, id: &str) -> Result<(), WaError> {
+        self.0.revoke_message(jid(chat)?, id, RevokeType::Sender).await.map_err(send_error)
+    }
+
+    async fn react(&self, chat: &str, sender: &str, id: &str, emoji: &str) -> Result<(), WaError> {
+        let chat = jid(chat)?;
+        // A group's message is known by its author too (WA Web's message key).
+        let key = wa::MessageKey {
+            remote_jid: Some(chat.to_string()),
+            from_me: Some(false),
+            id: Some(id.to_owned()),
+            participant: chat.is_group().then(|| sender.to_owned()),
+        };
+        self.0.send_reaction(chat, key, emoji).await.map_err(send_error)?;
+        Ok(())
     }
 
     async fn group_subject(&self, chat: &str) -> Result<String, WaError> {

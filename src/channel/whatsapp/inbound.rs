@@ -1,6 +1,7 @@
 //! Messages from WhatsApp: to a group's agent, as context, a command, or an
 //! answer to an approval prompt; the bot's own messages and groups that are
-//! not registered go nowhere.
+//! not registered go nowhere. An engaging message gets the receipt reaction
+//! once it is stored.
 //!
 //! A crate message is turned into [`WaMessage`] first (in `event`); every
 //! decision after that is made on our types.
@@ -150,6 +151,7 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
     };
     match result {
         Ok(Some(_)) => {
+            receipt(shared, &msg);
             let session = ports.router.session(&group.name).await?;
             let (client, chat) = (shared.client.clone(), msg.chat.clone());
             shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
@@ -176,6 +178,24 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
             Err(e.into())
         }
     }
+}
+
+/// Puts the receipt reaction on a message the agent will answer, from its
+/// own task: the hook never waits on a send, and a failure only costs the emoji.
+fn receipt<C: WaClient>(shared: &Shared<C>, msg: &WaMessage) {
+    if shared.reaction.is_empty() {
+        return;
+    }
+    let (client, emoji) = (shared.client.clone(), shared.reaction.clone());
+    let (chat, sender, id) = (msg.chat.clone(), msg.sender.clone(), msg.message_id.clone());
+    tokio::spawn(async move {
+        let reacted = tokio::time::timeout(super::STATUS_TIMEOUT, client.react(&chat, &sender, &id, &emoji)).await;
+        match reacted {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(%chat, %e, "cannot put the receipt reaction on a WhatsApp message"),
+            Err(_) => tracing::debug!(%chat, "no answer from WhatsApp to the receipt reaction in time"),
+        }
+    });
 }
 
 /// `/chatid`: answered in any group, registered or not (it is how a group

@@ -14,6 +14,9 @@
 //! - `channel::delivery` drains the WhatsApp outbox through [`outbound`];
 //!   while WhatsApp is unreachable or logged out, replies wait there.
 //! - Approvals are text: a code to answer (see [`approvals`]).
+//! - Progress: [`WhatsAppStatus`] shows a slow turn's status message (edited
+//!   in place, or reposted at most once a minute when edits fail), and an
+//!   engaging message gets the receipt reaction.
 //!
 //! The adapter is generic over [`WaClient`], so the tests run it with a fake
 //! client and feed it the crate's real event types.
@@ -27,8 +30,10 @@ mod health;
 mod inbound;
 pub mod link;
 mod outbound;
+mod status;
 
 pub use client::{OwnIds, Real, WaClient, WaError};
+pub use status::{WhatsAppStatus, EDIT_WINDOW, REPOST_EVERY, STATUS_TIMEOUT, STOP_HINT};
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -50,6 +55,11 @@ struct Shared<C> {
     assistant: String,
     approvals: approvals::Waiting,
     typing: crate::channel::typing::Typing,
+    /// Status messages and the receipt reaction.
+    status: Arc<WhatsAppStatus<C>>,
+    /// Put on an engaging message once it is stored; empty for none.
+    /// From `ProgressSettings::default()` until `[progress] reaction` is wired.
+    reaction: String,
     unknown_chats: FirstSight<String>,
     health: Health,
 }
@@ -76,16 +86,25 @@ pub struct ServeOptions {
 impl<C: WaClient> WhatsApp<C> {
     pub fn new(client: Arc<C>, ports: Ports, assistant: &str) -> WhatsApp<C> {
         let health = Health::new(ports.directory.clone());
+        let status = Arc::new(WhatsAppStatus::new(client.clone()));
         let shared = Shared {
             client,
             ports,
             assistant: assistant.to_owned(),
             approvals: approvals::Waiting::default(),
             typing: crate::channel::typing::Typing::default(),
+            status,
+            reaction: crate::channel::progress::ProgressSettings::default().reaction,
             unknown_chats: FirstSight::default(),
             health,
         };
         WhatsApp { shared: Arc::new(shared) }
+    }
+
+    /// The status port for the presenter (one per adapter: it keeps which
+    /// status message is alive in each chat).
+    pub fn status(&self) -> Arc<WhatsAppStatus<C>> {
+        self.shared.status.clone()
     }
 
     /// Takes a batch of inbound messages: each is stored (or refused as a

@@ -1,0 +1,236 @@
+//! Live progress on the platforms: Telegram's and WhatsApp's status ports
+//! against the fake Bot API and the fake WhatsApp client, the receipt
+//! reaction on an engaging message, and the Stop button of a status message
+//! pressed by an admin (the turn is interrupted) and by a member (refused).
+
+use std::time::Duration;
+
+use pincer::channel::progress::{StatusError, StatusPort};
+use pincer::channel::telegram::{Telegram, TelegramStatus, STOP_BUTTON_DATA};
+use pincer::channel::whatsapp::{WhatsAppStatus, REPOST_EVERY, STOP_HINT};
+use pincer::domain::ChatAddress;
+use pincer::store::GroupSettings;
+
+use crate::support::fake_api::{self, FakeApi, Reply};
+use crate::support::fake_bot::{ChatKind, FakeBot, FakeError, TgChat, TgUser};
+use crate::support::fake_wa::{FakeWa, Person};
+use crate::support::harness::{Sandbox, PATIENCE};
+
+fn team() -> TgChat {
+    TgChat { id: -100_700, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
+}
+
+fn forum() -> TgChat {
+    TgChat { id: -100_701, kind: ChatKind::Supergroup { forum: true }, title: "Research".into() }
+}
+
+fn alice() -> TgUser {
+    TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
+}
+
+fn bob() -> TgUser {
+    TgUser { id: 43, first_name: "Bob".into(), username: None }
+}
+
+/// The status port over a bot pointed at `bot`, as the adapter builds it.
+fn telegram_status(bot: &FakeBot) -> TelegramStatus {
+    let config = pincer::config::TelegramConfig {
+        token: Some(pincer::config::Secret::new("123456:TEST-TOKEN")),
+        api_url: Some(bot.api_url()),
+        ..Default::default()
+    };
+    TelegramStatus::new(Telegram::client(&config).unwrap())
+}
+
+/// The `callback_data` of every button a message has.
+fn buttons(message: &crate::support::fake_bot::Sent) -> Vec<String> {
+    let markup = message.reply_markup.clone().unwrap_or_default();
+    let rows = markup["inline_keyboard"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_telegram_status_message_is_posted_in_its_topic_edited_deleted_and_reactions_set() {
+    let bot = FakeBot::start().await;
+    let status = telegram_status(&bot);
+    let at = ChatAddress::telegram(forum().id, Some(7));
+    bot.add_chat(&forum());
+
+    let id = status.post(&at, "Working · 6 s · Reading <notes.md> & more", true).await.unwrap();
+    let sent = bot.sent(forum().id).remove(0);
+    assert_eq!(sent.message_id.to_string(), id);
+    assert_eq!(sent.thread_id, Some(7), "posted in the group's topic");
+    assert_eq!(sent.text, "Working · 6 s · Reading <notes.md> & more", "plain text, shown as written");
+    assert_eq!(buttons(&sent), vec![STOP_BUTTON_DATA.to_owned()]);
+
+    // The same state again is "not modified" at Telegram, and fine here.
+    status.edit(&at, &id, "Working · 6 s · Reading <notes.md> & more", true).await.unwrap();
+    let refused = bot.calls_to("editMessageText");
+    assert!(refused[0].error.as_deref().is_some_and(|e| e.contains("not modified")), "{refused:?}");
+
+    status.edit(&at, &id, "Done in 9 s", false).await.unwrap();
+    let edited = bot.sent(forum().id).remove(0);
+    assert_eq!((edited.text.as_str(), edited.edits), ("Done in 9 s", 1));
+    assert!(buttons(&edited).is_empty(), "the Stop button goes with stop = false");
+
+    bot.fail_next("editMessageText", FakeError::RetryAfter(5));
+    let limited = status.edit(&at, &id, "later", false).await;
+    assert_eq!(limited, Err(StatusError::RateLimited { retry_after: Some(Duration::from_secs(5)) }));
+
+    let said = bot.say(&forum(), &alice(), "@Andy hi");
+    status.react(&at, &said.to_string(), "👀").await.unwrap();
+    assert_eq!(bot.reactions(forum().id, said), vec!["👀".to_owned()]);
+    let refused = status.react(&at, &said.to_string(), "🦀").await.unwrap_err();
+    assert!(refused.to_string().contains("[progress] reaction"), "says what to do: {refused}");
+
+    status.delete(&at, &id).await.unwrap();
+    assert!(bot.sent(forum().id)[0].deleted);
+    status.delete(&at, &id).await.expect("deleting what is already gone is done");
+    let gone = status.edit(&at, &id, "again", false).await;
+    assert!(matches!(gone, Err(StatusError::Gone(_))), "{gone:?}");
+    assert!(matches!(status.edit(&at, &said.to_string(), "x", false).await, Err(StatusError::Gone(_))));
+}
+
+/// Waits until the API has seen `n` main requests.
+async fn wait_requests(api: &FakeApi, n: usize) {
+    tokio::time::timeout(PATIENCE, async {
+        while api.main_requests().len() < n {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the CLI asked the API in time");
+}
+
+/// The text the bot answered callback query `id` with, once it has.
+async fn answer_to(bot: &FakeBot, id: &str) -> String {
+    let answered = |b: &FakeBot| {
+        b.calls_to("answerCallbackQuery").into_iter().find(|c| c.params["callback_query_id"].as_str() == Some(id))
+    };
+    bot.wait_for("the press is answered", |b| answered(b).is_some()).await;
+    answered(bot).unwrap().params["text"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn the_stop_button_interrupts_for_an_admin_and_is_refused_to_a_member() {
+    let script = fake_api::scripted(vec![("SLOWREPLY", Reply::slow(Duration::from_secs(30), Reply::text("too late")))]);
+    let api = FakeApi::start(script).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        admins: vec![alice().id.to_string()],
+        ..GroupSettings::default()
+    };
+    sandbox.add_group_with("team", settings).await;
+    let pincer = sandbox.spawn_daemon();
+
+    let asked = bot.say(&team(), &bob(), "SLOWREPLY please");
+    wait_requests(&api, 1).await;
+    bot.wait_for("the receipt reaction", |b| b.reactions(team().id, asked) == ["👀"]).await;
+
+    // The presenter's status message, with its button.
+    let status = telegram_status(&bot);
+    let id = status.post(&ChatAddress::telegram(team().id, None), "Working · 6 s", true).await.unwrap();
+    let message: i64 = id.parse().unwrap();
+    let data = buttons(&bot.sent(team().id)[0]);
+
+    let refused = bot.press(&team(), &bob(), message, &data[0]);
+    assert_eq!(answer_to(&bot, &refused).await, "Only this group's admins can stop the agent.");
+
+    let stopped = bot.press(&team(), &alice(), message, &data[0]);
+    assert_eq!(answer_to(&bot, &stopped).await, "Stopping the agent.");
+    bot.wait_for("the turn ends interrupted", |b| b.sent(team().id).iter().any(|s| s.text.starts_with("⚠️"))).await;
+    let texts: Vec<String> = bot.sent(team().id).into_iter().map(|s| s.text).collect();
+    // Had the member's press stopped the turn, the admin's would find none.
+    assert_eq!(texts.iter().filter(|t| t.contains("Interrupting")).count(), 1, "{texts:?}");
+    assert!(!texts.iter().any(|t| t.contains("not in a turn") || t.contains("too late")), "{texts:?}");
+
+    let forged = bot.press(&team(), &alice(), message, "stop:all");
+    assert_eq!(answer_to(&bot, &forged).await, "This button is no longer in use.");
+    let late = bot.press(&team(), &alice(), message, &data[0]);
+    assert_eq!(answer_to(&bot, &late).await, "The agent is not in a turn right now.");
+    // Anything the late press said in the chat would come before this answer.
+    bot.say(&team(), &alice(), "/status");
+    bot.wait_for("the status", |b| b.sent(team().id).iter().any(|s| s.text.contains("Session:"))).await;
+    let texts: Vec<String> = bot.sent(team().id).into_iter().map(|s| s.text).collect();
+    assert!(
+        !texts.iter().any(|t| t.contains("not in a turn")),
+        "a press on an old button stays in its popup: {texts:?}"
+    );
+    pincer.stop().await;
+}
+
+const FAMILY: &str = "120363012345678901@g.us";
+
+fn wa_alice() -> Person {
+    Person { name: "Alice", number: "4915100000001", lid: Some("111111111111111") }
+}
+
+fn wa_bob() -> Person {
+    Person { name: "Bob", number: "4915100000002", lid: None }
+}
+
+fn family() -> ChatAddress {
+    ChatAddress::whatsapp_group(FAMILY).unwrap()
+}
+
+#[tokio::test]
+async fn an_engaging_whatsapp_message_gets_the_receipt_reaction_and_context_does_not() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let wa = FakeWa::new();
+    let sandbox = Sandbox::new(&api);
+    sandbox.add_group_with("family", GroupSettings { chat: Some(family()), ..GroupSettings::default() }).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    wa.say(FAMILY, &wa_bob(), "lunch at noon?");
+    let engaging = wa.say(FAMILY, &wa_alice(), "@Andy what did we decide?");
+    wa.wait_sent(FAMILY, 1).await;
+    wa.wait_for("the receipt reaction", |wa| !wa.reactions(FAMILY).is_empty()).await;
+    let reactions = wa.reactions(FAMILY);
+    assert_eq!(reactions.len(), 1, "context gets none: {reactions:?}");
+    assert_eq!((reactions[0].id.as_str(), reactions[0].emoji.as_str()), (engaging.as_str(), "👀"));
+    assert_eq!(reactions[0].sender, "111111111111111@lid", "the message is named by its author too");
+    pincer.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_whatsapp_status_message_is_edited_and_falls_back_to_one_repost_a_minute() {
+    let wa = FakeWa::new();
+    let status = WhatsAppStatus::new(wa.client());
+    let at = family();
+
+    let id = status.post(&at, "Working · 6 s", true).await.unwrap();
+    assert_eq!(wa.sent(FAMILY)[0].text, format!("Working · 6 s\n\n{STOP_HINT}"));
+    status.edit(&at, &id, "Working · 9 s", true).await.unwrap();
+    assert_eq!(wa.edits(FAMILY), vec![(id.clone(), format!("Working · 9 s\n\n{STOP_HINT}"))]);
+
+    // Edits stop working: composing instead, and a new message once a minute.
+    wa.fail_edits(true);
+    status.edit(&at, &id, "Working · 12 s", true).await.unwrap();
+    assert_eq!(wa.failed_edits(FAMILY), vec![id.clone()]);
+    assert_eq!(wa.composing(FAMILY), vec![true]);
+    assert_eq!(wa.sent(FAMILY).len(), 1, "no new message within the minute");
+
+    status.edit(&at, &id, "Done in 40 s", false).await.unwrap();
+    assert_eq!(wa.sent(FAMILY).len(), 1, "held back, not posted");
+
+    // The minute is up: the newest state comes, the old message gone first.
+    tokio::time::advance(REPOST_EVERY).await;
+    wa.wait_for("the held-back summary", |wa| wa.alive(FAMILY).iter().any(|s| s.text == "Done in 40 s")).await;
+    assert_eq!(wa.alive(FAMILY).len(), 1, "never two alive: {:?}", wa.sent(FAMILY));
+    assert_eq!(wa.revoked(FAMILY), vec![id.clone()], "the old one went first");
+    assert_eq!(wa.sent(FAMILY).len(), 2, "one new message, with the newest state only");
+    assert_eq!(wa.failed_edits(FAMILY).len(), 1, "no edit tried once edits failed");
+
+    status.delete(&at, &id).await.unwrap();
+    assert!(wa.alive(FAMILY).is_empty(), "the presenter's id deletes the message showing now");
+
+    status.react(&at, &format!("{FAMILY}/111111111111111@lid/3EB0AA"), "👀").await.unwrap();
+    let reaction = wa.reactions(FAMILY).remove(0);
+    assert_eq!((reaction.sender.as_str(), reaction.id.as_str()), ("111111111111111@lid", "3EB0AA"));
+}

@@ -23,6 +23,7 @@ use std::time::SystemTime;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 use tokio::time::Instant;
 
+use super::activity::ActivityBuilder;
 use super::api_error::Seen;
 use super::approvals::{Answered, Approvals};
 use super::cli::CliChild;
@@ -34,6 +35,7 @@ use super::pending::PendingMessage;
 use super::turn::Turn;
 use super::{Command, SessionDeps, SessionStatus, TurnOutcome};
 use crate::claude::process::StdoutLine;
+use crate::domain::activity::Activity;
 use crate::domain::{GroupName, InboundId, ToolsFor};
 use crate::sandbox::IsolatedHome;
 use crate::store::{GroupRecord, GroupSettings, InboundState};
@@ -115,6 +117,9 @@ pub(super) struct SessionActor {
     deps: Arc<SessionDeps>,
     commands: async_channel::Receiver<Command>,
     status: Arc<watch::Sender<SessionStatus>>,
+    /// What the agent is doing: built from the CLI's events, published on change.
+    activity: ActivityBuilder,
+    activity_tx: Arc<watch::Sender<Activity>>,
     queued: Arc<AtomicUsize>,
     /// The group's queue: wakes from the router, and who waits on which message.
     intake: Arc<Intake>,
@@ -145,6 +150,7 @@ impl SessionActor {
         deps: Arc<SessionDeps>,
         commands: async_channel::Receiver<Command>,
         status: Arc<watch::Sender<SessionStatus>>,
+        activity_tx: Arc<watch::Sender<Activity>>,
         queued: Arc<AtomicUsize>,
         intake: Arc<Intake>,
     ) -> Self {
@@ -158,6 +164,8 @@ impl SessionActor {
             deps,
             commands,
             status,
+            activity: ActivityBuilder::default(),
+            activity_tx,
             queued,
             intake,
             puller: Puller::default(),

@@ -28,7 +28,7 @@ fn now_words(activity: &watch::Receiver<Activity>) -> Option<(u32, String)> {
 #[tokio::test(start_paused = true)]
 async fn a_turns_tool_calls_are_its_steps_and_its_result_is_the_last_done() {
     let rig = Rig::new().await;
-    let activity = rig.handle.activity();
+    let mut activity = rig.handle.activity();
     rig.cli.script([Reply::Lines(Box::new(fake_cli::turn_start))]);
     let id = rig.say("run the tests").await;
     rig.until("the turn starts", || activity.borrow().turn.is_some()).await;
@@ -47,6 +47,16 @@ async fn a_turns_tool_calls_are_its_steps_and_its_result_is_the_last_done() {
     let done = activity.borrow().last_done.clone().expect("the turn is done");
     assert_eq!((done.number, done.steps, done.cost_usd, done.ok), (1, 2, Some(0.25), true));
     rig.until_state(id, "answered").await;
+
+    // Lines that change nothing shown wake no watcher: a text-only assistant
+    // line, a rate-limit frame, a foreground task (which the status counts,
+    // so the test knows when all three were handled).
+    activity.mark_unchanged();
+    rig.cli.print(json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "hm"}]}}));
+    rig.cli.print(json!({"type": "rate_limit_event", "rate_limit_info": {"status": "allowed"}}));
+    rig.cli.print(task("task_started", "fg1", json!({"task_type": "local_bash", "is_backgrounded": false})));
+    rig.until("the foreground task is counted", || rig.handle.status().running_tasks == 1).await;
+    assert!(!activity.has_changed().unwrap(), "{:?}", *activity.borrow());
     rig.stop().await;
 }
 

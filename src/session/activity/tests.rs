@@ -180,3 +180,68 @@ fn background_entries_are_bounded() {
     assert!(!b.feed(Fed::Task(&started("extra", "toolu_x", "local_bash", Some(true))), now));
     assert_eq!(b.activity().background[0].label, "background command");
 }
+
+/// Feeds a recorded transcript of the real CLI through the parser and the
+/// builder, one second apart; returns what was shown after each line that
+/// changed it: (turn number and steps, background as "label: doing", last done).
+fn replay(dir: &str, name: &str) -> Vec<(Option<(u64, u32)>, Vec<String>, Option<u64>)> {
+    use crate::claude::protocol::{parse_line, CliEvent};
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(dir).join(name);
+    let (mut b, mut now, mut shown) = (ActivityBuilder::default(), Instant::now(), Vec::new());
+    for line in std::fs::read_to_string(&path).unwrap().lines() {
+        now += Duration::from_secs(1);
+        let changed = match parse_line(line).unwrap() {
+            CliEvent::Init { .. } => b.feed(Fed::TurnStarted, now),
+            CliEvent::ToolCalls(calls) => b.feed(Fed::ToolCalls(&calls), now),
+            CliEvent::System { task: Some(task), .. } => b.feed(Fed::Task(&task), now),
+            CliEvent::Result { result, .. } => b.feed(Fed::Result { ok: !result.is_error, cost_usd: None }, now),
+            _ => false,
+        };
+        if changed {
+            let a = b.activity();
+            let background = a.background.iter().map(|w| format!("{}: {}", w.label, w.doing.as_deref().unwrap_or("-")));
+            shown.push((
+                a.turn.as_ref().map(|t| (t.number, t.steps)),
+                background.collect(),
+                a.last_done.as_ref().map(|d| d.number),
+            ));
+        }
+    }
+    shown
+}
+
+#[test]
+fn recorded_background_agents_are_shown_from_start_to_end_on_both_versions() {
+    let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let old = replay("transcripts-2.1.197", "03a-bg-agent-stdin-open.stdout.jsonl");
+    let expected_old = [
+        (Some((1, 0)), s(&[]), None),
+        (Some((1, 1)), s(&[]), None),
+        (Some((1, 1)), s(&["bg helper: -"]), None),
+        (Some((1, 1)), s(&["bg helper: Running `echo sub-bash-ok`"]), None),
+        (Some((1, 1)), s(&["bg helper: Running subagent echo"]), None),
+        (None, s(&["bg helper: Running subagent echo"]), Some(1)),
+        (None, s(&[]), Some(1)),
+        (Some((2, 0)), s(&[]), Some(1)),
+        (None, s(&[]), Some(2)),
+    ];
+    assert_eq!(old, expected_old);
+    let new = replay("transcripts-2.1.330", "03a-bg-agent.stdout.jsonl");
+    let listed_first = new.iter().any(|(_, bg, _)| bg == &s(&["bg helper: -"]));
+    let last = new.last().unwrap();
+    assert!(listed_first && last == &(None, s(&[]), Some(2)), "{new:#?}");
+    assert!(new.iter().any(|(turn, bg, _)| turn.is_none() && bg.len() == 1), "listed after its turn: {new:#?}");
+}
+
+#[test]
+fn a_recorded_background_shell_and_a_foreground_one_on_both_versions() {
+    for (dir, name) in
+        [("transcripts-2.1.197", "02a-bg-bash-stdin-open.stdout.jsonl"), ("transcripts-2.1.330", "02a.stdout.jsonl")]
+    {
+        let shown = replay(dir, name);
+        assert!(shown.iter().any(|(_, bg, _)| bg == &["bg sleep: -".to_owned()]), "{dir}: {shown:#?}");
+        assert_eq!(shown.last().unwrap(), &(None, Vec::new(), Some(2)), "{dir}");
+    }
+    let foreground = replay("transcripts-2.1.197", "01e-second-message-during-tool-turn.stdout.jsonl");
+    assert!(foreground.iter().all(|(_, bg, _)| bg.is_empty()), "a foreground shell is a step: {foreground:#?}");
+}

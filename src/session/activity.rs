@@ -75,6 +75,15 @@ pub struct ActivityBuilder {
 }
 
 impl ActivityBuilder {
+    /// A builder for a session's next actor (after one ended): it starts from
+    /// what was published and numbers its turns on from there, so a watcher
+    /// never sees one turn number twice in a session's life.
+    pub fn continuing(published: &Activity) -> ActivityBuilder {
+        let last_turn = published.turn.as_ref().map(|t| t.number);
+        let turns = last_turn.max(published.last_done.as_ref().map(|d| d.number)).unwrap_or(0);
+        ActivityBuilder { activity: published.clone(), turns, ..ActivityBuilder::default() }
+    }
+
     pub fn activity(&self) -> &Activity {
         &self.activity
     }
@@ -87,12 +96,9 @@ impl ActivityBuilder {
             Fed::Task(event) => self.task(event, now),
             Fed::Result { ok, cost_usd } => self.turn_ended(ok, cost_usd, now),
             Fed::ProcessEnded => {
-                let changed = self.activity.working();
-                self.turn_ended(false, None, now);
-                self.activity.background.clear();
                 self.started_by.clear();
                 self.recent_calls.clear();
-                changed
+                process_ended(&mut self.activity, now)
             }
         }
     }
@@ -108,12 +114,7 @@ impl ActivityBuilder {
     }
 
     fn turn_ended(&mut self, ok: bool, cost_usd: Option<f64>, now: Instant) -> bool {
-        let Some(turn) = self.activity.turn.take() else {
-            return false;
-        };
-        let took = now.saturating_duration_since(turn.started);
-        self.activity.last_done = Some(TurnDone { number: turn.number, took, steps: turn.steps, cost_usd, ok });
-        true
+        turn_ended(&mut self.activity, ok, cost_usd, now)
     }
 
     fn tool_call(&mut self, call: &ToolCall, now: Instant) -> bool {
@@ -246,6 +247,25 @@ impl ActivityBuilder {
         self.activity.background.retain(|w| w.id != task_id);
         before != self.activity.background.len()
     }
+}
+
+/// What a process's end leaves of `activity`: nothing running, and a turn it
+/// cut short recorded as done, not ok. True when that changed anything. (The
+/// supervisor uses it too, when an actor ended with its process.)
+pub fn process_ended(activity: &mut Activity, now: Instant) -> bool {
+    let changed = activity.working();
+    turn_ended(activity, false, None, now);
+    activity.background.clear();
+    changed
+}
+
+fn turn_ended(activity: &mut Activity, ok: bool, cost_usd: Option<f64>, now: Instant) -> bool {
+    let Some(turn) = activity.turn.take() else {
+        return false;
+    };
+    let took = now.saturating_duration_since(turn.started);
+    activity.last_done = Some(TurnDone { number: turn.number, took, steps: turn.steps, cost_usd, ok });
+    true
 }
 
 fn kind_of(task_type: Option<&str>) -> WorkKind {

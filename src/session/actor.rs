@@ -156,6 +156,7 @@ impl SessionActor {
     ) -> Self {
         let policy = Policy::of(&group.settings, &deps.config.claude.allowed_tools);
         let slot_waiters = deps.slots.waiting();
+        let activity = ActivityBuilder::continuing(&activity_tx.borrow());
         // Checked at config load; UTC is only the fallback of a config built in code.
         let zone = deps.config.timezone.parse().unwrap_or(chrono_tz::UTC);
         SessionActor {
@@ -164,7 +165,7 @@ impl SessionActor {
             deps,
             commands,
             status,
-            activity: ActivityBuilder::default(),
+            activity,
             activity_tx,
             queued,
             intake,

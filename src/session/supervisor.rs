@@ -111,7 +111,7 @@ impl Supervised {
             self.status
                 .send_replace(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
             // Its process went with it, and everything that ran there.
-            self.activity.send_if_modified(|activity| std::mem::take(activity) != Activity::default());
+            self.activity.send_if_modified(|activity| super::activity::process_ended(activity, Instant::now()));
             let kind = if self.isolated { "isolated_actor_restarted" } else { "actor_restarted" };
             let store = &self.deps.store;
             if let Err(e) = store.record_session_event(&group.name, kind, group.session_id.as_deref(), Some(&why)).await

@@ -85,3 +85,20 @@ async fn background_work_appears_and_goes_with_its_frames_and_a_crash_clears_it(
     assert!(activity.borrow().background.is_empty());
     rig.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_actor_numbers_its_turns_on_from_the_ended_ones() {
+    let rig = Rig::new().await;
+    let activity = rig.handle.activity();
+    let first = rig.say("one").await;
+    rig.until_state(first, "answered").await;
+    rig.cli.crash();
+    rig.until_event("exited").await;
+    rig.cli.panic_on_start(1);
+    let second = rig.say("two").await;
+    rig.until_event("actor_restarted").await;
+    rig.until_state(second, "answered").await;
+    let done = activity.borrow().last_done.clone().expect("a turn done");
+    assert_eq!((done.number, done.ok), (2, true), "a watcher never sees turn 1 twice");
+    rig.stop().await;
+}

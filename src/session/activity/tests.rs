@@ -181,10 +181,14 @@ fn background_entries_are_bounded() {
     assert_eq!(b.activity().background[0].label, "background command");
 }
 
+/// What a watcher saw: the turn's number and steps, the background work as
+/// "label: doing", the last turn done.
+type Shown = (Option<(u64, u32)>, Vec<String>, Option<u64>);
+
 /// Feeds a recorded transcript of the real CLI through the parser and the
 /// builder, one second apart; returns what was shown after each line that
-/// changed it: (turn number and steps, background as "label: doing", last done).
-fn replay(dir: &str, name: &str) -> Vec<(Option<(u64, u32)>, Vec<String>, Option<u64>)> {
+/// changed it.
+fn replay(dir: &str, name: &str) -> Vec<Shown> {
     use crate::claude::protocol::{parse_line, CliEvent};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(dir).join(name);
     let (mut b, mut now, mut shown) = (ActivityBuilder::default(), Instant::now(), Vec::new());

@@ -2,9 +2,9 @@
 //! stdout line, the child's exit, the idle deadline, a hung turn, a resend
 //! after a usage limit, an approval's answer, shutdown) that owns the group's
 //! CLI child. It decides nothing itself: the parts do ([`Lifecycle`],
-//! [`Turn`], [`HangWatch`], [`UsageHold`], [`Approvals`]); the actor feeds
-//! them events and time and does the I/O they ask for (the store, the
-//! outbox, the CLI's stdin).
+//! [`Turn`], [`HangWatch`], [`UsageHold`], [`Approvals`],
+//! [`ActivityBuilder`]); the actor feeds them events and time and does the
+//! I/O they ask for (the store, the outbox, the CLI's stdin, the watches).
 //!
 //! The handlers live beside this file: `stdin` (starting the process and
 //! writing to it), `stdout` (what the CLI prints),

@@ -8,8 +8,9 @@
 //! it ends while pincer is not stopping. The actor wires small parts that
 //! decide without I/O: `lifecycle` (which process, restarts), `turn` (what
 //! is owed and running), `hang` (hung turns), `hold` (usage-limit resends),
-//! `approvals` (tool calls left to people). The CLI is reached only through
-//! the port in `cli`.
+//! `approvals` (tool calls left to people), `activity` (what the chat is
+//! shown of the agent's work, published on [`SessionHandle::activity`]). The
+//! CLI is reached only through the port in `cli`.
 
 mod activity;
 mod actor;

@@ -1,8 +1,9 @@
 //! A tool call in the words a person reads ("Reading notes.md", "Running
 //! `cargo test`", "Fetching docs.rs"), without anything that could be a
 //! secret: a command's first words only (no `VAR=value` before it, nothing
-//! after `|`, `;` or `&&`, nothing from the first quoted, `$`-expanded or
-//! token-like word on), a file's last two path components, a URL's host.
+//! after `|`, `;` or `&&`, nothing after its first flag, nothing from the
+//! first quoted, `$`-expanded or token-like word on), a file's last two path
+//! components, a URL's host.
 //!
 //! Pure and cheap: called once per tool call, never per stdout line.
 
@@ -111,6 +112,10 @@ fn command_head(command: &str) -> Option<String> {
             head.push(' ');
         }
         head.push_str(word);
+        // What follows a flag may be its value: a password, a header, a token.
+        if word.starts_with('-') {
+            break;
+        }
     }
     (!head.is_empty()).then_some(head)
 }

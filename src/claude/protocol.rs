@@ -5,10 +5,12 @@
 //! `result`), and tolerant: unknown types and fields are kept as `Other` or
 //! ignored, because the protocol drifts between CLI versions.
 
+mod assistant;
 mod task;
 
 use serde_json::{json, Value};
 
+pub use assistant::{ToolCall, ToolKind};
 pub use task::{
     BackgroundTask, TaskEvent, TaskNotification, TaskProgress, TaskStarted, TaskStatus, TaskUpdated, TaskUsage,
 };
@@ -36,6 +38,9 @@ pub enum CliEvent {
     ControlRequest { request_id: String, request: ControlRequest },
     /// The CLI answers a request of ours (e.g. `interrupt`).
     ControlResponse { request_id: Option<String>, ok: bool },
+    /// The tool calls of an `assistant` line (the main thread's, or a
+    /// subagent's with `parent_tool_use_id` set). A text-only line is `Other`.
+    ToolCalls(Vec<ToolCall>),
     /// A user message replayed by `--replay-user-messages`: the CLI took it into a turn.
     UserReplay { uuid: String },
     /// Assistant text, tool results, stream events, and anything unknown.
@@ -133,6 +138,15 @@ pub fn parse_line(line: &str) -> Result<CliEvent, ParseError> {
         "system" => CliEvent::System { frame: task_frame(&v), task: task::parse(&v) },
         "result" => CliEvent::Result { result: turn_result(&v), end: turn_end(&v) },
         "assistant" if is_main_api_error(&v) => CliEvent::ApiErrorMessage(api_error_report(&v)),
+        // Only assistant lines pay for looking at their blocks.
+        "assistant" => {
+            let calls = assistant::tool_calls(&v);
+            if calls.is_empty() {
+                CliEvent::Other { kind: kind.to_owned() }
+            } else {
+                CliEvent::ToolCalls(calls)
+            }
+        }
         "rate_limit_event" => match v.get("rate_limit_info").and_then(rate_limit_info) {
             Some(info) => CliEvent::RateLimit(info),
             None => CliEvent::Other { kind: kind.to_owned() },

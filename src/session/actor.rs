@@ -2,9 +2,9 @@
 //! stdout line, the child's exit, the idle deadline, a hung turn, a resend
 //! after a usage limit, an approval's answer, shutdown) that owns the group's
 //! CLI child. It decides nothing itself: the parts do ([`Lifecycle`],
-//! [`Turn`], [`HangWatch`], [`UsageHold`], [`Approvals`]); the actor feeds
-//! them events and time and does the I/O they ask for (the store, the
-//! outbox, the CLI's stdin).
+//! [`Turn`], [`HangWatch`], [`UsageHold`], [`Approvals`],
+//! [`ActivityBuilder`]); the actor feeds them events and time and does the
+//! I/O they ask for (the store, the outbox, the CLI's stdin, the watches).
 //!
 //! The handlers live beside this file: `stdin` (starting the process and
 //! writing to it), `stdout` (what the CLI prints),
@@ -23,6 +23,7 @@ use std::time::SystemTime;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 use tokio::time::Instant;
 
+use super::activity::ActivityBuilder;
 use super::api_error::Seen;
 use super::approvals::{Answered, Approvals};
 use super::cli::CliChild;
@@ -34,6 +35,7 @@ use super::pending::PendingMessage;
 use super::turn::Turn;
 use super::{Command, SessionDeps, SessionStatus, TurnOutcome};
 use crate::claude::process::StdoutLine;
+use crate::domain::activity::Activity;
 use crate::domain::{GroupName, InboundId, ToolsFor};
 use crate::sandbox::IsolatedHome;
 use crate::store::{GroupRecord, GroupSettings, InboundState};
@@ -115,6 +117,9 @@ pub(super) struct SessionActor {
     deps: Arc<SessionDeps>,
     commands: async_channel::Receiver<Command>,
     status: Arc<watch::Sender<SessionStatus>>,
+    /// What the agent is doing: built from the CLI's events, published on change.
+    activity: ActivityBuilder,
+    activity_tx: Arc<watch::Sender<Activity>>,
     queued: Arc<AtomicUsize>,
     /// The group's queue: wakes from the router, and who waits on which message.
     intake: Arc<Intake>,
@@ -145,11 +150,13 @@ impl SessionActor {
         deps: Arc<SessionDeps>,
         commands: async_channel::Receiver<Command>,
         status: Arc<watch::Sender<SessionStatus>>,
+        activity_tx: Arc<watch::Sender<Activity>>,
         queued: Arc<AtomicUsize>,
         intake: Arc<Intake>,
     ) -> Self {
         let policy = Policy::of(&group.settings, &deps.config.claude.allowed_tools);
         let slot_waiters = deps.slots.waiting();
+        let activity = ActivityBuilder::continuing(&activity_tx.borrow());
         // Checked at config load; UTC is only the fallback of a config built in code.
         let zone = deps.config.timezone.parse().unwrap_or(chrono_tz::UTC);
         SessionActor {
@@ -158,6 +165,8 @@ impl SessionActor {
             deps,
             commands,
             status,
+            activity,
+            activity_tx,
             queued,
             intake,
             puller: Puller::default(),

@@ -8,9 +8,11 @@
 //! it ends while pincer is not stopping. The actor wires small parts that
 //! decide without I/O: `lifecycle` (which process, restarts), `turn` (what
 //! is owed and running), `hang` (hung turns), `hold` (usage-limit resends),
-//! `approvals` (tool calls left to people). The CLI is reached only through
-//! the port in `cli`.
+//! `approvals` (tool calls left to people), `activity` (what the chat is
+//! shown of the agent's work, published on [`SessionHandle::activity`]). The
+//! CLI is reached only through the port in `cli`.
 
+mod activity;
 mod actor;
 mod api_error;
 mod approvals;
@@ -44,6 +46,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::domain::activity::Activity;
 use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId, Missed};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
@@ -134,6 +137,8 @@ pub struct SessionHandle {
     group: GroupName,
     commands: async_channel::Sender<Command>,
     status: watch::Receiver<SessionStatus>,
+    /// What the agent is doing, as the actor publishes it.
+    activity: watch::Receiver<Activity>,
     /// Commands sent but not yet taken by the actor, so "idle" is never
     /// reported while a message is still in the queue.
     queued: Arc<AtomicUsize>,
@@ -173,6 +178,7 @@ impl SessionHandle {
         let (tx, rx) = async_channel::bounded(COMMAND_QUEUE);
         let (status_tx, status_rx) =
             watch::channel(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
+        let (activity_tx, activity_rx) = watch::channel(Activity::default());
         let queued = Arc::new(AtomicUsize::new(0));
         let intake = Arc::new(intake::Intake::default());
         let shutdown = deps.shutdown.clone();
@@ -182,12 +188,13 @@ impl SessionHandle {
             deps,
             commands: rx,
             status: Arc::new(status_tx),
+            activity: Arc::new(activity_tx),
             queued: queued.clone(),
             isolated,
             intake: intake.clone(),
         };
         tracker.spawn(supervised.run());
-        SessionHandle { group: name, commands: tx, status: status_rx, queued, shutdown, intake }
+        SessionHandle { group: name, commands: tx, status: status_rx, activity: activity_rx, queued, shutdown, intake }
     }
 
     /// A message of this group was stored `queued`: the session takes it
@@ -244,6 +251,13 @@ impl SessionHandle {
 
     pub fn status(&self) -> SessionStatus {
         self.status.borrow().clone()
+    }
+
+    /// What the group's agent is doing now (the turn's steps, background
+    /// work, the last turn done), published by the actor only when it
+    /// changes: `changed().await` on the receiver wakes once per change.
+    pub fn activity(&self) -> watch::Receiver<Activity> {
+        self.activity.clone()
     }
 
     /// Whether commands are queued or the session has work in flight.

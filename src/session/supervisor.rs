@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use super::actor::SessionActor;
 use super::intake::Intake;
 use super::{Command, SessionDeps, SessionStatus};
+use crate::domain::activity::Activity;
 use crate::retry::RetryPolicy;
 use crate::store::GroupRecord;
 
@@ -62,6 +63,7 @@ pub(super) struct Supervised {
     pub(super) deps: Arc<SessionDeps>,
     pub(super) commands: async_channel::Receiver<Command>,
     pub(super) status: Arc<watch::Sender<SessionStatus>>,
+    pub(super) activity: Arc<watch::Sender<Activity>>,
     pub(super) queued: Arc<AtomicUsize>,
     /// A throwaway session: it starts fresh every time and stores no session id.
     pub(super) isolated: bool,
@@ -76,6 +78,7 @@ impl Supervised {
             self.deps.clone(),
             self.commands.clone(),
             self.status.clone(),
+            self.activity.clone(),
             self.queued.clone(),
             self.intake.clone(),
         );
@@ -107,6 +110,8 @@ impl Supervised {
             // Nothing runs for the group until the new actor publishes its own.
             self.status
                 .send_replace(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
+            // Its process went with it, and everything that ran there.
+            self.activity.send_if_modified(|activity| super::activity::process_ended(activity, Instant::now()));
             let kind = if self.isolated { "isolated_actor_restarted" } else { "actor_restarted" };
             let store = &self.deps.store;
             if let Err(e) = store.record_session_event(&group.name, kind, group.session_id.as_deref(), Some(&why)).await

@@ -162,3 +162,25 @@ fn an_old_clis_repeated_error_names_its_status_only_in_the_text() {
     let CliEvent::Result { end, .. } = parse_line(other).unwrap() else { panic!("a result") };
     assert!(end.api_error.is_none());
 }
+
+#[test]
+fn a_background_agents_transcript_gives_its_calls_and_its_subagents_calls() {
+    let evs = events("transcripts-2.1.330", "03a-bg-agent.stdout.jsonl");
+    let calls: Vec<&ToolCall> = evs
+        .iter()
+        .filter_map(|e| match e {
+            CliEvent::ToolCalls(calls) => Some(calls),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let agent =
+        ToolKind::Agent { description: "bg helper".into(), subagent_type: Some("general-purpose".into()), name: None };
+    assert_eq!((&calls[0].id[..], &calls[0].tool, calls[0].background), ("toolu_ag1", &agent, true));
+    assert_eq!(calls[0].parent_tool_use_id, None);
+    assert_eq!(calls[1].tool, ToolKind::Bash { command: "echo sub-bash-ok".into() });
+    assert_eq!(calls[1].parent_tool_use_id.as_deref(), Some("toolu_ag1"), "the subagent's call names its parent");
+    let text_only = evs.iter().filter(|e| **e == CliEvent::Other { kind: "assistant".into() }).count();
+    assert_eq!(text_only, 3, "text-only assistant lines stay Other");
+}

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::{Live, SessionActor};
 use crate::claude::protocol;
 use crate::domain::InboundId;
+use crate::session::activity::Fed;
 use crate::session::hang::{AfterHang, HANG_GRACE};
 use crate::session::lifecycle::AfterExit;
 use crate::store::InboundState;
@@ -80,7 +81,9 @@ impl SessionActor {
         let lines: Vec<String> =
             self.turn.pending.prepare_resend().map(|m| protocol::user_message(&m.text, &m.uuid)).collect();
         for line in lines {
-            self.write(&line).await;
+            if self.write(&line).await {
+                self.feed_activity(Fed::TurnStarted);
+            }
         }
     }
 
@@ -194,6 +197,7 @@ impl SessionActor {
     fn forget_process_state(&mut self) -> bool {
         self.approvals.forget_process();
         self.seen = Default::default();
+        self.feed_activity(Fed::ProcessEnded);
         self.turn.forget_process()
     }
 
@@ -215,7 +219,9 @@ impl SessionActor {
         // Without a process (it idled out meanwhile) the new one resumes the session.
         if self.ensure_live().await {
             for line in lines {
-                self.write(&line).await;
+                if self.write(&line).await {
+                    self.feed_activity(Fed::TurnStarted);
+                }
             }
         }
         self.set_state(&ids, InboundState::Sent).await;

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::{Live, Policy, SessionActor};
 use crate::claude::protocol;
 use crate::domain::{Inbound, InboundId, Missed};
+use crate::session::activity::Fed;
 use crate::session::cli::StartRequest;
 use crate::session::intake::{self, TAKEN_AT_ONCE};
 use crate::session::rights::Voice;
@@ -71,6 +72,7 @@ impl SessionActor {
         };
         if self.write(&line).await {
             self.deps.metrics.record_stdin_write(accepted_at.elapsed());
+            self.feed_activity(Fed::TurnStarted);
         }
         self.set_state(&[id], InboundState::Sent).await;
     }

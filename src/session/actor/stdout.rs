@@ -1,6 +1,7 @@
 //! What the CLI prints: each stdout line parsed once, stored where it must be
 //! (task frames raw and first, results with their chat text in one
-//! transaction), then fed to the parts that track it.
+//! transaction), then fed to the parts that track it, the activity the
+//! chat shows among them.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use crate::claude::process::StdoutLine;
 use crate::claude::protocol::{self, CliEvent, TaskEvent, TurnEnd};
 use crate::domain::{InboundId, TaskFrame, TurnResult};
 use crate::retry::{Backoff, RetryPolicy};
+use crate::session::activity::Fed;
 use crate::session::api_error::{self, TurnFailure};
 use crate::session::TurnOutcome;
 use crate::store::{InboundState, StoreError};
@@ -46,6 +48,7 @@ impl SessionActor {
         match event {
             CliEvent::Init { session_id } => {
                 self.turn.started();
+                self.feed_activity(Fed::TurnStarted);
                 self.note_session_id(session_id).await;
             }
             CliEvent::System { frame, task } => self.on_system(frame, task, &text).await,
@@ -56,8 +59,24 @@ impl SessionActor {
             CliEvent::ControlResponse { request_id, ok } => {
                 tracing::debug!(group = %self.group, ?request_id, ok, "the CLI answered a control request");
             }
+            CliEvent::ToolCalls(calls) => self.feed_activity(Fed::ToolCalls(&calls)),
             CliEvent::UserReplay { uuid } => self.turn.pending.mark_taken(&uuid),
             CliEvent::Other { kind } => tracing::trace!(group = %self.group, %kind, "stdout frame"),
+        }
+    }
+
+    /// Feeds the activity builder and publishes what changed; a feed that
+    /// changed nothing wakes no watcher (and clones nothing).
+    pub(super) fn feed_activity(&mut self, fed: Fed<'_>) {
+        if self.activity.feed(fed, tokio::time::Instant::now()) {
+            let now = self.activity.activity();
+            self.activity_tx.send_if_modified(|published| {
+                let modified = published != now;
+                if modified {
+                    published.clone_from(now);
+                }
+                modified
+            });
         }
     }
 
@@ -90,6 +109,7 @@ impl SessionActor {
         }
         if let Some(task) = task {
             self.turn.on_task(&task, tokio::time::Instant::now());
+            self.feed_activity(Fed::Task(&task));
         }
     }
 
@@ -104,6 +124,7 @@ impl SessionActor {
             }
             None => total,
         });
+        self.feed_activity(Fed::Result { ok: !result.is_error, cost_usd: cost });
         let seen = self.seen.take();
         // A vanished session's result, and the interrupted result of a turn
         // pincer stops because it hung, are only stored: the chat hears about

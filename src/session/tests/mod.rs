@@ -9,6 +9,7 @@
 //! moves while the actor waits for SQLite, so tests assert lower bounds ("not
 //! before the backoff"), never upper ones.
 
+mod activity;
 mod recovery;
 mod turns;
 

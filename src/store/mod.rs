@@ -149,34 +149,6 @@ pub fn now_us() -> i64 {
     }
 }
 
-/// A result's row, then the states of the messages it settles (`?6`: a
-/// JSON list of `[id, state]`). The parameters are numbered so that
-/// [`RECORD_RESULT_AND_REPLY`] can share them with the outbox's INSERT
-/// (`?1`..`?7` but `?6`, see `outbox::enqueue_sql`). sqlx binds a number a
-/// statement skips as if it were the next positional `?`, and stops binding
-/// a statement once that runs past the last value: each statement here skips
-/// few enough that it never does (the tests of both would fail).
-macro_rules! record_result_sql {
-    ($between:expr) => {
-        concat!(
-            "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
-VALUES (?1, ?2, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17);
-",
-            $between,
-            "UPDATE inbound SET state = s.value ->> '$[1]'
-  FROM json_each(?6) AS s
- WHERE inbound.id = s.value ->> '$[0]';"
-        )
-    };
-}
-
-const RECORD_RESULT: &str = record_result_sql!("");
-
-/// [`RECORD_RESULT`] with the reply's outbox row between, carrying the
-/// result's id; it returns the row's id, and nothing when the group has no row.
-const RECORD_RESULT_AND_REPLY: &str =
-    record_result_sql!(concat!(outbox::enqueue_sql!("last_insert_rowid()"), "\nRETURNING id;\n"));
-
 impl Store {
     /// Opens (creating if missing) the database at `path` and migrates it.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
@@ -280,44 +252,33 @@ impl Store {
         settles: &[(InboundId, InboundState)],
     ) -> Result<Option<OutboxId>, StoreError> {
         crate::metrics::hop("result_storing");
-        // One statement list in one transaction: three round trips to
-        // SQLite's thread (begin, the list, commit) instead of one per row,
-        // which is most of what storing a result costs.
-        let sql = if out.is_some() { RECORD_RESULT_AND_REPLY } else { RECORD_RESULT };
-        let (kind, text, console) =
-            out.map_or((None, None, false), |o| (Some(o.kind.as_str()), Some(o.text), o.console));
-        let settles = serde_json::Value::from(
-            settles.iter().map(|(id, state)| serde_json::json!([id.0, state.as_str()])).collect::<Vec<_>>(),
-        );
         let mut tx = self.pool.begin().await?;
-        let returned = sqlx::query(sql)
-            .bind(group.as_str())
-            .bind(now_us())
-            .bind(kind)
-            .bind(text)
-            .bind(console)
-            .bind(settles.to_string())
-            .bind(None::<i64>)
-            .bind(&r.session_id)
-            .bind(&r.subtype)
-            .bind(r.is_error)
-            .bind(&r.text)
-            .bind(r.total_cost_usd)
-            .bind(r.duration_ms)
-            .bind(r.num_turns)
-            .bind(&r.origin)
-            .bind(raw)
-            .bind(cost_usd)
-            .fetch_all(&mut *tx)
-            .await?;
+        let done = sqlx::query(
+            "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(group.as_str())
+        .bind(now_us())
+        .bind(&r.session_id)
+        .bind(&r.subtype)
+        .bind(r.is_error)
+        .bind(&r.text)
+        .bind(r.total_cost_usd)
+        .bind(r.duration_ms)
+        .bind(r.num_turns)
+        .bind(&r.origin)
+        .bind(raw)
+        .bind(cost_usd)
+        .execute(&mut *tx)
+        .await?;
         let queued = match out {
-            Some(_) => match returned.first() {
-                Some(row) => Some(OutboxId(row.try_get("id")?)),
-                // The INSERT found no group row to address the reply from.
-                None => return Err(StoreError::UnknownGroup(group.to_string())),
-            },
+            Some(out) => {
+                let carries = outbox::Carries { result_id: Some(done.last_insert_rowid()), agent_message_id: None };
+                Some(outbox::enqueue_in(&mut tx, group, out, carries).await?)
+            }
             None => None,
         };
+        set_states(&mut tx, settles.iter().copied()).await?;
         tx.commit().await?;
         crate::metrics::hop("result_stored");
         Ok(queued)

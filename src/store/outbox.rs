@@ -108,29 +108,15 @@ impl DeliveryState {
 
 /// The address is resolved here, from the binding as it is when the row is
 /// written, so a reply can never be addressed from a stale copy of it.
-const ENQUEUE_SQL: &str = enqueue_sql!("?6");
-
-/// The outbox row's INSERT: `?1` group, `?2` time, `?3` kind, `?4` text,
-/// `?5` to the console whatever the binding, `?7` the agent message it
-/// carries; `$result_id` is the SQL for the result it carries (`?6`, or the
-/// row a statement before it inserted). Returns nothing when the group has no row.
-macro_rules! enqueue_sql {
-    ($result_id:literal) => {
-        concat!(
-            "INSERT INTO outbox (group_name, at_us, kind, text, platform, chat, thread, result_id, agent_message_id)
+const ENQUEUE_SQL: &str = "
+INSERT INTO outbox (group_name, at_us, kind, text, platform, chat, thread, result_id, agent_message_id)
 SELECT g.name, ?2, ?3, ?4,
        CASE WHEN ?5 OR b.platform IS NULL THEN 'console' ELSE b.platform END,
        CASE WHEN ?5 OR b.platform IS NULL THEN g.name ELSE b.chat END,
        CASE WHEN ?5 OR b.platform IS NULL THEN NULL ELSE b.thread END,
-       ",
-            $result_id,
-            ", ?7
+       ?6, ?7
   FROM groups g LEFT JOIN chat_bindings b ON b.group_name = g.name
- WHERE g.name = ?1"
-        )
-    };
-}
-pub(super) use enqueue_sql;
+ WHERE g.name = ?1";
 
 const SELECT_ROW: &str = "
 SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread, o.state, o.parts_done,

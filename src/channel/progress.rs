@@ -9,6 +9,9 @@
 //!
 //! [`Activity`]: crate::domain::activity::Activity
 
+pub mod plan;
+pub mod render;
+
 use std::future::Future;
 use std::time::Duration;
 

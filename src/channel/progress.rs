@@ -30,6 +30,7 @@ use tokio::time::Instant;
 
 use self::plan::{Action, Plan, Purpose};
 use super::Directory;
+use crate::config::ProgressConfig;
 use crate::domain::activity::{Activity, ProgressMode, WhenDone};
 use crate::domain::{ChatAddress, GroupName, Platform};
 use crate::store::{StatusRecord, StoreError};
@@ -95,6 +96,19 @@ pub struct ProgressSettings {
     /// Put on an engaging message when it is taken; empty for none.
     pub reaction: String,
     pub when_done: WhenDone,
+}
+
+impl ProgressSettings {
+    /// A group's settings: its own mode (`--progress`) over the configured one.
+    pub fn for_group(config: &ProgressConfig, own_mode: Option<ProgressMode>) -> ProgressSettings {
+        ProgressSettings {
+            mode: own_mode.unwrap_or(config.mode),
+            after: config.after,
+            every: config.every,
+            reaction: config.reaction.clone(),
+            when_done: config.when_done,
+        }
+    }
 }
 
 impl Default for ProgressSettings {

@@ -258,3 +258,11 @@ async fn a_restart_marks_the_messages_left_behind_and_forgets_them() {
     assert_eq!(clean_up_left_behind(&*port, &records, Platform::Telegram).await.unwrap(), 1);
     assert!(store.status_messages(Platform::Telegram).await.unwrap().is_empty());
 }
+
+#[test]
+fn a_groups_own_mode_wins_over_the_configured_one() {
+    let config = ProgressConfig { mode: ProgressMode::Verbose, ..ProgressConfig::default() };
+    assert_eq!(ProgressSettings::for_group(&config, None).mode, ProgressMode::Verbose);
+    assert_eq!(ProgressSettings::for_group(&config, Some(ProgressMode::Off)).mode, ProgressMode::Off);
+    assert_eq!(ProgressSettings::for_group(&ProgressConfig::default(), None), ProgressSettings::default());
+}

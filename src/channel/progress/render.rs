@@ -10,6 +10,10 @@ use tokio::time::Instant;
 
 use crate::domain::activity::{Activity, BackgroundWork, ProgressMode, TurnActivity, TurnDone};
 
+/// The last line of a turn's message: WhatsApp has no Stop button, and the
+/// command works on every platform.
+pub const STOP_HINT: &str = "Send /stop to interrupt.";
+
 /// Longest a step's words or a task's label is shown, in characters.
 const MAX_WORDS: usize = 80;
 const MAX_LABEL: usize = 40;
@@ -67,7 +71,7 @@ pub fn turn(turn: &TurnActivity, background: &[BackgroundWork], mode: ProgressMo
     if !background.is_empty() {
         lines.push(background_line(background, mode, now));
     }
-    lines.push("Send /stop to interrupt.".to_owned());
+    lines.push(STOP_HINT.to_owned());
     lines.join("\n")
 }
 

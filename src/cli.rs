@@ -15,6 +15,7 @@ use crate::channel::whatsapp::link;
 use crate::claude::install;
 use crate::config::Config;
 use crate::control::{self, wire::Change};
+use crate::domain::activity::ProgressMode;
 use crate::domain::{ChatAddress, GroupName, ToolsFor};
 use crate::groups;
 use crate::lock::LockError;
@@ -172,6 +173,30 @@ pub struct GroupOptions {
     /// member's message gets only claude.member_tools; anything else asks an admin).
     #[arg(long, value_name = "everyone|admins")]
     tools: Option<ToolsFor>,
+    /// What the chat is shown of the agent's work: `off`, `status` (a message for a slow turn, a line
+    /// for background work), `verbose` (also the last steps), or `default` (progress.mode).
+    #[arg(long, value_enum)]
+    progress: Option<ProgressChoice>,
+}
+
+/// `--progress`: a mode of the group's own, or the configured one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ProgressChoice {
+    Off,
+    Status,
+    Verbose,
+    Default,
+}
+
+impl ProgressChoice {
+    fn mode(self) -> Option<ProgressMode> {
+        match self {
+            ProgressChoice::Off => Some(ProgressMode::Off),
+            ProgressChoice::Status => Some(ProgressMode::Status),
+            ProgressChoice::Verbose => Some(ProgressMode::Verbose),
+            ProgressChoice::Default => None,
+        }
+    }
 }
 
 impl GroupOptions {
@@ -204,6 +229,9 @@ impl GroupOptions {
         }
         if let Some(tools) = self.tools {
             settings.tools = tools;
+        }
+        if let Some(choice) = self.progress {
+            settings.progress = choice.mode();
         }
         Ok(())
     }
@@ -336,7 +364,19 @@ fn describe(g: &GroupRecord, config: &Config) -> String {
         ToolsFor::Everyone => "tools for everyone".to_owned(),
         ToolsFor::Admins => format!("tools for admins (members: {})", config.claude.member_tools.join(",")),
     };
-    format!("{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{tools_for}\t{session}{state}{main}", g.name)
+    let progress = match s.progress {
+        Some(mode) => format!("progress {}", progress_word(mode)),
+        None => format!("progress {} (default)", progress_word(config.progress.mode)),
+    };
+    format!("{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{tools_for}\t{progress}\t{session}{state}{main}", g.name)
+}
+
+fn progress_word(mode: ProgressMode) -> &'static str {
+    match mode {
+        ProgressMode::Off => "off",
+        ProgressMode::Status => "status",
+        ProgressMode::Verbose => "verbose",
+    }
 }
 
 async fn list_groups(config: &Config) -> anyhow::Result<()> {
@@ -485,5 +525,29 @@ mod tests {
         assert_eq!(settings.tools, ToolsFor::Everyone);
         let e = Cli::try_parse_from(["pincer", "groups", "set", "g", "--tools", "members"]).unwrap_err();
         assert!(e.to_string().contains("use `everyone` or `admins`"), "{e}");
+    }
+
+    #[test]
+    fn progress_is_set_kept_and_given_back_to_the_default() {
+        let mut settings = GroupSettings::default();
+        options(&["--progress", "verbose"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.progress, Some(ProgressMode::Verbose));
+        options(&["--tools", "admins"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.progress, Some(ProgressMode::Verbose), "an option not given keeps its value");
+        options(&["--progress", "off"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.progress, Some(ProgressMode::Off));
+        options(&["--progress", "default"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.progress, None);
+        let e = Cli::try_parse_from(["pincer", "groups", "set", "g", "--progress", "loud"]).unwrap_err();
+        assert!(e.to_string().contains("off, status, verbose, default"), "{e}");
+        let g = GroupRecord {
+            name: "g".parse().unwrap(),
+            created_at_us: 0,
+            session_id: None,
+            settings,
+            active: true,
+            inactive_reason: None,
+        };
+        assert!(describe(&g, &Config::default()).contains("\tprogress status (default)\t"));
     }
 }

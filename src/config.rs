@@ -18,8 +18,10 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+mod progress;
 mod sandbox;
 
+pub use progress::ProgressConfig;
 pub use sandbox::{AnthropicConfig, DefaultOn, GroupSandbox, SandboxConfig, SandboxMode, DEFAULT_UPSTREAM};
 
 /// The default config file, looked up in the working directory.
@@ -48,6 +50,7 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub delivery: DeliveryConfig,
     pub whatsapp: WhatsAppConfig,
+    pub progress: ProgressConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -261,6 +264,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             delivery: DeliveryConfig::default(),
             whatsapp: WhatsAppConfig::default(),
+            progress: ProgressConfig::default(),
         }
     }
 }
@@ -379,6 +383,7 @@ impl Config {
             });
         }
         self.check_lengths()?;
+        self.progress.check()?;
         let t = &self.telegram;
         if t.token.as_ref().is_some_and(|s| s.expose().trim().is_empty()) {
             return Err(ConfigError::Rule {

@@ -13,6 +13,7 @@
 
 use std::time::Duration;
 
+pub mod status;
 pub mod term;
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};

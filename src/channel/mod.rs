@@ -32,7 +32,7 @@ use std::time::Duration;
 use crate::domain::{ApprovalRequest, ChatAddress, GroupName, OutboundKind, Platform};
 use crate::outbox::Outbox;
 use crate::router::Router;
-use crate::store::{GroupRecord, Store, StoreError};
+use crate::store::{GroupRecord, StatusRecord, Store, StoreError};
 
 pub use text::{describe_status, starts_with_word, FirstSight};
 
@@ -208,5 +208,22 @@ impl Directory {
         self.store.move_chat(platform, from, to).await?;
         self.outbox.wake();
         Ok(())
+    }
+
+    /// Remembers a status message as it is shown, so a restart finds it if
+    /// it is left behind ([`progress::clean_up_left_behind`]).
+    pub async fn remember_status(&self, record: &StatusRecord) -> Result<(), StoreError> {
+        self.store.remember_status(record).await
+    }
+
+    /// Forgets a status message that was deleted or finished.
+    pub async fn forget_status(&self, at: &ChatAddress, message_id: &str) -> Result<(), StoreError> {
+        self.store.forget_status(at, message_id).await
+    }
+
+    /// The status messages still remembered on a platform: at a start, those
+    /// the last run left behind.
+    pub async fn status_messages(&self, platform: Platform) -> Result<Vec<StatusRecord>, StoreError> {
+        self.store.status_messages(platform).await
     }
 }

@@ -5,6 +5,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::FromRow;
 
 use super::{bad_row, now_us, readable, Store, StoreError};
+use crate::domain::activity::ProgressMode;
 use crate::domain::{ChatAddress, GroupName, Platform, ToolsFor};
 
 /// What an operator chooses for a group (`pincer groups add/set`).
@@ -24,6 +25,9 @@ pub struct GroupSettings {
     pub main: bool,
     /// Whose messages may make the agent use tools (`--tools`).
     pub tools: ToolsFor,
+    /// How much the chat is shown of the agent's work (`--progress`); `None`
+    /// means the configured default.
+    pub progress: Option<ProgressMode>,
 }
 
 impl Default for GroupSettings {
@@ -36,6 +40,7 @@ impl Default for GroupSettings {
             chat: None,
             main: false,
             tools: ToolsFor::Everyone,
+            progress: None,
         }
     }
 }
@@ -54,7 +59,7 @@ pub struct GroupRecord {
 
 const SELECT_GROUP: &str = "
 SELECT g.name, g.created_at_us, g.session_id, g.allowed_tools, g.trigger, g.requires_trigger, g.admins,
-       g.active, g.inactive_reason, b.platform, b.chat, b.thread, g.is_main, g.tools
+       g.active, g.inactive_reason, b.platform, b.chat, b.thread, g.is_main, g.tools, g.progress
   FROM groups g LEFT JOIN chat_bindings b ON b.group_name = g.name";
 
 impl Store {
@@ -183,7 +188,8 @@ async fn write_settings(
 ) -> Result<(), StoreError> {
     let json = |list: &[String]| serde_json::to_string(list).expect("a list of strings serializes");
     sqlx::query(
-        "UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ?, is_main = ?, tools = ?
+        "UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ?, is_main = ?, tools = ?,
+                           progress = ?
           WHERE name = ?",
     )
     .bind(settings.allowed_tools.as_deref().map(json))
@@ -192,6 +198,7 @@ async fn write_settings(
     .bind(json(&settings.admins))
     .bind(settings.main)
     .bind(settings.tools.as_str())
+    .bind(settings.progress.map(progress_str))
     .bind(name.as_str())
     .execute(&mut **tx)
     .await?;
@@ -240,6 +247,7 @@ struct GroupRow {
     thread: Option<String>,
     is_main: bool,
     tools: String,
+    progress: Option<String>,
 }
 
 fn group_from_row(row: &SqliteRow) -> Result<GroupRecord, sqlx::Error> {
@@ -263,8 +271,23 @@ fn group_from_row(row: &SqliteRow) -> Result<GroupRecord, sqlx::Error> {
             main: r.is_main,
             // Only `as_str` values are written; anything else reads as the stricter choice.
             tools: r.tools.parse().unwrap_or(ToolsFor::Admins),
+            // Only `progress_str` values are written; anything else reads as the default.
+            progress: r.progress.as_deref().and_then(progress_mode),
         },
         active: r.active,
         inactive_reason: r.inactive_reason,
     })
+}
+
+/// How a group's progress mode is stored.
+fn progress_str(mode: ProgressMode) -> &'static str {
+    match mode {
+        ProgressMode::Off => "off",
+        ProgressMode::Status => "status",
+        ProgressMode::Verbose => "verbose",
+    }
+}
+
+fn progress_mode(stored: &str) -> Option<ProgressMode> {
+    [ProgressMode::Off, ProgressMode::Status, ProgressMode::Verbose].into_iter().find(|m| progress_str(*m) == stored)
 }

@@ -12,6 +12,7 @@ mod outbox;
 mod queue;
 mod rows;
 mod schedules;
+mod status;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -32,6 +33,7 @@ pub use history::{Delivery, HistoryEntry};
 pub use outbox::{DeliveryState, Enqueue, Marked, OutboxId, OutboxRow, Seen};
 pub use queue::{Pulled, Recovered};
 pub use schedules::{NewSchedule, RunId, RunRecord};
+pub use status::StatusRecord;
 
 /// What can go wrong talking to the store.
 #[derive(Debug, thiserror::Error)]

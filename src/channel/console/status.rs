@@ -1,0 +1,85 @@
+//! The console's [`StatusPort`]: `pincer chat` prints each status post or
+//! edit as one line (`[status] Working… 12 s · 3 steps · Running `cargo
+//! test``), and the summary when the group wants one; a deletion prints
+//! nothing, since the answer printed next says it all. The lines go to a
+//! channel that the chat loop writes out between replies, so status lines
+//! and replies never interleave mid-line.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::mpsc;
+
+use crate::channel::progress::{render, StatusError, StatusPort};
+use crate::domain::ChatAddress;
+
+/// Status messages as terminal lines.
+pub struct ConsoleStatus {
+    lines: mpsc::UnboundedSender<String>,
+    next_id: AtomicU64,
+}
+
+impl ConsoleStatus {
+    /// The port, and the lines it prints (each ends with a newline).
+    pub fn new() -> (ConsoleStatus, mpsc::UnboundedReceiver<String>) {
+        let (lines, rx) = mpsc::unbounded_channel();
+        (ConsoleStatus { lines, next_id: AtomicU64::new(1) }, rx)
+    }
+
+    fn print(&self, text: &str) -> Result<(), StatusError> {
+        self.lines.send(line(text)).map_err(|_| StatusError::Failed("the chat has ended".to_owned()))
+    }
+}
+
+/// A status text as one line: its lines joined, without the Stop hint, which a
+/// terminal repeating it on every line would only clutter.
+fn line(text: &str) -> String {
+    let parts: Vec<&str> = text.lines().filter(|l| *l != render::STOP_HINT).collect();
+    format!("[status] {}\n", parts.join(" · "))
+}
+
+impl StatusPort for ConsoleStatus {
+    async fn post(&self, _: &ChatAddress, text: &str, _stop: bool) -> Result<String, StatusError> {
+        self.print(text)?;
+        Ok(self.next_id.fetch_add(1, Ordering::Relaxed).to_string())
+    }
+
+    async fn edit(&self, _: &ChatAddress, _: &str, text: &str, _stop: bool) -> Result<(), StatusError> {
+        self.print(text)
+    }
+
+    async fn delete(&self, _: &ChatAddress, _: &str) -> Result<(), StatusError> {
+        Ok(())
+    }
+
+    async fn react(&self, _: &ChatAddress, _: &str, _: &str) -> Result<(), StatusError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::GroupName;
+
+    #[tokio::test]
+    async fn posts_and_edits_print_one_line_each_and_a_deletion_nothing() {
+        let (port, mut lines) = ConsoleStatus::new();
+        let here = ChatAddress::console(&"team".parse::<GroupName>().unwrap());
+        let text = format!("Working… 12 s · 3 steps\nRunning `cargo test`\n{}", render::STOP_HINT);
+        let id = port.post(&here, &text, true).await.unwrap();
+        port.edit(&here, &id, "Done in 2 m 14 s · 12 steps · $0.31", false).await.unwrap();
+        port.delete(&here, &id).await.unwrap();
+        drop(port);
+        assert_eq!(lines.recv().await.unwrap(), "[status] Working… 12 s · 3 steps · Running `cargo test`\n");
+        assert_eq!(lines.recv().await.unwrap(), "[status] Done in 2 m 14 s · 12 steps · $0.31\n");
+        assert_eq!(lines.recv().await, None, "nothing for the deletion");
+    }
+
+    #[tokio::test]
+    async fn a_chat_that_ended_fails_the_call_instead_of_losing_it_quietly() {
+        let (port, lines) = ConsoleStatus::new();
+        drop(lines);
+        let here = ChatAddress::console(&"team".parse::<GroupName>().unwrap());
+        assert!(matches!(port.post(&here, "Working… 5 s", true).await, Err(StatusError::Failed(_))));
+    }
+}

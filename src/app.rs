@@ -50,6 +50,8 @@ pub struct Engine {
     pub metrics: Arc<Metrics>,
     /// Wakes the scheduler when schedules change in this process.
     pub scheduler: SchedulerHandle,
+    /// `[progress]`, for the adapters' [`Ports`].
+    progress: crate::config::ProgressConfig,
     /// What the scheduler needs until [`Engine::start_scheduler`] starts it.
     unstarted: Option<(SchedulerInbox, crate::config::SchedulerConfig)>,
     /// The sandboxes' egress proxy, stopped after the sessions.
@@ -105,6 +107,7 @@ impl Engine {
         let (approvals_tx, approvals) = async_channel::bounded(APPROVALS);
         let metrics = Arc::new(Metrics::default());
         let config = Arc::new(config);
+        let progress = config.progress.clone();
         let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
         let stop_proxies = CancellationToken::new();
         // Until the engine is built: a start that fails stops what it started.
@@ -140,6 +143,7 @@ impl Engine {
             store,
             metrics,
             scheduler,
+            progress,
             unstarted,
             egress,
             stop_proxies,
@@ -158,7 +162,12 @@ impl Engine {
 
     /// What a channel adapter gets of the engine.
     pub fn ports(&self) -> Ports {
-        Ports { router: self.router.clone(), directory: self.directory.clone(), outbox: self.outbox.clone() }
+        Ports {
+            router: self.router.clone(),
+            directory: self.directory.clone(),
+            outbox: self.outbox.clone(),
+            progress: self.progress.clone(),
+        }
     }
 
     /// Starts firing scheduled prompts (`pincer run` does; `pincer chat` does not,

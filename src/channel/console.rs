@@ -63,6 +63,10 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut session = ports.router.session(&opts.group).await?;
+    let progress = ports.progress_for(&ports.directory.group(&opts.group).await?);
+    let (status, mut status_lines) = status::ConsoleStatus::new();
+    let (status, showing) = (std::sync::Arc::new(status), super::progress::Progress::default());
+    let here = ChatAddress::console(&opts.group);
     let mut written = ports.outbox.subscribe();
     let mut printer = Printer::new(ports, &opts.group).await?;
     printer.print_new(ports, &mut output).await?;
@@ -86,6 +90,10 @@ where
                 crate::metrics::hop("console_woken");
                 printer.print_new(ports, &mut output).await?;
             }
+            Some(line) = status_lines.recv() => {
+                output.write_all(line.as_bytes()).await?;
+                output.flush().await?;
+            }
             Some(ask) = asks.recv() => {
                 // The console has no admins: say what was asked, and deny it.
                 let note = format!(
@@ -101,6 +109,8 @@ where
                 Ok(Some(text)) => {
                     crate::metrics::hop("console_read");
                     ports.router.send(Inbound::new(opts.group.clone(), Source::Console, &opts.sender, text)).await?;
+                    let (activity, settings) = (session.activity(), progress.clone());
+                    showing.follow(&opts.group, activity, status.clone(), here.clone(), settings, status::Unrecorded);
                 }
                 Ok(None) | Err(_) => give_up_at = Some(tokio::time::Instant::now() + opts.wait_limit),
             },

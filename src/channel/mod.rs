@@ -93,6 +93,8 @@ pub struct Ports {
     pub router: Router,
     pub directory: Directory,
     pub outbox: Outbox,
+    /// `[progress]`: what the chats are shown of their agents' work.
+    pub progress: crate::config::ProgressConfig,
 }
 
 /// The commands every chat has for its group's session.
@@ -106,6 +108,11 @@ pub enum SessionCommand {
 }
 
 impl Ports {
+    /// What `group`'s chat is shown of its agent's work: its own mode over the configured one.
+    pub fn progress_for(&self, group: &GroupRecord) -> progress::ProgressSettings {
+        progress::ProgressSettings::for_group(&self.progress, group.settings.progress)
+    }
+
     /// Runs a session command someone sent in `group`'s chat and queues the
     /// answer there. When the group has admins, only they may stop the agent
     /// or start a fresh session.
@@ -120,7 +127,16 @@ impl Ports {
             SessionCommand::Stop | SessionCommand::New if !group.settings.admins.is_empty() && !by_admin => {
                 "Only this group's admins can stop the agent or start a fresh session.".to_owned()
             }
-            SessionCommand::Status => describe_status(&router.status(&group.name).await?),
+            SessionCommand::Status => {
+                let mut text = describe_status(&router.status(&group.name).await?);
+                // What it is doing now, as its status message would say it.
+                let activity = router.session(&group.name).await?.activity().borrow().clone();
+                if activity.working() {
+                    text.push_str("\n\n");
+                    text.push_str(&progress::render::on_demand(&activity, tokio::time::Instant::now()));
+                }
+                text
+            }
             SessionCommand::Stop => {
                 let status = router.session(&group.name).await?.status();
                 router.interrupt(&group.name).await?;

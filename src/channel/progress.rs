@@ -228,6 +228,13 @@ impl Progress {
     }
 }
 
+impl Drop for Progress {
+    /// Its loops go with it: what they were showing is the adapter's, which is gone.
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
 /// The loop: wakes on a new activity or the plan's next deadline, never on a tick.
 async fn show<P: StatusPort, R: StatusRecords>(
     mut activity: watch::Receiver<Activity>,
@@ -365,6 +372,20 @@ pub async fn clean_up_left_behind<P: StatusPort, R: StatusRecords>(
         records.forget(&r.at, &r.message_id).await?;
     }
     Ok(left.len())
+}
+
+/// [`clean_up_left_behind`] from its own task, so a start never waits on a
+/// platform. It reads the records at once, long before this run can post a
+/// status message of its own (a turn must run `after` first), so it only
+/// ever finds those a stopped pincer left.
+pub fn spawn_clean_up<P: StatusPort, R: StatusRecords>(port: Arc<P>, records: R, platform: Platform) {
+    tokio::spawn(async move {
+        match clean_up_left_behind(&*port, &records, platform).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(%platform, n, "status messages a stopped pincer left were marked interrupted"),
+            Err(e) => tracing::warn!(%platform, %e, "cannot clean up the status messages a stopped pincer left"),
+        }
+    });
 }
 
 #[cfg(test)]

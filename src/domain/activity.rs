@@ -97,7 +97,7 @@ pub struct TurnDone {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProgressMode {
-    /// Nothing but the answer (and the reaction, if one is set).
+    /// Nothing but the answer: no receipt reaction, no status message.
     Off,
     /// One status message per slow turn, and a line while background work runs.
     #[default]

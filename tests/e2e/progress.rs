@@ -8,6 +8,7 @@ use std::time::Duration;
 use pincer::channel::progress::{StatusError, StatusPort};
 use pincer::channel::telegram::{Telegram, TelegramStatus, STOP_BUTTON_DATA};
 use pincer::channel::whatsapp::{WhatsAppStatus, REPOST_EVERY, STOP_HINT};
+use pincer::domain::activity::ProgressMode;
 use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
 
@@ -233,4 +234,67 @@ async fn the_whatsapp_status_message_is_edited_and_falls_back_to_one_repost_a_mi
     status.react(&at, &format!("{FAMILY}/111111111111111@lid/3EB0AA"), "👀").await.unwrap();
     let reaction = wa.reactions(FAMILY).remove(0);
     assert_eq!((reaction.sender.as_str(), reaction.id.as_str()), ("111111111111111@lid", "3EB0AA"));
+}
+
+fn quiet() -> TgChat {
+    TgChat { id: -100_702, kind: ChatKind::Supergroup { forum: false }, title: "Quiet".into() }
+}
+
+/// The wired presenter, end to end: a slow turn (the model thinks 3 s, reads
+/// a file, then answers) in a group with `after = 1s` gets the receipt and
+/// one status message with a Stop button, edited as time passes and deleted
+/// once the answer is there; the same turn in a group with `--progress off`
+/// gets nothing but the answer.
+#[tokio::test]
+async fn a_slow_turn_shows_one_status_message_until_its_answer_and_progress_off_shows_nothing() {
+    let slow_read =
+        Reply::slow(Duration::from_secs(3), Reply::tool_use("Read", serde_json::json!({"file_path": "notes.md"})));
+    let script = fake_api::scripted(vec![("SLOWWORK", slow_read)]);
+    let api = FakeApi::start(script).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    sandbox.config.progress.after = Duration::from_secs(1);
+    sandbox.config.progress.every = Duration::from_secs(1);
+    for (name, chat, mode) in [("team", team(), None), ("quiet", quiet(), Some(ProgressMode::Off))] {
+        let settings = GroupSettings {
+            chat: Some(ChatAddress::telegram(chat.id, None)),
+            requires_trigger: false,
+            progress: mode,
+            ..GroupSettings::default()
+        };
+        sandbox.add_group_with(name, settings).await;
+    }
+    std::fs::write(sandbox.group_dir("team").join("notes.md"), "milk, eggs\n").unwrap();
+    std::fs::write(sandbox.group_dir("quiet").join("notes.md"), "milk, eggs\n").unwrap();
+    let pincer = sandbox.spawn_daemon();
+
+    let asked = bot.say(&team(), &alice(), "SLOWWORK please");
+    let hushed = bot.say(&quiet(), &alice(), "SLOWWORK quietly");
+    let answered = |b: &FakeBot, chat: i64| {
+        b.sent(chat).iter().any(|s| s.text.contains("milk, eggs") || s.text.contains("SLOWWORK"))
+    };
+    bot.wait_for("both answers", |b| answered(b, team().id) && answered(b, quiet().id)).await;
+    bot.wait_for("the status message deleted", |b| b.sent(team().id).iter().any(|s| s.deleted)).await;
+
+    let sent = bot.sent(team().id);
+    let statuses: Vec<_> = sent.iter().filter(|s| s.text.starts_with("Working…")).collect();
+    assert_eq!(statuses.len(), 1, "one status message for the turn: {sent:?}");
+    let status = statuses[0];
+    assert!(status.deleted, "gone once the answer is there");
+    assert_eq!(buttons(status), [STOP_BUTTON_DATA]);
+    assert_eq!(bot.reactions(team().id, asked), ["👀"]);
+    let id = status.message_id.to_string();
+    let edited = |c: &crate::support::fake_bot::Call| {
+        let at = &c.params["message_id"];
+        at.as_i64() == Some(status.message_id) || at.as_str() == Some(id.as_str())
+    };
+    let edits: Vec<_> = bot.calls_to("editMessageText").into_iter().filter(edited).collect();
+    assert!(!edits.is_empty(), "a 3 s turn shown from 1 s is edited as its time goes by");
+    assert!(edits.len() <= 4, "no faster than one edit a second: {} edits", edits.len());
+
+    let quiet_sent = bot.sent(quiet().id);
+    assert!(quiet_sent.iter().all(|s| !s.text.starts_with("Working…")), "{quiet_sent:?}");
+    assert!(bot.reactions(quiet().id, hushed).is_empty(), "progress off: no receipt either");
+    pincer.stop().await;
 }

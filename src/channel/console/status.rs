@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
 
-use crate::channel::progress::{render, StatusError, StatusPort};
-use crate::domain::ChatAddress;
+use crate::channel::progress::{StatusError, StatusPort, StatusRecords};
+use crate::domain::{ChatAddress, Platform};
+use crate::store::{StatusRecord, StoreError};
 
 /// Status messages as terminal lines.
 pub struct ConsoleStatus {
@@ -30,10 +31,9 @@ impl ConsoleStatus {
     }
 }
 
-/// A status text as one line: its lines joined, without the Stop hint, which a
-/// terminal repeating it on every line would only clutter.
+/// A status text as one line: its lines joined.
 fn line(text: &str) -> String {
-    let parts: Vec<&str> = text.lines().filter(|l| *l != render::STOP_HINT).collect();
+    let parts: Vec<&str> = text.lines().collect();
     format!("[status] {}\n", parts.join(" · "))
 }
 
@@ -56,6 +56,22 @@ impl StatusPort for ConsoleStatus {
     }
 }
 
+/// A terminal's status lines are not kept: once printed they cannot be
+/// changed, so a stopped pincer leaves nothing saying "working" to clean up.
+pub struct Unrecorded;
+
+impl StatusRecords for Unrecorded {
+    async fn remember(&self, _: &StatusRecord) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn forget(&self, _: &ChatAddress, _: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn remembered(&self, _: Platform) -> Result<Vec<StatusRecord>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,8 +81,8 @@ mod tests {
     async fn posts_and_edits_print_one_line_each_and_a_deletion_nothing() {
         let (port, mut lines) = ConsoleStatus::new();
         let here = ChatAddress::console(&"team".parse::<GroupName>().unwrap());
-        let text = format!("Working… 12 s · 3 steps\nRunning `cargo test`\n{}", render::STOP_HINT);
-        let id = port.post(&here, &text, true).await.unwrap();
+        let text = "Working… 12 s · 3 steps\nRunning `cargo test`";
+        let id = port.post(&here, text, true).await.unwrap();
         port.edit(&here, &id, "Done in 2 m 14 s · 12 steps · $0.31", false).await.unwrap();
         port.delete(&here, &id).await.unwrap();
         drop(port);

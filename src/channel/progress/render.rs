@@ -10,10 +10,6 @@ use tokio::time::Instant;
 
 use crate::domain::activity::{Activity, BackgroundWork, ProgressMode, TurnActivity, TurnDone};
 
-/// The last line of a turn's message: WhatsApp has no Stop button, and the
-/// command works on every platform.
-pub const STOP_HINT: &str = "Send /stop to interrupt.";
-
 /// Longest a step's words or a task's label is shown, in characters.
 const MAX_WORDS: usize = 80;
 const MAX_LABEL: usize = 40;
@@ -71,7 +67,8 @@ pub fn turn(turn: &TurnActivity, background: &[BackgroundWork], mode: ProgressMo
     if !background.is_empty() {
         lines.push(background_line(background, mode, now));
     }
-    lines.push(STOP_HINT.to_owned());
+    // How to stop it is the port's to add: a button on Telegram, a line on
+    // WhatsApp, nothing in a terminal.
     lines.join("\n")
 }
 

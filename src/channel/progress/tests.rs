@@ -129,16 +129,10 @@ async fn a_slow_turn_is_posted_stored_edited_then_deleted_and_forgotten() {
     let (tx, rx) = watch::channel(turn(4, t0));
     let progress = Progress::default();
     progress.follow(&team(), rx, port, chat(), ProgressSettings::default(), records);
-    assert_eq!(
-        next(&mut calls, t0).await,
-        (Duration::from_secs(5), post("1", "Working… 5 s\nSend /stop to interrupt."))
-    );
+    assert_eq!(next(&mut calls, t0).await, (Duration::from_secs(5), post("1", "Working… 5 s")));
     let stored = store.on(Platform::Telegram);
     assert_eq!(stored, [StatusRecord { at: chat(), message_id: "1".into(), group: team(), turn: Some(4) }]);
-    assert_eq!(
-        next(&mut calls, t0).await,
-        (Duration::from_secs(8), edit("1", "Working… 8 s\nSend /stop to interrupt."))
-    );
+    assert_eq!(next(&mut calls, t0).await, (Duration::from_secs(8), edit("1", "Working… 8 s")));
     tokio::time::sleep_until(t0 + Duration::from_millis(9500)).await;
     tx.send_replace(done(4, Duration::from_millis(9500)));
     // At once, not at the next throttle slot (11 s).
@@ -188,14 +182,8 @@ async fn a_gone_message_is_posted_again_at_the_next_slot_and_the_records_follow(
     let (tx, rx) = watch::channel(turn(1, t0));
     Progress::default().follow(&team(), rx, port, chat(), ProgressSettings::default(), records);
     assert_eq!(next(&mut calls, t0).await.0, Duration::from_secs(5));
-    assert_eq!(
-        next(&mut calls, t0).await,
-        (Duration::from_secs(8), edit("1", "Working… 8 s\nSend /stop to interrupt."))
-    );
-    assert_eq!(
-        next(&mut calls, t0).await,
-        (Duration::from_secs(11), post("2", "Working… 11 s\nSend /stop to interrupt."))
-    );
+    assert_eq!(next(&mut calls, t0).await, (Duration::from_secs(8), edit("1", "Working… 8 s")));
+    assert_eq!(next(&mut calls, t0).await, (Duration::from_secs(11), post("2", "Working… 11 s")));
     let stored = store.on(Platform::Telegram);
     assert_eq!(stored.iter().map(|r| r.message_id.as_str()).collect::<Vec<_>>(), ["2"]);
     drop(tx);

@@ -17,6 +17,7 @@ use super::commands::{self, Cmd};
 use super::{approvals, outbound, stop, Shared, TelegramTarget};
 use crate::channel::progress::StatusPort;
 use crate::channel::text;
+use crate::domain::activity::ProgressMode;
 use crate::domain::{GroupName, Inbound, OutboundKind, Platform, Source};
 use crate::router::RouteError;
 use crate::store::GroupRecord;
@@ -177,8 +178,13 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
             return Ok(());
         }
     }
-    receipt(&shared, &chat);
+    let progress = shared.ports.progress_for(&group);
     let session = router.session(&group.name).await?;
+    if progress.mode != ProgressMode::Off {
+        receipt(&shared, &chat, &progress.reaction);
+        let (status, directory) = (shared.status.clone(), shared.ports.directory.clone());
+        shared.progress.follow(&group.name, session.activity(), status, chat.target.address(), progress, directory);
+    }
     let (bot, target) = (shared.bot.clone(), chat.target);
     shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
         let bot = bot.clone();
@@ -199,12 +205,12 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
 
 /// Puts the receipt reaction on a message the agent will answer, from its
 /// own task: intake never waits on it, and a failure only costs the emoji.
-fn receipt(shared: &Arc<Shared>, chat: &ChatMessage) {
-    if shared.reaction.is_empty() {
+fn receipt(shared: &Arc<Shared>, chat: &ChatMessage, emoji: &str) {
+    if emoji.is_empty() {
         return;
     }
     let (status, emoji, at, id) =
-        (shared.status.clone(), shared.reaction.clone(), chat.target.address(), chat.message_id.to_string());
+        (shared.status.clone(), emoji.to_owned(), chat.target.address(), chat.message_id.to_string());
     tokio::spawn(async move {
         if let Err(e) = status.react(&at, &id, &emoji).await {
             tracing::debug!(chat = %at, %e, "cannot put the receipt reaction on a Telegram message");

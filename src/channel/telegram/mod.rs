@@ -93,9 +93,8 @@ struct Shared {
     typing: crate::channel::typing::Typing,
     /// Status messages and the receipt reaction, outside the rate limiter.
     status: Arc<TelegramStatus>,
-    /// Put on an engaging message once it is stored; empty for none.
-    /// From `ProgressSettings::default()` until `[progress] reaction` is wired.
-    reaction: String,
+    /// The groups' status messages being kept up to date.
+    progress: crate::channel::progress::Progress,
     unknown_chats: FirstSight<i64>,
     /// Whether updates arrive; false from a failed receive until the next success.
     receiving: AtomicBool,
@@ -217,7 +216,7 @@ impl Telegram {
             approvals: approvals::Waiting::default(),
             typing: crate::channel::typing::Typing::default(),
             status,
-            reaction: crate::channel::progress::ProgressSettings::default().reaction,
+            progress: crate::channel::progress::Progress::default(),
             unknown_chats: FirstSight::default(),
             receiving: AtomicBool::new(true),
         });
@@ -251,6 +250,8 @@ impl Telegram {
         let ledger = OutboxLedger { outbox: shared.ports.outbox.clone(), directory: shared.ports.directory.clone() };
         let delivery = tokio::spawn(delivery::run(sender, ledger, retry, stop_delivery));
         let asking = tokio::spawn(approvals::run(shared.clone(), asks, shutdown.clone()));
+        let (status, directory) = (shared.status.clone(), shared.ports.directory.clone());
+        crate::channel::progress::spawn_clean_up(status, directory, Platform::Telegram);
 
         let workers = updates::Workers::new(shared.clone());
         let result = match &config.webhook_url {
@@ -270,6 +271,7 @@ impl Telegram {
         let _ = delivery.await;
         asking.abort();
         shared.typing.stop_all();
+        shared.progress.stop_all();
         result
     }
 }

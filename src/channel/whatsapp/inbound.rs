@@ -14,6 +14,7 @@ use super::client::{OwnIds, WaClient};
 use super::commands::{Cmd, HELP};
 use super::Shared;
 use crate::channel::{text, SessionCommand};
+use crate::domain::activity::ProgressMode;
 use crate::domain::{ChatAddress, Inbound, OutboundKind, Platform, Source};
 use crate::store::GroupRecord;
 
@@ -151,8 +152,13 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
     };
     match result {
         Ok(Some(_)) => {
-            receipt(shared, &msg);
+            let progress = ports.progress_for(&group);
             let session = ports.router.session(&group.name).await?;
+            if progress.mode != ProgressMode::Off {
+                receipt(shared, &msg, &progress.reaction);
+                let (status, directory) = (shared.status.clone(), ports.directory.clone());
+                shared.progress.follow(&group.name, session.activity(), status, here.clone(), progress, directory);
+            }
             let (client, chat) = (shared.client.clone(), msg.chat.clone());
             shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
                 let (client, chat) = (client.clone(), chat.clone());
@@ -182,11 +188,11 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
 
 /// Puts the receipt reaction on a message the agent will answer, from its
 /// own task: the hook never waits on a send, and a failure only costs the emoji.
-fn receipt<C: WaClient>(shared: &Shared<C>, msg: &WaMessage) {
-    if shared.reaction.is_empty() {
+fn receipt<C: WaClient>(shared: &Shared<C>, msg: &WaMessage, emoji: &str) {
+    if emoji.is_empty() {
         return;
     }
-    let (client, emoji) = (shared.client.clone(), shared.reaction.clone());
+    let (client, emoji) = (shared.client.clone(), emoji.to_owned());
     let (chat, sender, id) = (msg.chat.clone(), msg.sender.clone(), msg.message_id.clone());
     tokio::spawn(async move {
         let reacted = tokio::time::timeout(super::STATUS_TIMEOUT, client.react(&chat, &sender, &id, &emoji)).await;

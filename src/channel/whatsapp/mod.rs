@@ -57,9 +57,10 @@ struct Shared<C> {
     typing: crate::channel::typing::Typing,
     /// Status messages and the receipt reaction.
     status: Arc<WhatsAppStatus<C>>,
-    /// Put on an engaging message once it is stored; empty for none.
-    /// From `ProgressSettings::default()` until `[progress] reaction` is wired.
-    reaction: String,
+    /// The groups' status messages being kept up to date.
+    progress: crate::channel::progress::Progress,
+    /// Whether the status messages a stopped pincer left were cleaned up.
+    cleaned: std::sync::atomic::AtomicBool,
     unknown_chats: FirstSight<String>,
     health: Health,
 }
@@ -94,7 +95,8 @@ impl<C: WaClient> WhatsApp<C> {
             approvals: approvals::Waiting::default(),
             typing: crate::channel::typing::Typing::default(),
             status,
-            reaction: crate::channel::progress::ProgressSettings::default().reaction,
+            progress: crate::channel::progress::Progress::default(),
+            cleaned: std::sync::atomic::AtomicBool::new(false),
             unknown_chats: FirstSight::default(),
             health,
         };
@@ -159,6 +161,7 @@ impl<C: WaClient> WhatsApp<C> {
         asking.abort();
         watching.abort();
         shared.typing.stop_all();
+        shared.progress.stop_all();
     }
 
     async fn on_event(&self, ev: &Event) {
@@ -171,6 +174,14 @@ impl<C: WaClient> WhatsApp<C> {
                 }
             }
             event::Happened::Connection(state, detail) => {
+                // Status messages can be changed only once connected: the
+                // first connection cleans up what a stopped pincer left.
+                if state == health::ConnState::Connected
+                    && !self.shared.cleaned.swap(true, std::sync::atomic::Ordering::SeqCst)
+                {
+                    let (status, directory) = (self.shared.status.clone(), self.shared.ports.directory.clone());
+                    crate::channel::progress::spawn_clean_up(status, directory, crate::domain::Platform::WhatsApp);
+                }
                 let number = self.shared.client.own_ids().number;
                 self.shared.health.changed(state, detail.as_deref(), number.as_deref()).await;
             }

@@ -65,7 +65,9 @@ where
     let mut session = ports.router.session(&opts.group).await?;
     let progress = ports.progress_for(&ports.directory.group(&opts.group).await?);
     let (status, mut status_lines) = status::ConsoleStatus::new();
-    let (status, showing) = (std::sync::Arc::new(status), super::progress::Progress::default());
+    let status = std::sync::Arc::new(status);
+    // The chat's status lines end with it, however it ends.
+    let showing = scopeguard::guard(super::progress::Progress::default(), |p| p.stop_all());
     let here = ChatAddress::console(&opts.group);
     let mut written = ports.outbox.subscribe();
     let mut printer = Printer::new(ports, &opts.group).await?;

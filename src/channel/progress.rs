@@ -228,13 +228,6 @@ impl Progress {
     }
 }
 
-impl Drop for Progress {
-    /// Its loops go with it: what they were showing is the adapter's, which is gone.
-    fn drop(&mut self) {
-        self.stop_all();
-    }
-}
-
 /// The loop: wakes on a new activity or the plan's next deadline, never on a tick.
 async fn show<P: StatusPort, R: StatusRecords>(
     mut activity: watch::Receiver<Activity>,

@@ -153,9 +153,9 @@ fn a_slow_turn_gets_one_message_edited_no_faster_than_every_with_the_newest_stat
     sim.set(6500, step("Fetching docs.rs"));
     sim.run_to(11_000);
     assert_eq!(sim.kinds(), [(5000, "post"), (8000, "edit"), (11_000, "edit")]);
-    assert_eq!(sim.texts()[0], "Working… 5 s · 1 step\nReading notes.md\nSend /stop to interrupt.");
+    assert_eq!(sim.texts()[0], "Working… 5 s · 1 step\nReading notes.md");
     // Coalesced: the steps between two edits are never sent, only the newest.
-    assert_eq!(sim.texts()[1], "Working… 8 s · 4 steps\nFetching docs.rs\nSend /stop to interrupt.");
+    assert_eq!(sim.texts()[1], "Working… 8 s · 4 steps\nFetching docs.rs");
     assert!(!sim.texts().iter().any(|t| t.contains("cargo test")));
     assert!(matches!(&sim.log[0].1, Action::Post { stop: true, .. }));
     let spacing = sim.log.windows(2).map(|w| w[1].0 - w[0].0);
@@ -284,7 +284,7 @@ fn verbose_lists_the_last_steps() {
     sim.run_to(5000);
     assert_eq!(
         sim.texts()[0],
-        "Working… 5 s · 2 steps\n· Reading notes.md\n· Running `cargo test`\nSend /stop to interrupt."
+        "Working… 5 s · 2 steps\n· Reading notes.md\n· Running `cargo test`"
     );
 }
 
@@ -299,7 +299,7 @@ fn an_edit_of_a_gone_message_posts_a_new_one_at_the_next_allowed_time() {
     assert!(sim.plan.idle());
     sim.run_to(11_000);
     assert_eq!(sim.kinds(), [(5000, "post"), (8000, "edit"), (11_000, "post")]);
-    assert_eq!(sim.texts()[2], "Working… 11 s\nSend /stop to interrupt.");
+    assert_eq!(sim.texts()[2], "Working… 11 s");
 }
 
 #[test]
@@ -315,7 +315,7 @@ fn a_rate_limited_edit_is_dropped_and_the_next_waits_for_retry_after() {
     // The newest state, not the dropped one.
     assert_eq!(
         sim.log.last().unwrap(),
-        &(18_000, Action::Edit { text: "Working… 18 s\nSend /stop to interrupt.".into(), stop: true })
+        &(18_000, Action::Edit { text: "Working… 18 s".into(), stop: true })
     );
 }
 

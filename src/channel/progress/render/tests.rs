@@ -43,12 +43,12 @@ fn a_turn_says_its_time_steps_what_it_does_and_the_background() {
     assert_eq!(
         super::turn(&turn, &background, ProgressMode::Status, now),
         "Working… 2 m 14 s · 12 steps\nRunning `cargo test`\n\
-         2 background tasks running: crawl (4 m), researcher (11 m)\nSend /stop to interrupt."
+         2 background tasks running: crawl (4 m), researcher (11 m)"
     );
     let verbose = super::turn(&turn, &[], ProgressMode::Verbose, now);
     assert_eq!(
         verbose,
-        "Working… 2 m 14 s · 12 steps\n· Reading notes.md\n· Running `cargo test`\nSend /stop to interrupt."
+        "Working… 2 m 14 s · 12 steps\n· Reading notes.md\n· Running `cargo test`"
     );
 }
 

@@ -15,6 +15,10 @@
 //!   `PINCER_BENCH_BASELINE=/path/to/another/pincer` adds that
 //!   binary's two sides to every round, and prints this build minus that one,
 //!   paired by round: how a change moves the numbers, measured interleaved.
+//! - **Progress:** `PINCER_BENCH_PROGRESS_OFF=1` adds an unconfined side
+//!   whose group has `[progress] mode = "off"`, and prints the paired cost of
+//!   progress being on (the activity the session publishes, the loop that
+//!   follows it; these turns are too quick for a status message).
 //! - **Cold first answer:** `PINCER_BENCH_COLD` rounds (5), each a fresh raw
 //!   CLI and a fresh `pincer chat` per mode (fresh data dir, fresh session),
 //!   order rotating: from starting the process to its first answer, as a
@@ -43,6 +47,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use pincer::config::SandboxMode;
+use pincer::domain::activity::ProgressMode;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use support::cli::cli_env;
@@ -76,8 +81,9 @@ fn main() {
     let cold = env_count("PINCER_BENCH_COLD", 5);
     let breakdown = env_count("PINCER_BENCH_BREAKDOWN", 30);
     let baseline = std::env::var_os("PINCER_BENCH_BASELINE").map(PathBuf::from);
+    let progress_off = std::env::var_os("PINCER_BENCH_PROGRESS_OFF").is_some();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    runtime.block_on(run(n, cold, breakdown, baseline));
+    runtime.block_on(run(n, cold, breakdown, baseline, progress_off));
 }
 
 fn env_count(key: &str, default: usize) -> usize {
@@ -87,7 +93,7 @@ fn env_count(key: &str, default: usize) -> usize {
     }
 }
 
-async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>) {
+async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>, progress_off: bool) {
     let api = FakeApi::start(delayed(API_DELAY, echo())).await;
     let this = std::env::var_os("PINCER_BENCH_BINARY")
         .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pincer")), PathBuf::from);
@@ -102,7 +108,7 @@ async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>)
         builds.push(("A: ", path));
     }
     if n > 0 {
-        follow_ups(&api, &builds, n).await;
+        follow_ups(&api, &builds, n, progress_off).await;
     }
     if cold > 0 {
         cold_rounds(&api, &builds, cold).await;
@@ -152,7 +158,7 @@ fn mode_name(mode: SandboxMode) -> &'static str {
     }
 }
 
-async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize) {
+async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progress_off: bool) {
     let mut names = vec!["raw CLI pipe".to_owned()];
     let mut sides = vec![Side::Raw(Box::new(raw_pipe(api)))];
     for (label, exe) in builds {
@@ -160,6 +166,13 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize) {
             names.push(format!("{label}pincer chat, {}", mode_name(mode)));
             sides.push(Side::Chat(Box::new(Chat::start(api, exe, mode, false).await)));
         }
+    }
+    // Last, so the A/B indices above stay as they are.
+    let off = progress_off.then_some(sides.len());
+    if off.is_some() {
+        names.push("pincer chat, unconfined, progress off".to_owned());
+        let chat = Chat::start_with(api, &builds[0].1, SandboxMode::None, false, ProgressMode::Off).await;
+        sides.push(Side::Chat(Box::new(chat)));
     }
     for side in &mut sides {
         side.round_trip("warm-up").await;
@@ -208,6 +221,13 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize) {
             ms(percentile(side, 50.0)) / ms(percentile(raw, 50.0)),
             paired_median_ms(side, raw),
             paired_percentile_ms(side, raw, 95.0),
+        );
+    }
+    if let Some(off) = off {
+        println!(
+            "progress on minus off (unconfined), paired by round: median {:+.2} ms, p95 {:+.2} ms",
+            paired_median_ms(&samples[1], &samples[off]),
+            paired_percentile_ms(&samples[1], &samples[off], 95.0)
         );
     }
     if builds.len() == 2 {
@@ -384,8 +404,14 @@ struct Chat {
 impl Chat {
     /// A data dir with group `bench` in `mode`; the process is not started yet.
     async fn start(api: &FakeApi, exe: &Path, mode: SandboxMode, hops: bool) -> Chat {
+        Self::start_with(api, exe, mode, hops, ProgressMode::Status).await
+    }
+
+    /// [`Chat::start`] with the group's progress mode.
+    async fn start_with(api: &FakeApi, exe: &Path, mode: SandboxMode, hops: bool, progress: ProgressMode) -> Chat {
         let mut sandbox = Sandbox::new(api);
         sandbox.config.sandbox.mode = mode;
+        sandbox.config.progress.mode = progress;
         sandbox.add_group("bench", None).await;
         let config = sandbox.write_config();
         #[allow(clippy::disallowed_methods)] // runs the pincer binary under test

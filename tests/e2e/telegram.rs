@@ -597,25 +597,43 @@ async fn a_message_cut_off_by_a_restart_is_answered_after_it() {
     let pincer = sandbox.spawn_daemon();
     bot.say(&team(), &alice(), "CUTOFF question");
     wait_requests(&stuck, 1).await;
+    // Long enough a turn for its status message to be shown.
+    bot.wait_for("the status message", |b| b.sent(team().id).iter().any(|s| s.text.starts_with("Working…"))).await;
     pincer.stop().await;
-    assert!(bot.sent(team().id).is_empty(), "no answer before the restart");
+    let sent = bot.sent(team().id);
+    assert!(sent.iter().all(|s| s.text.starts_with("Working…")), "no answer before the restart: {sent:?}");
 
     // The next pincer (with a model that answers) sends it again and tells the chat.
     let api = FakeApi::start(fake_api::echo()).await;
     sandbox.config.anthropic.base_url = Some(api.base_url());
     let pincer = sandbox.spawn_daemon();
-    let sent = bot.wait_sent(team().id, 2).await;
-    assert!(sent[0].text.contains("pincer restarted before answering 1 message"), "{}", sent[0].text);
-    assert!(sent[1].text.starts_with("ECHO: ") && sent[1].text.contains("CUTOFF question"), "{}", sent[1].text);
+    let said = |b: &FakeBot| -> Vec<String> {
+        b.sent(team().id)
+            .into_iter()
+            .map(|s| s.text)
+            .filter(|t| !t.starts_with("Working…") && !t.starts_with("Interrupted"))
+            .collect()
+    };
+    bot.wait_for("the notice and the answer", |b| said(b).len() >= 2).await;
+    let sent = said(&bot);
+    assert!(sent[0].contains("pincer restarted before answering 1 message"), "{}", sent[0]);
+    assert!(sent[1].starts_with("ECHO: ") && sent[1].contains("CUTOFF question"), "{}", sent[1]);
+    // Deleted as the turn was cut, or marked interrupted at the start: no
+    // message is left saying "working".
+    bot.wait_for("no status message still working", |b| {
+        b.sent(team().id).iter().all(|s| s.deleted || !s.text.starts_with("Working…"))
+    })
+    .await;
     pincer.stop().await;
 
     // Answered now, so a third start sends nothing again.
     let pincer = sandbox.spawn_daemon();
     bot.say(&team(), &alice(), "and MSG3");
-    let sent = bot.wait_sent(team().id, 3).await;
-    assert!(sent[2].text.contains("MSG3"), "{}", sent[2].text);
+    bot.wait_for("the third answer", |b| said(b).len() >= 3).await;
+    let sent = said(&bot);
+    assert!(sent[2].contains("MSG3"), "{}", sent[2]);
     pincer.stop().await;
-    assert_eq!(bot.sent(team().id).len(), 3, "{:?}", bot.sent(team().id));
+    assert_eq!(said(&bot).len(), 3, "{:?}", bot.sent(team().id));
 }
 
 #[tokio::test]

@@ -282,10 +282,7 @@ fn verbose_lists_the_last_steps() {
     sim.set(1000, step("Reading notes.md"));
     sim.set(2000, step("Running `cargo test`"));
     sim.run_to(5000);
-    assert_eq!(
-        sim.texts()[0],
-        "Working… 5 s · 2 steps\n· Reading notes.md\n· Running `cargo test`"
-    );
+    assert_eq!(sim.texts()[0], "Working… 5 s · 2 steps\n· Reading notes.md\n· Running `cargo test`");
 }
 
 #[test]
@@ -313,10 +310,7 @@ fn a_rate_limited_edit_is_dropped_and_the_next_waits_for_retry_after() {
     assert_eq!(sim.kinds(), [(5000, "post")], "nothing while held");
     sim.run_to(18_000);
     // The newest state, not the dropped one.
-    assert_eq!(
-        sim.log.last().unwrap(),
-        &(18_000, Action::Edit { text: "Working… 18 s".into(), stop: true })
-    );
+    assert_eq!(sim.log.last().unwrap(), &(18_000, Action::Edit { text: "Working… 18 s".into(), stop: true }));
 }
 
 #[test]

@@ -46,10 +46,7 @@ fn a_turn_says_its_time_steps_what_it_does_and_the_background() {
          2 background tasks running: crawl (4 m), researcher (11 m)"
     );
     let verbose = super::turn(&turn, &[], ProgressMode::Verbose, now);
-    assert_eq!(
-        verbose,
-        "Working… 2 m 14 s · 12 steps\n· Reading notes.md\n· Running `cargo test`"
-    );
+    assert_eq!(verbose, "Working… 2 m 14 s · 12 steps\n· Reading notes.md\n· Running `cargo test`");
 }
 
 #[test]

@@ -84,3 +84,31 @@ async fn the_binary_chats_through_a_pipe() {
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("pincer groups add nobody"));
 }
+
+/// `pincer chat` shows a slow turn's status as lines of its own, before the
+/// answer; a quick turn prints its answer alone.
+#[tokio::test]
+async fn a_slow_turn_prints_status_lines_before_its_answer() {
+    let slow = fake_api::Reply::slow(std::time::Duration::from_secs(3), fake_api::Reply::text("done SLOWLY"));
+    let api = FakeApi::start(fake_api::scripted(vec![("SLOW", slow)])).await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.config.progress.after = std::time::Duration::from_secs(1);
+    sandbox.config.progress.every = std::time::Duration::from_secs(1);
+    let group = sandbox.add_group("console", None).await;
+    let pincer = sandbox.start().await;
+    let opts = ConsoleOptions { group, sender: "me".into(), wait_limit: PATIENCE, attached: false };
+    let input: &[u8] = b"quick\n";
+    let mut output = Vec::new();
+    console_chat(&pincer.engine, &opts, input, &mut output, pincer.shutdown.clone()).await.unwrap();
+    assert_eq!(String::from_utf8(output).unwrap(), "ECHO: quick\n", "a quick turn shows no status");
+
+    let input: &[u8] = b"go SLOW\n";
+    let mut output = Vec::new();
+    console_chat(&pincer.engine, &opts, input, &mut output, pincer.shutdown.clone()).await.unwrap();
+    let printed = String::from_utf8(output).unwrap();
+    let lines: Vec<_> = printed.lines().collect();
+    assert!(lines.len() >= 2, "{printed}");
+    assert!(lines[..lines.len() - 1].iter().all(|l| l.starts_with("[status] Working… ")), "{printed}");
+    assert_eq!(lines[lines.len() - 1], "done SLOWLY", "{printed}");
+    pincer.stop().await;
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use pincer::channel::progress::{StatusError, StatusPort};
 use pincer::channel::telegram::{Telegram, TelegramStatus, STOP_BUTTON_DATA};
 use pincer::channel::whatsapp::{WhatsAppStatus, REPOST_EVERY, STOP_HINT};
-use pincer::domain::activity::ProgressMode;
+use pincer::domain::activity::{ProgressMode, WhenDone};
 use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
 
@@ -296,5 +296,51 @@ async fn a_slow_turn_shows_one_status_message_until_its_answer_and_progress_off_
     let quiet_sent = bot.sent(quiet().id);
     assert!(quiet_sent.iter().all(|s| !s.text.starts_with("Working…")), "{quiet_sent:?}");
     assert!(bot.reactions(quiet().id, hushed).is_empty(), "progress off: no receipt either");
+    pincer.stop().await;
+}
+
+/// Background work that outlives its turn gets one line under the answer,
+/// which goes away when the work ends; and a slow turn in a group that wants
+/// summaries ends with its status message turned into one line.
+#[tokio::test]
+async fn background_work_after_the_turn_gets_a_line_that_goes_when_it_ends_and_a_summary_ends_a_slow_turn() {
+    let script = fake_api::scripted(vec![
+        ("BGSLEEP", Reply::bash_background("sleep 4; echo done-bg", "bg sleep")),
+        (fake_api::TASK_NOTIFICATION, Reply::text("FOLLOWUP: saw task notification")),
+        ("SLOWWORK", Reply::slow(Duration::from_secs(3), Reply::text("slow answer"))),
+    ]);
+    let api = FakeApi::start(script).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    sandbox.config.progress.after = Duration::from_secs(1);
+    sandbox.config.progress.every = Duration::from_secs(1);
+    sandbox.config.progress.when_done = WhenDone::Summary;
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        allowed_tools: Some(vec!["Bash".into()]),
+        ..GroupSettings::default()
+    };
+    sandbox.add_group_with("team", settings).await;
+    let pincer = sandbox.spawn_daemon();
+
+    bot.say(&team(), &alice(), "please BGSLEEP");
+    let line = |s: &crate::support::fake_bot::Sent| s.text.starts_with("1 background task running: bg sleep");
+    bot.wait_for("the background line", |b| b.sent(team().id).iter().any(line)).await;
+    bot.wait_for("the follow-up", |b| b.sent(team().id).iter().any(|s| s.text.contains("FOLLOWUP"))).await;
+    bot.wait_for("the line gone with the work", |b| b.sent(team().id).iter().filter(|s| line(s)).all(|s| s.deleted))
+        .await;
+    let sent = bot.sent(team().id);
+    assert_eq!(sent.iter().filter(|s| line(s)).count(), 1, "one line for the work: {sent:?}");
+    let at = sent.iter().position(line).unwrap();
+    assert!(sent[..at].iter().any(|s| !s.deleted && !line(s)), "the line comes under the turn's answer: {sent:?}");
+
+    bot.say(&team(), &alice(), "SLOWWORK now");
+    bot.wait_for("the slow answer", |b| b.sent(team().id).iter().any(|s| s.text.contains("slow answer"))).await;
+    bot.wait_for("the summary", |b| b.sent(team().id).iter().any(|s| s.text.starts_with("Done in "))).await;
+    let summary = bot.sent(team().id).into_iter().find(|s| s.text.starts_with("Done in ")).unwrap();
+    assert!(!summary.deleted, "a summary stays: {summary:?}");
+    assert!(buttons(&summary).is_empty(), "a finished message has no Stop button: {summary:?}");
     pincer.stop().await;
 }

@@ -344,3 +344,31 @@ async fn background_work_after_the_turn_gets_a_line_that_goes_when_it_ends_and_a
     assert!(buttons(&summary).is_empty(), "a finished message has no Stop button: {summary:?}");
     pincer.stop().await;
 }
+
+/// WhatsApp through the daemon: a slow turn gets the receipt and one status
+/// message saying how to stop, edited in place and deleted once the answer
+/// is there.
+#[tokio::test]
+async fn a_slow_whatsapp_turn_shows_one_status_message_edited_then_deleted() {
+    let slow = Reply::slow(Duration::from_secs(3), Reply::text("slow answer"));
+    let api = FakeApi::start(fake_api::scripted(vec![("SLOWWORK", slow)])).await;
+    let wa = FakeWa::new();
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.config.progress.after = Duration::from_secs(1);
+    sandbox.config.progress.every = Duration::from_secs(1);
+    let settings = GroupSettings { chat: Some(family()), requires_trigger: false, ..GroupSettings::default() };
+    sandbox.add_group_with("family", settings).await;
+    let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
+
+    wa.say(FAMILY, &wa_alice(), "SLOWWORK please");
+    wa.wait_for("the answer", |wa| wa.sent(FAMILY).iter().any(|s| s.text.contains("slow answer"))).await;
+    wa.wait_for("the status message deleted", |wa| !wa.revoked(FAMILY).is_empty()).await;
+    let sent = wa.sent(FAMILY);
+    let statuses: Vec<_> = sent.iter().filter(|s| s.text.starts_with("Working…")).collect();
+    assert_eq!(statuses.len(), 1, "one status message: {sent:?}");
+    assert!(statuses[0].text.ends_with(STOP_HINT), "{:?}", statuses[0]);
+    assert!(!wa.edits(FAMILY).is_empty(), "edited as its time goes by");
+    assert_eq!(wa.alive(FAMILY).iter().filter(|s| s.text.starts_with("Working…")).count(), 0, "{sent:?}");
+    assert_eq!(wa.reactions(FAMILY).len(), 1, "the receipt");
+    pincer.stop().await;
+}

@@ -346,8 +346,8 @@ async fn background_work_after_the_turn_gets_a_line_that_goes_when_it_ends_and_a
 }
 
 /// WhatsApp through the daemon: a slow turn gets the receipt and one status
-/// message saying how to stop, edited in place and deleted once the answer
-/// is there.
+/// message saying how to stop, edited no more often than WhatsApp's own
+/// floor, and deleted once the answer is there.
 #[tokio::test]
 async fn a_slow_whatsapp_turn_shows_one_status_message_edited_then_deleted() {
     let slow = Reply::slow(Duration::from_secs(3), Reply::text("slow answer"));
@@ -367,7 +367,9 @@ async fn a_slow_whatsapp_turn_shows_one_status_message_edited_then_deleted() {
     let statuses: Vec<_> = sent.iter().filter(|s| s.text.starts_with("Working…")).collect();
     assert_eq!(statuses.len(), 1, "one status message: {sent:?}");
     assert!(statuses[0].text.ends_with(STOP_HINT), "{:?}", statuses[0]);
-    assert!(!wa.edits(FAMILY).is_empty(), "edited as its time goes by");
+    // `every` is 1 s here, but a WhatsApp chat is edited at most every 6 s.
+    let edits = wa.edits(FAMILY);
+    assert!(edits.len() <= 1, "at most one edit in a 3 s turn: {edits:?}");
     assert_eq!(wa.alive(FAMILY).iter().filter(|s| s.text.starts_with("Working…")).count(), 0, "{sent:?}");
     assert_eq!(wa.reactions(FAMILY).len(), 1, "the receipt");
     pincer.stop().await;

@@ -152,7 +152,8 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
     };
     match result {
         Ok(Some(_)) => {
-            let progress = ports.progress_for(&group);
+            let mut progress = ports.progress_for(&group);
+            progress.every = progress.every.max(super::STATUS_EVERY);
             let session = ports.router.session(&group.name).await?;
             if progress.mode != ProgressMode::Off {
                 receipt(shared, &msg, &progress.reaction);

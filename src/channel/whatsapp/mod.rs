@@ -33,7 +33,7 @@ mod outbound;
 mod status;
 
 pub use client::{OwnIds, Real, WaClient, WaError};
-pub use status::{WhatsAppStatus, EDIT_WINDOW, REPOST_EVERY, STATUS_TIMEOUT, STOP_HINT};
+pub use status::{WhatsAppStatus, EDIT_WINDOW, REPOST_EVERY, STATUS_EVERY, STATUS_TIMEOUT, STOP_HINT};
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -28,6 +28,11 @@ use crate::domain::ChatAddress;
 pub const STATUS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a status offering Stop ends with, WhatsApp having no buttons.
+/// The least time between two status edits in one WhatsApp chat, whatever
+/// `[progress] every` says: WhatsApp edits are whole messages sent again,
+/// and a linked device that edits often looks like a bot to be limited.
+pub const STATUS_EVERY: std::time::Duration = std::time::Duration::from_secs(6);
+
 pub const STOP_HINT: &str = "Send /stop to interrupt.";
 
 /// How long after sending WhatsApp accepts an edit (15 minutes), with a

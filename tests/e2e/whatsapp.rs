@@ -266,7 +266,12 @@ async fn an_unanswered_approval_is_denied_after_the_timeout() {
     let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
 
     wa.say(FAMILY, &bob(), "@Andy TOUCH please");
-    wa.wait_for("the model saw the denial", |wa| wa.sent(FAMILY).iter().any(|s| s.text.contains("denied"))).await;
+    // The model's answer comes after the decision is stored; pincer's own
+    // "No answer … was denied" notice may come before it.
+    let model_saw_it = |wa: &FakeWa| {
+        wa.sent(FAMILY).iter().any(|s| s.text.starts_with("AFTER_TOOL") && s.text.contains("nobody approved"))
+    };
+    wa.wait_for("the model saw the denial", model_saw_it).await;
     wa.wait_for("the chat is told", |wa| wa.sent(FAMILY).iter().any(|s| s.text.contains("No answer to"))).await;
     assert!(!sandbox.group_dir("family").join("approved.txt").exists());
     let store = sandbox.store().await;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 pub mod activity;
+pub mod media;
 pub mod net;
 pub mod schedule;
 
@@ -240,6 +241,12 @@ pub struct Inbound {
     /// The platform's id of the message, where it may deliver one twice
     /// (WhatsApp after a reconnect): a second copy is refused when stored.
     pub external_id: Option<String>,
+    /// Photos, voice notes and files it carries (at most
+    /// [`media::MAX_ATTACHMENTS`]); prepared before its session takes it.
+    pub media: Vec<media::Attachment>,
+    /// The platform's key for an album (several photos sent together): the
+    /// parts that share it become one message before the agent reads it.
+    pub album: Option<String>,
 }
 
 impl Inbound {
@@ -254,6 +261,8 @@ impl Inbound {
             reply_to: None,
             accepted_at: Instant::now(),
             external_id: None,
+            media: Vec::new(),
+            album: None,
         }
     }
 
@@ -286,11 +295,18 @@ impl Inbound {
                     sent_at: self.sent_at,
                     reply_to: self.reply_to.clone(),
                     text: self.text.clone(),
+                    media: self.media.clone(),
                 };
                 out.push_str(&this.render(admins));
             }
             // The operator's own words, as typed.
-            Source::Console => out.push_str(&self.text),
+            Source::Console => {
+                out.push_str(&self.text);
+                if !self.media.is_empty() {
+                    out.push('\n');
+                    out.push_str(&media::describe(&self.media));
+                }
+            }
             // The agent may have written it (`schedule_task`), maybe on a
             // member's word: it must not read as chat messages either.
             Source::Scheduled => escape_into(&mut out, &self.text, false),
@@ -318,6 +334,8 @@ pub struct ChatLine {
     pub sent_at: SystemTime,
     pub reply_to: Option<String>,
     pub text: String,
+    /// What it carries, said in lines after the text.
+    pub media: Vec<media::Attachment>,
 }
 
 /// How many characters of a sender's name the agent reads.
@@ -366,6 +384,12 @@ impl ChatLine {
         }
         out.push('>');
         escape_into(&mut out, &self.text, false);
+        if !self.media.is_empty() {
+            if !self.text.is_empty() {
+                out.push('\n');
+            }
+            escape_into(&mut out, &media::describe(&self.media), false);
+        }
         out.push_str("</message>");
         out
     }
@@ -597,6 +621,7 @@ mod tests {
             sent_at: at(),
             reply_to: Some("Carol: lunch?".into()),
             text: "noon".into(),
+            media: Vec::new(),
         };
         let prompt = msg.prompt(&Missed { lines: vec![missed], omitted: 3 }, &admins);
         assert_eq!(
@@ -766,6 +791,7 @@ mod tests {
                 sent_at: at(),
                 reply_to: reply_to.clone(),
                 text: text.clone(),
+                media: Vec::new(),
             };
             let lines: Vec<ChatLine> = missed.iter().map(line).collect();
             let mut msg = chat(&last.0, if last.1 { "1" } else { "2" }, &format!("{}{any_text}", last.2));

@@ -14,6 +14,7 @@ pub mod domain;
 pub mod egress_cli;
 pub mod groups;
 pub mod lock;
+pub mod media;
 pub mod metrics;
 pub mod outbox;
 pub mod private;

@@ -261,7 +261,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
     /// another chat while a part was on its way), the row is dropped here: the
     /// worker of its new address sends it (from its first part when rebound).
     async fn deliver(&self, row: OutboxRow, failures: &mut u32) -> Flow {
-        let parts = self.adapter.parts(row.kind, &row.text);
+        let parts = self.adapter.parts(row.kind, &row.text, row.file.as_ref());
         let total = u32::try_from(parts.len()).unwrap_or(u32::MAX);
         let mut seen = row.seen();
         let mut done = row.parts_done.min(total);

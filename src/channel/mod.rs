@@ -29,6 +29,7 @@ pub mod whatsapp;
 use std::future::Future;
 use std::time::Duration;
 
+use crate::domain::media::OutboundFile;
 use crate::domain::{ApprovalRequest, ChatAddress, GroupName, OutboundKind, Platform};
 use crate::outbox::Outbox;
 use crate::router::Router;
@@ -46,7 +47,10 @@ pub trait Deliver: Send + Sync + 'static {
 
     /// The parts a message is sent as, in order. Must be the same for the same
     /// input: after a restart, the parts already delivered are skipped by count.
-    fn parts(&self, kind: OutboundKind, text: &str) -> Vec<Self::Part>;
+    /// With a `file`, `text` is its caption: the file is one part (with the
+    /// caption when the platform takes one that long, else before the
+    /// caption's own parts).
+    fn parts(&self, kind: OutboundKind, text: &str, file: Option<&OutboundFile>) -> Vec<Self::Part>;
 
     /// Sends one part to a chat.
     fn send(&self, to: &ChatAddress, part: &Self::Part) -> impl Future<Output = Result<(), DeliveryError>> + Send;

@@ -67,6 +67,7 @@ mod tests {
             sent_at: SystemTime::UNIX_EPOCH,
             reply_to: None,
             text: "t".into(),
+            media: Vec::new(),
         }
     }
 

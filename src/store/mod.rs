@@ -106,6 +106,12 @@ pub enum InboundState {
     Observed,
     /// Handed to the agent as context of a later message.
     Included,
+    /// Stored with media still to fetch and prepare (`media::Preparer`):
+    /// its group's session takes nothing at or after it until it is queued.
+    Preparing,
+    /// An album's part whose attachments went with another part (the
+    /// message the agent read).
+    Merged,
 }
 
 impl InboundState {
@@ -117,6 +123,8 @@ impl InboundState {
             InboundState::Failed => "failed",
             InboundState::Observed => "observed",
             InboundState::Included => "included",
+            InboundState::Preparing => "preparing",
+            InboundState::Merged => "merged",
         }
     }
 }
@@ -128,6 +136,12 @@ pub struct TakenContext {
     pub lines: Vec<ChatLine>,
     /// How many older ones were left out.
     pub omitted: usize,
+}
+
+/// A message's attachments as stored: NULL for none.
+pub(crate) fn media_json(media: &[crate::domain::media::Attachment]) -> Option<String> {
+    // Serializing plain data (strings, numbers, enums) cannot fail.
+    (!media.is_empty()).then(|| serde_json::to_string(media).unwrap_or_else(|_| "[]".to_owned()))
 }
 
 /// A cheap, cloneable handle to the database.
@@ -182,8 +196,9 @@ impl Store {
     /// (`external_id`) is refused with [`StoreError::Duplicate`].
     pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
         let done = sqlx::query(
-            "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id,
+                                  media, album)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         )
         .bind(msg.group.as_str())
         .bind(now_us())
@@ -195,6 +210,8 @@ impl Store {
         .bind(&msg.reply_to)
         .bind(state.as_str())
         .bind(&msg.external_id)
+        .bind(media_json(&msg.media))
+        .bind(&msg.album)
         .execute(&self.pool)
         .await?;
         if done.rows_affected() == 0 {
@@ -216,7 +233,7 @@ impl Store {
         // transaction (which WAL refuses to upgrade once another writer committed).
         let mut rows = sqlx::query(
             "UPDATE inbound SET state = 'included' WHERE group_name = ? AND state = 'observed' AND id < ?
-             RETURNING id, sender, sent_at_us, reply_to, text, sender_id",
+             RETURNING id, sender, sent_at_us, reply_to, text, sender_id, media",
         )
         .bind(group.as_str())
         .bind(before.0)

@@ -13,6 +13,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{FromRow, Row, Sqlite, Transaction};
 
 use super::{bad_row, now_us, Store, StoreError};
+use crate::domain::media::{FileKind, OutboundFile};
 use crate::domain::{ChatAddress, GroupName, OutboundKind, Platform};
 
 /// Row id of an outbox entry.
@@ -41,6 +42,8 @@ pub struct OutboxRow {
     pub parts_done: u32,
     pub attempts: u32,
     pub last_error: Option<String>,
+    /// A file to send, `text` its caption (see `domain::media::OutboundFile`).
+    pub file: Option<OutboundFile>,
 }
 
 /// An outbox row as a delivery worker read it. The worker's marks apply only
@@ -120,7 +123,7 @@ SELECT g.name, ?2, ?3, ?4,
 
 const SELECT_ROW: &str = "
 SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread, o.state, o.parts_done,
-       o.attempts, o.last_error
+       o.attempts, o.last_error, o.file_path, o.file_name, o.file_kind, o.file_bytes
   FROM outbox o";
 
 /// What an outbox row carries besides its text.
@@ -372,6 +375,10 @@ struct StoredRow {
     parts_done: i64,
     attempts: i64,
     last_error: Option<String>,
+    file_path: Option<String>,
+    file_name: Option<String>,
+    file_kind: Option<String>,
+    file_bytes: Option<i64>,
 }
 
 fn row_from(row: &SqliteRow) -> Result<OutboxRow, sqlx::Error> {
@@ -392,6 +399,15 @@ fn row_from(row: &SqliteRow) -> Result<OutboxRow, sqlx::Error> {
         parts_done: u32::try_from(r.parts_done).unwrap_or(0),
         attempts: u32::try_from(r.attempts).unwrap_or(0),
         last_error: r.last_error,
+        file: match (r.file_path, r.file_kind) {
+            (Some(path), Some(kind)) => Some(OutboundFile {
+                path: path.into(),
+                name: r.file_name.unwrap_or_else(|| "file".to_owned()),
+                kind: FileKind::parse(&kind).ok_or_else(|| bad_row(format!("no file kind {kind:?}")))?,
+                bytes: r.file_bytes.and_then(|b| u64::try_from(b).ok()).unwrap_or(0),
+            }),
+            _ => None,
+        },
     })
 }
 

@@ -13,6 +13,7 @@ use sqlx::{FromRow, Row};
 
 use super::rows::InboundRow;
 use super::{InboundState, Store, StoreError};
+use crate::domain::media::{Attachment, ModelImage, Outcome};
 use crate::domain::{from_unix_us, GroupName, Inbound, InboundId};
 
 /// One queued row, as the session pulls it.
@@ -23,6 +24,8 @@ pub struct Pulled {
     /// Observed chat lines wait before it: only then is its context taken
     /// (the common case, a chat with nothing unseen, costs no second write).
     pub has_context: bool,
+    /// The images the model is shown with it, in order (see `inbound_images`).
+    pub images: Vec<ModelImage>,
 }
 
 /// What a restart found left unanswered in one group, now queued again.
@@ -44,10 +47,13 @@ impl Store {
     ) -> Result<Vec<Pulled>, StoreError> {
         crate::metrics::hop("pull");
         let rows = sqlx::query(
-            "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id,
+            "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id, media, album,
                     EXISTS (SELECT 1 FROM inbound o WHERE o.group_name = q.group_name
                                 AND o.state = 'observed' AND o.id < q.id) AS has_context
-               FROM inbound q WHERE group_name = ? AND state = 'queued' AND id > ? ORDER BY id LIMIT ?",
+               FROM inbound q WHERE group_name = ?1 AND state = 'queued' AND id > ?2
+                AND id < COALESCE((SELECT MIN(id) FROM inbound p WHERE p.group_name = ?1 AND p.state = 'preparing'),
+                                  9223372036854775807)
+              ORDER BY id LIMIT ?3",
         )
         .bind(group.as_str())
         .bind(after.0)
@@ -59,7 +65,9 @@ impl Store {
         for row in &rows {
             let id = InboundId(row.try_get::<i64, _>("id")?);
             match read_queued(row) {
-                Ok(msg) => pulled.push(Pulled { id, msg, has_context: row.try_get("has_context")? }),
+                Ok(msg) => {
+                    pulled.push(Pulled { id, msg, has_context: row.try_get("has_context")?, images: Vec::new() })
+                }
                 Err(e) => {
                     tracing::error!(
                         %group, id = id.0, %e,
@@ -72,8 +80,21 @@ impl Store {
         if !unreadable.is_empty() {
             self.set_inbound_state(&unreadable, InboundState::Failed).await?;
         }
+        for p in pulled.iter_mut().filter(|p| p.msg.media.iter().any(shown)) {
+            p.images = self.inbound_images(p.id).await?;
+        }
         crate::metrics::hop("pulled");
         Ok(pulled)
+    }
+
+    /// The images stored to show the model with message `id`, in order.
+    pub async fn inbound_images(&self, id: InboundId) -> Result<Vec<ModelImage>, StoreError> {
+        let rows: Vec<(String, Vec<u8>)> =
+            sqlx::query_as("SELECT media_type, data FROM inbound_images WHERE inbound_id = ? ORDER BY seq")
+                .bind(id.0)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(|(media_type, data)| ModelImage { media_type, data }).collect())
     }
 
     /// At start, before any session runs: what a previous pincer took for the
@@ -133,6 +154,11 @@ impl Store {
         .await?;
         Ok(done.rows_affected())
     }
+}
+
+/// Whether an attachment goes to the model as an image.
+fn shown(a: &Attachment) -> bool {
+    matches!(a.outcome, Outcome::Saved { shown: true, .. })
 }
 
 fn read_queued(row: &SqliteRow) -> Result<Inbound, sqlx::Error> {

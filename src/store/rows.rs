@@ -8,6 +8,7 @@ use std::time::UNIX_EPOCH;
 use sqlx::FromRow;
 
 use super::{bad_row, from_unix_us};
+use crate::domain::media::Attachment;
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source};
 
 /// An `inbound` row as a line of context.
@@ -18,6 +19,7 @@ pub(super) struct ContextRow {
     sent_at_us: Option<i64>,
     reply_to: Option<String>,
     text: String,
+    media: Option<String>,
 }
 
 impl From<ContextRow> for ChatLine {
@@ -28,7 +30,18 @@ impl From<ContextRow> for ChatLine {
             sent_at: r.sent_at_us.map_or(UNIX_EPOCH, from_unix_us),
             reply_to: r.reply_to,
             text: r.text,
+            // Context is only named: a line whose media does not read says so.
+            media: read_media(r.media.as_deref()).unwrap_or_default(),
         }
+    }
+}
+
+/// A stored `media` column: NULL is none; JSON that does not read (changed
+/// outside pincer) is a bad row.
+pub(super) fn read_media(json: Option<&str>) -> Result<Vec<Attachment>, sqlx::Error> {
+    match json {
+        None => Ok(Vec::new()),
+        Some(json) => serde_json::from_str(json).map_err(|e| bad_row(format!("media {e}"))),
     }
 }
 
@@ -46,6 +59,8 @@ pub(super) struct InboundRow {
     /// When pincer stored it (unix µs).
     pub at_us: i64,
     external_id: Option<String>,
+    media: Option<String>,
+    album: Option<String>,
 }
 
 impl InboundRow {
@@ -59,6 +74,8 @@ impl InboundRow {
         msg.sent_at = r.sent_at_us.map_or(UNIX_EPOCH, from_unix_us);
         msg.reply_to = r.reply_to;
         msg.external_id = r.external_id;
+        msg.media = read_media(r.media.as_deref())?;
+        msg.album = r.album;
         Ok((InboundId(r.id), msg))
     }
 }

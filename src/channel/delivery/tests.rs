@@ -65,7 +65,12 @@ impl Deliver for Scripted {
     type Part = String;
     const PLATFORM: Platform = Platform::Telegram;
 
-    fn parts(&self, _kind: OutboundKind, text: &str) -> Vec<String> {
+    fn parts(
+        &self,
+        _kind: OutboundKind,
+        text: &str,
+        _file: Option<&crate::domain::media::OutboundFile>,
+    ) -> Vec<String> {
         text.split('|').map(str::to_owned).collect()
     }
 
@@ -129,6 +134,7 @@ impl Memory {
             parts_done: 0,
             attempts: 0,
             last_error: None,
+            file: None,
         });
         drop(state);
         self.written.send_modify(|n| *n += 1);

@@ -25,7 +25,7 @@ impl Deliver for Sender {
     type Part = Chunk;
     const PLATFORM: Platform = Platform::Telegram;
 
-    fn parts(&self, kind: OutboundKind, text: &str) -> Vec<Chunk> {
+    fn parts(&self, kind: OutboundKind, text: &str, _file: Option<&crate::domain::media::OutboundFile>) -> Vec<Chunk> {
         format::render(&decorate(kind, text))
     }
 

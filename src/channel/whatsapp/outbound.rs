@@ -20,7 +20,7 @@ impl<C: WaClient> Deliver for Sender<C> {
     type Part = String;
     const PLATFORM: Platform = Platform::WhatsApp;
 
-    fn parts(&self, kind: OutboundKind, text: &str) -> Vec<String> {
+    fn parts(&self, kind: OutboundKind, text: &str, _file: Option<&crate::domain::media::OutboundFile>) -> Vec<String> {
         format::render(&decorate(kind, text))
     }
 

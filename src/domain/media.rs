@@ -263,6 +263,22 @@ pub struct OutboundFile {
     pub bytes: u64,
 }
 
+/// The largest file of `kind` pincer sends to a chat on `platform`, in
+/// bytes: what the platform takes from a bot or linked device (Telegram's
+/// Bot API: photos 10 MB, other files 50 MB; WhatsApp: media 16 MB,
+/// documents 100 MB). `send_file` refuses a larger file before it is queued.
+pub fn send_limit(platform: crate::domain::Platform, kind: FileKind) -> u64 {
+    use crate::domain::Platform;
+    const MB: u64 = 1024 * 1024;
+    match (platform, kind) {
+        (Platform::Telegram, FileKind::Photo) => 10 * MB,
+        (Platform::Telegram, _) => 50 * MB,
+        (Platform::WhatsApp, FileKind::Document) => 100 * MB,
+        (Platform::WhatsApp, _) => 16 * MB,
+        (Platform::Console, _) => 100 * MB,
+    }
+}
+
 /// How long a file name pincer writes may be, in bytes.
 pub const SAFE_NAME_BYTES: usize = 100;
 

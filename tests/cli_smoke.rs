@@ -207,3 +207,41 @@ async fn background_bash_notifies_and_starts_a_follow_up_turn() {
 
     assert!(cli.close().await.success());
 }
+
+/// A 2×1 PNG (one red, one blue pixel), as pincer's preparer would hand on.
+const TINY_PNG: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
+    0x02, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x7B, 0x40, 0xE8, 0xDD, 0x00, 0x00, 0x00, 0x0F, 0x49,
+    0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0xF8, 0xCF, 0xC0, 0x00, 0x42, 0x0C, 0xFF, 0x01, 0x00, 0x0F, 0xF2, 0x02, 0xFD,
+    0x48, 0x6C, 0x74, 0x3B, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82,
+];
+
+/// pincer's user line with an image (`protocol::user_message`) reaches the
+/// Messages API as an image block beside the text, bytes and type as sent.
+#[tokio::test]
+async fn an_image_block_in_a_user_line_reaches_the_api_as_sent() {
+    use base64::Engine as _;
+    let api = FakeApi::start(fake_api::echo()).await;
+    let mut cli = Cli::spawn(&api, &["--replay-user-messages"]).await;
+
+    let image = pincer::domain::media::ModelImage { media_type: "image/png".into(), data: TINY_PNG.to_vec() };
+    let line = pincer::claude::protocol::user_message("what is in IMG1?", &[image], "u-img-1");
+    cli.send(serde_json::from_str(&line).unwrap()).await;
+    let lines = cli.until_results(1).await;
+    assert_eq!(results(&lines)[0]["subtype"], "success", "{:?}", results(&lines));
+    // Replayed with its uuid like a text line: pincer counts it taken the same way.
+    let replay = lines.iter().find(|l| l["type"] == "user" && l["uuid"] == "u-img-1");
+    assert!(replay.is_some(), "no replay of the image line: {lines:?}");
+
+    let main = api.main_requests();
+    let last_user = main[0].messages().iter().rev().find(|m| m["role"] == "user").expect("a user message");
+    let blocks = last_user["content"].as_array().expect("content blocks");
+    let images: Vec<&Value> = blocks.iter().filter(|b| b["type"] == "image").collect();
+    assert_eq!(images.len(), 1, "{blocks:?}");
+    assert_eq!(images[0]["source"]["type"], "base64");
+    assert_eq!(images[0]["source"]["media_type"], "image/png");
+    let data = images[0]["source"]["data"].as_str().unwrap();
+    assert_eq!(base64::engine::general_purpose::STANDARD.decode(data).unwrap(), TINY_PNG, "the bytes as sent");
+    assert!(blocks.iter().any(|b| b["type"] == "text" && b["text"].as_str().unwrap_or("").contains("IMG1")));
+    assert!(cli.close().await.success());
+}

@@ -10,6 +10,8 @@ mod task;
 
 use serde_json::{json, Value};
 
+use crate::domain::media::ModelImage;
+
 pub use assistant::{ToolCall, ToolKind};
 pub use task::{
     BackgroundTask, TaskEvent, TaskNotification, TaskProgress, TaskStarted, TaskStatus, TaskUpdated, TaskUsage,
@@ -283,11 +285,32 @@ pub fn is_missing_session(r: &TurnResult) -> bool {
 }
 
 /// A user message line. The uuid comes back in the replay when the CLI takes
-/// the message into a turn.
-pub fn user_message(text: &str, uuid: &str) -> String {
+/// the message into a turn. With `images`, the content is a list: the text
+/// first, then one base64 image block each (the Messages API's own shape,
+/// which the CLI passes on as it is: see docs/cli-observations.md); without,
+/// the plain string every CLI version takes.
+pub fn user_message(text: &str, images: &[ModelImage], uuid: &str) -> String {
+    use base64::Engine as _;
+    let content = if images.is_empty() {
+        Value::String(text.to_owned())
+    } else {
+        let mut blocks = Vec::with_capacity(images.len() + 1);
+        blocks.push(json!({"type": "text", "text": text}));
+        for image in images {
+            blocks.push(json!({
+                "type": "image",
+                "source": {
+                    "type": "base64",
+                    "media_type": image.media_type,
+                    "data": base64::engine::general_purpose::STANDARD.encode(&image.data),
+                },
+            }));
+        }
+        Value::Array(blocks)
+    };
     json!({
         "type": "user",
-        "message": {"role": "user", "content": text},
+        "message": {"role": "user", "content": content},
         "parent_tool_use_id": null,
         "session_id": "",
         "uuid": uuid,

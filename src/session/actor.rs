@@ -306,7 +306,7 @@ impl SessionActor {
 
     async fn on_command(&mut self, cmd: Command) {
         match cmd {
-            Command::Message { id, msg, missed, done } => self.take_message(id, msg, missed, done).await,
+            Command::Message { id, msg, missed, done } => self.take_message(id, msg, missed, Vec::new(), done).await,
             Command::Interrupt => {
                 self.cancel_resend().await;
                 if self.live.is_some() {

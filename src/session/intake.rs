@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use tokio::sync::{oneshot, Notify};
 
 use super::TurnOutcome;
+use crate::domain::media::ModelImage;
 use crate::domain::{GroupName, Inbound, InboundId, Missed};
 use crate::store::{Store, StoreError, TakenContext};
 
@@ -136,6 +137,8 @@ pub(super) struct Taken {
     pub id: InboundId,
     pub msg: Inbound,
     pub missed: Missed,
+    /// Shown to the model with it.
+    pub images: Vec<ModelImage>,
 }
 
 /// The actor's place in its group's queue.
@@ -203,7 +206,7 @@ impl Puller {
                 true => store.take_context(group, CONTEXT_LIMIT, p.id).await,
                 false => Ok(TakenContext::default()),
             };
-            taken.push(Taken { id: p.id, msg: p.msg, missed: missed(group, context) });
+            taken.push(Taken { id: p.id, msg: p.msg, missed: missed(group, context), images: p.images });
         }
         taken
     }

@@ -8,6 +8,8 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::rights::Voice;
+use crate::claude::protocol;
+use crate::domain::media::ModelImage;
 use crate::domain::InboundId;
 
 #[derive(Debug)]
@@ -22,6 +24,15 @@ pub struct PendingMessage {
     pub after_limit: bool,
     /// Whose words it carries: a member's bound the tools while it is here.
     pub voice: Voice,
+    /// The images shown with it (written again with it after a restart).
+    pub images: Vec<ModelImage>,
+}
+
+impl PendingMessage {
+    /// The line that writes it to the CLI.
+    pub fn line(&self) -> String {
+        protocol::user_message(&self.text, &self.images, &self.uuid)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +53,7 @@ impl Pending {
             accepted_at,
             after_limit: false,
             voice,
+            images: Vec::new(),
         });
         self.messages.back_mut().expect("just pushed")
     }

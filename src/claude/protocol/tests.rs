@@ -140,12 +140,27 @@ fn garbage_is_an_error_not_a_panic() {
 
 #[test]
 fn written_lines_are_single_json_lines() {
-    let line = user_message("multi\nline \"quoted\"", "u1");
+    let line = user_message("multi\nline \"quoted\"", &[], "u1");
     assert!(!line.contains('\n'));
     let v: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(v["message"]["content"], "multi\nline \"quoted\"");
     let ok: Value = serde_json::from_str(&control_success("r1", allow(&json!({"a": 1})))).unwrap();
     assert_eq!(ok["response"]["response"]["updatedInput"]["a"], 1);
+}
+
+#[test]
+fn a_message_with_images_is_a_text_block_then_one_base64_block_each() {
+    let images = [
+        crate::domain::media::ModelImage { media_type: "image/jpeg".into(), data: vec![0xff, 0xd8, 0xff] },
+        crate::domain::media::ModelImage { media_type: "image/png".into(), data: b"\x89PNG".to_vec() },
+    ];
+    let v: Value = serde_json::from_str(&user_message("look <here>", &images, "u2")).unwrap();
+    let blocks = v["message"]["content"].as_array().unwrap();
+    assert_eq!(blocks.len(), 3);
+    assert_eq!(blocks[0], json!({"type": "text", "text": "look <here>"}));
+    assert_eq!(blocks[1]["source"], json!({"type": "base64", "media_type": "image/jpeg", "data": "/9j/"}));
+    assert_eq!(blocks[2]["source"]["media_type"], "image/png");
+    assert_eq!(v["uuid"], "u2");
 }
 
 #[test]

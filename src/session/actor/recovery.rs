@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Live, SessionActor};
-use crate::claude::protocol;
 use crate::domain::InboundId;
 use crate::session::activity::Fed;
 use crate::session::hang::{AfterHang, HANG_GRACE};
@@ -78,8 +77,7 @@ impl SessionActor {
         if !self.ensure_live().await {
             return;
         }
-        let lines: Vec<String> =
-            self.turn.pending.prepare_resend().map(|m| protocol::user_message(&m.text, &m.uuid)).collect();
+        let lines: Vec<String> = self.turn.pending.prepare_resend().map(|m| m.line()).collect();
         for line in lines {
             if self.write(&line).await {
                 self.feed_activity(Fed::TurnStarted);
@@ -213,7 +211,7 @@ impl SessionActor {
         for mut m in held.messages {
             m.after_limit = true;
             let m = self.turn.pending.requeue(m);
-            lines.push(protocol::user_message(&m.text, &m.uuid));
+            lines.push(m.line());
             ids.push(m.id);
         }
         // Without a process (it idled out meanwhile) the new one resumes the session.

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::{Live, Policy, SessionActor};
 use crate::claude::protocol;
+use crate::domain::media::ModelImage;
 use crate::domain::{Inbound, InboundId, Missed};
 use crate::session::activity::Fed;
 use crate::session::cli::StartRequest;
@@ -29,8 +30,8 @@ impl SessionActor {
             if taken.is_empty() {
                 return;
             }
-            for intake::Taken { id, msg, missed } in taken {
-                self.take_message(id, msg, missed, None).await;
+            for intake::Taken { id, msg, missed, images } in taken {
+                self.take_message(id, msg, missed, images, None).await;
             }
             if self.deps.shutdown.is_cancelled() {
                 return;
@@ -45,6 +46,7 @@ impl SessionActor {
         id: InboundId,
         msg: Inbound,
         missed: Missed,
+        images: Vec<ModelImage>,
         done: Option<oneshot::Sender<TurnOutcome>>,
     ) {
         if let Some(done) = done {
@@ -52,7 +54,7 @@ impl SessionActor {
         }
         let voice = Voice::of(&msg, &missed, &self.policy.admins);
         let prompt = msg.prompt(&missed, &self.policy.admins);
-        self.turn.pending.push(id, prompt, msg.accepted_at, voice);
+        self.turn.pending.push(id, prompt, msg.accepted_at, voice).images = images;
         if self.ensure_live().await {
             self.write_pending_tail().await;
         }
@@ -65,9 +67,7 @@ impl SessionActor {
 
     /// Writes the newest pending message (the one just pushed).
     pub(super) async fn write_pending_tail(&mut self) {
-        let Some((id, line, accepted_at)) =
-            self.turn.pending.last().map(|m| (m.id, protocol::user_message(&m.text, &m.uuid), m.accepted_at))
-        else {
+        let Some((id, line, accepted_at)) = self.turn.pending.last().map(|m| (m.id, m.line(), m.accepted_at)) else {
             return;
         };
         if self.write(&line).await {

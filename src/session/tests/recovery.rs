@@ -123,3 +123,40 @@ async fn a_session_with_nothing_to_do_retires_and_wakes_no_more() {
     assert!(rig.events().await.iter().all(|(kind, _)| kind != "actor_restarted"), "retiring is not a crash");
     rig.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_messages_images_go_with_it_and_again_with_it_to_the_next_process() {
+    use crate::domain::media::{Attachment, MediaKind, ModelImage, Outcome};
+    use crate::domain::{Inbound, Source};
+    let rig = Rig::new().await;
+    rig.cli.script([Reply::Crash]);
+    let mut msg = Inbound::new(rig.group.clone(), Source::Console, "ann", "what is this");
+    let mut photo = Attachment::bounded(MediaKind::Photo, "f1");
+    photo.outcome = Outcome::Saved {
+        path: "inbox/2026-11-24/1-photo.jpg".into(),
+        bytes: 3,
+        transcript: None,
+        transcript_note: None,
+        shown: true,
+        image_note: None,
+    };
+    msg.media = vec![photo];
+    let id = rig.store.insert_inbound(&msg, crate::store::InboundState::Queued).await.unwrap();
+    let image = ModelImage { media_type: "image/jpeg".into(), data: vec![0xff, 0xd8, 0xff] };
+    rig.store.test_insert_images(id, std::slice::from_ref(&image)).await.unwrap();
+    assert!(rig.handle.wake());
+    rig.until_state(id, "answered").await;
+
+    let written: Vec<_> = rig.cli.written().into_iter().filter(|w| w.line["type"] == "user").collect();
+    assert_eq!(written.iter().map(|w| w.process).collect::<Vec<_>>(), [1, 2], "written again after the crash");
+    for w in &written {
+        let blocks = w.line["message"]["content"].as_array().expect("content blocks");
+        assert!(blocks[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("saved as inbox/2026-11-24/1-photo.jpg, shown to you below"));
+        assert_eq!(blocks[1]["source"]["media_type"], "image/jpeg");
+        assert_eq!(blocks[1]["source"]["data"], "/9j/", "the stored bytes, base64");
+    }
+    rig.stop().await;
+}

@@ -502,7 +502,7 @@ fn standin_process(exe: &Path) -> std::process::Child {
 }
 
 fn user_line(text: &str) -> String {
-    pincer::claude::protocol::user_message(text, &uuid::Uuid::new_v4().to_string())
+    pincer::claude::protocol::user_message(text, &[], &uuid::Uuid::new_v4().to_string())
 }
 
 /// An outbox row: its state and when it was delivered.

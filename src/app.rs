@@ -386,7 +386,10 @@ async fn serve<C: WaClient>(
         }
         tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
         engine.route_approvals(askers, shutdown.clone());
-        shutdown.cancelled().await;
+        let systemd = crate::service::Notifier::from_env();
+        systemd.ready();
+        watch_until(&systemd, &engine.store, &shutdown).await;
+        systemd.stopping();
         tracing::info!("shutting down");
         engine.stop_sessions().await;
         if let Some(control) = control {
@@ -409,6 +412,29 @@ async fn serve<C: WaClient>(
     engine.stop_sessions().await;
     engine.store.close().await;
     ended
+}
+
+/// The main loop's wait for `shutdown`: under a systemd watchdog, a ping
+/// each time the store answers, so a stuck runtime or store gets pincer
+/// restarted.
+async fn watch_until(systemd: &crate::service::Notifier, store: &Store, shutdown: &CancellationToken) {
+    let Some(every) = systemd.ping_every() else {
+        return shutdown.cancelled().await;
+    };
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {
+                if store.answers().await {
+                    systemd.alive();
+                } else {
+                    tracing::warn!("the store does not answer; not pinging systemd's watchdog");
+                }
+            }
+        }
+    }
 }
 
 /// `pincer chat`: a terminal chat with one group of `engine` (started with

@@ -1,7 +1,7 @@
 //! The command line: what each `pincer` subcommand does, in terms of the
 //! library. `main` only parses, loads config, sets up logging and calls [`execute`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -93,11 +93,27 @@ pub enum Cmd {
         #[arg(long)]
         to: PathBuf,
     },
+    /// Run pincer under systemd: `pincer service print` writes a unit for this install.
+    Service {
+        #[command(subcommand)]
+        command: ServiceCmd,
+    },
     /// Install the pinned Claude Code CLI from npm into the data directory, and a starter group.
     Setup {
         /// Install this CLI version instead of the pinned one.
         #[arg(long, default_value = install::PINNED_VERSION)]
         version: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ServiceCmd {
+    /// Print a systemd unit (Type=notify, watchdog, restart on failure) that runs this pincer
+    /// with this config, data dir and groups dir.
+    Print {
+        /// The account it runs as (default: the one running this command).
+        #[arg(long)]
+        user: Option<String>,
     },
 }
 
@@ -248,10 +264,40 @@ fn admin_id(given: &str) -> anyhow::Result<String> {
     })
 }
 
+/// The unit `pincer service print` writes: every path made absolute from here.
+fn service_unit(config_file: Option<&Path>, config: &Config, user: Option<String>) -> anyhow::Result<String> {
+    let here = std::env::current_dir().context("cannot read the current directory")?;
+    let absolute = |p: &Path| if p.is_absolute() { p.to_owned() } else { here.join(p) };
+    let default_file = Path::new(crate::config::DEFAULT_CONFIG_FILE);
+    let config_file = config_file.or_else(|| default_file.exists().then_some(default_file)).map(absolute);
+    let user = match user {
+        Some(user) => user,
+        None => nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|u| u.name)
+            .context("cannot tell who runs this: give --user NAME")?,
+    };
+    let spec = crate::service::UnitSpec {
+        exe: std::env::current_exe().context("cannot tell where the pincer executable is")?,
+        config: config_file,
+        work_dir: here.clone(),
+        data_dir: absolute(&config.data_dir),
+        groups_dir: absolute(&config.groups_dir),
+        user,
+        shutdown_grace: config.claude.shutdown_grace,
+    };
+    Ok(crate::service::unit(&spec)?)
+}
+
 /// Runs one subcommand.
 pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     match cli.command {
         Cmd::Run => app::run(config, shutdown).await,
+        Cmd::Service { command: ServiceCmd::Print { user } } => {
+            print!("{}", service_unit(cli.config.as_deref(), &config, user)?);
+            Ok(())
+        }
         Cmd::Chat { group, wait } => chat(config, &group, wait, shutdown).await,
         Cmd::Groups { command: GroupsCmd::Add { name, options } } => {
             let store = app::open_store(&config).await?;

@@ -22,6 +22,7 @@ pub mod retry;
 pub mod router;
 pub mod sandbox;
 pub mod scheduler;
+pub mod service;
 pub mod session;
 pub mod store;
 pub mod tasks_cli;

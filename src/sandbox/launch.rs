@@ -506,10 +506,11 @@ fn credential(config: &Config) -> Option<Credential> {
 }
 
 /// Without a sandbox the CLI inherits pincer's environment; at least pincer's
-/// own settings (`PINCER_*`, where a Telegram token may be) and the nesting
-/// guard (`CLAUDECODE`) are taken out.
+/// own settings (`PINCER_*`, where a Telegram token may be), the nesting
+/// guard (`CLAUDECODE`) and systemd's notify socket (the agent must not
+/// speak to systemd as pincer) are taken out.
 fn unconfined_env_remove() -> Vec<String> {
-    let mut remove = vec!["CLAUDECODE".to_owned()];
+    let mut remove = ["CLAUDECODE", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"].map(str::to_owned).to_vec();
     remove.extend(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).filter(|k| k.starts_with("PINCER_")));
     remove
 }

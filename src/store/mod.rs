@@ -194,6 +194,11 @@ impl Store {
     /// Stores a message in its first state: `Queued` for the agent, or
     /// `Observed`. A second copy of a message with the same platform id
     /// (`external_id`) is refused with [`StoreError::Duplicate`].
+    /// Whether the database answers a query now (the service watchdog's check).
+    pub async fn answers(&self) -> bool {
+        sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
+    }
+
     pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
         let done = sqlx::query(
             "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id,

@@ -93,3 +93,61 @@ async fn a_daemon_that_fails_once_its_engine_runs_stops_the_sessions_before_it_r
     assert!(events.is_empty() || events.last().is_some_and(|e| e == "shutdown"), "{events:?}");
     store.close().await;
 }
+
+/// Under systemd (`Type=notify`): READY once pincer serves, watchdog pings
+/// at half `WATCHDOG_USEC` while it runs, STOPPING at SIGTERM; read from a
+/// notify socket the test listens on, as systemd would.
+#[tokio::test]
+async fn under_systemd_pincer_says_ready_pings_the_watchdog_and_says_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = tokio::net::UnixDatagram::bind(&socket_path).unwrap();
+    let cli = claude_bin();
+    let env = [
+        ("PINCER_CLAUDE__COMMAND", cli.as_os_str()),
+        ("NOTIFY_SOCKET", socket_path.as_os_str()),
+        ("WATCHDOG_USEC", std::ffi::OsStr::new("400000")),
+    ];
+    let mut child = spawn_pincer_run(dir.path(), &[], &env).await;
+    let mut heard: Vec<String> = Vec::new();
+    let mut buf = vec![0u8; 4096];
+    let mut next = async |heard: &mut Vec<String>| {
+        let n = tokio::time::timeout(PATIENCE, socket.recv(&mut buf)).await.expect("a notification").unwrap();
+        heard.extend(String::from_utf8_lossy(&buf[..n]).lines().map(str::to_owned));
+    };
+    while heard.iter().filter(|l| *l == "WATCHDOG=1").count() < 2 {
+        next(&mut heard).await;
+    }
+    assert_eq!(heard.first().map(String::as_str), Some("READY=1"), "ready before any ping: {heard:?}");
+
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
+    while !heard.iter().any(|l| l == "STOPPING=1") {
+        next(&mut heard).await;
+    }
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("pincer stops").unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn the_service_unit_passes_systemd_analyze_where_it_is_installed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(["service", "print", "--user", "root"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let unit = String::from_utf8(out.stdout).unwrap();
+    assert!(unit.contains(&format!("ExecStart={} run", env!("CARGO_BIN_EXE_pincer"))), "{unit}");
+    let file = dir.path().join("pincer.service");
+    std::fs::write(&file, &unit).unwrap();
+    // The data and groups dirs must exist for ReadWritePaths, as after `pincer setup`.
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    std::fs::create_dir_all(dir.path().join("groups")).unwrap();
+    let Ok(verify) = std::process::Command::new("systemd-analyze").arg("verify").arg(&file).output() else {
+        eprintln!("systemd-analyze is not installed here: only the unit's text was checked");
+        return;
+    };
+    let said = format!("{}{}", String::from_utf8_lossy(&verify.stdout), String::from_utf8_lossy(&verify.stderr));
+    assert!(verify.status.success() && !said.contains("pincer.service:"), "{said}");
+}

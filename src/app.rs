@@ -309,6 +309,7 @@ async fn serve<C: WaClient>(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let telegram_config = config.telegram.clone();
+    let http_config = config.http.clone();
     let assistant = config.assistant_name.clone();
     let retry = RetryPolicy::new(config.delivery.retry_first, config.delivery.retry_cap);
     let grace = config.claude.shutdown_grace;
@@ -377,6 +378,8 @@ async fn serve<C: WaClient>(
                 }
             })
         });
+        let endpoint =
+            crate::endpoint::spawn(&http_config, engine.store.clone(), served.clone(), shutdown.clone()).await?;
         if served.is_empty() {
             tracing::warn!(
                 "no chat channel is configured, so replies wait in the outbox (`pincer history NAME` shows them): \
@@ -395,6 +398,9 @@ async fn serve<C: WaClient>(
         if let Some(control) = control {
             // Attached terminals were told the daemon stops; the socket file goes with it.
             let _ = control.await;
+        }
+        if let Some(endpoint) = endpoint {
+            let _ = endpoint.await;
         }
         drain(&engine.outbox, &served, grace).await;
         stop_delivery.cancel();

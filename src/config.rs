@@ -18,9 +18,11 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+mod http;
 mod progress;
 mod sandbox;
 
+pub use http::HttpConfig;
 pub use progress::ProgressConfig;
 pub use sandbox::{AnthropicConfig, DefaultOn, GroupSandbox, SandboxConfig, SandboxMode, DEFAULT_UPSTREAM};
 
@@ -51,6 +53,8 @@ pub struct Config {
     pub delivery: DeliveryConfig,
     pub whatsapp: WhatsAppConfig,
     pub progress: ProgressConfig,
+    /// `[http]`: /metrics, /healthz, /readyz for operators (off by default).
+    pub http: HttpConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -265,6 +269,7 @@ impl Default for Config {
             delivery: DeliveryConfig::default(),
             whatsapp: WhatsAppConfig::default(),
             progress: ProgressConfig::default(),
+            http: HttpConfig::default(),
         }
     }
 }
@@ -384,6 +389,7 @@ impl Config {
         }
         self.check_lengths()?;
         self.progress.check()?;
+        self.http.check()?;
         let t = &self.telegram;
         if t.token.as_ref().is_some_and(|s| s.expose().trim().is_empty()) {
             return Err(ConfigError::Rule {

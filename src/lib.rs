@@ -12,6 +12,7 @@ pub mod config;
 pub mod control;
 pub mod domain;
 pub mod egress_cli;
+pub mod endpoint;
 pub mod groups;
 pub mod lock;
 pub mod media;

@@ -7,6 +7,8 @@
 //! where the milliseconds of a turn go from outside
 //! (`RUST_LOG=pincer::hop=debug`). Off, each costs one filter check.
 
+pub mod counters;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 
-use crate::domain::{GroupName, Inbound, InboundId, Missed};
+use crate::domain::{GroupName, Inbound, InboundId, Missed, Source};
 use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus, TurnOutcome};
 use crate::store::{InboundState, Recovered, StoreError};
 
@@ -63,6 +63,9 @@ impl Router {
     /// see [`Router::observe`]) when it can. Returns once the message is
     /// stored: it never waits for the session, however busy.
     pub async fn send(&self, msg: Inbound) -> Result<InboundId, RouteError> {
+        if let Source::Chat(platform) = msg.source {
+            crate::metrics::counters::counters().message_in(platform.as_str());
+        }
         // The group must exist before its message is stored.
         let handle = self.session(&msg.group).await?;
         let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;

@@ -21,6 +21,7 @@
 //! Whether it goes on or ends is one atomic step ([`Duty`]), so a worker never
 //! ends with a wake-up in hand, and never sends while another has its chat.
 
+use crate::metrics::counters::counters;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -288,6 +289,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                     }
                 }
                 Err(DeliveryError::Transient { why, retry_after }) => {
+                    counters().delivery_failure(D::PLATFORM.as_str(), "transient");
                     *failures += 1;
                     let pause = self.policy.pause(*failures, retry_after);
                     tracing::warn!(
@@ -302,6 +304,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                     return Flow::Retry(pause);
                 }
                 Err(DeliveryError::ChatGone(why)) => {
+                    counters().delivery_failure(D::PLATFORM.as_str(), "chat_gone");
                     // Only a row still waiting here says this chat is the group's:
                     // a rebound group must not be paused for its old chat.
                     if let Ok(Marked::Moved) = self.ledger.attempt_failed(&seen, &why).await {
@@ -321,6 +324,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                     return Flow::Pause;
                 }
                 Err(DeliveryError::Rejected(why)) => {
+                    counters().delivery_failure(D::PLATFORM.as_str(), "rejected");
                     return match self.record(|| self.ledger.failed(&seen, &why)).await {
                         Some(Marked::Recorded) => {
                             tracing::error!(chat = %self.to, group = %row.group, %why, "the chat refused a message for good; it is marked failed");

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::activity::ActivityBuilder;
@@ -54,7 +54,7 @@ struct Live {
     /// The CLI's running cost total for this process, to store each turn's own share.
     cost_so_far: f64,
     /// Held while the process lives: this is the `max_live_sessions` bound.
-    _slot: OwnedSemaphorePermit,
+    _slot: super::slots::Slot,
 }
 
 /// One event the loop reacts to.
@@ -358,6 +358,7 @@ impl SessionActor {
     async fn log_event(&self, kind: &str, session_id: Option<&str>, detail: Option<&str>) {
         // A throwaway session's events must not read as the group's own session's.
         let kind = if self.isolated { format!("isolated_{kind}") } else { kind.to_owned() };
+        crate::metrics::counters::counters().session_event(self.group.as_str(), &kind);
         if let Err(e) = self.deps.store.record_session_event(&self.group, &kind, session_id, detail).await {
             tracing::error!(group = %self.group, %e, "cannot store a session event");
         }

@@ -180,6 +180,21 @@ fn send_again(messages: usize) -> &'static str {
 }
 
 impl TurnFailure {
+    /// Its kind as a metrics label (a fixed set).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TurnFailure::Overloaded => "overloaded",
+            TurnFailure::ServerError { .. } => "server_error",
+            TurnFailure::RateLimited => "rate_limited",
+            TurnFailure::UsageLimit(_) => "usage_limit",
+            TurnFailure::Credentials { .. } => "credentials",
+            TurnFailure::Refused { .. } => "refused",
+            TurnFailure::Rejected { .. } => "rejected",
+            TurnFailure::Interrupted => "interrupted",
+            TurnFailure::Other => "other",
+        }
+    }
+
     /// The chat's line for a failed turn that held `messages` messages.
     /// A usage limit is worded by [`usage_limit_text`], which needs pincer's plan.
     pub fn chat_text(&self, result: &TurnResult, messages: usize, zone: Tz) -> String {

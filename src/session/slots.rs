@@ -14,6 +14,24 @@ pub struct Slots {
     need: watch::Sender<Need>,
 }
 
+/// A CLI slot held by a live process; counted in `pincer_live_sessions`
+/// while it is.
+#[derive(Debug)]
+pub struct Slot(#[allow(dead_code)] OwnedSemaphorePermit);
+
+impl Slot {
+    fn held(permit: OwnedSemaphorePermit) -> Slot {
+        crate::metrics::counters::counters().live_sessions.inc();
+        Slot(permit)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        crate::metrics::counters::counters().live_sessions.dec();
+    }
+}
+
 /// Groups waiting for a slot, and how many idle sessions are already closing for them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Need {
@@ -34,10 +52,11 @@ impl Slots {
     }
 
     /// Waits (first come, first served) for a slot.
-    pub async fn acquire(&self) -> OwnedSemaphorePermit {
+    pub async fn acquire(&self) -> Slot {
         if let Ok(permit) = self.semaphore.clone().try_acquire_owned() {
-            return permit;
+            return Slot::held(permit);
         }
+        crate::metrics::counters::counters().slot_waits.inc();
         self.need.send_modify(|n| n.waiting += 1);
         // Counted out even if this future is dropped mid-wait (shutdown).
         let _waiting = scopeguard::guard((), |()| {
@@ -49,7 +68,7 @@ impl Slots {
         let permit = self.semaphore.clone().acquire_owned().await.expect("the slot semaphore is never closed");
         // The slot a yielding session gave up has reached a waiter.
         self.need.send_modify(|n| n.yielding = n.yielding.saturating_sub(1));
-        permit
+        Slot::held(permit)
     }
 
     /// An idle session asks to close for a waiting group: true for exactly

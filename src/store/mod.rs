@@ -199,6 +199,26 @@ impl Store {
         sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
     }
 
+    /// Whether a write could start now (`/readyz`): takes the write lock
+    /// and lets it go at once, writing nothing.
+    pub async fn writable(&self) -> bool {
+        let Ok(mut conn) = self.pool.acquire().await else {
+            return false;
+        };
+        let began = sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await.is_ok();
+        let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+        began
+    }
+
+    /// The outbox now, per platform: rows waiting and the oldest one's `at_us`.
+    pub async fn outbox_backlog(&self) -> Result<Vec<(String, i64, i64)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT platform, COUNT(*), MIN(at_us) FROM outbox WHERE state = 'queued' GROUP BY platform ORDER BY platform",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
         let done = sqlx::query(
             "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id,

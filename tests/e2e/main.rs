@@ -15,6 +15,7 @@ mod fake_bot;
 mod faults;
 mod intake;
 mod lifecycle;
+mod operator;
 mod orphans;
 mod private;
 mod progress;

@@ -144,7 +144,11 @@ impl SessionActor {
             return;
         }
         let taken = self.turn.pending.answer();
-        let (text, answered, failed) = match api_error::classify(&result, &end, seen.as_ref()) {
+        let failure = api_error::classify(&result, &end, seen.as_ref());
+        let seconds = result.duration_ms.map(|ms| ms as f64 / 1000.0);
+        let outcome = failure.as_ref().map_or("ok", TurnFailure::kind);
+        crate::metrics::counters::counters().turn(self.group.as_str(), outcome, seconds, cost);
+        let (text, answered, failed) = match failure {
             Some(TurnFailure::UsageLimit(limit)) => {
                 let intake = &self.intake;
                 let now = (std::time::SystemTime::now(), tokio::time::Instant::now());

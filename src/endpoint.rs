@@ -1,0 +1,131 @@
+//! The operator's HTTP endpoint (`[http] listen`): `/metrics` for
+//! Prometheus, `/healthz` (the process serves) and `/readyz` (the store
+//! takes writes and every served platform is connected), for a supervisor
+//! or a load balancer. Never a message text: counts, states and ages only.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::HttpConfig;
+use crate::domain::{unix_us, Platform};
+use crate::metrics::counters::{classic_text, counters};
+use crate::store::Store;
+
+/// What the endpoint reads.
+#[derive(Clone)]
+struct Shared {
+    store: Store,
+    /// The platforms this pincer serves: each must be connected to be ready.
+    served: Arc<Vec<Platform>>,
+    token: Option<Arc<str>>,
+}
+
+/// Why the endpoint did not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve http.listen {at}: {source} (is another process on that port? change [http] listen)")]
+pub struct EndpointError {
+    at: std::net::SocketAddr,
+    source: std::io::Error,
+}
+
+/// Binds `[http] listen` now (a taken port stops pincer at start, with why)
+/// and serves until `stop`.
+pub async fn spawn(
+    config: &HttpConfig,
+    store: Store,
+    served: Vec<Platform>,
+    stop: CancellationToken,
+) -> Result<Option<tokio::task::JoinHandle<()>>, EndpointError> {
+    let Some(at) = config.listen else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(at).await.map_err(|source| EndpointError { at, source })?;
+    let shared =
+        Shared { store, served: Arc::new(served), token: config.token.as_ref().map(|t| Arc::from(t.expose())) };
+    let app = axum::Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(shared);
+    tracing::info!(%at, "serving /metrics, /healthz and /readyz");
+    Ok(Some(tokio::spawn(async move {
+        let served = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });
+        if let Err(e) = served.await {
+            tracing::error!(%e, "the HTTP endpoint stopped");
+        }
+    })))
+}
+
+/// The bearer token, compared in constant time; `None` when it may pass.
+fn refused(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let token = shared.token.as_deref()?;
+    let given =
+        headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(given) if bool::from(given.as_bytes().ct_eq(token.as_bytes())) => None,
+        _ => Some(
+            (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], "a bearer token is required\n")
+                .into_response(),
+        ),
+    }
+}
+
+async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refused(&shared, &headers) {
+        return refused;
+    }
+    let now = unix_us(SystemTime::now());
+    match shared.store.outbox_backlog().await {
+        Ok(rows) => {
+            // Platforms with nothing waiting read 0, not their last value.
+            for platform in [Platform::Console, Platform::Telegram, Platform::WhatsApp] {
+                let row = rows.iter().find(|(p, _, _)| p == platform.as_str());
+                let (waiting, oldest) = row.map_or((0, now), |(_, n, oldest)| (*n, *oldest));
+                counters().outbox(platform.as_str(), waiting, (now - oldest).max(0) / 1_000_000);
+            }
+        }
+        Err(e) => tracing::warn!(%e, "cannot read the outbox for /metrics"),
+    }
+    // OpenMetrics to whoever asks for it (Prometheus does), else the classic text format.
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("application/openmetrics-text"));
+    if openmetrics {
+        let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+        ([(header::CONTENT_TYPE, content_type)], counters().encode()).into_response()
+    } else {
+        let content_type = "text/plain; version=0.0.4; charset=utf-8";
+        ([(header::CONTENT_TYPE, content_type)], classic_text(&counters().encode())).into_response()
+    }
+}
+
+async fn readyz(State(shared): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refused(&shared, &headers) {
+        return refused;
+    }
+    let mut problems = Vec::new();
+    if !shared.store.writable().await {
+        problems.push("the store takes no writes".to_owned());
+    }
+    for platform in shared.served.iter() {
+        match shared.store.channel_health(*platform).await {
+            Ok(Some(health)) if health.state == "connected" => {}
+            Ok(Some(health)) => problems.push(format!("{platform} is {}", health.state)),
+            Ok(None) => problems.push(format!("{platform} has not connected yet")),
+            Err(e) => problems.push(format!("{platform}: {e}")),
+        }
+    }
+    if problems.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {}\n", problems.join("; "))).into_response()
+    }
+}

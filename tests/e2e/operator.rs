@@ -1,0 +1,163 @@
+//! The operator's endpoint through the `pincer` binary (its counters are
+//! the process's own, so no other test's turns are counted): `/metrics`
+//! after a scripted turn and during a Bot API outage, checked by
+//! Prometheus's own `promtool`; `/readyz` following the Bot API; the token.
+
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use pincer::domain::ChatAddress;
+use pincer::store::GroupSettings;
+
+use crate::support::fake_api::{self, FakeApi};
+use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
+use crate::support::harness::{spawn_pincer_run, Sandbox, PATIENCE};
+
+fn team() -> TgChat {
+    TgChat { id: -100_300, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
+}
+
+fn alice() -> TgUser {
+    TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
+}
+
+fn free_port() -> std::net::SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+async fn get(url: &str, token: Option<&str>) -> (u16, String) {
+    let client = reqwest::Client::new();
+    let mut request = client.get(url);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("the endpoint answers");
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// Polls `url` until `done` holds for its answer.
+async fn until(url: &str, what: &str, done: impl Fn(u16, &str) -> bool) -> String {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            let (status, body) = get(url, None).await;
+            if done(status, &body) {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("never: {what}"))
+}
+
+/// The value of the sample `name{labels}` in a scrape (None when absent).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// `promtool check metrics`, Prometheus's own linter, reading the scrape.
+async fn promtool_accepts(text: &str) {
+    use tokio::io::AsyncWriteExt;
+    #[allow(clippy::disallowed_methods)] // Prometheus's checker, not an agent
+    let mut child = tokio::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool runs (Debian's `prometheus` package; .ci/run installs it)");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).await.unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "promtool refused the scrape: {said}\n{text}");
+}
+
+#[tokio::test]
+async fn metrics_count_a_turn_and_an_outage_and_readyz_follows_the_bot_api() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    sandbox.fast_retries();
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        ..Default::default()
+    };
+    sandbox.add_group_with("team", settings).await;
+    let at = free_port();
+    sandbox.config.http.listen = Some(at);
+    let config = sandbox.write_config();
+    let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
+    let (metrics, readyz) = (format!("http://{at}/metrics"), format!("http://{at}/readyz"));
+
+    until(&readyz, "ready once Telegram is connected", |status, _| status == 200).await;
+    bot.say(&team(), &alice(), "hello METRICS");
+    bot.wait_for("the reply", |bot| !bot.sent(team().id).is_empty()).await;
+    let text = until(&metrics, "the turn counted", |_, body| {
+        sample(body, "pincer_turns_total{group=\"team\",outcome=\"ok\"}") == Some(1.0)
+    })
+    .await;
+    assert_eq!(sample(&text, "pincer_messages_in_total{platform=\"telegram\"}"), Some(1.0), "{text}");
+    assert!(sample(&text, "pincer_turn_cost_usd_total{group=\"team\"}").is_some_and(|c| c > 0.0), "{text}");
+    assert_eq!(sample(&text, "pincer_turn_seconds_count{group=\"team\"}"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "pincer_live_sessions"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "pincer_outbox_backlog{platform=\"telegram\"}"), Some(0.0), "{text}");
+    assert!(!text.contains("hello METRICS"), "no message text in the metrics");
+    promtool_accepts(&text).await;
+
+    // Sends fail: the reply waits in the outbox, and the failures are counted.
+    bot.outage(&["sendMessage"], 502, Duration::from_secs(60));
+    bot.say(&team(), &alice(), "during the OUTAGE");
+    let text = until(&metrics, "a reply waiting", |_, body| {
+        sample(body, "pincer_outbox_backlog{platform=\"telegram\"}") == Some(1.0)
+            && sample(body, "pincer_delivery_failures_total{platform=\"telegram\",kind=\"transient\"}").is_some()
+    })
+    .await;
+    promtool_accepts(&text).await;
+    // Receiving fails too: not ready, saying why.
+    bot.outage(&["getUpdates"], 502, Duration::from_secs(60));
+    let body = until(&readyz, "unready", |status, _| status == 503).await;
+    assert!(body.contains("telegram is failing"), "{body}");
+    bot.end_faults();
+    until(&readyz, "ready again", |status, _| status == 200).await;
+    until(&metrics, "the backlog drained", |_, body| {
+        sample(body, "pincer_outbox_backlog{platform=\"telegram\"}") == Some(0.0)
+    })
+    .await;
+
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
+}
+
+#[tokio::test]
+async fn beyond_loopback_the_endpoint_wants_a_token_and_healthz_does_not() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let mut sandbox = Sandbox::new(&api);
+    let port = free_port().port();
+    sandbox.config.http.listen = Some(format!("0.0.0.0:{port}").parse().unwrap());
+    let config = sandbox.write_config();
+    #[allow(clippy::disallowed_methods)] // the pincer binary under test
+    let refused = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .args(["--config".as_ref(), config.as_os_str(), "run".as_ref()])
+        .current_dir(sandbox.root())
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("http.token must be set"), "{said}");
+
+    let token = "a-long-random-token-for-tests";
+    sandbox.config.http.token = Some(pincer::config::Secret::new(token));
+    let config = sandbox.write_config();
+    let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
+    // Reached over loopback only, as every test's traffic.
+    let base = format!("http://127.0.0.1:{port}");
+    assert_eq!(get(&format!("{base}/healthz"), None).await.0, 200);
+    assert_eq!(get(&format!("{base}/metrics"), None).await.0, 401);
+    assert_eq!(get(&format!("{base}/metrics"), Some("wrong-token-of-some-length")).await.0, 401);
+    let (status, text) = get(&format!("{base}/metrics"), Some(token)).await;
+    assert!(status == 200 && text.contains("pincer_live_sessions 0"), "{status} {text}");
+    assert_eq!(get(&format!("{base}/readyz"), Some(token)).await.0, 200, "no platform to wait for");
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
+}

@@ -82,6 +82,12 @@ pub enum Cmd {
         #[arg(long, default_value_t = 100)]
         limit: u32,
     },
+    /// One screen: the daemon, each platform, what waits, and per group its state and cost.
+    Status {
+        /// As JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Report which sandbox modes work here and why not, what `auto` picks, and the CLI found.
     Doctor,
     /// Inside a sandbox: carry connections from the sandbox's loopback to a
@@ -294,6 +300,7 @@ fn service_unit(config_file: Option<&Path>, config: &Config, user: Option<String
 pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     match cli.command {
         Cmd::Run => app::run(config, shutdown).await,
+        Cmd::Status { json } => crate::status_cli::run(&config, json).await,
         Cmd::Service { command: ServiceCmd::Print { user } } => {
             print!("{}", service_unit(cli.config.as_deref(), &config, user)?);
             Ok(())

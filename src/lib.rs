@@ -25,6 +25,7 @@ pub mod sandbox;
 pub mod scheduler;
 pub mod service;
 pub mod session;
+pub mod status_cli;
 pub mod store;
 pub mod tasks_cli;
 pub mod tools;

@@ -195,6 +195,19 @@ impl Router {
         Ok(handle)
     }
 
+    /// Every group with a session actor now (not retired), by name.
+    pub fn statuses(&self) -> Vec<(GroupName, SessionStatus)> {
+        let mut all: Vec<(GroupName, SessionStatus)> =
+            self.lock().iter().filter(|(_, h)| !h.is_retired()).map(|(g, h)| (g.clone(), h.status())).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// `claude.max_live_sessions`.
+    pub fn max_live_sessions(&self) -> usize {
+        self.inner.deps.config.claude.max_live_sessions
+    }
+
     /// How many sessions the router holds (retired ones until the next start).
     pub fn sessions_held(&self) -> usize {
         self.lock().len()

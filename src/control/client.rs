@@ -65,7 +65,7 @@ where
                         End::Shutdown => ChatEnd::Shutdown,
                     }),
                     ServerFrame::Error { message } => anyhow::bail!("{message}"),
-                    ServerFrame::Ok => {}
+                    ServerFrame::Ok | ServerFrame::Status { .. } => {}
                 }
             }
             line = lines.next_line(), if typing => {
@@ -118,6 +118,21 @@ pub async fn notify(data_dir: &Path, change: Change) -> Told {
         Ok(Err(why)) => Told::Failed(why),
         Err(_) => Told::Failed(format!("no answer within {}", humantime::format_duration(NOTICE_TIMEOUT))),
     }
+}
+
+/// What the daemon of `data_dir` runs now; `None` when no daemon answers.
+pub async fn live_view(data_dir: &Path) -> Option<wire::LiveView> {
+    let mut stream = connect(data_dir).await.ok()?;
+    let exchange = async {
+        stream.write_all(wire::line(&Request::Status).as_bytes()).await.ok()?;
+        let mut answer = String::new();
+        tokio::io::BufReader::new(&mut stream).read_line(&mut answer).await.ok()?;
+        match serde_json::from_str::<ServerFrame>(answer.trim_end()) {
+            Ok(ServerFrame::Status { status }) => Some(status),
+            _ => None,
+        }
+    };
+    tokio::time::timeout(NOTICE_TIMEOUT, exchange).await.ok().flatten()
 }
 
 /// Tells a running pincer what changed in the store, and says on stdout what

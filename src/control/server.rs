@@ -78,6 +78,8 @@ pub struct Control {
     pub scheduler: SchedulerHandle,
     /// Approval requests of groups without a chat, shown to their attached terminals.
     attached: Attached,
+    /// When this daemon started serving (for `pincer status`).
+    pub started: std::time::SystemTime,
 }
 
 /// The approval queues of the attached terminals, by group. A group's entry
@@ -129,7 +131,7 @@ impl Control {
     pub fn new(ports: Ports, scheduler: SchedulerHandle, console_asks: mpsc::Receiver<ApprovalAsk>) -> Control {
         let attached = Attached::default();
         tokio::spawn(hand_out_asks(console_asks, attached.clone()));
-        Control { ports, scheduler, attached }
+        Control { ports, scheduler, attached, started: std::time::SystemTime::now() }
     }
 }
 
@@ -208,6 +210,7 @@ async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationTok
             changed(control, change).await;
             send(&mut write, &ServerFrame::Ok).await
         }
+        Ok(Request::Status) => send(&mut write, &ServerFrame::Status { status: live_view(control) }).await,
         Ok(Request::Chat { group, sender, wait_limit_ms }) => {
             let group: GroupName = match group.parse() {
                 Ok(group) => group,
@@ -223,6 +226,31 @@ async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationTok
 async fn send(write: &mut OwnedWriteHalf, frame: &ServerFrame) -> anyhow::Result<()> {
     write.write_all(wire::line(frame).as_bytes()).await?;
     Ok(())
+}
+
+/// What runs now, for `pincer status`.
+fn live_view(control: &Control) -> wire::LiveView {
+    let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let router = &control.ports.router;
+    let groups: Vec<wire::LiveGroup> = router
+        .statuses()
+        .into_iter()
+        .map(|(name, s)| wire::LiveGroup {
+            name: name.to_string(),
+            live: s.live,
+            in_turn: s.in_turn,
+            pending: s.pending,
+            background_tasks: s.running_tasks,
+            held_until: s.resend_at.map(unix),
+        })
+        .collect();
+    wire::LiveView {
+        pid: std::process::id(),
+        up_since: unix(control.started),
+        live_sessions: groups.iter().filter(|g| g.live).count(),
+        max_live_sessions: router.max_live_sessions(),
+        groups,
+    }
 }
 
 /// Acts on a change another command made in the store.

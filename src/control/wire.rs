@@ -20,6 +20,35 @@ pub enum Request {
     },
     /// Something changed in the store; the daemon acts on it at once.
     Changed(Change),
+    /// What runs now (`pincer status`): answered with [`ServerFrame::Status`].
+    Status,
+}
+
+/// The running daemon's part of `pincer status`: what only it knows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveView {
+    pub pid: u32,
+    /// When this daemon started serving (unix seconds).
+    pub up_since: u64,
+    /// CLI processes running now, and how many may.
+    pub live_sessions: usize,
+    pub max_live_sessions: usize,
+    /// The groups with a session actor now.
+    pub groups: Vec<LiveGroup>,
+}
+
+/// One group's session as the daemon sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveGroup {
+    pub name: String,
+    /// A CLI process runs for it.
+    pub live: bool,
+    pub in_turn: bool,
+    /// Messages written and not answered yet.
+    pub pending: usize,
+    pub background_tasks: usize,
+    /// A usage limit holds its messages until then (unix seconds).
+    pub held_until: Option<u64>,
 }
 
 /// What another `pincer` command changed in the store.
@@ -54,6 +83,8 @@ pub enum ServerFrame {
     End { end: End },
     /// The request was refused, with what to do.
     Error { message: String },
+    /// The answer to [`Request::Status`].
+    Status { status: LiveView },
 }
 
 /// How an attached chat ended (mirrors `channel::console::ChatEnd`).

@@ -161,3 +161,49 @@ async fn beyond_loopback_the_endpoint_wants_a_token_and_healthz_does_not() {
     assert_eq!(get(&format!("{base}/readyz"), Some(token)).await.0, 200, "no platform to wait for");
     kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
 }
+
+/// `pincer [--config F] status [args]` of the binary under test.
+async fn status(sandbox: &Sandbox, config: &std::path::Path, args: &[&str]) -> String {
+    #[allow(clippy::disallowed_methods)] // the pincer binary under test
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .arg("--config")
+        .arg(config)
+        .arg("status")
+        .args(args)
+        .current_dir(sandbox.root())
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn pincer_status_shows_the_daemon_the_platform_and_what_a_group_spent() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        ..Default::default()
+    };
+    sandbox.add_group_with("team", settings).await;
+    let config = sandbox.write_config();
+    let text = status(&sandbox, &config, &[]).await;
+    assert!(text.starts_with("daemon: not running"), "{text}");
+
+    let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
+    bot.say(&team(), &alice(), "hello STATUS");
+    bot.wait_for("the reply", |bot| !bot.sent(team().id).is_empty()).await;
+    let text = status(&sandbox, &config, &[]).await;
+    assert!(text.starts_with(&format!("daemon: running (pid {})", child.id().unwrap())), "{text}");
+    assert!(text.contains("telegram: connected"), "{text}");
+    assert!(text.contains("  team: live, idle; $0.00 today"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&status(&sandbox, &config, &["--json"]).await).unwrap();
+    assert_eq!(json["daemon"]["groups"][0]["name"], "team", "{json}");
+    assert!(json["store"]["groups"][0]["cost_month_usd"].as_f64().is_some_and(|c| c > 0.0), "{json}");
+    assert!(json["store"]["db_bytes"].as_u64().is_some_and(|b| b > 0), "{json}");
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
+}

@@ -1,0 +1,126 @@
+//! The store's part of `pincer status`: what any `pincer` process can read
+//! while the daemon runs (WAL lets it), without asking the daemon.
+
+use serde::Serialize;
+use sqlx::Row;
+
+use super::{Store, StoreError};
+use crate::domain::Platform;
+
+/// The whole store at a glance.
+#[derive(Clone, Debug, Serialize)]
+pub struct Overview {
+    /// The database file's size (pages in use and free).
+    pub db_bytes: u64,
+    pub platforms: Vec<PlatformView>,
+    /// Chat messages waiting for their session (queued or being prepared).
+    pub waiting_messages: i64,
+    pub outbox: Vec<Backlog>,
+    pub groups: Vec<GroupView>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PlatformView {
+    pub platform: String,
+    pub state: String,
+    pub detail: Option<String>,
+    /// Since when (unix seconds).
+    pub since: i64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Backlog {
+    pub platform: String,
+    pub waiting: i64,
+    /// The oldest waiting row's age in seconds at the time of reading.
+    pub oldest_seconds: i64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupView {
+    pub name: String,
+    pub active: bool,
+    pub inactive_reason: Option<String>,
+    /// The newest message or result (unix seconds).
+    pub last_activity: Option<i64>,
+    pub waiting_messages: i64,
+    pub cost_today_usd: f64,
+    pub cost_month_usd: f64,
+    /// The newest failed turn's words, cut to one line, and when (unix seconds).
+    pub last_error: Option<(i64, String)>,
+}
+
+impl Store {
+    /// The overview now; `day_start_us` and `month_start_us` are where today
+    /// and this month begin (in the operator's time zone, as unix µs).
+    pub async fn overview(&self, now_us: i64, day_start_us: i64, month_start_us: i64) -> Result<Overview, StoreError> {
+        let pages: i64 =
+            sqlx::query_scalar("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()")
+                .fetch_one(&self.pool)
+                .await?;
+        let mut platforms = Vec::new();
+        for platform in [Platform::Telegram, Platform::WhatsApp] {
+            if let Some(h) = self.channel_health(platform).await? {
+                platforms.push(PlatformView {
+                    platform: platform.to_string(),
+                    state: h.state,
+                    detail: h.detail,
+                    since: h.changed_at_us / 1_000_000,
+                });
+            }
+        }
+        let waiting_messages: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM inbound WHERE state IN ('queued', 'preparing')")
+                .fetch_one(&self.pool)
+                .await?;
+        let outbox = self
+            .outbox_backlog()
+            .await?
+            .into_iter()
+            .map(|(platform, waiting, oldest)| Backlog {
+                platform,
+                waiting,
+                oldest_seconds: (now_us - oldest).max(0) / 1_000_000,
+            })
+            .collect();
+        let rows = sqlx::query(
+            "SELECT g.name, g.active, g.inactive_reason,
+                    MAX((SELECT MAX(at_us) FROM inbound i WHERE i.group_name = g.name),
+                        (SELECT MAX(at_us) FROM results r WHERE r.group_name = g.name)) AS last_us,
+                    (SELECT COUNT(*) FROM inbound i WHERE i.group_name = g.name
+                        AND i.state IN ('queued', 'preparing')) AS waiting,
+                    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM results r WHERE r.group_name = g.name
+                        AND r.at_us >= ?1) AS today,
+                    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM results r WHERE r.group_name = g.name
+                        AND r.at_us >= ?2) AS month,
+                    (SELECT at_us FROM results r WHERE r.group_name = g.name AND r.is_error
+                        ORDER BY r.at_us DESC LIMIT 1) AS error_us,
+                    (SELECT text FROM results r WHERE r.group_name = g.name AND r.is_error
+                        ORDER BY r.at_us DESC LIMIT 1) AS error_text
+               FROM groups g ORDER BY g.name",
+        )
+        .bind(day_start_us)
+        .bind(month_start_us)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut groups = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let error_us: Option<i64> = r.try_get("error_us")?;
+            let error_text: Option<String> = r.try_get("error_text")?;
+            groups.push(GroupView {
+                name: r.try_get("name")?,
+                active: r.try_get("active")?,
+                inactive_reason: r.try_get("inactive_reason")?,
+                last_activity: r.try_get::<Option<i64>, _>("last_us")?.map(|us| us / 1_000_000),
+                waiting_messages: r.try_get("waiting")?,
+                cost_today_usd: r.try_get("today")?,
+                cost_month_usd: r.try_get("month")?,
+                last_error: error_us.map(|us| {
+                    let text = error_text.as_deref().unwrap_or("an error");
+                    (us / 1_000_000, crate::domain::one_line(text, 120))
+                }),
+            });
+        }
+        Ok(Overview { db_bytes: u64::try_from(pages).unwrap_or(0), platforms, waiting_messages, outbox, groups })
+    }
+}

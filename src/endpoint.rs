@@ -1,7 +1,10 @@
 //! The operator's HTTP endpoint (`[http] listen`): `/metrics` for
 //! Prometheus, `/healthz` (the process serves) and `/readyz` (the store
 //! takes writes and every served platform is connected), for a supervisor
-//! or a load balancer. Never a message text: counts, states and ages only.
+//! or a load balancer; `/` the status page (what `pincer status` says, as
+//! a page that refreshes itself). Never a message text: counts, states,
+//! costs and ages only (a failed turn's first words are the one exception,
+//! as in `pincer status`: the CLI's error, not a chat's).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -16,12 +19,18 @@ use tokio_util::sync::CancellationToken;
 use crate::config::HttpConfig;
 use crate::domain::{unix_us, Platform};
 use crate::metrics::counters::{classic_text, counters};
+use crate::router::Router;
 use crate::store::Store;
 
 /// What the endpoint reads.
 #[derive(Clone)]
 struct Shared {
     store: Store,
+    /// The sessions, for the status page.
+    router: Router,
+    /// `timezone`: where today and this month begin on the status page.
+    zone: Arc<str>,
+    started: SystemTime,
     /// The platforms this pincer serves: each must be connected to be ready.
     served: Arc<Vec<Platform>>,
     token: Option<Arc<str>>,
@@ -39,7 +48,9 @@ pub struct EndpointError {
 /// and serves until `stop`.
 pub async fn spawn(
     config: &HttpConfig,
+    zone: &str,
     store: Store,
+    router: Router,
     served: Vec<Platform>,
     stop: CancellationToken,
 ) -> Result<Option<tokio::task::JoinHandle<()>>, EndpointError> {
@@ -47,12 +58,19 @@ pub async fn spawn(
         return Ok(None);
     };
     let listener = tokio::net::TcpListener::bind(at).await.map_err(|source| EndpointError { at, source })?;
-    let shared =
-        Shared { store, served: Arc::new(served), token: config.token.as_ref().map(|t| Arc::from(t.expose())) };
+    let shared = Shared {
+        store,
+        router,
+        zone: Arc::from(zone),
+        started: SystemTime::now(),
+        served: Arc::new(served),
+        token: config.token.as_ref().map(|t| Arc::from(t.expose())),
+    };
     let app = axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/", get(page))
         .with_state(shared);
     tracing::info!(%at, "serving /metrics, /healthz and /readyz");
     Ok(Some(tokio::spawn(async move {
@@ -127,5 +145,48 @@ async fn readyz(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         (StatusCode::OK, "ready\n").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {}\n", problems.join("; "))).into_response()
+    }
+}
+
+/// Seconds between the status page's own reloads.
+const PAGE_REFRESH: u32 = 15;
+
+async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refused(&shared, &headers) {
+        return refused;
+    }
+    let now = SystemTime::now();
+    let store = match crate::status_cli::overview(&shared.store, &shared.zone, now).await {
+        Ok(store) => store,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the store: {e:#}\n")).into_response(),
+    };
+    let daemon = Some(crate::control::server::live_view(&shared.router, shared.started));
+    let status = crate::status_cli::Status { daemon, store };
+    let text = crate::status_cli::render(&status, crate::status_cli::unix(now));
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html(&text)).into_response()
+}
+
+/// The page: the status text, escaped, readable on a phone, reloading itself
+/// (a meta refresh; no script).
+fn html(text: &str) -> String {
+    let mut body = String::with_capacity(text.len() + 600);
+    crate::domain::escape_into(&mut body, text, false);
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta http-equiv=\"refresh\" content=\"{PAGE_REFRESH}\">\n<title>pincer status</title>\n\
+         <style>body{{font-family:system-ui,sans-serif;margin:1rem;background:#fafafa;color:#222}}\
+         pre{{white-space:pre-wrap;font-size:0.95rem;line-height:1.4}}</style></head>\n\
+         <body><h1>pincer</h1>\n<pre>{body}</pre>\n<p><small>Reloads every {PAGE_REFRESH} s.</small></p></body></html>\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_page_escapes_what_it_shows() {
+        let page = super::html("team: <b>error</b> & more");
+        assert!(page.contains("team: &lt;b&gt;error&lt;/b&gt; &amp; more"), "{page}");
+        assert!(page.contains("http-equiv=\"refresh\"") && !page.contains("<script"), "{page}");
     }
 }

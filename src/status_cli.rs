@@ -20,12 +20,23 @@ pub struct Status {
     pub store: Overview,
 }
 
+/// The store's half now, with today and this month in `zone`.
+pub async fn overview(store: &crate::store::Store, zone: &str, now: SystemTime) -> anyhow::Result<Overview> {
+    let (day, month) = period_starts(now, zone)?;
+    Ok(store.overview(crate::domain::unix_us(now), day, month).await?)
+}
+
 /// Prints the status of the pincer of `config`.
 pub async fn run(config: &Config, json: bool) -> anyhow::Result<()> {
-    let store = crate::app::open_store(config).await?;
+    let path = config.database_path();
+    anyhow::ensure!(
+        path.exists(),
+        "no pincer store at {} (run `pincer setup`, or give the --config of the pincer to look at)",
+        path.display()
+    );
+    let store = crate::store::Store::open(&path).await?;
     let now = SystemTime::now();
-    let (day, month) = period_starts(now, &config.timezone)?;
-    let overview = store.overview(crate::domain::unix_us(now), day, month).await?;
+    let overview = overview(&store, &config.timezone, now).await?;
     store.close().await;
     let status = Status { daemon: crate::control::client::live_view(&config.data_dir).await, store: overview };
     if json {
@@ -36,7 +47,7 @@ pub async fn run(config: &Config, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn unix(t: SystemTime) -> i64 {
+pub fn unix(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 

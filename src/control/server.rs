@@ -210,7 +210,10 @@ async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationTok
             changed(control, change).await;
             send(&mut write, &ServerFrame::Ok).await
         }
-        Ok(Request::Status) => send(&mut write, &ServerFrame::Status { status: live_view(control) }).await,
+        Ok(Request::Status) => {
+            let status = live_view(&control.ports.router, control.started);
+            send(&mut write, &ServerFrame::Status { status }).await
+        }
         Ok(Request::Chat { group, sender, wait_limit_ms }) => {
             let group: GroupName = match group.parse() {
                 Ok(group) => group,
@@ -228,10 +231,10 @@ async fn send(write: &mut OwnedWriteHalf, frame: &ServerFrame) -> anyhow::Result
     Ok(())
 }
 
-/// What runs now, for `pincer status`.
-fn live_view(control: &Control) -> wire::LiveView {
+/// What runs now, for `pincer status` and the status page: the sessions of
+/// `router`, in a daemon serving since `started`.
+pub fn live_view(router: &crate::router::Router, started: std::time::SystemTime) -> wire::LiveView {
     let unix = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let router = &control.ports.router;
     let groups: Vec<wire::LiveGroup> = router
         .statuses()
         .into_iter()
@@ -246,7 +249,7 @@ fn live_view(control: &Control) -> wire::LiveView {
         .collect();
     wire::LiveView {
         pid: std::process::id(),
-        up_since: unix(control.started),
+        up_since: unix(started),
         live_sessions: groups.iter().filter(|g| g.live).count(),
         max_live_sessions: router.max_live_sessions(),
         groups,

@@ -95,17 +95,19 @@ async fn metrics_count_a_turn_and_an_outage_and_readyz_follows_the_bot_api() {
     until(&readyz, "ready once Telegram is connected", |status, _| status == 200).await;
     bot.say(&team(), &alice(), "hello METRICS");
     bot.wait_for("the reply", |bot| !bot.sent(team().id).is_empty()).await;
-    let text = until(&metrics, "the turn counted", |_, body| {
+    // The reply's row is marked delivered just after the Bot API answered.
+    let text = until(&metrics, "the turn counted and its reply delivered", |_, body| {
         sample(body, "pincer_turns_total{group=\"team\",outcome=\"ok\"}") == Some(1.0)
+            && sample(body, "pincer_outbox_backlog{platform=\"telegram\"}") == Some(0.0)
     })
     .await;
     assert_eq!(sample(&text, "pincer_messages_in_total{platform=\"telegram\"}"), Some(1.0), "{text}");
     assert!(sample(&text, "pincer_turn_cost_usd_total{group=\"team\"}").is_some_and(|c| c > 0.0), "{text}");
     assert_eq!(sample(&text, "pincer_turn_seconds_count{group=\"team\"}"), Some(1.0), "{text}");
     assert_eq!(sample(&text, "pincer_live_sessions"), Some(1.0), "{text}");
-    assert_eq!(sample(&text, "pincer_outbox_backlog{platform=\"telegram\"}"), Some(0.0), "{text}");
     assert!(!text.contains("hello METRICS"), "no message text in the metrics");
     promtool_accepts(&text).await;
+    status_page_in_chromium(&format!("http://{at}/")).await;
 
     // Sends fail: the reply waits in the outbox, and the failures are counted.
     bot.outage(&["sendMessage"], 502, Duration::from_secs(60));
@@ -128,6 +130,35 @@ async fn metrics_count_a_turn_and_an_outage_and_readyz_follows_the_bot_api() {
     .await;
 
     kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
+}
+
+/// Loads the status page in headless Chromium (Debian's package; .ci/run
+/// installs it) as a phone would: its text as rendered, and a screenshot
+/// kept in `target/test-artifacts/status-page.png`.
+async fn status_page_in_chromium(url: &str) {
+    let chromium = |args: Vec<String>| async move {
+        #[allow(clippy::disallowed_methods)] // a browser loading the page, not an agent
+        let out = tokio::process::Command::new("chromium")
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--window-size=412,915"])
+            .args(args)
+            .output()
+            .await
+            .expect("chromium runs (Debian's `chromium` package; .ci/run installs it)");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let dom = chromium(vec!["--dump-dom".into(), url.into()]).await;
+    assert!(dom.contains("daemon: running"), "{dom}");
+    assert!(dom.contains("telegram: connected"), "{dom}");
+    assert!(dom.contains("team: live, idle") && dom.contains("this month"), "{dom}");
+    assert!(!dom.contains("hello METRICS"), "no message text on the page");
+    let artifacts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-artifacts");
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("status-page.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(vec![format!("--screenshot={}", shot.display()), url.into()]).await;
+    let png = std::fs::read(&shot).expect("a screenshot was written");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 2_000, "{} bytes", png.len());
 }
 
 #[tokio::test]

@@ -311,6 +311,7 @@ async fn serve<C: WaClient>(
     let telegram_config = config.telegram.clone();
     let http_config = config.http.clone();
     let timezone = config.timezone.clone();
+    let budget = config.budget.budget();
     let assistant = config.assistant_name.clone();
     let retry = RetryPolicy::new(config.delivery.retry_first, config.delivery.retry_cap);
     let grace = config.claude.shutdown_grace;
@@ -381,7 +382,8 @@ async fn serve<C: WaClient>(
         });
         let (store, router) = (engine.store.clone(), engine.router.clone());
         let endpoint =
-            crate::endpoint::spawn(&http_config, &timezone, store, router, served.clone(), shutdown.clone()).await?;
+            crate::endpoint::spawn(&http_config, &timezone, budget, store, router, served.clone(), shutdown.clone())
+                .await?;
         if served.is_empty() {
             tracing::warn!(
                 "no chat channel is configured, so replies wait in the outbox (`pincer history NAME` shows them): \

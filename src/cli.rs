@@ -199,6 +199,28 @@ pub struct GroupOptions {
     /// for background work), `verbose` (also the last steps), or `default` (progress.mode).
     #[arg(long, value_enum)]
     progress: Option<ProgressChoice>,
+    /// USD the agent may spend a day (as the CLI reports cost), or `default` ([budget] daily_usd).
+    /// Reached: messages wait until midnight (`timezone`) or until it is raised.
+    #[arg(long, value_name = "USD|default", allow_negative_numbers = true)]
+    budget_daily: Option<String>,
+    /// USD a calendar month, or `default`.
+    #[arg(long, value_name = "USD|default")]
+    budget_monthly: Option<String>,
+    /// Turns a day (for subscription users), or `default`.
+    #[arg(long, value_name = "N|default")]
+    budget_turns: Option<String>,
+}
+
+/// `--budget-daily 5`: cents, or `None` for `default`.
+fn usd_option(flag: &str, given: &str) -> anyhow::Result<Option<u64>> {
+    if given == "default" {
+        return Ok(None);
+    }
+    let usd: f64 = given
+        .trim_start_matches('$')
+        .parse()
+        .with_context(|| format!("{flag} {given:?}: give USD, e.g. 5 or 2.50, or `default`"))?;
+    crate::domain::budget::cents(usd).map(Some).with_context(|| format!("{flag} {given:?}: give 0 or more USD"))
 }
 
 /// `--progress`: a mode of the group's own, or the configured one.
@@ -254,6 +276,20 @@ impl GroupOptions {
         }
         if let Some(choice) = self.progress {
             settings.progress = choice.mode();
+        }
+        if let Some(given) = &self.budget_daily {
+            settings.budget.daily_cents = usd_option("--budget-daily", given)?;
+        }
+        if let Some(given) = &self.budget_monthly {
+            settings.budget.monthly_cents = usd_option("--budget-monthly", given)?;
+        }
+        if let Some(given) = &self.budget_turns {
+            settings.budget.daily_turns = match given.as_str() {
+                "default" => None,
+                n => Some(
+                    n.parse().with_context(|| format!("--budget-turns {n:?}: give a number of turns, or `default`"))?,
+                ),
+            };
         }
         Ok(())
     }
@@ -421,7 +457,29 @@ fn describe(g: &GroupRecord, config: &Config) -> String {
         Some(mode) => format!("progress {}", progress_word(mode)),
         None => format!("progress {} (default)", progress_word(config.progress.mode)),
     };
-    format!("{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{tools_for}\t{progress}\t{session}{state}{main}", g.name)
+    let budget = budget_words(s.budget.over(config.budget.budget()));
+    format!(
+        "{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{tools_for}\t{progress}\t{budget}\t{session}{state}{main}",
+        g.name
+    )
+}
+
+/// "budget $5.00/day, 100 turns/day", or "no budget".
+fn budget_words(b: crate::domain::budget::Budget) -> String {
+    let usd = |c: u64| format!("${}.{:02}", c / 100, c % 100);
+    let parts: Vec<String> = [
+        b.daily_cents.map(|c| format!("{}/day", usd(c))),
+        b.monthly_cents.map(|c| format!("{}/month", usd(c))),
+        b.daily_turns.map(|t| format!("{t} turns/day")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "no budget".to_owned()
+    } else {
+        format!("budget {}", parts.join(", "))
+    }
 }
 
 fn progress_word(mode: ProgressMode) -> &'static str {
@@ -602,5 +660,34 @@ mod tests {
             inactive_reason: None,
         };
         assert!(describe(&g, &Config::default()).contains("\tprogress status (default)\t"));
+    }
+
+    #[test]
+    fn budget_options_set_a_groups_own_parts_and_default_hands_one_back() {
+        let mut settings = GroupSettings::default();
+        options(&["--budget-daily", "2.50", "--budget-turns", "40"]).apply(&mut settings).unwrap();
+        assert_eq!(settings.budget.daily_cents, Some(250));
+        assert_eq!(settings.budget.daily_turns, Some(40));
+        options(&["--budget-daily", "default", "--budget-monthly", "$30"]).apply(&mut settings).unwrap();
+        assert_eq!((settings.budget.daily_cents, settings.budget.monthly_cents), (None, Some(3000)));
+        let e = options(&["--budget-daily", "-1"]).apply(&mut settings).unwrap_err();
+        assert!(format!("{e:#}").contains("give 0 or more USD"), "{e:#}");
+        let e = options(&["--budget-daily", "lots"]).apply(&mut settings).unwrap_err();
+        assert!(format!("{e:#}").contains("give USD, e.g. 5 or 2.50, or `default`"), "{e:#}");
+        let mut config = Config::default();
+        config.budget.daily_usd = Some(5.0);
+        let g = GroupRecord {
+            name: "g".parse().unwrap(),
+            created_at_us: 0,
+            session_id: None,
+            settings,
+            active: true,
+            inactive_reason: None,
+        };
+        assert!(
+            describe(&g, &config).contains("\tbudget $5.00/day, $30.00/month, 40 turns/day\t"),
+            "{}",
+            describe(&g, &config)
+        );
     }
 }

@@ -18,10 +18,12 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+mod budget;
 mod http;
 mod progress;
 mod sandbox;
 
+pub use budget::BudgetConfig;
 pub use http::HttpConfig;
 pub use progress::ProgressConfig;
 pub use sandbox::{AnthropicConfig, DefaultOn, GroupSandbox, SandboxConfig, SandboxMode, DEFAULT_UPSTREAM};
@@ -55,6 +57,8 @@ pub struct Config {
     pub progress: ProgressConfig,
     /// `[http]`: /metrics, /healthz, /readyz for operators (off by default).
     pub http: HttpConfig,
+    /// `[budget]`: what a group may spend by default.
+    pub budget: BudgetConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -270,6 +274,7 @@ impl Default for Config {
             whatsapp: WhatsAppConfig::default(),
             progress: ProgressConfig::default(),
             http: HttpConfig::default(),
+            budget: BudgetConfig::default(),
         }
     }
 }
@@ -390,6 +395,7 @@ impl Config {
         self.check_lengths()?;
         self.progress.check()?;
         self.http.check()?;
+        self.budget.check()?;
         let t = &self.telegram;
         if t.token.as_ref().is_some_and(|s| s.expose().trim().is_empty()) {
             return Err(ConfigError::Rule {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 pub mod activity;
+pub mod budget;
 pub mod media;
 pub mod net;
 pub mod schedule;

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::control::wire::LiveView;
+use crate::domain::budget::Budget;
 use crate::domain::media::human_bytes;
 use crate::store::Overview;
 
@@ -20,10 +21,22 @@ pub struct Status {
     pub store: Overview,
 }
 
-/// The store's half now, with today and this month in `zone`.
-pub async fn overview(store: &crate::store::Store, zone: &str, now: SystemTime) -> anyhow::Result<Overview> {
+/// The store's half now, with today and this month in `zone`, and each
+/// group's budget over the `default` one.
+pub async fn overview(
+    store: &crate::store::Store,
+    zone: &str,
+    default: Budget,
+    now: SystemTime,
+) -> anyhow::Result<Overview> {
     let (day, month) = period_starts(now, zone)?;
-    Ok(store.overview(crate::domain::unix_us(now), day, month).await?)
+    let mut overview = store.overview(crate::domain::unix_us(now), day, month).await?;
+    let groups = store.groups().await?;
+    for view in &mut overview.groups {
+        let own = groups.iter().find(|g| g.name.as_str() == view.name).map(|g| g.settings.budget).unwrap_or_default();
+        view.budget = own.over(default);
+    }
+    Ok(overview)
 }
 
 /// Prints the status of the pincer of `config`.
@@ -36,7 +49,7 @@ pub async fn run(config: &Config, json: bool) -> anyhow::Result<()> {
     );
     let store = crate::store::Store::open(&path).await?;
     let now = SystemTime::now();
-    let overview = overview(&store, &config.timezone, now).await?;
+    let overview = overview(&store, &config.timezone, config.budget.budget(), now).await?;
     store.close().await;
     let status = Status { daemon: crate::control::client::live_view(&config.data_dir).await, store: overview };
     if json {
@@ -122,7 +135,17 @@ pub fn render(status: &Status, now: i64) -> String {
         if g.waiting_messages > 0 {
             out.push_str(&format!(", {} waiting", g.waiting_messages));
         }
-        out.push_str(&format!("; ${:.2} today, ${:.2} this month", g.cost_today_usd, g.cost_month_usd));
+        let of = |cents: Option<u64>| cents.map(|c| format!(" of ${}.{:02}", c / 100, c % 100)).unwrap_or_default();
+        out.push_str(&format!(
+            "; ${:.2}{} today, ${:.2}{} this month",
+            g.cost_today_usd,
+            of(g.budget.daily_cents),
+            g.cost_month_usd,
+            of(g.budget.monthly_cents)
+        ));
+        if let Some(turns) = g.budget.daily_turns {
+            out.push_str(&format!(", {} of {turns} turns today", g.turns_today));
+        }
         match g.last_activity {
             Some(at) => out.push_str(&format!("; last activity {}", ago(now, at))),
             None => out.push_str("; no activity yet"),
@@ -162,6 +185,8 @@ mod tests {
                     waiting_messages: 2,
                     cost_today_usd: 0.31,
                     cost_month_usd: 4.5,
+                    turns_today: 3,
+                    budget: Budget { daily_cents: Some(500), monthly_cents: None, daily_turns: Some(10) },
                     last_error: Some((3_000, "API Error: 529 overloaded".into())),
                 }],
             },
@@ -189,7 +214,10 @@ mod tests {
         assert!(text.contains("telegram: connected (51m ago)"), "{text}");
         assert!(text.contains("outbox: 4 waiting for telegram, the oldest for 1m 35s"), "{text}");
         assert!(text.contains("family: in a turn (1 pending), 2 background task(s), 2 waiting"), "{text}");
-        assert!(text.contains("$0.31 today, $4.50 this month; last activity 1m ago"), "{text}");
+        assert!(
+            text.contains("$0.31 of $5.00 today, $4.50 this month, 3 of 10 turns today; last activity 1m ago"),
+            "{text}"
+        );
         assert!(text.contains("last error 17m ago: API Error: 529 overloaded"), "{text}");
         assert!(text.contains("database: 3.0 MB"), "{text}");
     }

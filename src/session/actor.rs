@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use super::activity::ActivityBuilder;
 use super::api_error::Seen;
 use super::approvals::{Answered, Approvals};
+use super::budget::BudgetGate;
 use super::cli::CliChild;
 use super::hang::HangWatch;
 use super::hold::UsageHold;
@@ -88,6 +89,8 @@ struct Policy {
     tools: ToolsFor,
     /// The main group's agent writes the shared memory in `groups/global`.
     is_main: bool,
+    /// Its own budget, part by part over `[budget]`.
+    budget: crate::domain::budget::Budget,
 }
 
 impl Policy {
@@ -97,6 +100,7 @@ impl Policy {
             admins: settings.admins.clone(),
             tools: settings.tools,
             is_main: settings.main,
+            budget: settings.budget,
         }
     }
 }
@@ -142,6 +146,8 @@ pub(super) struct SessionActor {
     seen: Seen,
     /// Where the chat reads times (`timezone`).
     zone: chrono_tz::Tz,
+    /// Whether the budget lets the queue be taken, and until when not.
+    budget: BudgetGate,
 }
 
 impl SessionActor {
@@ -181,6 +187,7 @@ impl SessionActor {
             isolated: false,
             own_home: None,
             seen: Seen::default(),
+            budget: BudgetGate::default(),
             zone,
         }
     }
@@ -268,6 +275,8 @@ impl SessionActor {
             _ = sleep_until(idle_at) => Event::IdleDeadline,
             _ = sleep_until(hung_at) => Event::HungTurn,
             _ = sleep_until(resend_at) => Event::ResendDue,
+            // The budget's period turned: the queue may be taken again.
+            _ = sleep_until(self.budget.reopen_at()) => Event::Woken,
             _ = sleep_until(retire_at) => Event::Retire,
             // Someone wants a slot: re-check whether this session can give its own up.
             Ok(()) = waiters, if live => Event::IdleDeadline,

@@ -16,6 +16,7 @@ mod activity;
 mod actor;
 mod api_error;
 mod approvals;
+mod budget;
 mod cli;
 #[cfg(test)]
 pub(crate) mod fake_cli;

@@ -6,6 +6,7 @@ use sqlx::FromRow;
 
 use super::{bad_row, now_us, readable, Store, StoreError};
 use crate::domain::activity::ProgressMode;
+use crate::domain::budget::Budget;
 use crate::domain::{ChatAddress, GroupName, Platform, ToolsFor};
 
 /// What an operator chooses for a group (`pincer groups add/set`).
@@ -28,6 +29,8 @@ pub struct GroupSettings {
     /// How much the chat is shown of the agent's work (`--progress`); `None`
     /// means the configured default.
     pub progress: Option<ProgressMode>,
+    /// Its own budget, part by part over `[budget]` (`--budget-…`).
+    pub budget: Budget,
 }
 
 impl Default for GroupSettings {
@@ -41,6 +44,7 @@ impl Default for GroupSettings {
             main: false,
             tools: ToolsFor::Everyone,
             progress: None,
+            budget: Budget::default(),
         }
     }
 }
@@ -59,7 +63,8 @@ pub struct GroupRecord {
 
 const SELECT_GROUP: &str = "
 SELECT g.name, g.created_at_us, g.session_id, g.allowed_tools, g.trigger, g.requires_trigger, g.admins,
-       g.active, g.inactive_reason, b.platform, b.chat, b.thread, g.is_main, g.tools, g.progress
+       g.active, g.inactive_reason, b.platform, b.chat, b.thread, g.is_main, g.tools, g.progress,
+       g.budget_daily_cents, g.budget_monthly_cents, g.budget_daily_turns
   FROM groups g LEFT JOIN chat_bindings b ON b.group_name = g.name";
 
 impl Store {
@@ -189,7 +194,7 @@ async fn write_settings(
     let json = |list: &[String]| serde_json::to_string(list).expect("a list of strings serializes");
     sqlx::query(
         "UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ?, is_main = ?, tools = ?,
-                           progress = ?
+                           progress = ?, budget_daily_cents = ?, budget_monthly_cents = ?, budget_daily_turns = ?
           WHERE name = ?",
     )
     .bind(settings.allowed_tools.as_deref().map(json))
@@ -199,6 +204,9 @@ async fn write_settings(
     .bind(settings.main)
     .bind(settings.tools.as_str())
     .bind(settings.progress.map(progress_str))
+    .bind(settings.budget.daily_cents.and_then(|c| i64::try_from(c).ok()))
+    .bind(settings.budget.monthly_cents.and_then(|c| i64::try_from(c).ok()))
+    .bind(settings.budget.daily_turns)
     .bind(name.as_str())
     .execute(&mut **tx)
     .await?;
@@ -248,6 +256,9 @@ struct GroupRow {
     is_main: bool,
     tools: String,
     progress: Option<String>,
+    budget_daily_cents: Option<i64>,
+    budget_monthly_cents: Option<i64>,
+    budget_daily_turns: Option<i64>,
 }
 
 fn group_from_row(row: &SqliteRow) -> Result<GroupRecord, sqlx::Error> {
@@ -273,6 +284,12 @@ fn group_from_row(row: &SqliteRow) -> Result<GroupRecord, sqlx::Error> {
             tools: r.tools.parse().unwrap_or(ToolsFor::Admins),
             // Only `progress_str` values are written; anything else reads as the default.
             progress: r.progress.as_deref().and_then(progress_mode),
+            // Only values pincer wrote are there; a negative one (written by hand) is no limit.
+            budget: Budget {
+                daily_cents: r.budget_daily_cents.and_then(|c| u64::try_from(c).ok()),
+                monthly_cents: r.budget_monthly_cents.and_then(|c| u64::try_from(c).ok()),
+                daily_turns: r.budget_daily_turns.and_then(|t| u32::try_from(t).ok()),
+            },
         },
         active: r.active,
         inactive_reason: r.inactive_reason,

@@ -4,6 +4,7 @@
 //! embedded at build time and applied when the store opens. Every write that
 //! the session engine depends on ("persist first") goes through here.
 
+mod budget;
 mod channels;
 mod egress;
 mod groups;

@@ -5,6 +5,7 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::{Store, StoreError};
+use crate::domain::budget::Budget;
 use crate::domain::Platform;
 
 /// The whole store at a glance.
@@ -46,6 +47,9 @@ pub struct GroupView {
     pub waiting_messages: i64,
     pub cost_today_usd: f64,
     pub cost_month_usd: f64,
+    pub turns_today: i64,
+    /// Its budget (its own over `[budget]`; filled in by the caller, who knows the config).
+    pub budget: Budget,
     /// The newest failed turn's words, cut to one line, and when (unix seconds).
     pub last_error: Option<(i64, String)>,
 }
@@ -93,6 +97,7 @@ impl Store {
                         AND r.at_us >= ?1) AS today,
                     (SELECT COALESCE(SUM(cost_usd), 0.0) FROM results r WHERE r.group_name = g.name
                         AND r.at_us >= ?2) AS month,
+                    (SELECT COUNT(*) FROM results r WHERE r.group_name = g.name AND r.at_us >= ?1) AS turns,
                     (SELECT at_us FROM results r WHERE r.group_name = g.name AND r.is_error
                         ORDER BY r.at_us DESC LIMIT 1) AS error_us,
                     (SELECT text FROM results r WHERE r.group_name = g.name AND r.is_error
@@ -115,6 +120,8 @@ impl Store {
                 waiting_messages: r.try_get("waiting")?,
                 cost_today_usd: r.try_get("today")?,
                 cost_month_usd: r.try_get("month")?,
+                turns_today: r.try_get("turns")?,
+                budget: Budget::default(),
                 last_error: error_us.map(|us| {
                     let text = error_text.as_deref().unwrap_or("an error");
                     (us / 1_000_000, crate::domain::one_line(text, 120))

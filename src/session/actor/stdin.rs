@@ -11,6 +11,7 @@ use crate::claude::protocol;
 use crate::domain::media::ModelImage;
 use crate::domain::{Inbound, InboundId, Missed};
 use crate::session::activity::Fed;
+use crate::session::budget::Look;
 use crate::session::cli::StartRequest;
 use crate::session::intake::{self, TAKEN_AT_ONCE};
 use crate::session::rights::Voice;
@@ -23,7 +24,7 @@ impl SessionActor {
     pub(super) async fn take_queued(&mut self) {
         loop {
             let room = TAKEN_AT_ONCE.saturating_sub(self.turn.pending.len());
-            if !self.puller.due(room) {
+            if !self.puller.due(room) || !self.budget_open().await {
                 return;
             }
             let taken = self.puller.pull(&self.deps.store, &self.intake, &self.group, room).await;
@@ -141,11 +142,29 @@ impl SessionActor {
         }
     }
 
+    /// Whether the group's budget lets it take queued messages now; the
+    /// chat is told once when it does not.
+    async fn budget_open(&mut self) -> bool {
+        let budget = self.policy.budget.over(self.deps.config.budget.budget());
+        match self.budget.look(&self.deps.store, &self.group, budget, self.zone).await {
+            Look::Open => true,
+            Look::Closed { tell } => {
+                if let Some(text) = tell {
+                    self.notice(&text).await;
+                }
+                false
+            }
+        }
+    }
+
     /// Re-reads the group's tool policy, so `pincer groups set` applies from
     /// the next process on without restarting pincer.
     pub(super) async fn reload_settings(&mut self) {
         match self.deps.store.group(self.group.as_str()).await {
-            Ok(record) => self.policy = Policy::of(&record.settings, &self.deps.config.claude.allowed_tools),
+            Ok(record) => {
+                self.policy = Policy::of(&record.settings, &self.deps.config.claude.allowed_tools);
+                self.budget.forget();
+            }
             Err(e) => {
                 tracing::warn!(group = %self.group, %e, "cannot re-read the group's settings; keeping the old ones")
             }

@@ -10,6 +10,7 @@
 //! before the backoff"), never upper ones.
 
 mod activity;
+mod budget;
 mod recovery;
 mod turns;
 

@@ -92,3 +92,32 @@ impl BudgetGate {
         Look::Closed { tell }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn closed_it_wakes_just_after_the_period_turns_and_tells_once_per_period() {
+        let mut gate = BudgetGate::default();
+        let group: GroupName = "family".parse().unwrap();
+        let now_us = 1_000_000_000;
+        let hour = 3_600_000_000;
+        let start = Instant::now();
+        let first = gate.closed(Reached::Turns { limit: 1, until_us: now_us + hour }, now_us, &group, chrono_tz::UTC);
+        assert!(matches!(first, Look::Closed { tell: Some(_) }), "{first:?}");
+        assert_eq!(gate.reopen_at(), Some(start + Duration::from_secs(3601)));
+        let again =
+            gate.closed(Reached::Turns { limit: 1, until_us: now_us + hour }, now_us + 5, &group, chrono_tz::UTC);
+        assert_eq!(again, Look::Closed { tell: None }, "the same period is not told twice");
+        let next = gate.closed(
+            Reached::Turns { limit: 1, until_us: now_us + 25 * hour },
+            now_us + hour,
+            &group,
+            chrono_tz::UTC,
+        );
+        assert!(matches!(next, Look::Closed { tell: Some(_) }), "a new period is told again");
+        gate.forget();
+        assert_eq!(gate.reopen_at(), None, "changed settings are looked at again at once");
+    }
+}

@@ -20,11 +20,13 @@ use serde::{Deserialize, Serialize};
 
 mod budget;
 mod http;
+mod log;
 mod progress;
 mod sandbox;
 
 pub use budget::BudgetConfig;
 pub use http::HttpConfig;
+pub use log::{LogConfig, LogFormat};
 pub use progress::ProgressConfig;
 pub use sandbox::{AnthropicConfig, DefaultOn, GroupSandbox, SandboxConfig, SandboxMode, DEFAULT_UPSTREAM};
 
@@ -59,6 +61,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// `[budget]`: what a group may spend by default.
     pub budget: BudgetConfig,
+    /// `[log]`: text for people, or JSON lines.
+    pub log: LogConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -275,6 +279,7 @@ impl Default for Config {
             progress: ProgressConfig::default(),
             http: HttpConfig::default(),
             budget: BudgetConfig::default(),
+            log: LogConfig::default(),
         }
     }
 }

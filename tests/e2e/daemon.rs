@@ -154,3 +154,23 @@ fn the_service_unit_passes_systemd_analyze_where_it_is_installed() {
     let said = format!("{}{}", String::from_utf8_lossy(&verify.stdout), String::from_utf8_lossy(&verify.stderr));
     assert!(verify.status.success() && !said.contains("pincer.service:"), "{said}");
 }
+
+/// `[log] format = "json"`: one JSON object per line, for a log collector.
+#[tokio::test]
+async fn with_log_format_json_every_log_line_is_a_json_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("pincer.log");
+    let cli = claude_bin();
+    let env = [("PINCER_CLAUDE__COMMAND", cli.as_os_str()), ("PINCER_LOG__FORMAT", std::ffi::OsStr::new("json"))];
+    let mut child = crate::support::harness::spawn_pincer_run_logging(dir.path(), &[], &env, Some(&log)).await;
+    kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
+    tokio::time::timeout(Duration::from_secs(20), child.wait()).await.expect("pincer stops").unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let running =
+        lines.iter().find(|l| l["fields"]["message"].as_str().is_some_and(|m| m.contains("pincer is running")));
+    let running = running.unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(running["level"], "INFO", "{running}");
+    assert!(running["timestamp"].is_string(), "{running}");
+}

@@ -2,6 +2,7 @@
 //! owns shutdown. `main` and the tests start pincer through the same
 //! functions here, with shutdown passed in as a value.
 
+mod retention;
 mod submit;
 
 use std::sync::Arc;
@@ -312,6 +313,7 @@ async fn serve<C: WaClient>(
     let http_config = config.http.clone();
     let timezone = config.timezone.clone();
     let budget = config.budget.budget();
+    let retention = config.retention.clone();
     let assistant = config.assistant_name.clone();
     let retry = RetryPolicy::new(config.delivery.retry_first, config.delivery.retry_cap);
     let grace = config.claude.shutdown_grace;
@@ -332,6 +334,7 @@ async fn serve<C: WaClient>(
             tracing::error!(%e, "cannot queue again the messages left unanswered before the restart");
         }
         engine.start_scheduler();
+        let pruning = tokio::spawn(retention::run(engine.store.clone(), retention, shutdown.clone()));
         let groups = engine.store.groups().await?;
         let mut askers = Askers::default();
         // `pincer chat NAME` attaches here; other commands say what they changed.
@@ -406,6 +409,8 @@ async fn serve<C: WaClient>(
         if let Some(endpoint) = endpoint {
             let _ = endpoint.await;
         }
+        // A pass stops at the next statement; the store closes after it.
+        let _ = pruning.await;
         drain(&engine.outbox, &served, grace).await;
         stop_delivery.cancel();
         if let Some(whatsapp) = whatsapp {

@@ -22,12 +22,14 @@ mod budget;
 mod http;
 mod log;
 mod progress;
+mod retention;
 mod sandbox;
 
 pub use budget::BudgetConfig;
 pub use http::HttpConfig;
 pub use log::{LogConfig, LogFormat};
 pub use progress::ProgressConfig;
+pub use retention::RetentionConfig;
 pub use sandbox::{AnthropicConfig, DefaultOn, GroupSandbox, SandboxConfig, SandboxMode, DEFAULT_UPSTREAM};
 
 /// The default config file, looked up in the working directory.
@@ -63,6 +65,8 @@ pub struct Config {
     pub budget: BudgetConfig,
     /// `[log]`: text for people, or JSON lines.
     pub log: LogConfig,
+    /// `[retention]`: what is deleted once old.
+    pub retention: RetentionConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -280,6 +284,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             budget: BudgetConfig::default(),
             log: LogConfig::default(),
+            retention: RetentionConfig::default(),
         }
     }
 }
@@ -401,6 +406,7 @@ impl Config {
         self.progress.check()?;
         self.http.check()?;
         self.budget.check()?;
+        self.retention.check()?;
         let t = &self.telegram;
         if t.token.as_ref().is_some_and(|s| s.expose().trim().is_empty()) {
             return Err(ConfigError::Rule {

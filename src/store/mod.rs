@@ -12,6 +12,7 @@ mod history;
 mod outbox;
 mod overview;
 mod queue;
+mod retention;
 mod rows;
 mod schedules;
 mod status;
@@ -35,6 +36,7 @@ pub use history::{Delivery, HistoryEntry};
 pub use outbox::{DeliveryState, Enqueue, Marked, OutboxId, OutboxRow, Seen};
 pub use overview::{Backlog, GroupView, Overview, PlatformView};
 pub use queue::{Pulled, Recovered};
+pub use retention::Pruned;
 pub use schedules::{NewSchedule, RunId, RunRecord};
 pub use status::StatusRecord;
 
@@ -180,6 +182,9 @@ impl Store {
             // "persist first" guards against; it trades only power-loss safety.
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
+            // A new database gives pages freed by retention back (`store::retention`);
+            // an older one is switched by its first retention pass.
+            .auto_vacuum(sqlx::sqlite::SqliteAutoVacuum::Incremental)
             .busy_timeout(std::time::Duration::from_secs(5));
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
@@ -194,9 +199,6 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// Stores a message in its first state: `Queued` for the agent, or
-    /// `Observed`. A second copy of a message with the same platform id
-    /// (`external_id`) is refused with [`StoreError::Duplicate`].
     /// Whether the database answers a query now (the service watchdog's check).
     pub async fn answers(&self) -> bool {
         sqlx::query("SELECT 1").execute(&self.pool).await.is_ok()
@@ -222,6 +224,9 @@ impl Store {
         .await?)
     }
 
+    /// Stores a message in its first state: `Queued` for the agent, or
+    /// `Observed`. A second copy of a message with the same platform id
+    /// (`external_id`) is refused with [`StoreError::Duplicate`].
     pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
         let done = sqlx::query(
             "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id,

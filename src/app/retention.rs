@@ -1,0 +1,46 @@
+//! The retention task: a pass a few minutes after start, then every
+//! `retention.every`, until shutdown (see `store::retention`).
+
+use std::time::{Duration, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::RetentionConfig;
+use crate::domain::unix_us;
+use crate::store::Store;
+
+/// After start: the daemon's first minutes belong to the chats.
+const FIRST_AFTER: Duration = Duration::from_secs(5 * 60);
+
+/// Between two batches of one pass: other writers go first.
+const BETWEEN_BATCHES: Duration = Duration::from_millis(20);
+
+const DAY_US: i64 = 86_400_000_000;
+
+pub async fn run(store: Store, config: RetentionConfig, shutdown: CancellationToken) {
+    let mut next = tokio::time::Instant::now() + FIRST_AFTER;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        next = tokio::time::Instant::now() + config.every;
+        let now = unix_us(SystemTime::now());
+        let cutoff = now - i64::from(config.days) * DAY_US;
+        let history = config.history_days.map(|days| now - i64::from(days) * DAY_US);
+        let pass = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            pass = store.prune(cutoff, history, BETWEEN_BATCHES) => pass,
+        };
+        match pass {
+            Ok(pruned) => tracing::info!(
+                rows = pruned.total(),
+                batches = pruned.batches,
+                freed_bytes = pruned.freed_bytes,
+                tables = ?pruned.rows,
+                "retention pass done"
+            ),
+            Err(e) => tracing::warn!(%e, "a retention pass failed; trying again at the next one"),
+        }
+    }
+}

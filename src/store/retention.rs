@@ -1,0 +1,225 @@
+//! Retention: what pincer deletes once it is old, in small batches, and how
+//! the file gives the space back.
+//!
+//! Operational rows (task frames, permission decisions, session events,
+//! egress decisions, delivered or failed outbox rows, finished schedule runs,
+//! the images shown with answered messages, and the raw line kept with each
+//! result) go after `days`. The history people read (messages, results, the
+//! agents' posts) goes only after `history_days`, when that is set. Nothing
+//! still in use is touched: a queued, sent or preparing message, a queued
+//! outbox row, a running schedule run.
+//!
+//! Each batch is one short statement (its own transaction), so a live turn's
+//! writes wait at most one batch; nothing is held across batches.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::{Store, StoreError};
+
+/// Rows one statement deletes at most.
+pub const BATCH: i64 = 1_000;
+
+/// Pages `incremental_vacuum` gives back per statement.
+const VACUUM_PAGES: i64 = 2_000;
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Pruned {
+    /// Rows deleted (or raw lines emptied), per table, in pass order.
+    pub rows: Vec<(&'static str, u64)>,
+    /// Statements run (each its own short transaction).
+    pub batches: u64,
+    /// Bytes the file gave back.
+    pub freed_bytes: u64,
+    /// The longest single statement: the longest another writer waited.
+    pub longest_batch: Duration,
+}
+
+impl Pruned {
+    pub fn total(&self) -> u64 {
+        self.rows.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// One kind of row that goes once old: its table and the condition that
+/// picks old rows no longer in use (`?1`: the cutoff, unix µs).
+struct Rule {
+    table: &'static str,
+    /// `DELETE … WHERE rowid IN (SELECT rowid FROM table WHERE <old> LIMIT n)`,
+    /// or an UPDATE for a column emptied rather than a row deleted.
+    statement: &'static str,
+}
+
+/// Operational rows, after `days`.
+const OPERATIONAL: &[Rule] = &[
+    Rule {
+        table: "task_frames",
+        statement: "DELETE FROM task_frames WHERE rowid IN (SELECT rowid FROM task_frames WHERE at_us < ?1 LIMIT ?2)",
+    },
+    Rule {
+        table: "permission_decisions",
+        statement: "DELETE FROM permission_decisions WHERE rowid IN
+                      (SELECT rowid FROM permission_decisions WHERE at_us < ?1 LIMIT ?2)",
+    },
+    Rule {
+        table: "session_events",
+        statement: "DELETE FROM session_events WHERE rowid IN
+                      (SELECT rowid FROM session_events WHERE at_us < ?1 LIMIT ?2)",
+    },
+    Rule {
+        table: "egress_decisions",
+        statement: "DELETE FROM egress_decisions WHERE rowid IN
+                      (SELECT rowid FROM egress_decisions WHERE closed_at_us < ?1 LIMIT ?2)",
+    },
+    Rule {
+        table: "outbox",
+        statement: "DELETE FROM outbox WHERE rowid IN
+                      (SELECT rowid FROM outbox WHERE state IN ('delivered', 'failed') AND at_us < ?1 LIMIT ?2)",
+    },
+    Rule {
+        table: "schedule_runs",
+        statement: "DELETE FROM schedule_runs WHERE rowid IN
+                      (SELECT rowid FROM schedule_runs WHERE outcome <> 'running' AND started_us < ?1 LIMIT ?2)",
+    },
+    Rule {
+        table: "inbound_images",
+        statement: "DELETE FROM inbound_images WHERE rowid IN
+                      (SELECT m.rowid FROM inbound_images m JOIN inbound i ON i.id = m.inbound_id
+                        WHERE i.at_us < ?1 AND i.state NOT IN ('queued', 'sent', 'preparing') LIMIT ?2)",
+    },
+    Rule {
+        table: "results.raw",
+        statement: "UPDATE results SET raw = '' WHERE rowid IN
+                      (SELECT rowid FROM results WHERE at_us < ?1 AND raw <> '' LIMIT ?2)",
+    },
+];
+
+/// The history people read, after `history_days` (rows that refer to a
+/// message or result go first: their outbox rows, their images).
+const HISTORY: &[Rule] = &[
+    Rule {
+        table: "outbox",
+        statement: "DELETE FROM outbox WHERE rowid IN
+                      (SELECT rowid FROM outbox WHERE state IN ('delivered', 'failed') AND at_us < ?1 LIMIT ?2)",
+    },
+    Rule {
+        table: "results",
+        statement: "DELETE FROM results WHERE rowid IN
+                      (SELECT r.rowid FROM results r WHERE r.at_us < ?1
+                          AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.result_id = r.id) LIMIT ?2)",
+    },
+    Rule {
+        table: "agent_messages",
+        statement: "DELETE FROM agent_messages WHERE rowid IN
+                      (SELECT a.rowid FROM agent_messages a WHERE a.at_us < ?1
+                          AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.agent_message_id = a.id) LIMIT ?2)",
+    },
+    Rule {
+        table: "inbound_images",
+        statement: "DELETE FROM inbound_images WHERE rowid IN
+                      (SELECT m.rowid FROM inbound_images m JOIN inbound i ON i.id = m.inbound_id
+                        WHERE i.at_us < ?1 AND i.state NOT IN ('queued', 'sent', 'preparing') LIMIT ?2)",
+    },
+    Rule {
+        table: "inbound",
+        statement: "DELETE FROM inbound WHERE rowid IN
+                      (SELECT i.rowid FROM inbound i WHERE i.at_us < ?1
+                          AND i.state NOT IN ('queued', 'sent', 'preparing', 'observed')
+                          AND NOT EXISTS (SELECT 1 FROM inbound_images m WHERE m.inbound_id = i.id) LIMIT ?2)",
+    },
+];
+
+impl Store {
+    /// One retention pass: operational rows before `cutoff_us`, history
+    /// before `history_cutoff_us` (when given), `pause` between batches (so
+    /// other writers go between them), then the freed pages given back.
+    pub async fn prune(
+        &self,
+        cutoff_us: i64,
+        history_cutoff_us: Option<i64>,
+        pause: Duration,
+    ) -> Result<Pruned, StoreError> {
+        let mut pruned = Pruned::default();
+        let passes = [(OPERATIONAL, Some(cutoff_us)), (HISTORY, history_cutoff_us)];
+        for (rules, cutoff) in passes {
+            let Some(cutoff) = cutoff else { continue };
+            for rule in rules {
+                let mut rows = 0;
+                loop {
+                    let started = std::time::Instant::now();
+                    let done = sqlx::query(rule.statement).bind(cutoff).bind(BATCH).execute(&self.pool).await?;
+                    pruned.longest_batch = pruned.longest_batch.max(started.elapsed());
+                    pruned.batches += 1;
+                    rows += done.rows_affected();
+                    if done.rows_affected() < BATCH as u64 {
+                        break;
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+                if rows > 0 {
+                    pruned.rows.push((rule.table, rows));
+                }
+            }
+        }
+        self.give_back_space(pause, &mut pruned).await?;
+        Ok(pruned)
+    }
+
+    /// Gives freed pages back to the file system (`incremental_vacuum`, a
+    /// chunk per statement). A database made before auto-vacuum was on is
+    /// switched once with a full `VACUUM` when it is small enough to do so
+    /// quickly; a larger one is left as it is, with a warning saying how.
+    async fn give_back_space(&self, pause: Duration, pruned: &mut Pruned) -> Result<(), StoreError> {
+        let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum").fetch_one(&self.pool).await?;
+        if mode != 2 {
+            let size = self.database_bytes().await?;
+            if size > VACUUM_AT_MOST {
+                tracing::warn!(
+                    size,
+                    "the database cannot give space back (made before incremental auto-vacuum); stop pincer and run \
+                     `sqlite3 pincer.db 'PRAGMA auto_vacuum = INCREMENTAL; VACUUM'` once"
+                );
+                return Ok(());
+            }
+            let started = std::time::Instant::now();
+            let mut conn = self.pool.acquire().await?;
+            sqlx::query("PRAGMA auto_vacuum = INCREMENTAL").execute(&mut *conn).await?;
+            sqlx::query("VACUUM").execute(&mut *conn).await?;
+            drop(conn);
+            pruned.longest_batch = pruned.longest_batch.max(started.elapsed());
+            pruned.freed_bytes = size.saturating_sub(self.database_bytes().await?);
+            return Ok(());
+        }
+        let before = self.database_bytes().await?;
+        loop {
+            let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(&self.pool).await?;
+            if free == 0 {
+                break;
+            }
+            let started = std::time::Instant::now();
+            sqlx::query(&format!("PRAGMA incremental_vacuum({VACUUM_PAGES})")).execute(&self.pool).await?;
+            pruned.longest_batch = pruned.longest_batch.max(started.elapsed());
+            tokio::time::sleep(pause).await;
+        }
+        pruned.freed_bytes = before.saturating_sub(self.database_bytes().await?);
+        Ok(())
+    }
+
+    /// The database file's size as SQLite counts it (pages × page size).
+    pub async fn database_bytes(&self) -> Result<u64, StoreError> {
+        let bytes: i64 =
+            sqlx::query_scalar("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(u64::try_from(bytes).unwrap_or(0))
+    }
+}
+
+/// The largest database switched to incremental auto-vacuum in place (a
+/// full `VACUUM` holds the write lock while it copies the file).
+const VACUUM_AT_MOST: u64 = 256 * 1024 * 1024;
+
+#[cfg(test)]
+mod tests;

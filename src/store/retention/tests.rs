@@ -1,0 +1,132 @@
+//! Retention on seeded databases: only old rows of the pruned kinds go,
+//! rows in use stay, other writers go between batches, and the file shrinks.
+
+use std::time::Duration;
+
+use super::*;
+use crate::domain::GroupName;
+use crate::store::GroupSettings;
+
+const OLD: i64 = 1_000_000; // unix µs: 1970, far before any cutoff
+const CUTOFF: i64 = 2_000_000_000_000_000;
+
+async fn store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
+    let group: GroupName = "team".parse().unwrap();
+    store.add_group(&group, &GroupSettings::default()).await.unwrap();
+    (dir, store)
+}
+
+async fn exec(store: &Store, sql: &str) {
+    sqlx::query(sql).execute(&store.pool).await.unwrap();
+}
+
+async fn count(store: &Store, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(&store.pool).await.unwrap()
+}
+
+/// `n` task frames at `at_us`, each with `pad` bytes of raw line.
+async fn frames(store: &Store, n: usize, at_us: i64, pad: usize) {
+    let raw = "x".repeat(pad);
+    for _ in 0..n {
+        sqlx::query("INSERT INTO task_frames (group_name, at_us, subtype, raw) VALUES ('team', ?, 'task_started', ?)")
+            .bind(at_us)
+            .bind(&raw)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn old_operational_rows_go_and_the_history_and_rows_in_use_stay() {
+    let (_dir, store) = store().await;
+    let now = CUTOFF + 1;
+    frames(&store, 3, OLD, 10).await;
+    frames(&store, 2, now, 10).await;
+    for (at, state) in [(OLD, "delivered"), (OLD, "queued"), (now, "delivered")] {
+        exec(&store, &format!(
+            "INSERT INTO outbox (group_name, at_us, kind, text, platform, chat, state) VALUES ('team', {at}, 'reply', 't', 'console', 'team', '{state}')"
+        )).await;
+    }
+    for (at, state) in [(OLD, "answered"), (OLD, "queued"), (now, "answered")] {
+        exec(&store, &format!(
+            "INSERT INTO inbound (group_name, at_us, source, sender, text, state) VALUES ('team', {at}, 'console', 'ann', 'hi', '{state}')"
+        )).await;
+    }
+    exec(&store, &format!(
+        "INSERT INTO results (group_name, at_us, subtype, is_error, raw) VALUES ('team', {OLD}, 'success', 0, '{{\"raw\":1}}')"
+    )).await;
+
+    let pruned = store.prune(CUTOFF, None, Duration::ZERO).await.unwrap();
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM task_frames").await, 2, "the new frames stay");
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM outbox").await, 2, "the queued old row and the new one stay");
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM outbox WHERE state = 'queued'").await, 1);
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM inbound").await, 3, "messages are history: kept");
+    assert_eq!(
+        count(&store, "SELECT COUNT(*) FROM results WHERE raw = ''").await,
+        1,
+        "an old result keeps its text, not its raw line"
+    );
+    assert!(pruned.rows.contains(&("task_frames", 3)) && pruned.rows.contains(&("outbox", 1)), "{pruned:?}");
+
+    // With history_days: old answered messages and results go; the queued one stays.
+    let pruned = store.prune(CUTOFF, Some(CUTOFF), Duration::ZERO).await.unwrap();
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM inbound").await, 2, "{pruned:?}");
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM inbound WHERE state = 'queued'").await, 1);
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM results").await, 0);
+}
+
+#[tokio::test]
+async fn other_writers_go_between_batches_and_the_file_shrinks() {
+    let (_dir, store) = store().await;
+    let seeded = 2 * BATCH as usize + 500;
+    frames(&store, seeded, OLD, 2_000).await;
+    let before = store.database_bytes().await.unwrap();
+
+    let pass = tokio::spawn({
+        let store = store.clone();
+        async move { store.prune(CUTOFF, None, Duration::from_millis(500)).await.unwrap() }
+    });
+    // The first batch is committed (its rows are gone) while the pass goes on ...
+    let seeded = i64::try_from(seeded).unwrap();
+    while count(&store, "SELECT COUNT(*) FROM task_frames").await == seeded {
+        tokio::task::yield_now().await;
+    }
+    // ... and a write made now commits before the pass ends: no lock is held across batches.
+    frames(&store, 1, CUTOFF + 1, 10).await;
+    assert!(!pass.is_finished(), "the write went in between two batches");
+    let pruned = pass.await.unwrap();
+
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM task_frames").await, 1, "only the new frame is left");
+    assert_eq!(pruned.batches, 3 + 7, "three batches of frames, one empty statement for each other kind");
+    let after = store.database_bytes().await.unwrap();
+    assert!(after < before / 4, "the file gave the space back: {before} → {after}");
+    assert!(pruned.freed_bytes > 0, "{pruned:?}");
+}
+
+#[tokio::test]
+async fn a_database_made_before_auto_vacuum_is_switched_by_its_first_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pincer.db");
+    // Made as pincer made it before: no auto-vacuum.
+    let old = sqlx::SqlitePool::connect(&format!("sqlite://{}?mode=rwc", path.display())).await.unwrap();
+    sqlx::query("CREATE TABLE before_retention (x)").execute(&old).await.unwrap();
+    old.close().await;
+    let store = Store::open(&path).await.unwrap();
+    assert_eq!(count(&store, "PRAGMA auto_vacuum").await, 0, "not switched by opening it");
+    store.add_group(&"team".parse().unwrap(), &GroupSettings::default()).await.unwrap();
+    frames(&store, 500, OLD, 2_000).await;
+    let before = store.database_bytes().await.unwrap();
+    let pruned = store.prune(CUTOFF, None, Duration::ZERO).await.unwrap();
+    assert!(store.database_bytes().await.unwrap() < before / 4, "{pruned:?}");
+    // (Another pooled connection reports the old mode until its next transaction: asked afresh.)
+    store.close().await;
+    let store = Store::open(&path).await.unwrap();
+    assert_eq!(count(&store, "PRAGMA auto_vacuum").await, 2, "incremental from now on");
+    frames(&store, 500, OLD, 2_000).await;
+    let before = store.database_bytes().await.unwrap();
+    store.prune(CUTOFF, None, Duration::ZERO).await.unwrap();
+    assert!(store.database_bytes().await.unwrap() < before / 4, "the next passes give space back incrementally");
+}

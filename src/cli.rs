@@ -99,6 +99,9 @@ pub enum Cmd {
         #[arg(long)]
         to: PathBuf,
     },
+    /// Copy the store, the WhatsApp device store, the agents' conversations and the groups'
+    /// folders into DIR (new or empty), consistently, while pincer runs; with a manifest.
+    Backup { dir: PathBuf },
     /// Run pincer under systemd: `pincer service print` writes a unit for this install.
     Service {
         #[command(subcommand)]
@@ -337,6 +340,20 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
     match cli.command {
         Cmd::Run => app::run(config, shutdown).await,
         Cmd::Status { json } => crate::status_cli::run(&config, json).await,
+        Cmd::Backup { dir } => {
+            let manifest = crate::backup::run(&config, &dir).await?;
+            let bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();
+            println!(
+                "backed up {} files ({}) into {}; restore: see the README's \"Backups\"",
+                manifest.files.len(),
+                crate::domain::media::human_bytes(bytes),
+                dir.display()
+            );
+            if !manifest.skipped.is_empty() {
+                println!("left out (not files): {}", manifest.skipped.join(", "));
+            }
+            Ok(())
+        }
         Cmd::Service { command: ServiceCmd::Print { user } } => {
             print!("{}", service_unit(cli.config.as_deref(), &config, user)?);
             Ok(())

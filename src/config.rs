@@ -480,12 +480,12 @@ impl Config {
         )
     }
 
-    /// The SQLite file inside `data_dir`.
     /// The WhatsApp device store (`whatsapp.device_db`, inside `data_dir` when relative).
     pub fn whatsapp_db_path(&self) -> PathBuf {
         self.data_dir.join(&self.whatsapp.device_db)
     }
 
+    /// The SQLite file inside `data_dir`.
     pub fn database_path(&self) -> PathBuf {
         self.data_dir.join("pincer.db")
     }

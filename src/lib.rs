@@ -5,6 +5,7 @@
 //! `ARCHITECTURE.md` at the repository root has the bird's-eye view.
 
 pub mod app;
+pub mod backup;
 pub mod channel;
 pub mod claude;
 pub mod cli;

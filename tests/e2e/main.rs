@@ -6,6 +6,7 @@
 mod support;
 
 mod attach;
+mod backup;
 mod console;
 mod crash;
 mod daemon;

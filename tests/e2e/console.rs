@@ -89,10 +89,11 @@ async fn the_binary_chats_through_a_pipe() {
 /// answer; a quick turn prints its answer alone.
 #[tokio::test]
 async fn a_slow_turn_prints_status_lines_before_its_answer() {
-    let slow = fake_api::Reply::slow(std::time::Duration::from_secs(3), fake_api::Reply::text("done SLOWLY"));
+    // `after` leaves room for the quick turn's cold CLI start on a busy machine.
+    let slow = fake_api::Reply::slow(std::time::Duration::from_secs(7), fake_api::Reply::text("done SLOWLY"));
     let api = FakeApi::start(fake_api::scripted(vec![("SLOW", slow)])).await;
     let mut sandbox = Sandbox::new(&api);
-    sandbox.config.progress.after = std::time::Duration::from_secs(1);
+    sandbox.config.progress.after = std::time::Duration::from_secs(4);
     sandbox.config.progress.every = std::time::Duration::from_secs(1);
     let group = sandbox.add_group("console", None).await;
     let pincer = sandbox.start().await;

@@ -133,6 +133,7 @@ fn the_service_unit_passes_systemd_analyze_where_it_is_installed() {
     let dir = tempfile::tempdir().unwrap();
     #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
         .args(["service", "print", "--user", "root"])
         .current_dir(dir.path())
         .output()

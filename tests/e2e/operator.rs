@@ -170,6 +170,7 @@ async fn beyond_loopback_the_endpoint_wants_a_token_and_healthz_does_not() {
     let config = sandbox.write_config();
     #[allow(clippy::disallowed_methods)] // the pincer binary under test
     let refused = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
         .args(["--config".as_ref(), config.as_os_str(), "run".as_ref()])
         .current_dir(sandbox.root())
         .output()
@@ -197,6 +198,7 @@ async fn beyond_loopback_the_endpoint_wants_a_token_and_healthz_does_not() {
 async fn status(sandbox: &Sandbox, config: &std::path::Path, args: &[&str]) -> String {
     #[allow(clippy::disallowed_methods)] // the pincer binary under test
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
         .arg("--config")
         .arg(config)
         .arg("status")

@@ -53,6 +53,18 @@ pub struct DeliveryLabels {
     pub kind: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// `allowed`, `refused` or `failed`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConfinementLabel {
+    /// `bwrap`, `docker` or `none`.
+    pub confinement: &'static str,
+}
+
 /// Scraped each time from the store: the outbox now.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BacklogLabels {
@@ -71,6 +83,8 @@ pub struct Counters {
     pub delivery_failures: Family<DeliveryLabels, Counter>,
     pub live_sessions: Gauge,
     pub slot_waits: Counter,
+    pub egress_decisions: Family<OutcomeLabel, Counter>,
+    pub sandbox_launches: Family<ConfinementLabel, Counter>,
     pub outbox_backlog: Family<BacklogLabels, Gauge>,
     pub outbox_oldest_seconds: Family<BacklogLabels, Gauge>,
 }
@@ -93,6 +107,8 @@ impl Counters {
             delivery_failures: Family::default(),
             live_sessions: Gauge::default(),
             slot_waits: Counter::default(),
+            egress_decisions: Family::default(),
+            sandbox_launches: Family::default(),
             outbox_backlog: Family::default(),
             outbox_oldest_seconds: Family::default(),
             registry: Registry::default(),
@@ -122,6 +138,12 @@ impl Counters {
         );
         registry.register("live_sessions", "CLI processes running now", c.live_sessions.clone());
         registry.register("slot_waits", "Times a group waited for a free CLI slot", c.slot_waits.clone());
+        registry.register(
+            "egress_decisions",
+            "What the agents' tools asked the egress proxy for, by outcome",
+            c.egress_decisions.clone(),
+        );
+        registry.register("sandbox_launches", "CLI processes started, by confinement", c.sandbox_launches.clone());
         registry.register("outbox_backlog", "Messages waiting in the outbox, by platform", c.outbox_backlog.clone());
         registry.register(
             "outbox_oldest_seconds",

@@ -252,6 +252,15 @@ impl Launcher {
         groups::check_not_reserved(group).map_err(SandboxError::Reserved)?;
         let confinement = self.resolve(group.as_str())?;
         tracing::info!(%group, %confinement, "starting the group's CLI");
+        let label = match confinement {
+            Confinement::Bwrap => "bwrap",
+            Confinement::Docker => "docker",
+            Confinement::None => "none",
+        };
+        crate::metrics::counters::counters()
+            .sandbox_launches
+            .get_or_create(&crate::metrics::counters::ConfinementLabel { confinement: label })
+            .inc();
         let global_host = self.groups_dir.join(groups::GLOBAL_DIR);
         if confinement == Confinement::None {
             let global = global_host.join("CLAUDE.md");

@@ -105,6 +105,8 @@ async fn metrics_count_a_turn_and_an_outage_and_readyz_follows_the_bot_api() {
     assert!(sample(&text, "pincer_turn_cost_usd_total{group=\"team\"}").is_some_and(|c| c > 0.0), "{text}");
     assert_eq!(sample(&text, "pincer_turn_seconds_count{group=\"team\"}"), Some(1.0), "{text}");
     assert_eq!(sample(&text, "pincer_live_sessions"), Some(1.0), "{text}");
+    let launches = text.lines().filter(|l| l.starts_with("pincer_sandbox_launches_total{confinement=")).count();
+    assert_eq!(launches, 1, "one CLI start, in its confinement: {text}");
     assert!(!text.contains("hello METRICS"), "no message text in the metrics");
     promtool_accepts(&text).await;
     status_page_in_chromium(&format!("http://{at}/")).await;

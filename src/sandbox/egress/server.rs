@@ -166,6 +166,10 @@ async fn write_log(store: Store, mut queue: mpsc::Receiver<EgressDecision>, stop
             _ = stop.cancelled() => { queue.close(); queue.recv().await }
         };
         let Some(decision) = next else { break };
+        crate::metrics::counters::counters()
+            .egress_decisions
+            .get_or_create(&crate::metrics::counters::OutcomeLabel { outcome: decision.verdict.as_str() })
+            .inc();
         if let Err(e) = store.record_egress(&decision).await {
             tracing::error!(group = %decision.group, host = %decision.host, %e, "egress decision not stored");
         }

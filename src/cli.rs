@@ -668,15 +668,19 @@ mod tests {
         assert_eq!(settings.progress, None);
         let e = Cli::try_parse_from(["pincer", "groups", "set", "g", "--progress", "loud"]).unwrap_err();
         assert!(e.to_string().contains("off, status, verbose, default"), "{e}");
-        let g = GroupRecord {
+        let g = record(settings);
+        assert!(describe(&g, &Config::default()).contains("\tprogress status (default)\t"));
+    }
+
+    fn record(settings: GroupSettings) -> GroupRecord {
+        GroupRecord {
             name: "g".parse().unwrap(),
             created_at_us: 0,
             session_id: None,
             settings,
             active: true,
             inactive_reason: None,
-        };
-        assert!(describe(&g, &Config::default()).contains("\tprogress status (default)\t"));
+        }
     }
 
     #[test]
@@ -693,14 +697,7 @@ mod tests {
         assert!(format!("{e:#}").contains("give USD, e.g. 5 or 2.50, or `default`"), "{e:#}");
         let mut config = Config::default();
         config.budget.daily_usd = Some(5.0);
-        let g = GroupRecord {
-            name: "g".parse().unwrap(),
-            created_at_us: 0,
-            session_id: None,
-            settings,
-            active: true,
-            inactive_reason: None,
-        };
+        let g = record(settings);
         assert!(
             describe(&g, &config).contains("\tbudget $5.00/day, $30.00/month, 40 turns/day\t"),
             "{}",

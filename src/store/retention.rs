@@ -52,6 +52,21 @@ struct Rule {
     statement: &'static str,
 }
 
+/// Outbox rows that reached their chat or failed for good.
+const SENT_OUTBOX: Rule = Rule {
+    table: "outbox",
+    statement: "DELETE FROM outbox WHERE rowid IN
+                  (SELECT rowid FROM outbox WHERE state IN ('delivered', 'failed') AND at_us < ?1 LIMIT ?2)",
+};
+
+/// The images shown with messages no longer waiting.
+const SHOWN_IMAGES: Rule = Rule {
+    table: "inbound_images",
+    statement: "DELETE FROM inbound_images WHERE rowid IN
+                  (SELECT m.rowid FROM inbound_images m JOIN inbound i ON i.id = m.inbound_id
+                    WHERE i.at_us < ?1 AND i.state NOT IN ('queued', 'sent', 'preparing') LIMIT ?2)",
+};
+
 /// Operational rows, after `days`.
 const OPERATIONAL: &[Rule] = &[
     Rule {
@@ -73,22 +88,13 @@ const OPERATIONAL: &[Rule] = &[
         statement: "DELETE FROM egress_decisions WHERE rowid IN
                       (SELECT rowid FROM egress_decisions WHERE closed_at_us < ?1 LIMIT ?2)",
     },
-    Rule {
-        table: "outbox",
-        statement: "DELETE FROM outbox WHERE rowid IN
-                      (SELECT rowid FROM outbox WHERE state IN ('delivered', 'failed') AND at_us < ?1 LIMIT ?2)",
-    },
+    SENT_OUTBOX,
     Rule {
         table: "schedule_runs",
         statement: "DELETE FROM schedule_runs WHERE rowid IN
                       (SELECT rowid FROM schedule_runs WHERE outcome <> 'running' AND started_us < ?1 LIMIT ?2)",
     },
-    Rule {
-        table: "inbound_images",
-        statement: "DELETE FROM inbound_images WHERE rowid IN
-                      (SELECT m.rowid FROM inbound_images m JOIN inbound i ON i.id = m.inbound_id
-                        WHERE i.at_us < ?1 AND i.state NOT IN ('queued', 'sent', 'preparing') LIMIT ?2)",
-    },
+    SHOWN_IMAGES,
     Rule {
         table: "results.raw",
         statement: "UPDATE results SET raw = '' WHERE rowid IN
@@ -99,11 +105,7 @@ const OPERATIONAL: &[Rule] = &[
 /// The history people read, after `history_days` (rows that refer to a
 /// message or result go first: their outbox rows, their images).
 const HISTORY: &[Rule] = &[
-    Rule {
-        table: "outbox",
-        statement: "DELETE FROM outbox WHERE rowid IN
-                      (SELECT rowid FROM outbox WHERE state IN ('delivered', 'failed') AND at_us < ?1 LIMIT ?2)",
-    },
+    SENT_OUTBOX,
     Rule {
         table: "results",
         statement: "DELETE FROM results WHERE rowid IN
@@ -116,12 +118,7 @@ const HISTORY: &[Rule] = &[
                       (SELECT a.rowid FROM agent_messages a WHERE a.at_us < ?1
                           AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.agent_message_id = a.id) LIMIT ?2)",
     },
-    Rule {
-        table: "inbound_images",
-        statement: "DELETE FROM inbound_images WHERE rowid IN
-                      (SELECT m.rowid FROM inbound_images m JOIN inbound i ON i.id = m.inbound_id
-                        WHERE i.at_us < ?1 AND i.state NOT IN ('queued', 'sent', 'preparing') LIMIT ?2)",
-    },
+    SHOWN_IMAGES,
     Rule {
         table: "inbound",
         statement: "DELETE FROM inbound WHERE rowid IN

@@ -17,12 +17,14 @@ pub struct Slots {
 /// A CLI slot held by a live process; counted in `pincer_live_sessions`
 /// while it is.
 #[derive(Debug)]
-pub struct Slot(#[allow(dead_code)] OwnedSemaphorePermit);
+pub struct Slot {
+    _permit: OwnedSemaphorePermit,
+}
 
 impl Slot {
     fn held(permit: OwnedSemaphorePermit) -> Slot {
         crate::metrics::counters::counters().live_sessions.inc();
-        Slot(permit)
+        Slot { _permit: permit }
     }
 }
 

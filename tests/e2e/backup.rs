@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use pincer::domain::ChatAddress;
-use pincer::store::{GroupSettings, HistoryEntry};
+use pincer::store::HistoryEntry;
 
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
@@ -41,13 +40,7 @@ async fn a_backup_taken_during_a_turn_restores_into_a_pincer_that_serves_with_it
     let api = FakeApi::start(fake_api::delayed(Duration::from_secs(3), fake_api::echo())).await;
     let bot = FakeBot::start().await;
     let mut sandbox = Sandbox::new(&api);
-    sandbox.use_telegram(&bot);
-    let settings = GroupSettings {
-        chat: Some(ChatAddress::telegram(team().id, None)),
-        requires_trigger: false,
-        ..Default::default()
-    };
-    sandbox.add_group_with("team", settings).await;
+    sandbox.serve_telegram_group(&bot, "team", team().id).await;
     std::os::unix::fs::symlink("/etc", sandbox.group_dir("team").join("etc-link")).unwrap();
     let pincer = sandbox.spawn_daemon();
     bot.say(&team(), &alice(), "remember BEFORE");

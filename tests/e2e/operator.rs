@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use pincer::domain::ChatAddress;
-use pincer::store::GroupSettings;
 
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
@@ -78,14 +76,8 @@ async fn metrics_count_a_turn_and_an_outage_and_readyz_follows_the_bot_api() {
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let mut sandbox = Sandbox::new(&api);
-    sandbox.use_telegram(&bot);
     sandbox.fast_retries();
-    let settings = GroupSettings {
-        chat: Some(ChatAddress::telegram(team().id, None)),
-        requires_trigger: false,
-        ..Default::default()
-    };
-    sandbox.add_group_with("team", settings).await;
+    sandbox.serve_telegram_group(&bot, "team", team().id).await;
     let at = free_port();
     sandbox.config.http.listen = Some(at);
     let config = sandbox.write_config();
@@ -218,13 +210,7 @@ async fn pincer_status_shows_the_daemon_the_platform_and_what_a_group_spent() {
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let mut sandbox = Sandbox::new(&api);
-    sandbox.use_telegram(&bot);
-    let settings = GroupSettings {
-        chat: Some(ChatAddress::telegram(team().id, None)),
-        requires_trigger: false,
-        ..Default::default()
-    };
-    sandbox.add_group_with("team", settings).await;
+    sandbox.serve_telegram_group(&bot, "team", team().id).await;
     let config = sandbox.write_config();
     let text = status(&sandbox, &config, &[]).await;
     assert!(text.starts_with("daemon: not running"), "{text}");

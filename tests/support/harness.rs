@@ -83,6 +83,14 @@ impl Sandbox {
         name
     }
 
+    /// Serves `bot` and registers group `name` in Telegram chat `chat_id`,
+    /// where every message engages the agent.
+    pub async fn serve_telegram_group(&mut self, bot: &FakeBot, name: &str, chat_id: i64) -> GroupName {
+        self.use_telegram(bot);
+        let chat = Some(pincer::domain::ChatAddress::telegram(chat_id, None));
+        self.add_group_with(name, GroupSettings { chat, requires_trigger: false, ..GroupSettings::default() }).await
+    }
+
     /// Points pincer's Telegram channel at `bot`, with short polls so tests stop quickly.
     pub fn use_telegram(&mut self, bot: &FakeBot) {
         self.config.telegram.token = Some(Secret::new("123456:TEST-TOKEN"));

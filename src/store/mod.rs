@@ -182,10 +182,21 @@ impl Store {
             // "persist first" guards against; it trades only power-loss safety.
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            // A new database gives pages freed by retention back (`store::retention`);
-            // an older one is switched by its first retention pass.
-            .auto_vacuum(sqlx::sqlite::SqliteAutoVacuum::Incremental)
             .busy_timeout(std::time::Duration::from_secs(5));
+        if !path.exists() {
+            // A new database gives pages freed by retention back (`store::retention`):
+            // the mode is set once, by the connection that creates the file, before
+            // any table. Set on every connection it would take the write lock at each
+            // connect; an older database is switched by its first retention pass.
+            let create = options.clone().auto_vacuum(sqlx::sqlite::SqliteAutoVacuum::Incremental);
+            let first = SqlitePoolOptions::new()
+                .max_connections(1)
+                .connect_with(create)
+                .await
+                .map_err(|source| StoreError::Open { path: path.display().to_string(), source })?;
+            sqlx::migrate!("./migrations").run(&first).await?;
+            first.close().await;
+        }
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)

@@ -42,6 +42,7 @@ async fn frames(store: &Store, n: usize, at_us: i64, pad: usize) {
 #[tokio::test]
 async fn old_operational_rows_go_and_the_history_and_rows_in_use_stay() {
     let (_dir, store) = store().await;
+    assert_eq!(count(&store, "PRAGMA auto_vacuum").await, 2, "a new database is made incremental");
     let now = CUTOFF + 1;
     frames(&store, 3, OLD, 10).await;
     frames(&store, 2, now, 10).await;

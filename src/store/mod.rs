@@ -111,8 +111,9 @@ pub enum InboundState {
     Observed,
     /// Handed to the agent as context of a later message.
     Included,
-    /// Stored with media still to fetch and prepare (`media::Preparer`):
-    /// its group's session takes nothing at or after it until it is queued.
+    /// Stored with media still to fetch and prepare: its group's session
+    /// takes nothing at or after it until it is queued. (Nothing stores a
+    /// message so yet: the preparer of issue 22 is still to be built.)
     Preparing,
     /// An album's part whose attachments went with another part (the
     /// message the agent read).

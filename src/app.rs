@@ -2,6 +2,7 @@
 //! owns shutdown. `main` and the tests start pincer through the same
 //! functions here, with shutdown passed in as a value.
 
+pub mod reload;
 mod retention;
 mod submit;
 
@@ -51,10 +52,12 @@ pub struct Engine {
     pub metrics: Arc<Metrics>,
     /// Wakes the scheduler when schedules change in this process.
     pub scheduler: SchedulerHandle,
-    /// `[progress]`, for the adapters' [`Ports`].
-    progress: crate::config::ProgressConfig,
+    /// The settings a reload changes, for the adapters' [`Ports`] and the scheduler.
+    pub live: crate::config::Live,
+    /// `pincer reload` and SIGHUP.
+    pub reloader: Arc<reload::Reloader>,
     /// What the scheduler needs until [`Engine::start_scheduler`] starts it.
-    unstarted: Option<(SchedulerInbox, crate::config::SchedulerConfig)>,
+    unstarted: Option<(SchedulerInbox, crate::config::SchedulerConfig, chrono_tz::Tz)>,
     /// The sandboxes' egress proxy, stopped after the sessions.
     egress: EgressService,
     /// Stops the credential and egress proxies. Not `shutdown`: a turn that
@@ -108,23 +111,31 @@ impl Engine {
         let (approvals_tx, approvals) = async_channel::bounded(APPROVALS);
         let metrics = Arc::new(Metrics::default());
         let config = Arc::new(config);
-        let progress = config.progress.clone();
+        let (live_setter, live) = crate::config::live(&config);
         let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
         let stop_proxies = CancellationToken::new();
         // Until the engine is built: a start that fails stops what it started.
         let proxies_started = stop_proxies.clone().drop_guard();
-        let egress = EgressService::new(store.clone(), resolver, data_dir.join("run"), stop_proxies.clone());
+        let egress = EgressService::new(
+            store.clone(),
+            resolver,
+            config.sandbox.clone(),
+            data_dir.join("run"),
+            stop_proxies.clone(),
+        );
         let launcher = Launcher::start(config.clone(), program, egress.clone(), stop_proxies.clone()).await?;
         let (scheduler, inbox) = scheduler::channel();
         let limits = Limits::from(&config.scheduler);
         let tools =
             Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone(), limits));
-        let unstarted = Some((inbox, config.scheduler.clone()));
+        let zone = config.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let unstarted = Some((inbox, config.scheduler.clone(), zone));
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             slots: Slots::new(config.claude.max_live_sessions),
             cli: Arc::new(crate::session::RealCli::new(config.clone(), launcher)),
-            config,
+            config: config.clone(),
+            live: live.clone(),
             outbox: outbox.clone(),
             approvals: approvals_tx,
             approval_ids: Default::default(),
@@ -134,6 +145,8 @@ impl Engine {
         });
         let tracker = TaskTracker::new();
         let router = Router::new(deps, tracker.clone());
+        let reloader =
+            Arc::new(reload::Reloader::new(Config::clone(&config), live_setter, egress.clone(), router.clone()));
         proxies_started.disarm();
         crate::metrics::hop("engine_ready");
         Ok(Engine {
@@ -144,7 +157,8 @@ impl Engine {
             store,
             metrics,
             scheduler,
-            progress,
+            live,
+            reloader,
             unstarted,
             egress,
             stop_proxies,
@@ -167,14 +181,14 @@ impl Engine {
             router: self.router.clone(),
             directory: self.directory.clone(),
             outbox: self.outbox.clone(),
-            progress: self.progress.clone(),
+            live: self.live.clone(),
         }
     }
 
     /// Starts firing scheduled prompts (`pincer run` does; `pincer chat` does not,
     /// so a terminal chat never receives other groups' scheduled runs). Once only.
     pub fn start_scheduler(&mut self) {
-        let Some((inbox, config)) = self.unstarted.take() else {
+        let Some((inbox, config, zone)) = self.unstarted.take() else {
             return;
         };
         let deps = SchedulerDeps {
@@ -182,6 +196,8 @@ impl Engine {
             submit: Arc::new(self.router.clone()),
             outbox: self.outbox.clone(),
             config,
+            live: self.live.clone(),
+            zone,
             tracker: self.tracker.clone(),
             shutdown: self.shutdown.clone(),
         };
@@ -312,7 +328,6 @@ async fn serve<C: WaClient>(
     let telegram_config = config.telegram.clone();
     let http_config = config.http.clone();
     let timezone = config.timezone.clone();
-    let budget = config.budget.budget();
     let retention = config.retention.clone();
     let assistant = config.assistant_name.clone();
     let retry = RetryPolicy::new(config.delivery.retry_first, config.delivery.retry_cap);
@@ -334,14 +349,16 @@ async fn serve<C: WaClient>(
             tracing::error!(%e, "cannot queue again the messages left unanswered before the restart");
         }
         engine.start_scheduler();
+        let reloading = tokio::spawn(reload::on_sighup(engine.reloader.clone(), shutdown.clone()));
         let pruning = tokio::spawn(retention::run(engine.store.clone(), retention, shutdown.clone()));
         let groups = engine.store.groups().await?;
         let mut askers = Askers::default();
         // `pincer chat NAME` attaches here; other commands say what they changed.
         let control = match ControlSocket::bind(&data_dir) {
             Ok(socket) => {
-                let control =
+                let mut control =
                     Control::new(engine.ports(), engine.scheduler.clone(), askers.register(Platform::Console));
+                control.reloader = Some(engine.reloader.clone());
                 Some(tokio::spawn(crate::control::server::serve(socket, control, shutdown.clone())))
             }
             Err(e) => {
@@ -384,9 +401,16 @@ async fn serve<C: WaClient>(
             })
         });
         let (store, router) = (engine.store.clone(), engine.router.clone());
-        let endpoint =
-            crate::endpoint::spawn(&http_config, &timezone, budget, store, router, served.clone(), shutdown.clone())
-                .await?;
+        let endpoint = crate::endpoint::spawn(
+            &http_config,
+            &timezone,
+            engine.live.clone(),
+            store,
+            router,
+            served.clone(),
+            shutdown.clone(),
+        )
+        .await?;
         if served.is_empty() {
             tracing::warn!(
                 "no chat channel is configured, so replies wait in the outbox (`pincer history NAME` shows them): \
@@ -411,6 +435,7 @@ async fn serve<C: WaClient>(
         }
         // A pass stops at the next statement; the store closes after it.
         let _ = pruning.await;
+        let _ = reloading.await;
         drain(&engine.outbox, &served, grace).await;
         stop_delivery.cancel();
         if let Some(whatsapp) = whatsapp {

@@ -88,6 +88,10 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Make the running pincer read pincer.toml again (as SIGHUP does): it
+    /// applies progress, budgets, egress policies and the log level at once,
+    /// and says which other changes need a restart.
+    Reload,
     /// Report which sandbox modes work here and why not, what `auto` picks, and the CLI found.
     Doctor,
     /// Inside a sandbox: carry connections from the sandbox's loopback to a
@@ -340,6 +344,17 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
     match cli.command {
         Cmd::Run => app::run(config, shutdown).await,
         Cmd::Status { json } => crate::status_cli::run(&config, json).await,
+        Cmd::Reload => match crate::control::client::reload(&config.data_dir).await {
+            Ok(Some(said)) => {
+                println!("{said}");
+                Ok(())
+            }
+            Ok(None) => {
+                println!("pincer is not running on {}: it reads pincer.toml when it starts", config.data_dir.display());
+                Ok(())
+            }
+            Err(why) => anyhow::bail!("the running pincer did not reload: {why}"),
+        },
         Cmd::Backup { dir } => {
             let manifest = crate::backup::run(&config, &dir).await?;
             let bytes: u64 = manifest.files.iter().map(|f| f.bytes).sum();

@@ -20,13 +20,16 @@ use serde::{Deserialize, Serialize};
 
 mod budget;
 mod http;
+mod live;
 mod log;
 mod progress;
+pub mod reload;
 mod retention;
 mod sandbox;
 
 pub use budget::BudgetConfig;
 pub use http::HttpConfig;
+pub use live::{live, Live, LiveSetter, Reloadable};
 pub use log::{LogConfig, LogFormat};
 pub use progress::ProgressConfig;
 pub use retention::RetentionConfig;
@@ -67,6 +70,10 @@ pub struct Config {
     pub log: LogConfig,
     /// `[retention]`: what is deleted once old.
     pub retention: RetentionConfig,
+    /// The file this config was read from (made absolute), for a reload to
+    /// read again; `None` for a config built another way (tests).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -285,6 +292,7 @@ impl Default for Config {
             budget: BudgetConfig::default(),
             log: LogConfig::default(),
             retention: RetentionConfig::default(),
+            source: None,
         }
     }
 }
@@ -343,10 +351,18 @@ impl Config {
             Some(path) => path.to_owned(),
             None => PathBuf::from(DEFAULT_CONFIG_FILE),
         };
+        Self::load_file(&file)
+    }
+
+    /// Loads defaults < `file` (if it exists) < environment, and remembers
+    /// `file` as the config's source (what a reload reads again).
+    pub fn load_file(file: &Path) -> Result<Config, ConfigError> {
         let figment = Figment::from(Serialized::defaults(Config::default()))
             .merge(Toml::file(file))
             .merge(Env::prefixed("PINCER_").split("__"));
-        Self::from_figment(figment)
+        let mut config = Self::from_figment(figment)?;
+        config.source = Some(std::path::absolute(file).unwrap_or_else(|_| file.to_owned()));
+        Ok(config)
     }
 
     /// Extracts and checks a config from any figment (tests build their own).
@@ -407,6 +423,7 @@ impl Config {
         self.http.check()?;
         self.budget.check()?;
         self.retention.check()?;
+        self.log.check()?;
         let t = &self.telegram;
         if t.token.as_ref().is_some_and(|s| s.expose().trim().is_empty()) {
             return Err(ConfigError::Rule {

@@ -30,8 +30,8 @@ struct Shared {
     router: Router,
     /// `timezone`: where today and this month begin on the status page.
     zone: Arc<str>,
-    /// `[budget]`, the groups' default.
-    budget: crate::domain::budget::Budget,
+    /// `[budget]` as reloaded, the groups' default.
+    live: crate::config::Live,
     started: SystemTime,
     /// The platforms this pincer serves: each must be connected to be ready.
     served: Arc<Vec<Platform>>,
@@ -51,7 +51,7 @@ pub struct EndpointError {
 pub async fn spawn(
     config: &HttpConfig,
     zone: &str,
-    budget: crate::domain::budget::Budget,
+    live: crate::config::Live,
     store: Store,
     router: Router,
     served: Vec<Platform>,
@@ -65,7 +65,7 @@ pub async fn spawn(
         store,
         router,
         zone: Arc::from(zone),
-        budget,
+        live,
         started: SystemTime::now(),
         served: Arc::new(served),
         token: config.token.as_ref().map(|t| Arc::from(t.expose())),
@@ -160,7 +160,7 @@ async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let now = SystemTime::now();
-    let store = match crate::status_cli::overview(&shared.store, &shared.zone, shared.budget, now).await {
+    let store = match crate::status_cli::overview(&shared.store, &shared.zone, shared.live.budget(), now).await {
         Ok(store) => store,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the store: {e:#}\n")).into_response(),
     };

@@ -16,6 +16,7 @@ pub mod egress_cli;
 pub mod endpoint;
 pub mod groups;
 pub mod lock;
+pub mod logging;
 pub mod media;
 pub mod metrics;
 pub mod outbox;

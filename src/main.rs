@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 use pincer::cli::{Cli, Cmd};
-use pincer::config::{Config, LogFormat};
+use pincer::config::{Config, LogConfig};
 
 fn main() -> ExitCode {
     // Before any thread: what pincer creates is its user's alone.
@@ -19,7 +18,7 @@ fn main() -> ExitCode {
     let default_level = if matches!(cli.command, Cmd::Run | Cmd::Setup { .. }) { "info" } else { "warn" };
     // Inside a sandbox: no config to read (the cwd is the agent's to write).
     if let Cmd::Forward { listen, to } = &cli.command {
-        init_log(default_level, LogFormat::Text);
+        pincer::logging::init(default_level, &LogConfig::default());
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime starts");
         return match runtime.block_on(pincer::sandbox::forward::run(*listen, to.clone())) {
             Ok(()) => ExitCode::SUCCESS,
@@ -37,7 +36,7 @@ fn main() -> ExitCode {
         }
     };
     // The config says how to log; loading it logs nothing.
-    init_log(default_level, config.log.format);
+    pincer::logging::init(default_level, &config.log);
     pincer::metrics::hop("process_started");
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime starts");
     let result = runtime.block_on(async {
@@ -53,16 +52,6 @@ fn main() -> ExitCode {
             eprintln!("pincer: {e:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// The log on stderr: `RUST_LOG` if set, else `default_level`; text or JSON lines.
-fn init_log(default_level: &str, format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => log.init(),
-        LogFormat::Json => log.json().init(),
     }
 }
 

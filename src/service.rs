@@ -65,6 +65,7 @@ pub fn unit(spec: &UnitSpec) -> Result<String, UnitError> {
          Type=notify\n\
          NotifyAccess=main\n\
          ExecStart={exe}{config} run\n\
+         ExecReload=/bin/kill -HUP $MAINPID\n\
          WorkingDirectory={work_dir}\n\
          User={user}\n\
          Restart=on-failure\n\
@@ -178,7 +179,7 @@ mod tests {
         assert!(unit.contains("\nReadWritePaths=/srv/pincer/data \"/srv/pincer/my groups\"\n"), "{unit}");
         assert!(unit.contains("\nUser=pincer\n") && unit.contains("\nRestart=on-failure\n"), "{unit}");
         assert!(unit.contains("\nTimeoutStopSec=40s\n"), "two graces and a margin: {unit}");
-        assert!(!unit.contains("ExecReload"), "SIGHUP is not handled yet: it would stop pincer");
+        assert!(unit.contains("\nExecReload=/bin/kill -HUP $MAINPID\n"), "`systemctl reload` sends SIGHUP: {unit}");
         for breaks_bwrap in ["ProtectKernelTunables", "RestrictNamespaces", "PrivateUsers", "SystemCallFilter"] {
             assert!(!unit.contains(breaks_bwrap), "{breaks_bwrap} would break the sandbox");
         }

@@ -97,8 +97,8 @@ pub struct Ports {
     pub router: Router,
     pub directory: Directory,
     pub outbox: Outbox,
-    /// `[progress]`: what the chats are shown of their agents' work.
-    pub progress: crate::config::ProgressConfig,
+    /// `[progress]` (as reloaded): what the chats are shown of their agents' work.
+    pub live: crate::config::Live,
 }
 
 /// The commands every chat has for its group's session.
@@ -114,7 +114,7 @@ pub enum SessionCommand {
 impl Ports {
     /// What `group`'s chat is shown of its agent's work: its own mode over the configured one.
     pub fn progress_for(&self, group: &GroupRecord) -> progress::ProgressSettings {
-        progress::ProgressSettings::for_group(&self.progress, group.settings.progress)
+        progress::ProgressSettings::for_group(&self.live.progress(), group.settings.progress)
     }
 
     /// Runs a session command someone sent in `group`'s chat and queues the

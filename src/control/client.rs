@@ -120,6 +120,32 @@ pub async fn notify(data_dir: &Path, change: Change) -> Told {
     }
 }
 
+/// Asks the daemon of `data_dir` to read its config again: what it changed,
+/// or why not. `Ok(None)` when no daemon runs.
+pub async fn reload(data_dir: &Path) -> Result<Option<String>, String> {
+    let mut stream = match connect(data_dir).await {
+        Ok(stream) => stream,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let exchange = async {
+        stream.write_all(wire::line(&Request::Reload).as_bytes()).await.map_err(|e| e.to_string())?;
+        let mut answer = String::new();
+        tokio::io::BufReader::new(&mut stream).read_line(&mut answer).await.map_err(|e| e.to_string())?;
+        match serde_json::from_str::<ServerFrame>(answer.trim_end()) {
+            Ok(ServerFrame::Out { text }) => Ok(Some(text)),
+            Ok(ServerFrame::Error { message }) => Err(message),
+            _ => Err(format!("an unexpected answer: {:?}", answer.trim_end())),
+        }
+    };
+    match tokio::time::timeout(NOTICE_TIMEOUT, exchange).await {
+        Ok(result) => result,
+        Err(_) => Err(format!("no answer within {}", humantime::format_duration(NOTICE_TIMEOUT))),
+    }
+}
+
 /// What the daemon of `data_dir` runs now; `None` when no daemon answers.
 pub async fn live_view(data_dir: &Path) -> Option<wire::LiveView> {
     let mut stream = connect(data_dir).await.ok()?;

@@ -76,6 +76,8 @@ impl Drop for ControlSocket {
 pub struct Control {
     pub ports: Ports,
     pub scheduler: SchedulerHandle,
+    /// `pincer reload`.
+    pub reloader: Option<Arc<crate::app::reload::Reloader>>,
     /// Approval requests of groups without a chat, shown to their attached terminals.
     attached: Attached,
     /// When this daemon started serving (for `pincer status`).
@@ -131,7 +133,7 @@ impl Control {
     pub fn new(ports: Ports, scheduler: SchedulerHandle, console_asks: mpsc::Receiver<ApprovalAsk>) -> Control {
         let attached = Attached::default();
         tokio::spawn(hand_out_asks(console_asks, attached.clone()));
-        Control { ports, scheduler, attached, started: std::time::SystemTime::now() }
+        Control { ports, scheduler, reloader: None, attached, started: std::time::SystemTime::now() }
     }
 }
 
@@ -209,6 +211,16 @@ async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationTok
         Ok(Request::Changed(change)) => {
             changed(control, change).await;
             send(&mut write, &ServerFrame::Ok).await
+        }
+        Ok(Request::Reload) => {
+            let answer = match &control.reloader {
+                None => ServerFrame::Error { message: "this pincer cannot reload its config".into() },
+                Some(reloader) => match reloader.reload().await {
+                    Ok(changes) => ServerFrame::Out { text: changes.describe() },
+                    Err(e) => ServerFrame::Error { message: e.to_string() },
+                },
+            };
+            send(&mut write, &answer).await
         }
         Ok(Request::Status) => {
             let status = live_view(&control.ports.router, control.started);

@@ -22,6 +22,9 @@ pub enum Request {
     Changed(Change),
     /// What runs now (`pincer status`): answered with [`ServerFrame::Status`].
     Status,
+    /// Read pincer.toml again (`pincer reload`): answered with
+    /// [`ServerFrame::Out`] saying what changed, or [`ServerFrame::Error`].
+    Reload,
 }
 
 /// The running daemon's part of `pincer status`: what only it knows.

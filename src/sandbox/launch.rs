@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
-use super::egress::{EgressService, Policy};
+use super::egress::EgressService;
 use super::isolated::{self, IsolatedHome};
 use super::mounts::{self, MountError, MountTable, Protected};
 use super::proxy::{Credential, KeyLease, Proxy, ProxyError};
@@ -383,8 +383,7 @@ impl Launcher {
             });
             return Ok(None);
         }
-        let policy = Policy::for_group(&self.config.sandbox, group);
-        self.egress.socket(policy).map(Some)
+        self.egress.socket(group).map(Some)
     }
 
     fn bwrap_spec(&self, group: &GroupName, parts: Parts, files: prepare::BwrapFiles) -> SpawnSpec {

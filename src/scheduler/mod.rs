@@ -16,7 +16,7 @@ mod outcome;
 mod run;
 pub mod submit;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -27,6 +27,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::SchedulerConfig;
 use crate::domain::schedule::{Schedule, ScheduleId};
+use crate::domain::GroupName;
 use crate::outbox::Outbox;
 use crate::store::Store;
 use run::{RunDone, RunEnd};
@@ -63,6 +64,10 @@ pub struct SchedulerDeps {
     /// Where notices about failed runs go.
     pub outbox: Outbox,
     pub config: SchedulerConfig,
+    /// The budget default (as reloaded): a group whose budget is reached runs nothing.
+    pub live: crate::config::Live,
+    /// `timezone`: where a budget's day and month begin.
+    pub zone: chrono_tz::Tz,
     pub tracker: TaskTracker,
     pub shutdown: CancellationToken,
 }
@@ -74,7 +79,14 @@ const DONE_QUEUE: usize = 64;
 pub fn spawn(inbox: SchedulerInbox, deps: SchedulerDeps) {
     let (done_tx, done_rx) = mpsc::channel(DONE_QUEUE);
     let deps = Arc::new(deps);
-    let actor = Scheduler { deps: deps.clone(), inbox: inbox.0, running: HashSet::new(), done_tx, done_rx };
+    let actor = Scheduler {
+        deps: deps.clone(),
+        inbox: inbox.0,
+        running: HashSet::new(),
+        told_budget: HashMap::new(),
+        done_tx,
+        done_rx,
+    };
     deps.tracker.spawn(actor.run());
 }
 
@@ -83,6 +95,9 @@ struct Scheduler {
     inbox: mpsc::Receiver<()>,
     /// Schedules with a run in flight: never fired twice at once.
     running: HashSet<ScheduleId>,
+    /// Groups whose due runs wait for their budget, and the end of the
+    /// period their chat was told about (told once per period).
+    told_budget: HashMap<GroupName, i64>,
     done_tx: mpsc::Sender<RunDone>,
     done_rx: mpsc::Receiver<RunDone>,
 }
@@ -117,17 +132,61 @@ impl Scheduler {
         };
         let now = Utc::now();
         let mut wake = poll;
+        let mut waiting = HashSet::new();
         for s in schedules {
             if self.running.contains(&s.id) {
                 continue;
             }
             if s.is_due(now) {
+                // A run waits while its group's budget is reached: it stays
+                // due, and fires at the first look after the budget opens.
+                if let Some(opens) = self.budget_closed(&s).await {
+                    waiting.insert(s.group.clone());
+                    wake = wake.min(instant_at(opens, now));
+                    continue;
+                }
                 self.fire(s, now).await;
             } else if let Some(at) = s.next_run {
                 wake = wake.min(instant_at(at, now));
             }
         }
+        self.told_budget.retain(|group, _| waiting.contains(group));
         wake
+    }
+
+    /// When `s`'s group may run again, if its budget is reached now; its
+    /// chat is told once per period that its scheduled runs wait.
+    async fn budget_closed(&mut self, s: &Schedule) -> Option<DateTime<Utc>> {
+        let deps = &self.deps;
+        let reached = match deps.store.group(s.group.as_str()).await {
+            Ok(group) => {
+                let budget = group.settings.budget.over(deps.live.budget());
+                deps.store.budget_reached(&s.group, &budget, std::time::SystemTime::now(), deps.zone).await
+            }
+            Err(e) => Err(e),
+        };
+        let reached = match reached {
+            Ok(reached) => reached?,
+            Err(e) => {
+                // The store that cannot read the budget cannot log the run either: that is reported there.
+                tracing::warn!(schedule = %s.id, group = %s.group, %e, "cannot read the group's budget; running as due");
+                return None;
+            }
+        };
+        let until_us = reached.until_us();
+        // A second past the turn of the period, so the next look is inside the new one.
+        let opens = DateTime::from_timestamp_micros(until_us)? + chrono::Duration::seconds(1);
+        if self.told_budget.insert(s.group.clone(), until_us) != Some(until_us) {
+            let at = opens.with_timezone(&deps.zone).format("%Y-%m-%d %H:%M");
+            let notice = format!(
+                "⏸ Scheduled task #{} waits: this group's budget is reached. It runs at {at} ({}) when the \
+                 budget opens again, or as soon as an admin raises it (/budget).",
+                s.id, deps.zone
+            );
+            tracing::info!(schedule = %s.id, group = %s.group, ?reached, "a scheduled run waits for its group's budget");
+            deps.outbox.notice(&s.group, &notice).await;
+        }
+        Some(opens)
     }
 
     async fn fire(&mut self, s: Schedule, now: DateTime<Utc>) {
@@ -166,12 +225,14 @@ impl Scheduler {
         }
     }
 
-    /// A failed run is retried with backoff ([`outcome::after_failure`]), and
-    /// the chat is told each time.
+    /// A failed run is retried with backoff ([`outcome::after_failure`]);
+    /// the chat is told once per streak of failures, at its first.
     async fn failed(&self, id: ScheduleId, why: &str) -> Result<(), crate::store::StoreError> {
         let (s, after) = outcome::record_failure(&self.deps.store, &self.deps.config, id, why, Utc::now()).await?;
         tracing::warn!(schedule = %id, group = %s.group, in_a_row = s.failures.saturating_add(1), "a scheduled run failed");
-        self.deps.outbox.notice(&s.group, &after.notice).await;
+        if let Some(notice) = &after.notice {
+            self.deps.outbox.notice(&s.group, notice).await;
+        }
         Ok(())
     }
 }

@@ -29,7 +29,9 @@ pub(super) struct AfterFailure {
     /// Failed runs in a row, this one included (0 once pincer stops retrying).
     pub failures: u32,
     pub next_run: Option<DateTime<Utc>>,
-    pub notice: String,
+    /// What the chat is told: only at the first failure of a streak, so a
+    /// task that keeps failing is one message, not one per retry.
+    pub notice: Option<String>,
 }
 
 /// A failed run of `s` (as read after it) is retried with backoff while the
@@ -37,12 +39,20 @@ pub(super) struct AfterFailure {
 /// waits for its next regular run (a `once` is spent). One that is no longer
 /// active keeps its state.
 pub(super) fn after_failure(s: &Schedule, why: &str, config: &SchedulerConfig, now: DateTime<Utc>) -> AfterFailure {
+    let mut after = decide(s, why, config, now);
+    if s.failures > 0 {
+        after.notice = None;
+    }
+    after
+}
+
+fn decide(s: &Schedule, why: &str, config: &SchedulerConfig, now: DateTime<Utc>) -> AfterFailure {
     let failures = s.failures.saturating_add(1);
     let why: String = why.chars().take(WHY_CHARS).collect();
     if s.status != ScheduleStatus::Active {
         let notice =
             format!("Scheduled task #{} failed ({why}). It is {} now, so it is not retried.", s.id, s.status.as_str());
-        return AfterFailure { status: s.status, failures: 0, next_run: s.next_run, notice };
+        return AfterFailure { status: s.status, failures: 0, next_run: s.next_run, notice: Some(notice) };
     }
     if failures <= config.max_retries {
         let delay = backoff(config.retry_delay, failures);
@@ -50,12 +60,13 @@ pub(super) fn after_failure(s: &Schedule, why: &str, config: &SchedulerConfig, n
         // The loop sleeps until the earliest next run, so the retry needs no timer of its own.
         let next = s.next_run.map_or(retry_at, |regular| regular.min(retry_at));
         let notice = format!(
-            "Scheduled task #{} failed ({why}). Retrying in {} (retry {failures} of {}).",
+            "Scheduled task #{} failed ({why}). Retrying in {} (retry {failures} of {}); further failures \
+             of this run are not told here (/tasks shows how it stands).",
             s.id,
             humantime::format_duration(delay),
             config.max_retries
         );
-        return AfterFailure { status: ScheduleStatus::Active, failures, next_run: Some(next), notice };
+        return AfterFailure { status: ScheduleStatus::Active, failures, next_run: Some(next), notice: Some(notice) };
     }
     let (status, next_run, then) = if matches!(s.trigger, Trigger::Once(_)) {
         (ScheduleStatus::Completed, None, "It will not run again.".to_owned())
@@ -68,7 +79,7 @@ pub(super) fn after_failure(s: &Schedule, why: &str, config: &SchedulerConfig, n
          `pincer tasks runs {}` shows the log.",
         s.id, s.id
     );
-    AfterFailure { status, failures: 0, next_run, notice }
+    AfterFailure { status, failures: 0, next_run, notice: Some(notice) }
 }
 
 /// Records a failed run of schedule `id`: decides on the schedule as stored
@@ -138,16 +149,27 @@ mod tests {
             after_failure(&schedule(daily.clone(), ScheduleStatus::Active, 0, Some(regular)), "x", &config, now);
         assert_eq!((first.status, first.failures), (ScheduleStatus::Active, 1));
         assert_eq!(first.next_run, Some(now + chrono::Duration::minutes(1)));
-        assert!(first.notice.contains("Retrying in 1m (retry 1 of 3)"), "{}", first.notice);
+        let told = first.notice.as_deref().expect("the first failure of a streak is told");
+        assert!(told.contains("Retrying in 1m (retry 1 of 3)"), "{told}");
 
         // A retry never pushes the regular run later.
         let soon = now + chrono::Duration::seconds(10);
         let retry = after_failure(&schedule(daily.clone(), ScheduleStatus::Active, 1, Some(soon)), "x", &config, now);
         assert_eq!(retry.next_run, Some(soon));
+        assert_eq!(retry.notice, None, "a retry that fails again is not told: one message per streak");
 
         let gave_up = after_failure(&schedule(daily, ScheduleStatus::Active, 3, Some(regular)), "x", &config, now);
         assert_eq!((gave_up.status, gave_up.failures, gave_up.next_run), (ScheduleStatus::Active, 0, Some(regular)));
-        assert!(gave_up.notice.contains("failed 4 times in a row"), "{}", gave_up.notice);
+        assert_eq!(gave_up.notice, None, "the streak was told at its start");
+        let no_retries = SchedulerConfig { max_retries: 0, ..SchedulerConfig::default() };
+        let at_once = after_failure(
+            &schedule(Trigger::interval("1day").unwrap(), ScheduleStatus::Active, 0, Some(regular)),
+            "x",
+            &no_retries,
+            now,
+        );
+        let told = at_once.notice.as_deref().expect("told");
+        assert!(told.contains("failed 1 times in a row") && told.contains("gave up"), "{told}");
 
         let once = Trigger::Once(now);
         let spent = after_failure(&schedule(once, ScheduleStatus::Active, 3, None), "x", &config, now);
@@ -162,8 +184,10 @@ mod tests {
             let s = schedule(Trigger::interval("1h").unwrap(), status, 2, None);
             let after = after_failure(&s, &"y".repeat(1000), &config, now);
             assert_eq!((after.status, after.failures, after.next_run), (status, 0, None));
-            assert!(after.notice.contains("so it is not retried"), "{}", after.notice);
-            assert!(after.notice.len() < 450, "the reason is cut: {}", after.notice.len());
+            let s = schedule(Trigger::interval("1h").unwrap(), status, 0, None);
+            let told = after_failure(&s, &"y".repeat(1000), &config, now).notice.expect("told");
+            assert!(told.contains("so it is not retried"), "{told}");
+            assert!(told.len() < 450, "the reason is cut: {}", told.len());
         }
     }
 }

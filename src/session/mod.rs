@@ -61,6 +61,8 @@ const COMMAND_QUEUE: usize = 64;
 pub struct SessionDeps {
     pub store: Store,
     pub config: Arc<Config>,
+    /// What a reload changes: the budget default is read from here.
+    pub live: crate::config::Live,
     /// Starts each CLI process (in its sandbox, with its environment and proxy key).
     pub cli: Arc<dyn CliPort>,
     /// Where results, notices and the agents' posts go: stored, then delivered.

@@ -1,10 +1,29 @@
 //! What a group spent in the current day and month, for its budget.
 
+use std::time::SystemTime;
+
 use super::{Store, StoreError};
-use crate::domain::budget::{Periods, Spent};
+use crate::domain::budget::{reached, Budget, Periods, Reached, Spent};
 use crate::domain::GroupName;
 
 impl Store {
+    /// Whether `group` has reached `budget` at `now` (days and months in
+    /// `zone`); no read at all for a budget that is not set.
+    pub async fn budget_reached(
+        &self,
+        group: &GroupName,
+        budget: &Budget,
+        now: SystemTime,
+        zone: chrono_tz::Tz,
+    ) -> Result<Option<Reached>, StoreError> {
+        if !budget.is_set() {
+            return Ok(None);
+        }
+        let periods = Periods::at(now, zone);
+        let spent = self.spent(group, &periods).await?;
+        Ok(reached(budget, &spent, &periods))
+    }
+
     /// The group's spend (the per-turn cost its results report) and turns
     /// (results, follow-up turns of background work included) in `periods`.
     /// One indexed read (`results_by_group`), made only for a group with a budget.

@@ -21,7 +21,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -80,12 +80,23 @@ impl EgressProxy {
     /// until `shutdown`; returns once its connections and tunnels have ended
     /// and their decisions are queued for the store.
     pub async fn serve_group(&self, policy: Policy, listener: UnixListener, shutdown: CancellationToken) {
+        self.serve(watch::channel(policy).1, listener, shutdown).await;
+    }
+
+    /// [`serve_group`](Self::serve_group) with a policy that may change while
+    /// it serves (a reload): each new request is checked against the newest.
+    pub async fn serve_group_live(
+        &self,
+        policy: watch::Receiver<Policy>,
+        listener: UnixListener,
+        shutdown: CancellationToken,
+    ) {
         self.serve(policy, listener, shutdown).await;
     }
 
     /// [`serve_group`](Self::serve_group) on TCP (tests, benches).
     pub async fn serve_group_tcp(&self, policy: Policy, listener: TcpListener, shutdown: CancellationToken) {
-        self.serve(policy, listener, shutdown).await;
+        self.serve(watch::channel(policy).1, listener, shutdown).await;
     }
 
     /// Writes the decisions still queued and stops the writer. Call after
@@ -98,15 +109,17 @@ impl EgressProxy {
         }
     }
 
-    async fn serve<L: Accept>(&self, policy: Policy, listener: L, shutdown: CancellationToken) {
+    async fn serve<L: Accept>(&self, policy: watch::Receiver<Policy>, listener: L, shutdown: CancellationToken) {
+        let name = policy.borrow().group().clone();
         let group = Arc::new(GroupProxy {
             shared: self.shared.clone(),
+            group: name,
             policy,
             shutdown: shutdown.clone(),
             tasks: TaskTracker::new(),
         });
         let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-        tracing::info!(group = %group.policy.group(), policy = %group.policy.network(), "egress proxy serving");
+        tracing::info!(group = %group.group, policy = %group.policy().network(), "egress proxy serving");
         let mut backoff = Backoff::new(retry::ACCEPT);
         loop {
             let permit = tokio::select! {
@@ -123,7 +136,7 @@ impl EgressProxy {
                     group.tasks.spawn(group.clone().connection(stream, permit));
                 }
                 Err(e) => {
-                    tracing::warn!(group = %group.policy.group(), %e, "egress proxy: accept failed");
+                    tracing::warn!(group = %group.group, %e, "egress proxy: accept failed");
                     drop(permit);
                     if !backoff.wait(None, &shutdown).await {
                         break;
@@ -179,7 +192,9 @@ async fn write_log(store: Store, mut queue: mpsc::Receiver<EgressDecision>, stop
 /// One group's side of the proxy.
 struct GroupProxy {
     shared: Arc<Shared>,
-    policy: Policy,
+    group: GroupName,
+    /// The newest policy of the group (a reload changes it).
+    policy: watch::Receiver<Policy>,
     shutdown: CancellationToken,
     /// Client connections and the tunnels and forwards they started.
     tasks: TaskTracker,
@@ -189,6 +204,10 @@ struct GroupProxy {
 type Slot = Arc<Mutex<Option<OwnedSemaphorePermit>>>;
 
 impl GroupProxy {
+    fn policy(&self) -> Policy {
+        self.policy.borrow().clone()
+    }
+
     async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         self: Arc<Self>,
         stream: S,
@@ -212,7 +231,7 @@ impl GroupProxy {
             }
         };
         if let Err(e) = served {
-            tracing::debug!(group = %self.policy.group(), %e, "egress proxy: client connection ended");
+            tracing::debug!(group = %self.group, %e, "egress proxy: client connection ended");
         }
     }
 
@@ -222,8 +241,7 @@ impl GroupProxy {
             Ok(found) => found,
             Err(problem) => return plain(StatusCode::BAD_REQUEST, problem),
         };
-        let attempt =
-            Attempt { group: self.policy.group().clone(), at_us, via, host: target.0.to_string(), port: target.1 };
+        let attempt = Attempt { group: self.group.clone(), at_us, via, host: target.0.to_string(), port: target.1 };
         let (stream, addr) = match self.open(&target).await {
             Ok(opened) => opened,
             Err(Outcome::Refused(refusal)) => {
@@ -258,7 +276,7 @@ impl GroupProxy {
 
     /// Checks the policy, resolves, vets, and connects to the first address that answers.
     async fn open(&self, (host, port): &(Host, u16)) -> Result<(TcpStream, SocketAddr), Outcome> {
-        self.policy.check(host, *port).map_err(Outcome::Refused)?;
+        self.policy().check(host, *port).map_err(Outcome::Refused)?;
         let resolver = &self.shared.resolver;
         let (name, found) = match host {
             Host::Ip(ip) => (ip.to_string(), vec![*ip]),
@@ -278,7 +296,7 @@ impl GroupProxy {
         for ip in &found {
             resolver.vet(&name, *ip).map_err(|why| {
                 Outcome::Refused(Refusal {
-                    group: self.policy.group().clone(),
+                    group: self.group.clone(),
                     host: host.clone(),
                     port: *port,
                     rule: Rule::Address { ip: *ip, why },

@@ -10,12 +10,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::policy::Policy;
 use super::resolve::Resolve;
 use super::server::EgressProxy;
+use crate::config::SandboxConfig;
 use crate::domain::GroupName;
 use crate::store::Store;
 
@@ -26,12 +28,19 @@ pub struct EgressService {
 }
 
 #[derive(Debug)]
+struct State {
+    sandbox: SandboxConfig,
+    served: HashMap<GroupName, (PathBuf, watch::Sender<Policy>)>,
+}
+
+#[derive(Debug)]
 struct Inner {
     proxy: EgressProxy,
     /// `data_dir/run`.
     run: PathBuf,
-    /// The groups served so far, and their sockets.
-    served: Mutex<HashMap<GroupName, PathBuf>>,
+    /// The policies' source (`[sandbox]` as last reloaded), the groups
+    /// served so far, their sockets, and how to change their policies.
+    state: Mutex<State>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
 }
@@ -40,33 +49,57 @@ impl EgressService {
     /// Starts the decisions writer (inside a tokio runtime); nothing is
     /// served until [`socket`](Self::socket) asks. pincer's resolver is
     /// [`SystemResolver`](super::SystemResolver).
-    pub fn new(store: Store, resolver: Arc<dyn Resolve>, run: PathBuf, shutdown: CancellationToken) -> EgressService {
+    pub fn new(
+        store: Store,
+        resolver: Arc<dyn Resolve>,
+        sandbox: SandboxConfig,
+        run: PathBuf,
+        shutdown: CancellationToken,
+    ) -> EgressService {
         let inner = Inner {
             proxy: EgressProxy::new(store, resolver),
             run,
-            served: Mutex::default(),
+            state: Mutex::new(State { sandbox, served: HashMap::new() }),
             tasks: TaskTracker::new(),
             shutdown,
         };
         EgressService { inner: Arc::new(inner) }
     }
 
-    /// The socket serving `policy`'s group, bound and served from now on if it
-    /// is not yet. The policy of a group's first launch holds until shutdown
-    /// (it comes from pincer.toml, which is read once).
-    pub fn socket(&self, policy: Policy) -> std::io::Result<PathBuf> {
+    /// The socket serving `group`, bound and served from now on if it is
+    /// not yet, under the group's policy from `[sandbox]`.
+    pub fn socket(&self, group: &GroupName) -> std::io::Result<PathBuf> {
         let inner = &self.inner;
-        let mut served = inner.served.lock().expect("egress sockets lock");
-        if let Some(path) = served.get(policy.group()) {
+        let mut state = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((path, _)) = state.served.get(group) {
             return Ok(path.clone());
         }
-        let name = socket_name(&inner.run, policy.group());
+        let name = socket_name(&inner.run, group);
         let listener = crate::sandbox::socket::bind(&inner.run, &name)?;
         let path = inner.run.join(name);
-        served.insert(policy.group().clone(), path.clone());
+        let (tx, rx) = watch::channel(Policy::for_group(&state.sandbox, group));
+        state.served.insert(group.clone(), (path.clone(), tx));
         let (proxy, shutdown) = (inner.proxy.clone(), inner.shutdown.clone());
-        inner.tasks.spawn(async move { proxy.serve_group(policy, listener, shutdown).await });
+        inner.tasks.spawn(async move { proxy.serve_group_live(rx, listener, shutdown).await });
         Ok(path)
+    }
+
+    /// `[sandbox]` was reloaded: every group's next request is checked
+    /// against its new policy (connections already open keep theirs).
+    pub fn update(&self, sandbox: &SandboxConfig) {
+        let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.sandbox = sandbox.clone();
+        for (group, (_, policy)) in &state.served {
+            let new = Policy::for_group(sandbox, group);
+            tracing::info!(%group, policy = %new.network(), "egress policy reloaded");
+            policy.send_replace(new);
+        }
+    }
+
+    /// The policy `group` is served under now.
+    pub fn policy(&self, group: &GroupName) -> Policy {
+        let state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.served.get(group).map_or_else(|| Policy::for_group(&state.sandbox, group), |(_, p)| p.borrow().clone())
     }
 
     /// Once shutdown is cancelled: waits for every group's connections to end,

@@ -97,6 +97,8 @@ async fn bench(answer: Answer, run_timeout: Duration) -> Bench {
         store,
         submit: Arc::new(submit),
         config: SchedulerConfig { run_timeout, ..SchedulerConfig::default() },
+        live: crate::config::Live::fixed(&crate::config::Config::default()),
+        zone: chrono_tz::UTC,
         tracker: TaskTracker::new(),
         shutdown: CancellationToken::new(),
     };
@@ -201,4 +203,55 @@ async fn a_run_without_an_answer_fails_at_run_timeout_and_stops_an_isolated_sess
     assert!(why.contains("scheduler.run_timeout") && why.contains("its isolated session was stopped"), "{why}");
     assert_eq!(b.logged(&s).await.0, "error");
     assert!(b.session.await.is_err(), "the isolated session's guard is dropped");
+}
+
+/// The notices queued for the chat so far.
+async fn notices(store: &Store) -> Vec<String> {
+    let rows = store.outbox_after(crate::store::OutboxId(0), 100).await.unwrap();
+    rows.into_iter().filter(|r| r.kind == crate::domain::OutboundKind::Notice).map(|r| r.text).collect()
+}
+
+#[tokio::test]
+async fn a_due_run_waits_while_its_groups_budget_is_reached_and_fires_once_it_is_raised() {
+    let b = bench(Answer::Now(end(false, "watered")), Duration::from_secs(60)).await;
+    let group: GroupName = "g".parse().unwrap();
+    let spent = crate::domain::budget::Budget { daily_cents: Some(0), ..Default::default() };
+    let closed = GroupSettings { budget: spent, ..GroupSettings::default() };
+    b.deps.store.save_group_settings(&group, &closed).await.unwrap();
+    let new = NewSchedule {
+        group: group.clone(),
+        prompt: "water the plants".into(),
+        trigger: Trigger::interval("1h").unwrap(),
+        context: ContextMode::Isolated,
+    };
+    let s = b.deps.store.add_schedule(&new, Some(Utc::now())).await.unwrap();
+    let (store, seen, submitted, stop) =
+        (b.deps.store.clone(), b.seen.clone(), b.submitted.clone(), b.deps.shutdown.clone());
+    let (handle, inbox) = crate::scheduler::channel();
+    crate::scheduler::spawn(inbox, b.deps);
+
+    // The pass that found it due told the chat instead of running it.
+    let told = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let said = notices(&store).await;
+            if !said.is_empty() {
+                return said;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the chat is told that the run waits");
+    assert!(told[0].contains(&format!("Scheduled task #{} waits", s.id)) && told[0].contains("/budget"), "{told:?}");
+    assert!(seen.lock().unwrap().prompts.is_empty(), "nothing was handed to a session");
+    let still = store.schedule(s.id).await.unwrap();
+    assert!(still.is_due(Utc::now()) && store.runs(s.id).await.unwrap().is_empty(), "still due, no run logged");
+
+    // Raised (as `/budget` or `pincer groups set` does, then pokes): it runs now.
+    store.save_group_settings(&group, &GroupSettings::default()).await.unwrap();
+    handle.poke();
+    tokio::time::timeout(Duration::from_secs(10), submitted.notified()).await.expect("the run fires once raised");
+    assert_eq!(seen.lock().unwrap().prompts.len(), 1);
+    assert_eq!(notices(&store).await.len(), 1, "told once");
+    stop.cancel();
 }

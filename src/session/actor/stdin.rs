@@ -145,7 +145,7 @@ impl SessionActor {
     /// Whether the group's budget lets it take queued messages now; the
     /// chat is told once when it does not.
     async fn budget_open(&mut self) -> bool {
-        let budget = self.policy.budget.over(self.deps.config.budget.budget());
+        let budget = self.policy.budget.over(self.deps.live.budget());
         match self.budget.look(&self.deps.store, &self.group, budget, self.zone).await {
             Look::Open => true,
             Look::Closed { tell } => {

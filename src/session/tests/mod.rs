@@ -188,6 +188,7 @@ pub(crate) fn deps(
     let deps = Arc::new(SessionDeps {
         store: store.clone(),
         config: config.clone(),
+        live: crate::config::Live::fixed(&config),
         cli: Arc::new(cli.clone()),
         outbox,
         approvals: approvals_tx,

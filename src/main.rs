@@ -32,6 +32,9 @@ fn main() -> ExitCode {
         Ok(config) => config,
         Err(e) => {
             eprintln!("pincer: {e}");
+            if matches!(cli.command, Cmd::Reload) {
+                eprintln!("nothing was changed: the running pincer keeps its settings (fix the file and reload again)");
+            }
             return ExitCode::FAILURE;
         }
     };

@@ -22,6 +22,7 @@ mod private;
 mod progress;
 mod proxy;
 mod receive;
+mod reload;
 mod sandbox;
 mod sandbox_hardening;
 mod schedule;

@@ -58,6 +58,9 @@ pub struct Engine {
     pub reloader: Arc<reload::Reloader>,
     /// What the scheduler needs until [`Engine::start_scheduler`] starts it.
     unstarted: Option<(SchedulerInbox, crate::config::SchedulerConfig, chrono_tz::Tz)>,
+    /// `[scheduler]`'s limits and `timezone`, for the adapters' [`Ports`].
+    limits: Limits,
+    zone: chrono_tz::Tz,
     /// The sandboxes' egress proxy, stopped after the sessions.
     egress: EgressService,
     /// Stops the credential and egress proxies. Not `shutdown`: a turn that
@@ -130,6 +133,7 @@ impl Engine {
             Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone(), limits));
         let zone = config.timezone.parse().unwrap_or(chrono_tz::UTC);
         let unstarted = Some((inbox, config.scheduler.clone(), zone));
+        let ports_limits = limits.clone();
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             slots: Slots::new(config.claude.max_live_sessions),
@@ -160,6 +164,8 @@ impl Engine {
             live,
             reloader,
             unstarted,
+            limits: ports_limits,
+            zone,
             egress,
             stop_proxies,
             tracker,
@@ -182,6 +188,9 @@ impl Engine {
             directory: self.directory.clone(),
             outbox: self.outbox.clone(),
             live: self.live.clone(),
+            scheduler: self.scheduler.clone(),
+            limits: self.limits.clone(),
+            zone: self.zone,
         }
     }
 

@@ -489,29 +489,11 @@ fn describe(g: &GroupRecord, config: &Config) -> String {
         Some(mode) => format!("progress {}", progress_word(mode)),
         None => format!("progress {} (default)", progress_word(config.progress.mode)),
     };
-    let budget = budget_words(s.budget.over(config.budget.budget()));
+    let budget = s.budget.over(config.budget.budget()).describe();
     format!(
         "{}\t{chat}\t{trigger}\t{admins}\t{tools}\t{tools_for}\t{progress}\t{budget}\t{session}{state}{main}",
         g.name
     )
-}
-
-/// "budget $5.00/day, 100 turns/day", or "no budget".
-fn budget_words(b: crate::domain::budget::Budget) -> String {
-    let usd = |c: u64| format!("${}.{:02}", c / 100, c % 100);
-    let parts: Vec<String> = [
-        b.daily_cents.map(|c| format!("{}/day", usd(c))),
-        b.monthly_cents.map(|c| format!("{}/month", usd(c))),
-        b.daily_turns.map(|t| format!("{t} turns/day")),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if parts.is_empty() {
-        "no budget".to_owned()
-    } else {
-        format!("budget {}", parts.join(", "))
-    }
 }
 
 fn progress_word(mode: ProgressMode) -> &'static str {

@@ -19,6 +19,7 @@
 pub mod approvals;
 pub mod console;
 pub mod delivery;
+pub mod group_commands;
 pub mod progress;
 mod split;
 pub mod telegram;
@@ -97,8 +98,14 @@ pub struct Ports {
     pub router: Router,
     pub directory: Directory,
     pub outbox: Outbox,
-    /// `[progress]` (as reloaded): what the chats are shown of their agents' work.
+    /// `[progress]` and `[budget]` (as reloaded).
     pub live: crate::config::Live,
+    /// Told when `/tasks` or `/budget` changed what the scheduler reads.
+    pub scheduler: crate::scheduler::SchedulerHandle,
+    /// `[scheduler]`'s limits, for `/tasks resume`.
+    pub limits: crate::scheduler::limits::Limits,
+    /// `timezone`: where a budget's day and month begin.
+    pub zone: chrono_tz::Tz,
 }
 
 /// The commands every chat has for its group's session.
@@ -109,6 +116,12 @@ pub enum SessionCommand {
     Stop,
     /// A fresh session.
     New,
+    /// `/tasks …`: the group's scheduled tasks.
+    Tasks(group_commands::TasksAction),
+    /// `/budget …`: what the group spent, and (admins) its budget.
+    Budget(group_commands::BudgetAction),
+    /// A `/tasks` or `/budget` whose words did not parse: answered with this usage.
+    Usage(&'static str),
 }
 
 impl Ports {
@@ -156,6 +169,9 @@ impl Ports {
                 router.new_session(&group.name).await?;
                 return Ok(());
             }
+            SessionCommand::Tasks(action) => group_commands::tasks(self, group, action, by_admin).await,
+            SessionCommand::Budget(action) => group_commands::budget(self, group, action, by_admin).await,
+            SessionCommand::Usage(usage) => usage.to_owned(),
         };
         self.outbox.say(&group.name, OutboundKind::Answer, &text).await;
         Ok(())

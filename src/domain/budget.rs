@@ -19,6 +19,23 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// "$5.00/day, 40 turns/day", or "no budget".
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = [
+            self.daily_cents.map(|c| format!("{}/day", usd(c))),
+            self.monthly_cents.map(|c| format!("{}/month", usd(c))),
+            self.daily_turns.map(|t| format!("{t} turns/day")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if parts.is_empty() {
+            "no budget".to_owned()
+        } else {
+            format!("budget {}", parts.join(", "))
+        }
+    }
+
     pub fn is_set(&self) -> bool {
         self.daily_cents.is_some() || self.monthly_cents.is_some() || self.daily_turns.is_some()
     }
@@ -106,22 +123,26 @@ impl Reached {
 
     /// What the chat is told, once per period.
     pub fn chat_text(&self, until: &str, group: &str) -> String {
-        let (what, raise) = match self {
+        let (what, here, raise) = match self {
             Reached::Daily { limit_cents, spent_usd, .. } => (
                 format!("its budget of {} a day ({} spent today)", usd(*limit_cents), dollars(*spent_usd)),
+                "/budget daily AMOUNT",
                 format!("pincer groups set {group} --budget-daily AMOUNT"),
             ),
             Reached::Monthly { limit_cents, spent_usd, .. } => (
                 format!("its budget of {} a month ({} spent this month)", usd(*limit_cents), dollars(*spent_usd)),
+                "/budget monthly AMOUNT",
                 format!("pincer groups set {group} --budget-monthly AMOUNT"),
             ),
-            Reached::Turns { limit, .. } => {
-                (format!("its budget of {limit} turns a day"), format!("pincer groups set {group} --budget-turns N"))
-            }
+            Reached::Turns { limit, .. } => (
+                format!("its budget of {limit} turns a day"),
+                "/budget turns N",
+                format!("pincer groups set {group} --budget-turns N"),
+            ),
         };
         format!(
             "⏸ The agent has reached {what}. Messages wait and are answered from {until}, or as soon as \
-             the operator raises the budget (`{raise}`)."
+             the budget is raised (by an admin here: `{here}`; by the operator: `{raise}`)."
         )
     }
 }

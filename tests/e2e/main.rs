@@ -7,6 +7,7 @@ mod support;
 
 mod attach;
 mod backup;
+mod chat_commands;
 mod console;
 mod crash;
 mod daemon;

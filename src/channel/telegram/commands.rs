@@ -4,11 +4,12 @@
 use teloxide::utils::command::BotCommands;
 
 use super::{outbound, Shared, TelegramTarget};
+use crate::channel::group_commands::{BudgetAction, TasksAction};
 use crate::channel::SessionCommand;
 use crate::domain::OutboundKind;
 use crate::store::GroupRecord;
 
-#[derive(BotCommands, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(BotCommands, Clone, Debug, PartialEq, Eq)]
 #[command(rename_rule = "lowercase", description = "pincer runs a Claude Code agent for this chat:")]
 pub(super) enum Cmd {
     #[command(description = "is the agent's session live, what runs in it, what it cost")]
@@ -17,6 +18,10 @@ pub(super) enum Cmd {
     Stop,
     #[command(description = "start a fresh session (the old one stays in pincer's history)")]
     New,
+    #[command(description = "this group's scheduled tasks; admins: /tasks run|pause|resume ID")]
+    Tasks(String),
+    #[command(description = "what this group spent; admins: /budget daily|monthly USD, /budget turns N")]
+    Budget(String),
     #[command(description = "show this chat's id (and topic), to register it with pincer")]
     Chatid,
     #[command(description = "what the commands do")]
@@ -54,6 +59,8 @@ pub(super) async fn run(
         Cmd::Status => SessionCommand::Status,
         Cmd::Stop => SessionCommand::Stop,
         Cmd::New => SessionCommand::New,
+        Cmd::Tasks(args) => TasksAction::parse(&args).map_or_else(SessionCommand::Usage, SessionCommand::Tasks),
+        Cmd::Budget(args) => BudgetAction::parse(&args).map_or_else(SessionCommand::Usage, SessionCommand::Budget),
         Cmd::Chatid => return chat_id(shared, target, sender_id).await,
         Cmd::Help => {
             let help = Cmd::descriptions().to_string();
@@ -74,5 +81,7 @@ mod tests {
         assert_eq!(Cmd::parse("/stop@pincer_bot", "pincer_bot").ok(), Some(Cmd::Stop));
         assert!(Cmd::parse("/stop@other_bot", "pincer_bot").is_err(), "another bot's command is not ours");
         assert!(Cmd::parse("stop", "pincer_bot").is_err());
+        assert_eq!(Cmd::parse("/tasks", "pincer_bot").ok(), Some(Cmd::Tasks(String::new())));
+        assert_eq!(Cmd::parse("/budget@pincer_bot daily 5", "pincer_bot").ok(), Some(Cmd::Budget("daily 5".into())));
     }
 }

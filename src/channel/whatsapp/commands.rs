@@ -1,5 +1,5 @@
 //! Text commands in a WhatsApp group (WhatsApp has no bot command menu):
-//! `/status`, `/stop`, `/new`, `/chatid`, `/help`, and the answers to
+//! `/status`, `/stop`, `/new`, `/tasks …`, `/budget …`, `/chatid`, `/help`, and the answers to
 //! approval prompts (`allow CODE`, `deny CODE`, `always CODE`, or one of those
 //! words in a reply to the prompt).
 
@@ -11,6 +11,9 @@ pub(super) enum Cmd {
     Status,
     Stop,
     New,
+    /// `/tasks` and `/budget` with the words after them (parsed by `group_commands`).
+    Tasks(String),
+    Budget(String),
     Chatid,
     Help,
     /// An answer to an approval prompt: by its code, or (`None`) by replying to it.
@@ -24,6 +27,8 @@ pub(super) const HELP: &str = "pincer runs a Claude Code agent for this group. C
 /status: is the agent's session live, what runs in it, what it cost\n\
 /stop: interrupt the agent's current turn\n\
 /new: start a fresh session (the old one stays in pincer's history)\n\
+/tasks: this group's scheduled tasks (admins: /tasks run|pause|resume ID)\n\
+/budget: what this group spent (admins: /budget daily|monthly USD, /budget turns N)\n\
 /chatid: this group's id, to register it with pincer\n\
 /help: this text\n\
 When the agent asks to use a tool, an admin answers: allow CODE, deny CODE or always CODE \
@@ -37,6 +42,13 @@ impl Cmd {
         let lower = text.to_lowercase();
         let mut words = lower.split_whitespace();
         let first = words.next()?;
+        // These two take words after them: the rest of the message, as typed.
+        let rest = || text.split_once(char::is_whitespace).map_or("", |(_, rest)| rest.trim()).to_owned();
+        match first {
+            "/tasks" => return Some(Cmd::Tasks(rest())),
+            "/budget" => return Some(Cmd::Budget(rest())),
+            _ => {}
+        }
         let second = words.next();
         if words.next().is_some() {
             return None;
@@ -91,6 +103,10 @@ mod tests {
         assert_eq!(Cmd::parse("/status now", false), None);
         assert_eq!(Cmd::parse("/unknown", false), None);
         assert_eq!(Cmd::parse("", false), None);
+        assert_eq!(Cmd::parse("/tasks", false), Some(Cmd::Tasks(String::new())));
+        assert_eq!(Cmd::parse("/Tasks pause  3", false), Some(Cmd::Tasks("pause  3".into())));
+        assert_eq!(Cmd::parse("/budget daily 5", false), Some(Cmd::Budget("daily 5".into())));
+        assert_eq!(Cmd::parse("see /budget", false), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use super::approvals::Answerer;
 use super::client::{OwnIds, WaClient};
 use super::commands::{Cmd, HELP};
 use super::Shared;
+use crate::channel::group_commands::{BudgetAction, TasksAction};
 use crate::channel::{text, SessionCommand};
 use crate::domain::activity::ProgressMode;
 use crate::domain::{ChatAddress, Inbound, OutboundKind, Platform, Source};
@@ -233,6 +234,8 @@ async fn run_command<C: WaClient>(
         Cmd::Status => SessionCommand::Status,
         Cmd::Stop => SessionCommand::Stop,
         Cmd::New => SessionCommand::New,
+        Cmd::Tasks(args) => TasksAction::parse(&args).map_or_else(SessionCommand::Usage, SessionCommand::Tasks),
+        Cmd::Budget(args) => BudgetAction::parse(&args).map_or_else(SessionCommand::Usage, SessionCommand::Budget),
         Cmd::Chatid => {
             chat_id(shared, msg);
             return Ok(());

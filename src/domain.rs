@@ -483,6 +483,17 @@ pub struct TurnResult {
     /// `origin.kind`, e.g. `task-notification` for a follow-up turn.
     pub origin: Option<String>,
     pub errors: Vec<String>,
+    /// `usage`: the tokens of this turn alone (not cumulative, unlike the cost).
+    pub usage: Tokens,
+}
+
+/// Tokens a turn used, as its `result` reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_creation: u64,
 }
 
 impl TurnResult {
@@ -853,6 +864,7 @@ mod tests {
             num_turns: None,
             origin: None,
             errors: vec![],
+            usage: Tokens::default(),
         };
         assert_eq!(r.chat_text(), "The agent's turn ended early (error_during_execution).");
     }

@@ -115,6 +115,7 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         }
         Err(e) => tracing::warn!(%e, "cannot read the outbox for /metrics"),
     }
+    budget_use(&shared).await;
     // OpenMetrics to whoever asks for it (Prometheus does), else the classic text format.
     let openmetrics = headers
         .get(header::ACCEPT)
@@ -127,6 +128,33 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         let content_type = "text/plain; version=0.0.4; charset=utf-8";
         ([(header::CONTENT_TYPE, content_type)], classic_text(&counters().encode())).into_response()
     }
+}
+
+/// Sets the budget gauges from the store: one read per group with a budget.
+async fn budget_use(shared: &Shared) {
+    let groups = match shared.store.groups().await {
+        Ok(groups) => groups,
+        Err(e) => return tracing::warn!(%e, "cannot read the groups for /metrics"),
+    };
+    let zone = shared.zone.parse().unwrap_or(chrono_tz::UTC);
+    let periods = crate::domain::budget::Periods::at(SystemTime::now(), zone);
+    let default = shared.live.budget();
+    let mut used = Vec::new();
+    for group in groups {
+        let budget = group.settings.budget.over(default);
+        if !budget.is_set() {
+            continue;
+        }
+        match shared.store.spent(&group.name, &periods).await {
+            Ok(spent) => used.extend(
+                crate::domain::budget::used(&budget, &spent)
+                    .into_iter()
+                    .map(|(part, ratio)| (group.name.to_string(), part, ratio)),
+            ),
+            Err(e) => tracing::warn!(group = %group.name, %e, "cannot read what a group spent for /metrics"),
+        }
+    }
+    counters().budgets(&used);
 }
 
 async fn readyz(State(shared): State<Shared>, headers: HeaderMap) -> Response {

@@ -17,7 +17,7 @@ pub use task::{
     BackgroundTask, TaskEvent, TaskNotification, TaskProgress, TaskStarted, TaskStatus, TaskUpdated, TaskUsage,
 };
 
-use crate::domain::{TaskFrame, TurnResult};
+use crate::domain::{TaskFrame, Tokens, TurnResult};
 
 /// One stdout line, understood.
 #[derive(Clone, Debug, PartialEq)]
@@ -211,6 +211,18 @@ fn turn_result(v: &Value) -> TurnResult {
         num_turns: v.get("num_turns").and_then(Value::as_i64),
         origin: v.get("origin").and_then(|o| str_field(o, "kind")),
         errors,
+        usage: tokens(v.get("usage")),
+    }
+}
+
+/// A result's `usage`; a count that is missing or not a whole number is 0.
+fn tokens(usage: Option<&Value>) -> Tokens {
+    let count = |key: &str| usage.and_then(|u| u.get(key)).and_then(Value::as_u64).unwrap_or(0);
+    Tokens {
+        input: count("input_tokens"),
+        output: count("output_tokens"),
+        cache_read: count("cache_read_input_tokens"),
+        cache_creation: count("cache_creation_input_tokens"),
     }
 }
 

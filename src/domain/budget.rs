@@ -155,6 +155,21 @@ fn dollars(usd: f64) -> String {
     format!("${usd:.2}")
 }
 
+/// How much of each part of `budget` `spent` used (1.0 = reached), for the
+/// parts that are set: `day_usd`, `month_usd`, `day_turns`. A limit of 0 is
+/// reached at once.
+pub fn used(budget: &Budget, spent: &Spent) -> Vec<(&'static str, f64)> {
+    let ratio = |spent: f64, limit: f64| if limit > 0.0 { spent / limit } else { 1.0 };
+    [
+        budget.daily_cents.map(|c| ("day_usd", ratio(spent.today_usd * 100.0, c as f64))),
+        budget.monthly_cents.map(|c| ("month_usd", ratio(spent.month_usd * 100.0, c as f64))),
+        budget.daily_turns.map(|t| ("day_turns", ratio(f64::from(spent.today_turns), f64::from(t)))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// The first part of `budget` that `spent` has reached, if any.
 pub fn reached(budget: &Budget, spent: &Spent, periods: &Periods) -> Option<Reached> {
     let at_least = |spent_usd: f64, limit_cents: u64| spent_usd * 100.0 >= limit_cents as f64;
@@ -178,6 +193,14 @@ pub fn reached(budget: &Budget, spent: &Spent, periods: &Periods) -> Option<Reac
 mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn use_is_a_ratio_per_part_that_is_set() {
+        let budget = Budget { daily_cents: Some(500), daily_turns: Some(0), ..Budget::default() };
+        let spent = Spent { today_usd: 1.25, month_usd: 9.0, today_turns: 3 };
+        assert_eq!(used(&budget, &spent), [("day_usd", 0.25), ("day_turns", 1.0)]);
+        assert!(used(&Budget::default(), &spent).is_empty());
+    }
 
     fn periods() -> Periods {
         Periods { day_start_us: 0, next_day_us: 86_400_000_000, month_start_us: 0, next_month_us: 2_592_000_000_000 }

@@ -72,6 +72,20 @@ pub struct BacklogLabels {
 }
 
 /// Everything `/metrics` shows.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TokenLabels {
+    pub group: String,
+    /// `input`, `output`, `cache_read`, `cache_creation`.
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BudgetLabels {
+    pub group: String,
+    /// `day_usd`, `month_usd`, `day_turns`: the part of the budget.
+    pub part: &'static str,
+}
+
 pub struct Counters {
     registry: Registry,
     pub messages_in: Family<PlatformLabel, Counter>,
@@ -87,6 +101,8 @@ pub struct Counters {
     pub sandbox_launches: Family<ConfinementLabel, Counter>,
     pub outbox_backlog: Family<BacklogLabels, Gauge>,
     pub outbox_oldest_seconds: Family<BacklogLabels, Gauge>,
+    pub tokens: Family<TokenLabels, Counter>,
+    pub budget_used: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
 }
 
 fn turn_histogram() -> Histogram {
@@ -111,6 +127,8 @@ impl Counters {
             sandbox_launches: Family::default(),
             outbox_backlog: Family::default(),
             outbox_oldest_seconds: Family::default(),
+            tokens: Family::default(),
+            budget_used: Family::default(),
             registry: Registry::default(),
         };
         registry.register("messages_in", "Chat messages stored for an agent, by platform", c.messages_in.clone());
@@ -150,6 +168,12 @@ impl Counters {
             "Age of the oldest message waiting in the outbox, by platform",
             c.outbox_oldest_seconds.clone(),
         );
+        registry.register("tokens", "Tokens turns used, by group and kind", c.tokens.clone());
+        registry.register(
+            "budget_used_ratio",
+            "What a group with a budget used of each part of it in the current period (1 = reached)",
+            c.budget_used.clone(),
+        );
         Counters { registry, ..c }
     }
 
@@ -173,6 +197,29 @@ impl Counters {
         }
         if outcome != "ok" && outcome != "interrupted" && outcome != "other" {
             self.api_errors.get_or_create(&KindLabel { kind: outcome }).inc();
+        }
+    }
+
+    /// A turn's tokens, added to its group's.
+    pub fn tokens(&self, group: &str, used: &crate::domain::Tokens) {
+        for (kind, n) in [
+            ("input", used.input),
+            ("output", used.output),
+            ("cache_read", used.cache_read),
+            ("cache_creation", used.cache_creation),
+        ] {
+            if n > 0 {
+                self.tokens.get_or_create(&TokenLabels { group: group.to_owned(), kind }).inc_by(n);
+            }
+        }
+    }
+
+    /// The groups' budget use as the store says now (set before each scrape):
+    /// `(group, part, used / limit)`; a group or part no longer budgeted goes.
+    pub fn budgets(&self, used: &[(String, &'static str, f64)]) {
+        self.budget_used.clear();
+        for (group, part, ratio) in used {
+            self.budget_used.get_or_create(&BudgetLabels { group: group.clone(), part }).set(*ratio);
         }
     }
 

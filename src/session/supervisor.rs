@@ -113,6 +113,7 @@ impl Supervised {
             // Its process went with it, and everything that ran there.
             self.activity.send_if_modified(|activity| super::activity::process_ended(activity, Instant::now()));
             let kind = if self.isolated { "isolated_actor_restarted" } else { "actor_restarted" };
+            crate::metrics::counters::counters().session_event(group.name.as_str(), kind);
             let store = &self.deps.store;
             if let Err(e) = store.record_session_event(&group.name, kind, group.session_id.as_deref(), Some(&why)).await
             {

@@ -65,6 +65,7 @@ async fn history_merges_kinds_in_order_and_limits_to_newest() {
         num_turns: Some(1),
         origin: None,
         errors: vec![],
+        usage: Default::default(),
     };
     store.record_result(&g, &result, Some(0.25), "{}", None, &[]).await.unwrap();
 
@@ -344,6 +345,7 @@ async fn a_result_settles_its_messages_in_its_own_transaction() {
         num_turns: None,
         origin: None,
         errors: vec![],
+        usage: Default::default(),
     };
     let settles = [(one, InboundState::Answered), (two, InboundState::Failed)];
     store.record_result(&g, &result, None, "{}", None, &settles).await.unwrap();

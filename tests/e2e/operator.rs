@@ -80,6 +80,7 @@ async fn metrics_count_a_turn_and_an_outage_and_readyz_follows_the_bot_api() {
     sandbox.serve_telegram_group(&bot, "team", team().id).await;
     let at = free_port();
     sandbox.config.http.listen = Some(at);
+    sandbox.config.budget.daily_turns = Some(100);
     let config = sandbox.write_config();
     let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
     let (metrics, readyz) = (format!("http://{at}/metrics"), format!("http://{at}/readyz"));
@@ -99,6 +100,9 @@ async fn metrics_count_a_turn_and_an_outage_and_readyz_follows_the_bot_api() {
     assert_eq!(sample(&text, "pincer_live_sessions"), Some(1.0), "{text}");
     let launches = text.lines().filter(|l| l.starts_with("pincer_sandbox_launches_total{confinement=")).count();
     assert_eq!(launches, 1, "one CLI start, in its confinement: {text}");
+    assert!(sample(&text, "pincer_tokens_total{group=\"team\",kind=\"output\"}").is_some_and(|t| t > 0.0), "{text}");
+    let used = sample(&text, "pincer_budget_used_ratio{group=\"team\",part=\"day_turns\"}");
+    assert_eq!(used, Some(0.01), "one turn of 100: {text}");
     assert!(!text.contains("hello METRICS"), "no message text in the metrics");
     promtool_accepts(&text).await;
     status_page_in_chromium(&format!("http://{at}/")).await;

@@ -147,7 +147,9 @@ impl SessionActor {
         let failure = api_error::classify(&result, &end, seen.as_ref());
         let seconds = result.duration_ms.map(|ms| ms as f64 / 1000.0);
         let outcome = failure.as_ref().map_or("ok", TurnFailure::kind);
-        crate::metrics::counters::counters().turn(self.group.as_str(), outcome, seconds, cost);
+        let counters = crate::metrics::counters::counters();
+        counters.turn(self.group.as_str(), outcome, seconds, cost);
+        counters.tokens(self.group.as_str(), &result.usage);
         let (text, answered, failed) = match failure {
             Some(TurnFailure::UsageLimit(limit)) => {
                 let intake = &self.intake;

@@ -30,6 +30,7 @@ fn result(text: &str) -> TurnResult {
         num_turns: None,
         origin: None,
         errors: vec![],
+        usage: Default::default(),
     }
 }
 

@@ -133,7 +133,7 @@ impl Engine {
             Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone(), limits));
         let zone = config.timezone.parse().unwrap_or(chrono_tz::UTC);
         let unstarted = Some((inbox, config.scheduler.clone(), zone));
-        let ports_limits = limits.clone();
+
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             slots: Slots::new(config.claude.max_live_sessions),
@@ -164,7 +164,7 @@ impl Engine {
             live,
             reloader,
             unstarted,
-            limits: ports_limits,
+            limits,
             zone,
             egress,
             stop_proxies,
@@ -189,7 +189,7 @@ impl Engine {
             outbox: self.outbox.clone(),
             live: self.live.clone(),
             scheduler: self.scheduler.clone(),
-            limits: self.limits.clone(),
+            limits: self.limits,
             zone: self.zone,
         }
     }

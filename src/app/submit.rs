@@ -8,16 +8,17 @@ use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use crate::domain::Inbound;
+use crate::domain::InboundId;
 use crate::router::Router;
 use crate::scheduler::submit::{IsolatedRun, Submit, SubmitError, TurnEnd, TurnWatch};
 use crate::session::TurnOutcome;
 
 impl Submit for Router {
-    fn submit(&self, msg: Inbound) -> BoxFuture<'_, Result<TurnWatch, SubmitError>> {
+    fn submit(&self, msg: Inbound) -> BoxFuture<'_, Result<(TurnWatch, InboundId), SubmitError>> {
         Box::pin(async move {
             let (done, outcome) = oneshot::channel();
-            self.send_watched(msg, done).await.map_err(SubmitError::new)?;
-            Ok(watch(outcome))
+            let id = self.send_watched(msg, done).await.map_err(SubmitError::new)?;
+            Ok((watch(outcome), id))
         })
     }
 

@@ -24,6 +24,14 @@ pub(super) enum RunEnd {
     Stopped,
 }
 
+/// Where a run's prompt went.
+enum Session {
+    /// Into the group's own session's queue, as this message.
+    Group(crate::domain::InboundId),
+    /// To a throwaway session that lives as long as this guard.
+    Isolated(#[allow(dead_code)] crate::scheduler::submit::IsolatedRun),
+}
+
 /// Runs a fired schedule; its run row `run` was written as it fired.
 pub(super) async fn execute(deps: &SchedulerDeps, s: Schedule, run: RunId) -> RunDone {
     let id = s.id;
@@ -44,10 +52,12 @@ async fn deliver(deps: &SchedulerDeps, s: &Schedule) -> (RunEnd, String, Option<
     let msg = Inbound::new(s.group.clone(), Source::Scheduled, format!("scheduled task #{}", s.id), text);
     // An isolated run's session lives as long as its guard.
     let submitted = match s.context {
-        ContextMode::Group => deps.submit.submit(msg).await.map(|turn| (turn, None)),
-        ContextMode::Isolated => deps.submit.submit_isolated(msg).await.map(|(turn, guard)| (turn, Some(guard))),
+        ContextMode::Group => deps.submit.submit(msg).await.map(|(turn, id)| (turn, Session::Group(id))),
+        ContextMode::Isolated => {
+            deps.submit.submit_isolated(msg).await.map(|(turn, guard)| (turn, Session::Isolated(guard)))
+        }
     };
-    let (turn, _session) = match submitted {
+    let (turn, session) = match submitted {
         Ok(submitted) => submitted,
         Err(e) => {
             let why = format!("could not hand the prompt to the agent: {e}");
@@ -62,17 +72,23 @@ async fn deliver(deps: &SchedulerDeps, s: &Schedule) -> (RunEnd, String, Option<
             (RunEnd::Stopped, "pincer stopped before the run ended; it runs again at the next start".into(), None)
         }
         Err(_) => {
-            // An isolated run's session ends with its handle, here; a group
-            // run's turn goes on in the group's session (its own turn_timeout
-            // watches it), and an answer that comes later still reaches the chat.
-            let why = format!(
-                "no answer within scheduler.run_timeout = {}{}",
-                humantime::format_duration(limit),
-                match s.context {
-                    ContextMode::Group => "; the agent may still be working on it",
-                    ContextMode::Isolated => "; its isolated session was stopped",
-                }
-            );
+            // An isolated run's session ends with its handle, here. A group
+            // run's prompt still waiting in the queue (a reached budget, no
+            // free slot) is withdrawn, so its retry is not answered beside
+            // it; one taken goes on in the group's session (its own
+            // turn_timeout watches it), and a later answer still reaches the chat.
+            let then = match session {
+                Session::Isolated(_) => "; its isolated session was stopped",
+                Session::Group(id) => match deps.store.withdraw_queued(id).await {
+                    Ok(true) => "; no session had taken the prompt yet, so it was withdrawn",
+                    Ok(false) => "; the agent may still be working on it",
+                    Err(e) => {
+                        tracing::error!(schedule = %s.id, %e, "cannot withdraw a scheduled prompt that waited too long");
+                        "; the agent may still be working on it"
+                    }
+                },
+            };
+            let why = format!("no answer within scheduler.run_timeout = {}{then}", humantime::format_duration(limit));
             tracing::warn!(schedule = %s.id, group = %s.group, "a scheduled run timed out");
             (RunEnd::Failed(why.clone()), why, None)
         }

@@ -6,7 +6,7 @@
 
 use futures_util::future::BoxFuture;
 
-use crate::domain::Inbound;
+use crate::domain::{Inbound, InboundId};
 
 /// How the turn that answered a submitted prompt ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,8 +46,9 @@ impl SubmitError {
 /// Hands prompts to the groups' sessions.
 pub trait Submit: Send + Sync {
     /// Stores `msg` and queues it for its group's session, like a chat message;
-    /// the watch tells how the turn that answers it ends.
-    fn submit(&self, msg: Inbound) -> BoxFuture<'_, Result<TurnWatch, SubmitError>>;
+    /// the watch tells how the turn that answers it ends. The id is the
+    /// stored message's, for withdrawing it if no session takes it in time.
+    fn submit(&self, msg: Inbound) -> BoxFuture<'_, Result<(TurnWatch, InboundId), SubmitError>>;
 
     /// Stores `msg` and hands it to a throwaway session of its group, which
     /// lives as long as the returned [`IsolatedRun`].

@@ -145,6 +145,17 @@ impl Store {
         Ok(recovered)
     }
 
+    /// Gives up on one message if it is still queued (no session took it):
+    /// whether it was. A scheduled prompt whose run gave up waiting is
+    /// withdrawn so that its retry is not answered beside it.
+    pub async fn withdraw_queued(&self, id: InboundId) -> Result<bool, StoreError> {
+        let done = sqlx::query("UPDATE inbound SET state = 'failed' WHERE id = ? AND state = 'queued'")
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Gives up on every queued message of `group` (a group that cannot be
     /// served: deleted by hand, or its row unreadable). Returns how many.
     pub async fn fail_queued(&self, group: &str) -> Result<u64, StoreError> {

@@ -13,9 +13,10 @@ use tokio_util::task::TaskTracker;
 use super::*;
 use crate::config::SchedulerConfig;
 use crate::domain::schedule::Trigger;
-use crate::domain::GroupName;
+use crate::domain::{GroupName, InboundId};
 use crate::outbox::Outbox;
 use crate::scheduler::submit::{IsolatedRun, Submit, SubmitError, TurnEnd, TurnWatch};
+use crate::store::InboundState;
 use crate::store::{GroupSettings, NewSchedule, Store};
 
 /// How the scripted port answers a prompt.
@@ -33,9 +34,13 @@ enum Answer {
 #[derive(Default)]
 struct Seen {
     prompts: Vec<(Inbound, bool)>,
+    /// The ids of group runs' stored prompts.
+    ids: Vec<InboundId>,
 }
 
 struct Scripted {
+    /// Where a group run's prompt is stored queued, as the router stores it.
+    store: Store,
     answer: Mutex<Option<Answer>>,
     /// The isolated session's guard: its receiver (the test's) closes when dropped.
     session_alive: Mutex<Option<oneshot::Sender<()>>>,
@@ -58,8 +63,12 @@ impl Scripted {
 }
 
 impl Submit for Scripted {
-    fn submit(&self, msg: Inbound) -> BoxFuture<'_, Result<TurnWatch, SubmitError>> {
-        Box::pin(async move { self.watch(msg, false) })
+    fn submit(&self, msg: Inbound) -> BoxFuture<'_, Result<(TurnWatch, InboundId), SubmitError>> {
+        Box::pin(async move {
+            let id = self.store.insert_inbound(&msg, InboundState::Queued).await.map_err(SubmitError::new)?;
+            self.seen.lock().unwrap().ids.push(id);
+            Ok((self.watch(msg, false)?, id))
+        })
     }
 
     fn submit_isolated(&self, msg: Inbound) -> BoxFuture<'_, Result<(TurnWatch, IsolatedRun), SubmitError>> {
@@ -87,6 +96,7 @@ async fn bench(answer: Answer, run_timeout: Duration) -> Bench {
     let (alive, session) = oneshot::channel();
     let (seen, submitted) = (Arc::new(Mutex::new(Seen::default())), Arc::new(Notify::new()));
     let submit = Scripted {
+        store: store.clone(),
         answer: Mutex::new(Some(answer)),
         session_alive: Mutex::new(Some(alive)),
         seen: seen.clone(),
@@ -254,4 +264,47 @@ async fn a_due_run_waits_while_its_groups_budget_is_reached_and_fires_once_it_is
     assert_eq!(seen.lock().unwrap().prompts.len(), 1);
     assert_eq!(notices(&store).await.len(), 1, "told once");
     stop.cancel();
+}
+
+/// The state of the one message stored for group `g`.
+async fn prompt_state(store: &Store) -> String {
+    let history = store.history(&"g".parse().unwrap(), 10).await.unwrap();
+    let states: Vec<String> = history
+        .into_iter()
+        .filter_map(|e| match e {
+            crate::store::HistoryEntry::Inbound { state, .. } => Some(state),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states.len(), 1, "{states:?}");
+    states[0].clone()
+}
+
+#[tokio::test]
+async fn a_group_prompt_no_session_took_within_run_timeout_is_withdrawn_so_its_retry_is_answered_alone() {
+    let b = bench(Answer::Never, Duration::from_millis(50)).await;
+    let (s, run) = b.fire(ContextMode::Group).await;
+    let done = execute(&b.deps, s.clone(), run).await;
+    let RunEnd::Failed(why) = done.end else { panic!("the run failed") };
+    assert!(why.contains("no session had taken the prompt yet, so it was withdrawn"), "{why}");
+    assert_eq!(prompt_state(&b.deps.store).await, "failed", "never taken now");
+}
+
+#[tokio::test]
+async fn a_group_prompt_taken_before_run_timeout_is_left_to_its_turn() {
+    // Room for the stand-in session to take it on a loaded machine.
+    let b = bench(Answer::Never, Duration::from_secs(1)).await;
+    let (s, run) = b.fire(ContextMode::Group).await;
+    let (store, seen, submitted) = (b.deps.store.clone(), b.seen.clone(), b.submitted.clone());
+    let taking = tokio::spawn(async move {
+        // The session takes it as soon as it is handed over.
+        submitted.notified().await;
+        let id = seen.lock().unwrap().ids[0];
+        store.set_inbound_state(&[id], InboundState::Sent).await.unwrap();
+    });
+    let done = execute(&b.deps, s.clone(), run).await;
+    taking.await.unwrap();
+    let RunEnd::Failed(why) = done.end else { panic!("the run failed") };
+    assert!(why.contains("the agent may still be working on it"), "{why}");
+    assert_eq!(prompt_state(&b.deps.store).await, "sent", "left to the turn that has it");
 }

@@ -3,6 +3,9 @@
 //! prepares images for the model and asks a transcription engine for the
 //! words of voice notes, before the group's session takes the message.
 
+pub mod folder;
+pub mod images;
+
 use futures_util::future::BoxFuture;
 
 use crate::domain::media::Attachment;

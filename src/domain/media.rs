@@ -142,11 +142,18 @@ impl Attachment {
 
 /// An image as the model is shown it: already decoded, scaled and encoded
 /// by pincer (never the bytes as sent), stored with its message.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ModelImage {
     /// `image/jpeg`, `image/png`, `image/gif` or `image/webp`.
     pub media_type: String,
     pub data: Vec<u8>,
+}
+
+/// Its type and size, never its bytes (a log line or a failed test stays readable).
+impl std::fmt::Debug for ModelImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelImage").field("media_type", &self.media_type).field("bytes", &self.data.len()).finish()
+    }
 }
 
 /// A place, a contact or a poll: shown to the agent as text, never fetched.

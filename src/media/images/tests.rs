@@ -1,0 +1,128 @@
+//! Images built here, in memory: small ones pass, large ones are scaled,
+//! sideways phone photos are turned, and crafted or broken files are refused
+//! before any pixel is decoded.
+
+use std::io::Cursor;
+
+use image::{ImageEncoder, Rgb, RgbImage, Rgba, RgbaImage};
+
+use super::*;
+
+fn gradient(width: u32, height: u32) -> RgbImage {
+    RgbImage::from_fn(width, height, |x, y| Rgb([(x % 256) as u8, (y % 256) as u8, ((x + y) % 256) as u8]))
+}
+
+fn png(image: &DynamicImage) -> Vec<u8> {
+    let mut out = Vec::new();
+    image.write_to(&mut Cursor::new(&mut out), ImageFormat::Png).unwrap();
+    out
+}
+
+fn jpeg(image: &RgbImage, exif: Option<Vec<u8>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut encoder = JpegEncoder::new_with_quality(&mut out, 90);
+    if let Some(exif) = exif {
+        encoder.set_exif_metadata(exif).unwrap();
+    }
+    encoder.write_image(image.as_raw(), image.width(), image.height(), image::ExtendedColorType::Rgb8).unwrap();
+    out
+}
+
+fn dimensions(prepared: &ModelImage) -> (u32, u32) {
+    let format = ImageFormat::from_mime_type(&prepared.media_type).unwrap();
+    image::load_from_memory_with_format(&prepared.data, format).unwrap().into_rgba8().dimensions()
+}
+
+#[test]
+fn a_small_image_goes_as_it_came() {
+    let bytes = png(&DynamicImage::ImageRgb8(gradient(300, 200)));
+    let prepared = prepare(&bytes).unwrap();
+    assert_eq!(prepared.media_type, "image/png");
+    assert_eq!(prepared.data, bytes, "not re-encoded");
+}
+
+#[test]
+fn a_large_photo_is_scaled_to_the_long_edge_and_encoded_as_jpeg() {
+    let bytes = jpeg(&gradient(3000, 2000), None);
+    let prepared = prepare(&bytes).unwrap();
+    assert_eq!(prepared.media_type, "image/jpeg");
+    assert_eq!(dimensions(&prepared), (LONG_EDGE, 1045), "aspect ratio kept");
+    assert!(prepared.data.len() <= MAX_BYTES);
+}
+
+#[test]
+fn a_large_transparent_image_stays_png() {
+    let rgba = RgbaImage::from_fn(2000, 1000, |x, _| Rgba([0, 0, 0, (x % 256) as u8]));
+    let prepared = prepare(&png(&DynamicImage::ImageRgba8(rgba))).unwrap();
+    assert_eq!(prepared.media_type, "image/png");
+    assert_eq!(dimensions(&prepared), (LONG_EDGE, 784));
+}
+
+/// A TIFF-form EXIF block with one entry: Orientation = `value`.
+fn orientation_exif(value: u8) -> Vec<u8> {
+    vec![
+        0x4D, 0x4D, 0x00, 0x2A, 0, 0, 0, 8, // big-endian TIFF, first IFD at 8
+        0, 1, // one entry
+        0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, value, 0, 0, // Orientation, SHORT, 1, value
+        0, 0, 0, 0, // no next IFD
+    ]
+}
+
+#[test]
+fn a_sideways_phone_photo_is_turned_upright_even_when_small() {
+    let bytes = jpeg(&gradient(40, 20), Some(orientation_exif(6)));
+    let prepared = prepare(&bytes).unwrap();
+    assert_ne!(prepared.data, bytes, "re-encoded, so the model sees it upright");
+    assert_eq!(dimensions(&prepared), (20, 40), "rotated a quarter turn");
+}
+
+/// A PNG whose header claims `width` × `height` and whose pixels are missing.
+fn claimed_png(width: u32, height: u32) -> Vec<u8> {
+    fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+        let mut crc_input = kind.to_vec();
+        crc_input.extend_from_slice(data);
+        let mut out = (data.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(&crc_input);
+        out.extend_from_slice(&crc32(&crc_input).to_be_bytes());
+        out
+    }
+    let mut ihdr = width.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&height.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 6, 0, 0, 0]); // 8-bit RGBA
+    let mut out = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+    out.extend(chunk(b"IHDR", &ihdr));
+    out.extend(chunk(b"IDAT", &[0x78, 0x9C, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]));
+    out.extend(chunk(b"IEND", &[]));
+    out
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = 0xFFFF_FFFFu32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn a_crafted_huge_image_is_refused_from_its_header() {
+    for (w, h) in [(100_000, 100_000), (20_000, 20_000), (MAX_SIDE + 1, 10)] {
+        let refused = prepare(&claimed_png(w, h)).unwrap_err();
+        assert!(matches!(refused, ImageError::TooLarge { .. }), "{w}×{h}: {refused:?}");
+    }
+}
+
+#[test]
+fn what_is_not_a_readable_image_says_so() {
+    assert_eq!(prepare(b"%PDF-1.7 not an image"), Err(ImageError::Unsupported));
+    // (A JPEG cut short after its header decodes, grey where it ends: kept as shown.)
+    let mut headless = jpeg(&gradient(2000, 1000), None);
+    headless.truncate(120);
+    let refused = prepare(&headless).unwrap_err();
+    assert!(matches!(refused, ImageError::Corrupt(_)), "{refused:?}");
+    let broken = claimed_png(100, 100);
+    assert!(matches!(prepare(&broken), Err(ImageError::Corrupt(_))), "pixels missing");
+}

@@ -10,7 +10,7 @@ use nix::unistd::Pid;
 
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
-use crate::support::harness::{spawn_pincer_run, Sandbox, PATIENCE};
+use crate::support::harness::{pincer_command, spawn_pincer_run, Sandbox, PATIENCE};
 
 fn team() -> TgChat {
     TgChat { id: -100_300, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
@@ -194,17 +194,7 @@ async fn beyond_loopback_the_endpoint_wants_a_token_and_healthz_does_not() {
 
 /// `pincer [--config F] status [args]` of the binary under test.
 async fn status(sandbox: &Sandbox, config: &std::path::Path, args: &[&str]) -> String {
-    #[allow(clippy::disallowed_methods)] // the pincer binary under test
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
-        .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
-        .arg("--config")
-        .arg(config)
-        .arg("status")
-        .args(args)
-        .current_dir(sandbox.root())
-        .output()
-        .await
-        .unwrap();
+    let out = pincer_command(sandbox.root(), config, &[&["status"], args].concat()).await;
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }

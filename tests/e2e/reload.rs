@@ -8,7 +8,7 @@ use nix::unistd::Pid;
 
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
-use crate::support::harness::{spawn_pincer_run, Sandbox};
+use crate::support::harness::{pincer_command, spawn_pincer_run, Sandbox};
 
 fn team() -> TgChat {
     TgChat { id: -100_400, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
@@ -20,16 +20,7 @@ fn alice() -> TgUser {
 
 /// `pincer --config F reload` of the binary under test: (succeeded, stdout + stderr).
 async fn reload(sandbox: &Sandbox, config: &std::path::Path) -> (bool, String) {
-    #[allow(clippy::disallowed_methods)] // the pincer binary under test
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
-        .env_remove(crate::support::cli::CLAUDE_BIN_ENV)
-        .arg("--config")
-        .arg(config)
-        .arg("reload")
-        .current_dir(sandbox.root())
-        .output()
-        .await
-        .unwrap();
+    let out = pincer_command(sandbox.root(), config, &["reload"]).await;
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.success(), said)
 }

@@ -252,6 +252,21 @@ impl Running {
     }
 }
 
+/// `pincer --config CONFIG ARGS…`, the binary under test, run to its end in
+/// `cwd` (a command beside a running daemon: `status`, `reload`, …).
+pub async fn pincer_command(cwd: &Path, config: &Path, args: &[&str]) -> std::process::Output {
+    #[allow(clippy::disallowed_methods)] // the pincer binary under test
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+        .env_remove(super::cli::CLAUDE_BIN_ENV)
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .await;
+    out.expect("the pincer binary runs")
+}
+
 /// `pincer [args] run`, the binary under test, as a child process in `cwd`,
 /// returned once it logs that it is running. Its log is drained from then
 /// on, so it never blocks on a full pipe; the child is killed when dropped.

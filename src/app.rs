@@ -133,7 +133,6 @@ impl Engine {
             Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone(), limits));
         let zone = config.timezone.parse().unwrap_or(chrono_tz::UTC);
         let unstarted = Some((inbox, config.scheduler.clone(), zone));
-
         let deps = Arc::new(SessionDeps {
             store: store.clone(),
             slots: Slots::new(config.claude.max_live_sessions),

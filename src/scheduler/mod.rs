@@ -178,9 +178,10 @@ impl Scheduler {
         let opens = DateTime::from_timestamp_micros(until_us)? + chrono::Duration::seconds(1);
         if self.told_budget.insert(s.group.clone(), until_us) != Some(until_us) {
             let at = opens.with_timezone(&deps.zone).format("%Y-%m-%d %H:%M");
+            // Once per group and period, so it names the first task found due.
             let notice = format!(
-                "⏸ Scheduled task #{} waits: this group's budget is reached. It runs at {at} ({}) when the \
-                 budget opens again, or as soon as an admin raises it (/budget).",
+                "⏸ This group's scheduled tasks wait while its budget is reached (task #{} is due). They run at \
+                 {at} ({}) when the budget opens again, or as soon as an admin raises it (/budget).",
                 s.id, deps.zone
             );
             tracing::info!(schedule = %s.id, group = %s.group, ?reached, "a scheduled run waits for its group's budget");

@@ -252,7 +252,7 @@ async fn a_due_run_waits_while_its_groups_budget_is_reached_and_fires_once_it_is
     })
     .await
     .expect("the chat is told that the run waits");
-    assert!(told[0].contains(&format!("Scheduled task #{} waits", s.id)) && told[0].contains("/budget"), "{told:?}");
+    assert!(told[0].contains(&format!("task #{} is due", s.id)) && told[0].contains("/budget"), "{told:?}");
     assert!(seen.lock().unwrap().prompts.is_empty(), "nothing was handed to a session");
     let still = store.schedule(s.id).await.unwrap();
     assert!(still.is_due(Utc::now()) && store.runs(s.id).await.unwrap().is_empty(), "still due, no run logged");

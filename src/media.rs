@@ -5,6 +5,7 @@
 
 pub mod folder;
 pub mod images;
+pub mod transcribe;
 
 use futures_util::future::BoxFuture;
 

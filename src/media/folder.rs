@@ -72,6 +72,71 @@ pub fn save_in_inbox(group_dir: &Path, day: &str, name: &str, bytes: &[u8]) -> R
     Err(FolderError::Io { what: format!("{INBOX}/{day}/{name}"), errno: Errno::EEXIST })
 }
 
+/// What [`prune_inbox`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub files: usize,
+    pub bytes: u64,
+}
+
+/// Keeps the group's `inbox/` within `max_bytes`: deletes its oldest files
+/// (by day folder, then by time written) until the rest fit, and day folders
+/// left empty. Only regular files directly in a day folder count and go:
+/// links, folders and anything else the agent put there are left alone, and
+/// nothing outside `inbox/` is touched.
+pub fn prune_inbox(group_dir: &Path, max_bytes: u64) -> Result<Pruned, FolderError> {
+    let group = open_dir(None, group_dir, &group_dir.display().to_string())?;
+    let inbox = match open_dir(Some(&group), Path::new(INBOX), INBOX) {
+        Ok(inbox) => inbox,
+        Err(FolderError::Missing(_)) => return Ok(Pruned::default()),
+        Err(e) => return Err(e),
+    };
+    // (day, written, name, bytes) of every file, with each day's folder.
+    let mut files = Vec::new();
+    let mut days = Vec::new();
+    for day in names_in(&inbox)? {
+        let Ok(dir) = open_dir(Some(&inbox), Path::new(&day), &day) else { continue };
+        for name in names_in(&dir)? {
+            let stat = nix::sys::stat::fstatat(Some(dir.as_raw_fd()), name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW);
+            let Ok(stat) = stat else { continue };
+            if SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFREG {
+                files.push((day.clone(), stat.st_mtime, name, u64::try_from(stat.st_size).unwrap_or(0), days.len()));
+            }
+        }
+        days.push((day, dir));
+    }
+    let mut total: u64 = files.iter().map(|f| f.3).sum();
+    files.sort();
+    let mut pruned = Pruned::default();
+    for (day, _, name, bytes, dir) in files {
+        if total <= max_bytes {
+            break;
+        }
+        let at = days[dir].1.as_raw_fd();
+        match nix::unistd::unlinkat(Some(at), name.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir) {
+            Ok(()) => {
+                total = total.saturating_sub(bytes);
+                pruned.files += 1;
+                pruned.bytes += bytes;
+            }
+            Err(errno) => tracing::warn!(%errno, file = %format!("{INBOX}/{day}/{name}"), "cannot prune an inbox file"),
+        }
+    }
+    for (day, _) in &days {
+        // Only an empty folder goes; one with anything left in it stays.
+        let _ = nix::unistd::unlinkat(Some(inbox.as_raw_fd()), day.as_str(), nix::unistd::UnlinkatFlags::RemoveDir);
+    }
+    Ok(pruned)
+}
+
+/// The names in an open folder (read through its descriptor, not a path).
+fn names_in(dir: &OwnedFd) -> Result<Vec<String>, FolderError> {
+    let shown = || format!("{INBOX}/…");
+    let entries = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+        .map_err(|e| FolderError::Io { what: shown(), errno: errno_of(&e) })?;
+    Ok(entries.filter_map(Result::ok).filter_map(|e| e.file_name().into_string().ok()).collect())
+}
+
 /// Opens the file the agent named to send: `asked` relative to its folder,
 /// or absolute under the folder as the agent sees it (`/workspace/group/…`
 /// in a sandbox, the host path unconfined). Returns the open file and its

@@ -107,3 +107,36 @@ fn paths_out_of_the_folder_links_and_odd_files_are_refused_with_why() {
     let said = open_to_send(&r.group, "key-link").unwrap_err().to_string();
     assert!(said.contains("a link") && !said.contains("SECRET"), "{said}");
 }
+
+#[test]
+fn the_inbox_is_kept_within_its_cap_oldest_first_and_nothing_else_is_touched() {
+    let r = rig();
+    save_in_inbox(&r.group, "2026-11-01", "old.jpg", &[0; 400]).unwrap();
+    save_in_inbox(&r.group, "2026-11-02", "mid.jpg", &[0; 400]).unwrap();
+    save_in_inbox(&r.group, "2026-11-03", "new.jpg", &[0; 400]).unwrap();
+    std::fs::write(r.group.join("notes.md"), [0; 5000]).unwrap();
+    symlink(r.outside.join("key"), r.group.join("inbox/2026-11-01/link")).unwrap();
+
+    let pruned = prune_inbox(&r.group, 900).unwrap();
+    assert_eq!(pruned, Pruned { files: 1, bytes: 400 });
+    assert!(!r.group.join("inbox/2026-11-01/old.jpg").exists(), "the oldest went");
+    assert!(r.group.join("inbox/2026-11-02/mid.jpg").exists() && r.group.join("inbox/2026-11-03/new.jpg").exists());
+    assert!(r.group.join("inbox/2026-11-01/link").symlink_metadata().is_ok(), "a link is neither counted nor removed");
+    assert_eq!(std::fs::read_to_string(r.outside.join("key")).unwrap(), "SECRET");
+    assert!(r.group.join("notes.md").exists(), "the group's own files are not the inbox's");
+
+    assert_eq!(prune_inbox(&r.group, 0).unwrap().files, 2);
+    assert!(!r.group.join("inbox/2026-11-03").exists(), "an emptied day folder goes");
+    assert!(r.group.join("inbox/2026-11-01").exists(), "one with something left stays");
+    assert_eq!(prune_inbox(&rig().group, 0).unwrap(), Pruned::default(), "no inbox, nothing to do");
+}
+
+#[test]
+fn an_inbox_that_is_a_link_is_not_pruned_through() {
+    let r = rig();
+    std::fs::create_dir(r.outside.join("2026-11-01")).unwrap();
+    std::fs::write(r.outside.join("2026-11-01/precious"), [0; 100]).unwrap();
+    symlink(&r.outside, r.group.join(INBOX)).unwrap();
+    assert!(matches!(prune_inbox(&r.group, 0), Err(FolderError::Link(_))));
+    assert!(r.outside.join("2026-11-01/precious").exists());
+}

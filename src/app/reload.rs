@@ -104,3 +104,9 @@ pub async fn on_sighup(reloader: Arc<Reloader>, shutdown: CancellationToken) {
         }
     }
 }
+
+impl crate::control::server::Reload for Reloader {
+    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<String, String>> {
+        Box::pin(async move { Reloader::reload(self).await.map(|c| c.describe()).map_err(|e| e.to_string()) })
+    }
+}

@@ -71,13 +71,20 @@ impl Drop for ControlSocket {
     }
 }
 
+/// What `pincer reload` asks of the daemon: the wiring implements it
+/// (`app::reload`), so the control socket names no part of the wiring.
+pub trait Reload: Send + Sync {
+    /// Reads the config again: what changed, or why nothing did.
+    fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<String, String>>;
+}
+
 /// What the connections act on.
 #[derive(Clone)]
 pub struct Control {
     pub ports: Ports,
     pub scheduler: SchedulerHandle,
     /// `pincer reload`.
-    pub reloader: Option<Arc<crate::app::reload::Reloader>>,
+    pub reloader: Option<Arc<dyn Reload>>,
     /// Approval requests of groups without a chat, shown to their attached terminals.
     attached: Attached,
     /// When this daemon started serving (for `pincer status`).
@@ -216,8 +223,8 @@ async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationTok
             let answer = match &control.reloader {
                 None => ServerFrame::Error { message: "this pincer cannot reload its config".into() },
                 Some(reloader) => match reloader.reload().await {
-                    Ok(changes) => ServerFrame::Out { text: changes.describe() },
-                    Err(e) => ServerFrame::Error { message: e.to_string() },
+                    Ok(said) => ServerFrame::Out { text: said },
+                    Err(message) => ServerFrame::Error { message },
                 },
             };
             send(&mut write, &answer).await

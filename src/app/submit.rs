@@ -7,8 +7,7 @@
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use crate::domain::Inbound;
-use crate::domain::InboundId;
+use crate::domain::{Inbound, InboundId};
 use crate::router::Router;
 use crate::scheduler::submit::{IsolatedRun, Submit, SubmitError, TurnEnd, TurnWatch};
 use crate::session::TurnOutcome;

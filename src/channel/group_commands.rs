@@ -199,8 +199,7 @@ pub(super) async fn budget(ports: &Ports, group: &GroupRecord, action: BudgetAct
 
 /// "$5.00/day, 40 turns/day", or "none".
 fn parts(budget: Budget) -> String {
-    let words = budget.describe();
-    words.strip_prefix("budget ").unwrap_or("none").to_owned()
+    budget.parts().unwrap_or_else(|| "none".to_owned())
 }
 
 /// "Spent today: $1.20 and 4 turns; this month: $9.80."

@@ -44,11 +44,6 @@ impl Live {
         live(config).1
     }
 
-    /// The newest settings.
-    pub fn get(&self) -> Arc<Reloadable> {
-        self.0.borrow().clone()
-    }
-
     /// `[budget]` as a [`Budget`]: what a group without its own parts may spend.
     pub fn budget(&self) -> Budget {
         self.0.borrow().budget.budget()
@@ -80,6 +75,6 @@ mod tests {
         setter.set(&config);
         assert_eq!(reader.budget().daily_turns, Some(3));
         drop(setter);
-        assert_eq!(live.get().budget.daily_turns, Some(3), "the last value stays readable");
+        assert_eq!(live.budget().daily_turns, Some(3), "the last value stays readable");
     }
 }

@@ -19,8 +19,13 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// "$5.00/day, 40 turns/day", or "no budget".
+    /// "budget $5.00/day, 40 turns/day", or "no budget".
     pub fn describe(&self) -> String {
+        self.parts().map_or_else(|| "no budget".to_owned(), |parts| format!("budget {parts}"))
+    }
+
+    /// "$5.00/day, 40 turns/day": the parts that are set, if any.
+    pub fn parts(&self) -> Option<String> {
         let parts: Vec<String> = [
             self.daily_cents.map(|c| format!("{}/day", usd(c))),
             self.monthly_cents.map(|c| format!("{}/month", usd(c))),
@@ -29,11 +34,7 @@ impl Budget {
         .into_iter()
         .flatten()
         .collect();
-        if parts.is_empty() {
-            "no budget".to_owned()
-        } else {
-            format!("budget {}", parts.join(", "))
-        }
+        (!parts.is_empty()).then(|| parts.join(", "))
     }
 
     pub fn is_set(&self) -> bool {

@@ -71,7 +71,6 @@ pub struct BacklogLabels {
     pub platform: String,
 }
 
-/// Everything `/metrics` shows.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TokenLabels {
     pub group: String,
@@ -86,6 +85,7 @@ pub struct BudgetLabels {
     pub part: &'static str,
 }
 
+/// Everything `/metrics` shows.
 pub struct Counters {
     registry: Registry,
     pub messages_in: Family<PlatformLabel, Counter>,

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use crate::domain::budget::{reached, Budget, Periods, Reached};
+use crate::domain::budget::{Budget, Reached};
 use crate::domain::{unix_us, GroupName};
 use crate::store::Store;
 
@@ -51,16 +51,15 @@ impl BudgetGate {
             return Look::Closed { tell: None };
         }
         let now = SystemTime::now();
-        let periods = Periods::at(now, zone);
-        let spent = match store.spent(group, &periods).await {
-            Ok(spent) => spent,
+        let reached = match store.budget_reached(group, &budget, now, zone).await {
+            Ok(reached) => reached,
             Err(e) => {
                 // The store that cannot sum results cannot store the next one either: that is reported there.
                 tracing::warn!(%group, %e, "cannot read what the group spent; its budget is not checked now");
                 return Look::Open;
             }
         };
-        match reached(&budget, &spent, &periods) {
+        match reached {
             None => {
                 self.closed_until = None;
                 Look::Open

@@ -96,12 +96,6 @@ impl EgressService {
         }
     }
 
-    /// The policy `group` is served under now.
-    pub fn policy(&self, group: &GroupName) -> Policy {
-        let state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.served.get(group).map_or_else(|| Policy::for_group(&state.sandbox, group), |(_, p)| p.borrow().clone())
-    }
-
     /// Once shutdown is cancelled: waits for every group's connections to end,
     /// then stores the decisions still queued.
     pub async fn stop(&self) {

@@ -150,10 +150,8 @@ async fn list(ports: &Ports, group: &GroupName) -> String {
 
 /// One task as the chat reads it.
 fn line(s: &Schedule) -> String {
-    let mut prompt: String = s.prompt.chars().take(PROMPT_CHARS).collect();
-    if s.prompt.chars().count() > PROMPT_CHARS {
-        prompt.push('…');
-    }
+    // One line each, whatever the prompt holds.
+    let prompt = crate::domain::one_line(&s.prompt, PROMPT_CHARS);
     let next = s.next_run.map_or_else(
         || "no next run".to_owned(),
         |t| format!("next {}", t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),

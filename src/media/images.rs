@@ -37,7 +37,8 @@ const QUALITIES: [u8; 3] = [85, 70, 50];
 pub enum ImageError {
     #[error("not an image pincer can read (JPEG, PNG, GIF or WebP)")]
     Unsupported,
-    #[error("{width} × {height} pixels is more than pincer decodes ({MAX_PIXELS} pixels, {MAX_SIDE} a side)")]
+    /// Its size, or 0 × 0 when the decoder refused it before saying.
+    #[error("{} more than pincer decodes ({MAX_PIXELS} pixels, {MAX_SIDE} a side)", size_words(*width, *height))]
     TooLarge { width: u32, height: u32 },
     #[error("the image is damaged: {0}")]
     Corrupt(String),
@@ -79,6 +80,14 @@ pub fn prepare(bytes: &[u8]) -> Result<ModelImage, ImageError> {
         image = image.resize(LONG_EDGE, LONG_EDGE, FilterType::Triangle);
     }
     encode(&image)
+}
+
+fn size_words(width: u32, height: u32) -> String {
+    if width == 0 && height == 0 {
+        "the image is".to_owned()
+    } else {
+        format!("{width} × {height} pixels is")
+    }
 }
 
 fn limits() -> Limits {

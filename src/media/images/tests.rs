@@ -112,6 +112,7 @@ fn a_crafted_huge_image_is_refused_from_its_header() {
     for (w, h) in [(100_000, 100_000), (20_000, 20_000), (MAX_SIDE + 1, 10)] {
         let refused = prepare(&claimed_png(w, h)).unwrap_err();
         assert!(matches!(refused, ImageError::TooLarge { .. }), "{w}×{h}: {refused:?}");
+        assert!(!refused.to_string().contains("0 × 0"), "{refused}");
     }
 }
 

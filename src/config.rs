@@ -22,6 +22,7 @@ mod budget;
 mod http;
 mod live;
 mod log;
+mod media;
 mod progress;
 pub mod reload;
 mod retention;
@@ -31,6 +32,7 @@ pub use budget::BudgetConfig;
 pub use http::HttpConfig;
 pub use live::{live, Live, LiveSetter, Reloadable};
 pub use log::{LogConfig, LogFormat};
+pub use media::{ByteSize, MediaConfig, TranscriptionConfig};
 pub use progress::ProgressConfig;
 pub use retention::RetentionConfig;
 pub use sandbox::{AnthropicConfig, DefaultOn, GroupSandbox, SandboxConfig, SandboxMode, DEFAULT_UPSTREAM};
@@ -70,6 +72,10 @@ pub struct Config {
     pub log: LogConfig,
     /// `[retention]`: what is deleted once old.
     pub retention: RetentionConfig,
+    /// `[media]`: the cap on what a group's `inbox/` keeps.
+    pub media: MediaConfig,
+    /// `[transcription]`: the engine that transcribes voice notes (none by default).
+    pub transcription: TranscriptionConfig,
     /// The file this config was read from (made absolute), for a reload to
     /// read again; `None` for a config built another way (tests).
     #[serde(skip)]
@@ -292,6 +298,8 @@ impl Default for Config {
             budget: BudgetConfig::default(),
             log: LogConfig::default(),
             retention: RetentionConfig::default(),
+            media: MediaConfig::default(),
+            transcription: TranscriptionConfig::default(),
             source: None,
         }
     }
@@ -423,6 +431,8 @@ impl Config {
         self.http.check()?;
         self.budget.check()?;
         self.retention.check()?;
+        self.media.check()?;
+        self.transcription.check()?;
         self.log.check()?;
         let t = &self.telegram;
         if t.token.as_ref().is_some_and(|s| s.expose().trim().is_empty()) {

@@ -5,11 +5,14 @@
 
 pub mod folder;
 pub mod images;
+pub mod preparer;
 pub mod transcribe;
 
 use futures_util::future::BoxFuture;
 
 use crate::domain::media::Attachment;
+
+pub use preparer::{Fetchers, Preparer, PreparerDeps};
 
 /// How a platform's adapter downloads the files its messages carry.
 pub trait Fetch: Send + Sync + 'static {

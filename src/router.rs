@@ -11,9 +11,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 
-use crate::domain::{GroupName, Inbound, InboundId, Missed, Source};
+use crate::domain::media::Outcome;
+use crate::domain::{GroupName, Inbound, InboundId, Missed, Platform, Source};
+use crate::media::{Fetch, Fetchers, Preparer, PreparerDeps};
+use crate::retry::RetryPolicy;
 use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus, TurnOutcome};
-use crate::store::{InboundState, Recovered, StoreError};
+use crate::store::{InboundState, Recovered, StoreError, Stored};
 
 /// Why a message could not be routed.
 #[derive(Debug, thiserror::Error)]
@@ -49,13 +52,66 @@ pub struct Router {
 struct Inner {
     deps: Arc<SessionDeps>,
     tracker: TaskTracker,
+    /// Fetches and prepares the media of messages that carry some, before
+    /// their sessions take them.
+    preparer: Preparer,
+    fetchers: Fetchers,
     // A std Mutex: it is held only to look up or insert a handle, never across an await.
     sessions: Mutex<HashMap<GroupName, SessionHandle>>,
 }
 
 impl Router {
+    /// The router, with the media preparer it hands messages with media to
+    /// (it looks at the store at [`Router::prepare_waiting`] or the first
+    /// message with media).
     pub fn new(deps: Arc<SessionDeps>, tracker: TaskTracker) -> Router {
-        Router { inner: Arc::new(Inner { deps, tracker, sessions: Mutex::new(HashMap::new()) }) }
+        let fetchers = Fetchers::default();
+        let (ready_tx, mut ready) = tokio::sync::mpsc::channel(64);
+        let delivery = &deps.config.delivery;
+        let preparer_deps = PreparerDeps {
+            store: deps.store.clone(),
+            outbox: deps.outbox.clone(),
+            groups_dir: std::path::absolute(&deps.config.groups_dir).unwrap_or_else(|_| deps.config.groups_dir.clone()),
+            fetchers: fetchers.clone(),
+            live: deps.live.clone(),
+            retry: RetryPolicy::new(delivery.retry_first, delivery.retry_cap),
+            ready: ready_tx,
+        };
+        let preparer = Preparer::spawn(preparer_deps, &tracker, deps.shutdown.clone());
+        let router = Router {
+            inner: Arc::new(Inner {
+                deps,
+                tracker: tracker.clone(),
+                preparer,
+                fetchers,
+                sessions: Mutex::new(HashMap::new()),
+            }),
+        };
+        // Ends when the preparer does (at shutdown): its sender goes with it.
+        let waker = router.clone();
+        tracker.spawn(async move {
+            while let Some(group) = ready.recv().await {
+                let woken = match waker.session(&group).await {
+                    Ok(handle) => waker.wake(&group, handle).await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = woken {
+                    tracing::warn!(%group, %e, "a message with media is ready but its session cannot be woken");
+                }
+            }
+        });
+        router
+    }
+
+    /// `platform`'s adapter downloads its chats' files with `fetch`.
+    pub fn register_fetch(&self, platform: Platform, fetch: Arc<dyn Fetch>) {
+        self.inner.fetchers.register(platform, fetch);
+    }
+
+    /// Prepares the messages a previous pincer left half prepared; called
+    /// once the adapters registered their [`Fetch`]es.
+    pub fn prepare_waiting(&self) {
+        self.inner.preparer.wake();
     }
 
     /// Stores `msg` in its group's queue and wakes the group's session,
@@ -68,6 +124,16 @@ impl Router {
         }
         // The group must exist before its message is stored.
         let handle = self.session(&msg.group).await?;
+        if msg.media.iter().any(|a| a.outcome == Outcome::Waiting) {
+            // Its session takes it once the preparer queued it.
+            let id = match self.inner.deps.store.insert_preparing(&msg).await? {
+                Stored::Preparing(id) => id,
+                Stored::Merged { part, .. } => part,
+            };
+            crate::metrics::hop("stored");
+            self.inner.preparer.wake();
+            return Ok(id);
+        }
         let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;
         crate::metrics::hop("stored");
         self.wake(&msg.group, handle).await?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{BudgetConfig, Config, ProgressConfig};
+use super::{BudgetConfig, Config, MediaConfig, ProgressConfig, TranscriptionConfig};
 use crate::domain::budget::Budget;
 
 /// The part of the config a reload changes in place.
@@ -16,11 +16,18 @@ use crate::domain::budget::Budget;
 pub struct Reloadable {
     pub progress: ProgressConfig,
     pub budget: BudgetConfig,
+    pub media: MediaConfig,
+    pub transcription: TranscriptionConfig,
 }
 
 impl Reloadable {
     pub fn of(config: &Config) -> Reloadable {
-        Reloadable { progress: config.progress.clone(), budget: config.budget.clone() }
+        Reloadable {
+            progress: config.progress.clone(),
+            budget: config.budget.clone(),
+            media: config.media.clone(),
+            transcription: config.transcription.clone(),
+        }
     }
 }
 
@@ -51,6 +58,14 @@ impl Live {
 
     pub fn progress(&self) -> ProgressConfig {
         self.0.borrow().progress.clone()
+    }
+
+    pub fn media(&self) -> MediaConfig {
+        self.0.borrow().media.clone()
+    }
+
+    pub fn transcription(&self) -> TranscriptionConfig {
+        self.0.borrow().transcription.clone()
     }
 }
 

@@ -47,7 +47,7 @@ impl Changes {
 /// Whether a running pincer applies a change of `key` (dotted) at once.
 fn applies_live(key: &str) -> bool {
     let under = |section: &str| key == section || key.starts_with(&format!("{section}."));
-    if under("progress") || under("budget") || key == "log.level" {
+    if under("progress") || under("budget") || under("media") || under("transcription") || key == "log.level" {
         return true;
     }
     // The egress policy: the proxy checks each new connection against the newest.
@@ -77,6 +77,8 @@ pub fn changes(running: &Config, read: &Config) -> Changes {
 pub fn take_live(running: &mut Config, read: &Config) {
     running.progress = read.progress.clone();
     running.budget = read.budget.clone();
+    running.media = read.media.clone();
+    running.transcription = read.transcription.clone();
     running.log.level = read.log.level.clone();
     running.sandbox.network = read.sandbox.network;
     running.sandbox.allow_domains = read.sandbox.allow_domains.clone();

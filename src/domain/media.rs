@@ -286,6 +286,18 @@ pub fn send_limit(platform: crate::domain::Platform, kind: FileKind) -> u64 {
     }
 }
 
+/// The largest file pincer downloads from a chat on `platform`: what a bot
+/// may fetch from Telegram's Bot API (20 MB), what WhatsApp sends at most
+/// (a 100 MB document), and as much from the terminal.
+pub fn fetch_limit(platform: crate::domain::Platform) -> u64 {
+    use crate::domain::Platform;
+    const MB: u64 = 1024 * 1024;
+    match platform {
+        Platform::Telegram => 20 * MB,
+        Platform::WhatsApp | Platform::Console => 100 * MB,
+    }
+}
+
 /// How long a file name pincer writes may be, in bytes.
 pub const SAFE_NAME_BYTES: usize = 100;
 

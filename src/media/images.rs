@@ -136,4 +136,4 @@ fn corrupt(e: &dyn std::fmt::Display) -> ImageError {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -54,8 +54,15 @@ pub struct DeliveryLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DownloadLabels {
+    pub platform: &'static str,
+    /// `saved`, `too_large` or `failed`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
-    /// `allowed`, `refused` or `failed`.
+    /// `allowed`, `refused` or `failed` (egress); `ok` or `failed` (transcriptions).
     pub outcome: &'static str,
 }
 
@@ -103,6 +110,8 @@ pub struct Counters {
     pub outbox_oldest_seconds: Family<BacklogLabels, Gauge>,
     pub tokens: Family<TokenLabels, Counter>,
     pub budget_used: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    pub media_downloads: Family<DownloadLabels, Counter>,
+    pub transcriptions: Family<OutcomeLabel, Counter>,
 }
 
 fn turn_histogram() -> Histogram {
@@ -129,6 +138,8 @@ impl Counters {
             outbox_oldest_seconds: Family::default(),
             tokens: Family::default(),
             budget_used: Family::default(),
+            media_downloads: Family::default(),
+            transcriptions: Family::default(),
             registry: Registry::default(),
         };
         registry.register("messages_in", "Chat messages stored for an agent, by platform", c.messages_in.clone());
@@ -173,6 +184,16 @@ impl Counters {
             "budget_used_ratio",
             "What a group with a budget used of each part of it in the current period (1 = reached)",
             c.budget_used.clone(),
+        );
+        registry.register(
+            "media_downloads",
+            "Files from the chats fetched (saved), refused for their size (too_large) or not fetched (failed), by platform",
+            c.media_downloads.clone(),
+        );
+        registry.register(
+            "transcriptions",
+            "Voice notes and audio sent to the transcription engine, by outcome (ok, failed)",
+            c.transcriptions.clone(),
         );
         Counters { registry, ..c }
     }
@@ -221,6 +242,16 @@ impl Counters {
         for (group, part, ratio) in used {
             self.budget_used.get_or_create(&BudgetLabels { group: group.clone(), part }).set(*ratio);
         }
+    }
+
+    /// A chat's file fetched (`saved`), refused for its size (`too_large`) or not fetched (`failed`).
+    pub fn media_download(&self, platform: &'static str, outcome: &'static str) {
+        self.media_downloads.get_or_create(&DownloadLabels { platform, outcome }).inc();
+    }
+
+    /// A voice note transcribed (`ok`) or not (`failed`).
+    pub fn transcription(&self, outcome: &'static str) {
+        self.transcriptions.get_or_create(&OutcomeLabel { outcome }).inc();
     }
 
     pub fn message_in(&self, platform: &'static str) {

@@ -11,6 +11,7 @@ mod groups;
 mod history;
 mod outbox;
 mod overview;
+mod preparing;
 mod queue;
 mod retention;
 mod rows;
@@ -35,6 +36,7 @@ pub use groups::{GroupRecord, GroupSettings};
 pub use history::{Delivery, HistoryEntry};
 pub use outbox::{DeliveryState, Enqueue, Marked, OutboxId, OutboxRow, Seen};
 pub use overview::{Backlog, GroupView, Overview, PlatformView};
+pub use preparing::{Stored, Waiting};
 pub use queue::{Pulled, Recovered};
 pub use retention::Pruned;
 pub use schedules::{NewSchedule, RunId, RunRecord};
@@ -112,8 +114,7 @@ pub enum InboundState {
     /// Handed to the agent as context of a later message.
     Included,
     /// Stored with media still to fetch and prepare: its group's session
-    /// takes nothing at or after it until it is queued. (Nothing stores a
-    /// message so yet: the preparer of issue 22 is still to be built.)
+    /// takes nothing at or after it until it is queued (see `preparing.rs`).
     Preparing,
     /// An album's part whose attachments went with another part (the
     /// message the agent read).

@@ -77,7 +77,7 @@ fn a_sideways_phone_photo_is_turned_upright_even_when_small() {
 }
 
 /// A PNG whose header claims `width` × `height` and whose pixels are missing.
-fn claimed_png(width: u32, height: u32) -> Vec<u8> {
+pub(crate) fn claimed_png(width: u32, height: u32) -> Vec<u8> {
     fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
         let mut crc_input = kind.to_vec();
         crc_input.extend_from_slice(data);

@@ -1,0 +1,376 @@
+//! The preparer: one task that makes each message with media ready for its
+//! agent. It takes its work from the store (messages stored `preparing`),
+//! so a restart picks up what a previous pincer left half done, and a burst
+//! of photos waits in SQLite, not in memory.
+//!
+//! For each attachment: fetched through its platform's [`Fetch`] (passing
+//! failures tried again), saved in the group's `inbox/`, an image prepared
+//! for the model, a voice note transcribed when an engine is configured.
+//! Whatever fails becomes a note in the message, never a message held back:
+//! the message is then `queued` with its images in one transaction and its
+//! session woken. An album waits [`ALBUM_WINDOW`] first, for its other parts.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::images::{self, ImageError};
+use super::transcribe::{Engine, Transcriber};
+use super::{folder, Fetch, FetchError};
+use crate::config::Live;
+use crate::domain::media::{fetch_limit, human_bytes, safe_file_name, Attachment, MediaKind, ModelImage, Outcome};
+use crate::domain::{GroupName, Inbound, InboundId, Platform, Source};
+use crate::outbox::Outbox;
+use crate::retry::RetryPolicy;
+use crate::store::Store;
+
+/// How long an album's first part waits for the others (a platform sends
+/// them as separate messages, a moment apart).
+pub const ALBUM_WINDOW: Duration = Duration::from_millis(1500);
+/// Messages prepared at once (each mostly waits on a download).
+const AT_ONCE: usize = 4;
+/// Tries per download, the first included.
+const FETCH_TRIES: u32 = 3;
+
+/// Each platform's way to download its files, registered by its adapter.
+#[derive(Clone, Default)]
+pub struct Fetchers(Arc<Mutex<HashMap<Platform, Arc<dyn Fetch>>>>);
+
+impl Fetchers {
+    pub fn register(&self, platform: Platform, fetch: Arc<dyn Fetch>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(platform, fetch);
+    }
+
+    fn get(&self, platform: Platform) -> Option<Arc<dyn Fetch>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(&platform).cloned()
+    }
+}
+
+/// What the preparer works with.
+#[derive(Clone)]
+pub struct PreparerDeps {
+    pub store: Store,
+    /// Tells a sender when a file could not be taken (too large).
+    pub outbox: Outbox,
+    /// The groups' folders (`groups/`): a group's inbox is `<name>/inbox`.
+    pub groups_dir: PathBuf,
+    pub fetchers: Fetchers,
+    /// `[media]` and `[transcription]`, as the newest reload left them.
+    pub live: Live,
+    /// Pauses between download tries.
+    pub retry: RetryPolicy,
+    /// Hears each group whose message is ready (the router wakes its session).
+    pub ready: mpsc::Sender<GroupName>,
+}
+
+/// The preparer's handle (cheap to clone).
+#[derive(Clone)]
+pub struct Preparer {
+    wake: Arc<Notify>,
+}
+
+impl Preparer {
+    /// Starts the task; it looks at the store at its first [`wake`](Self::wake).
+    pub fn spawn(deps: PreparerDeps, tracker: &TaskTracker, shutdown: CancellationToken) -> Preparer {
+        let wake = Arc::new(Notify::new());
+        tracker.spawn(run(deps, wake.clone(), shutdown));
+        Preparer { wake }
+    }
+
+    /// Something new is `preparing` (or the fetchers are all registered).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+}
+
+async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken) {
+    let mut working: HashMap<tokio::task::Id, InboundId> = HashMap::new();
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = wake.notified() => {}
+            Some(done) = tasks.join_next_with_id() => {
+                let (task, panicked) = match done {
+                    Ok((task, ())) => (task, false),
+                    Err(e) => (e.id(), e.is_panic()),
+                };
+                if let (Some(id), true) = (working.remove(&task), panicked) {
+                    tracing::error!(id = id.0, "preparing a message's media panicked; it goes on without its media");
+                    give_up(&deps, id).await;
+                }
+            }
+        }
+        let waiting = match deps.store.all_preparing().await {
+            Ok(waiting) => waiting,
+            Err(e) => {
+                // Looked at again at the next wake or finished preparation.
+                tracing::error!(%e, "cannot read the messages waiting for their media");
+                continue;
+            }
+        };
+        let busy: HashSet<InboundId> = working.values().copied().collect();
+        for waiting in waiting.into_iter().filter(|w| !busy.contains(&w.id)) {
+            if working.len() >= AT_ONCE {
+                break;
+            }
+            let deps = deps.clone();
+            let task = tasks.spawn(async move { prepare(&deps, waiting.id, waiting.album).await }).id();
+            working.insert(task, waiting.id);
+        }
+    }
+    // Unfinished preparations stay `preparing`: the next start does them again.
+    tasks.shutdown().await;
+}
+
+/// Prepares message `id`, then queues it and says its group is ready.
+async fn prepare(deps: &PreparerDeps, id: InboundId, album: bool) {
+    if album {
+        tokio::time::sleep(ALBUM_WINDOW).await;
+    }
+    let msg = match deps.store.take_preparing(id).await {
+        Ok(Some(msg)) => msg,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::error!(id = id.0, %e, "cannot read a message waiting for its media; it is failed");
+            let _ = deps.store.set_inbound_state(&[id], crate::store::InboundState::Failed).await;
+            return;
+        }
+    };
+    let (media, images) = prepare_media(deps, id, &msg).await;
+    finish(deps, id, &msg.group, &media, &images).await;
+}
+
+/// A preparation that panicked: the message goes on with its media unfetched.
+async fn give_up(deps: &PreparerDeps, id: InboundId) {
+    let msg = match deps.store.take_preparing(id).await {
+        Ok(Some(msg)) => msg,
+        _ => return,
+    };
+    let media: Vec<Attachment> = msg
+        .media
+        .into_iter()
+        .map(|mut a| {
+            a.outcome = Outcome::Failed { why: "pincer could not prepare it".into() };
+            a
+        })
+        .collect();
+    finish(deps, id, &msg.group, &media, &[]).await;
+}
+
+async fn finish(deps: &PreparerDeps, id: InboundId, group: &GroupName, media: &[Attachment], images: &[ModelImage]) {
+    match deps.store.finish_preparing(id, media, images).await {
+        Ok(true) => {
+            let _ = deps.ready.send(group.clone()).await;
+        }
+        Ok(false) => {}
+        Err(e) => tracing::error!(%group, id = id.0, %e, "cannot store a message's prepared media"),
+    }
+}
+
+/// Every attachment of `msg` fetched, saved and prepared, and the images
+/// the model is shown, in order.
+async fn prepare_media(deps: &PreparerDeps, id: InboundId, msg: &Inbound) -> (Vec<Attachment>, Vec<ModelImage>) {
+    let platform = match msg.source {
+        Source::Chat(platform) => platform,
+        _ => Platform::Console,
+    };
+    let group_dir = deps.groups_dir.join(msg.group.as_str());
+    let several = msg.media.len() > 1;
+    let mut media = Vec::with_capacity(msg.media.len());
+    let mut images = Vec::new();
+    for (n, attachment) in msg.media.iter().enumerate() {
+        let mut attachment = attachment.clone();
+        if attachment.outcome != Outcome::Waiting {
+            media.push(attachment);
+            continue;
+        }
+        let name = stored_name(&attachment, id, several.then_some(n + 1));
+        let (outcome, image) = prepare_one(deps, platform, &group_dir, &attachment, name).await;
+        if let Outcome::TooLarge { limit } = &outcome {
+            let what = attachment.file_name.as_deref().unwrap_or(attachment.kind.as_str());
+            let size = attachment.size.map(|s| format!(" ({})", human_bytes(s))).unwrap_or_default();
+            let text = format!(
+                "{}'s {} \"{}\"{size} is larger than the {} a bot may download, so the agent gets only its name. \
+                 Share it another way (a link) if the agent needs it.",
+                msg.sender,
+                attachment.kind.as_str(),
+                crate::domain::one_line(what, 80),
+                human_bytes(*limit)
+            );
+            deps.outbox.notice(&msg.group, &text).await;
+        }
+        attachment.outcome = outcome;
+        images.extend(image);
+        media.push(attachment);
+    }
+    let max_inbox = deps.live.media().max_inbox.0;
+    let dir = group_dir.clone();
+    match tokio::task::spawn_blocking(move || folder::prune_inbox(&dir, max_inbox)).await {
+        Ok(Ok(pruned)) if pruned.files > 0 => {
+            tracing::info!(group = %msg.group, files = pruned.files, bytes = pruned.bytes, "the inbox was full; its oldest files were deleted");
+        }
+        Ok(Err(e)) => tracing::warn!(group = %msg.group, %e, "cannot keep the inbox within media.max_inbox"),
+        _ => {}
+    }
+    (media, images)
+}
+
+/// One attachment: what became of it, and its image for the model if it is shown.
+async fn prepare_one(
+    deps: &PreparerDeps,
+    platform: Platform,
+    group_dir: &Path,
+    attachment: &Attachment,
+    name: String,
+) -> (Outcome, Option<ModelImage>) {
+    let counters = crate::metrics::counters::counters();
+    let Some(fetcher) = deps.fetchers.get(platform) else {
+        counters.media_download(platform.as_str(), "failed");
+        let why = format!("{} is not served by this pincer", platform.as_str());
+        return (Outcome::Failed { why }, None);
+    };
+    let bytes = match fetch(deps, fetcher.as_ref(), attachment, fetch_limit(platform)).await {
+        Ok(bytes) => bytes,
+        Err(FetchError::TooLarge { limit }) => {
+            counters.media_download(platform.as_str(), "too_large");
+            return (Outcome::TooLarge { limit }, None);
+        }
+        Err(e) => {
+            counters.media_download(platform.as_str(), "failed");
+            return (Outcome::Failed { why: e.to_string() }, None);
+        }
+    };
+    counters.media_download(platform.as_str(), "saved");
+    let size = bytes.len() as u64;
+    let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let (kind, dir) = (attachment.kind, group_dir.to_owned());
+    let saved = tokio::task::spawn_blocking(move || {
+        if !dir.exists() {
+            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the group's folder: {e}"))?;
+        }
+        let path = folder::save_in_inbox(&dir, &day, &name, &bytes).map_err(|e| e.to_string())?;
+        let image = kind.is_image().then(|| images::prepare(&bytes));
+        Ok::<_, String>((path, image, bytes))
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("saving it failed: {e}")));
+    let (path, image, bytes) = match saved {
+        Ok(saved) => saved,
+        Err(why) => {
+            tracing::error!(why, "cannot save a chat's file in the group's inbox");
+            return (Outcome::Failed { why }, None);
+        }
+    };
+    let (shown, image_note) = match image {
+        Some(Ok(image)) => (Some(image), None),
+        Some(Err(e)) => {
+            if let ImageError::TooLarge { .. } = e {
+                tracing::warn!(%e, "an image was refused by the decoder's limits");
+            }
+            (None, Some(e.to_string()))
+        }
+        None => (None, None),
+    };
+    let (transcript, transcript_note) =
+        if attachment.kind.is_speech() { transcribe(deps, attachment, &bytes).await } else { (None, None) };
+    let outcome = Outcome::Saved {
+        path: path.display().to_string(),
+        bytes: size,
+        transcript,
+        transcript_note,
+        shown: shown.is_some(),
+        image_note,
+    };
+    (outcome, shown)
+}
+
+/// The attachment's bytes, passing failures tried again.
+async fn fetch(
+    deps: &PreparerDeps,
+    fetcher: &dyn Fetch,
+    attachment: &Attachment,
+    max: u64,
+) -> Result<Vec<u8>, FetchError> {
+    if let Some(size) = attachment.size.filter(|s| *s > max) {
+        tracing::info!(size, max, "a chat's file is larger than a bot may download");
+        return Err(FetchError::TooLarge { limit: max });
+    }
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match fetcher.fetch(attachment, max).await {
+            Err(FetchError::Transient(why)) if tries < FETCH_TRIES => {
+                tracing::warn!(tries, %why, "downloading a chat's file failed; trying again");
+                tokio::time::sleep(deps.retry.pause(tries, None)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// A voice note's or audio's words, or why there are none (`None, None`:
+/// no engine is configured).
+async fn transcribe(deps: &PreparerDeps, attachment: &Attachment, bytes: &[u8]) -> (Option<String>, Option<String>) {
+    let config = deps.live.transcription();
+    let Some(url) = config.url else { return (None, None) };
+    let engine = Engine { url, model: config.model, api_key: config.api_key, language: config.language };
+    let name = safe_file_name(attachment.file_name.as_deref().unwrap_or(""), "voice.ogg");
+    let mime = attachment.mime.as_deref().unwrap_or("audio/ogg");
+    let counters = crate::metrics::counters::counters();
+    match Transcriber::new(engine).transcribe(&name, mime, bytes).await {
+        Ok(text) => {
+            counters.transcription("ok");
+            (Some(text), None)
+        }
+        Err(e) => {
+            counters.transcription("failed");
+            tracing::warn!(%e, "a voice note goes to the agent without a transcript");
+            (None, Some(e.to_string()))
+        }
+    }
+}
+
+/// The name a file is saved under: `<message id>-<safe name>` (with its
+/// place in an album), the platform's name when it gave one.
+fn stored_name(attachment: &Attachment, id: InboundId, place: Option<usize>) -> String {
+    let fallback = format!("{}.{}", attachment.kind.as_str(), extension(attachment.mime.as_deref(), attachment.kind));
+    let name = safe_file_name(attachment.file_name.as_deref().unwrap_or(""), &fallback);
+    let name = match place {
+        Some(n) => format!("{}-{n}-{name}", id.0),
+        None => format!("{}-{name}", id.0),
+    };
+    // The prefix may have pushed it past the bound again.
+    safe_file_name(&name, &fallback)
+}
+
+/// A file extension for a nameless file, from its type.
+fn extension(mime: Option<&str>, kind: MediaKind) -> &'static str {
+    match mime.map(|m| m.split(';').next().unwrap_or(m).trim()) {
+        Some("image/jpeg") => "jpg",
+        Some("image/png") => "png",
+        Some("image/gif") => "gif",
+        Some("image/webp") => "webp",
+        Some("audio/ogg") => "ogg",
+        Some("audio/mpeg") => "mp3",
+        Some("audio/mp4") => "m4a",
+        Some("video/mp4") => "mp4",
+        Some("application/pdf") => "pdf",
+        _ => match kind {
+            MediaKind::Photo => "jpg",
+            MediaKind::Voice => "ogg",
+            MediaKind::Sticker => "webp",
+            MediaKind::Video => "mp4",
+            _ => "bin",
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

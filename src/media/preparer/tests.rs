@@ -1,0 +1,252 @@
+//! The preparer against a real store and folder, with a scripted [`Fetch`]
+//! standing in for a platform.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures_util::future::BoxFuture;
+
+use super::*;
+use crate::config::Config;
+use crate::store::{OutboxId, Stored};
+
+/// A download's answers, one per try.
+type Answers = Vec<Result<Vec<u8>, FetchError>>;
+
+/// Answers each `fetch` key as scripted: a list of answers, one per try
+/// (the last one again after that).
+#[derive(Default)]
+struct Scripted {
+    answers: Mutex<HashMap<String, Answers>>,
+    tries: AtomicUsize,
+}
+
+impl Scripted {
+    fn answer(self: &Arc<Self>, key: &str, answers: Answers) -> Arc<Self> {
+        self.answers.lock().unwrap().insert(key.to_owned(), answers);
+        self.clone()
+    }
+}
+
+impl Fetch for Scripted {
+    fn fetch<'a>(&'a self, attachment: &'a Attachment, _max: u64) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+        self.tries.fetch_add(1, Ordering::SeqCst);
+        let mut answers = self.answers.lock().unwrap();
+        let list = answers.get_mut(&attachment.fetch).expect("a scripted file");
+        let answer = if list.len() > 1 { list.remove(0) } else { list[0].clone() };
+        Box::pin(async move { answer })
+    }
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    store: Store,
+    groups_dir: PathBuf,
+    group: GroupName,
+    ready: mpsc::Receiver<GroupName>,
+    preparer: Preparer,
+    shutdown: CancellationToken,
+}
+
+impl Rig {
+    async fn new(fetch: Arc<Scripted>, config: Config) -> Rig {
+        let group: GroupName = "family".parse().unwrap();
+        let (dir, store) = crate::store::tests::store_with(&group).await;
+        let groups_dir = dir.path().join("groups");
+        let fetchers = Fetchers::default();
+        fetchers.register(Platform::Telegram, fetch);
+        let (ready_tx, ready) = mpsc::channel(8);
+        let deps = PreparerDeps {
+            store: store.clone(),
+            outbox: Outbox::new(store.clone(), None),
+            groups_dir: groups_dir.clone(),
+            fetchers,
+            live: Live::fixed(&config),
+            retry: RetryPolicy::new(Duration::from_millis(10), Duration::from_millis(10)),
+            ready: ready_tx,
+        };
+        let shutdown = CancellationToken::new();
+        let preparer = Preparer::spawn(deps, &TaskTracker::new(), shutdown.clone());
+        Rig { _dir: dir, store, groups_dir, group, ready, preparer, shutdown }
+    }
+
+    fn message(&self, text: &str, media: Vec<Attachment>, album: Option<&str>) -> Inbound {
+        let mut msg = Inbound::new(self.group.clone(), Source::Chat(Platform::Telegram), "Ann", text);
+        msg.media = media;
+        msg.album = album.map(str::to_owned);
+        msg
+    }
+
+    async fn store(&self, msg: &Inbound) -> InboundId {
+        match self.store.insert_preparing(msg).await.unwrap() {
+            Stored::Preparing(id) => id,
+            Stored::Merged { into, .. } => into,
+        }
+    }
+
+    /// Waits until the group is said ready, then reads the message as its session would.
+    async fn prepared(&mut self) -> crate::store::Pulled {
+        let group = self.ready.recv().await.expect("ready");
+        assert_eq!(group, self.group);
+        let mut pulled = self.store.queued_inbound(&self.group, InboundId(0), 10).await.unwrap();
+        assert_eq!(pulled.len(), 1, "one message queued");
+        pulled.remove(0)
+    }
+
+    fn saved(&self, path: &str) -> Vec<u8> {
+        std::fs::read(self.groups_dir.join("family").join(path)).unwrap()
+    }
+}
+
+fn png(width: u32, height: u32) -> Vec<u8> {
+    let image = image::RgbImage::from_pixel(width, height, image::Rgb([200, 30, 30]));
+    let mut bytes = Vec::new();
+    image.write_to(&mut std::io::Cursor::new(&mut bytes), image::ImageFormat::Png).unwrap();
+    bytes
+}
+
+fn saved(outcome: &Outcome) -> (&str, bool, Option<&str>) {
+    match outcome {
+        Outcome::Saved { path, shown, image_note, .. } => (path.as_str(), *shown, image_note.as_deref()),
+        other => panic!("not saved: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_photo_is_saved_in_the_inbox_shown_to_the_model_and_its_message_queued() {
+    let bytes = png(40, 30);
+    let fetch = Arc::new(Scripted::default()).answer("f1", vec![Ok(bytes.clone())]);
+    let mut rig = Rig::new(fetch, Config::default()).await;
+    let id = rig.store(&rig.message("what is this", vec![Attachment::bounded(MediaKind::Photo, "f1")], None)).await;
+    rig.preparer.wake();
+
+    let pulled = rig.prepared().await;
+    assert_eq!(pulled.id, id);
+    assert_eq!(pulled.msg.text, "what is this");
+    let (path, shown, note) = saved(&pulled.msg.media[0].outcome);
+    let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    assert_eq!(path, format!("inbox/{day}/{}-photo.jpg", id.0));
+    assert!(shown && note.is_none());
+    assert_eq!(rig.saved(path), bytes, "the file as sent");
+    assert_eq!(pulled.images.len(), 1);
+    assert_eq!(pulled.images[0].media_type, "image/png", "small and of a type the API takes: as it came");
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn an_albums_photos_go_as_one_message_with_every_image_in_order() {
+    let fetch = Arc::new(Scripted::default())
+        .answer("a", vec![Ok(png(10, 10))])
+        .answer("b", vec![Ok(png(20, 10))])
+        .answer("c", vec![Ok(png(30, 10))]);
+    let mut rig = Rig::new(fetch, Config::default()).await;
+    // Every part is in before the preparer looks (its window then only delays it).
+    let first = rig.store(&rig.message("the trip", vec![Attachment::bounded(MediaKind::Photo, "a")], Some("x"))).await;
+    for key in ["b", "c"] {
+        let part = rig.message("", vec![Attachment::bounded(MediaKind::Photo, key)], Some("x"));
+        assert_eq!(rig.store(&part).await, first, "joins the first part");
+    }
+    rig.preparer.wake();
+
+    let pulled = rig.prepared().await;
+    assert_eq!(pulled.id, first);
+    assert_eq!(pulled.msg.media.len(), 3);
+    let paths: Vec<&str> = pulled.msg.media.iter().map(|a| saved(&a.outcome).0).collect();
+    for (n, path) in paths.iter().enumerate() {
+        assert!(path.ends_with(&format!("{}-{}-photo.jpg", first.0, n + 1)), "{path}");
+    }
+    assert_eq!(pulled.images.len(), 3);
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_failing_download_is_tried_again_and_then_named_in_the_message_which_still_goes() {
+    let fetch = Arc::new(Scripted::default())
+        .answer(
+            "flaky",
+            vec![
+                Err(FetchError::Transient("timed out".into())),
+                Err(FetchError::Transient("502".into())),
+                Ok(png(5, 5)),
+            ],
+        )
+        .answer("gone", vec![Err(FetchError::Gone("file expired".into()))]);
+    let mut rig = Rig::new(fetch.clone(), Config::default()).await;
+    let media = vec![Attachment::bounded(MediaKind::Photo, "flaky"), Attachment::bounded(MediaKind::Document, "gone")];
+    rig.store(&rig.message("two files", media, None)).await;
+    rig.preparer.wake();
+
+    let pulled = rig.prepared().await;
+    assert!(saved(&pulled.msg.media[0].outcome).1, "the third try worked");
+    assert_eq!(pulled.msg.media[1].outcome, Outcome::Failed { why: "file expired".into() }, "gone is not tried again");
+    assert_eq!(fetch.tries.load(Ordering::SeqCst), 4);
+    assert!(pulled.msg.media[1].describe().contains("the download failed (file expired)"));
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_file_announced_too_large_is_not_fetched_and_the_sender_is_told() {
+    let fetch = Arc::new(Scripted::default()).answer("big", vec![Ok(Vec::new())]);
+    let mut rig = Rig::new(fetch.clone(), Config::default()).await;
+    let mut doc = Attachment::bounded(MediaKind::Document, "big").with_name(Some("scan.pdf"));
+    doc.size = Some(25 * 1024 * 1024);
+    rig.store(&rig.message("see attached", vec![doc], None)).await;
+    rig.preparer.wake();
+
+    let pulled = rig.prepared().await;
+    assert_eq!(pulled.msg.media[0].outcome, Outcome::TooLarge { limit: 20 * 1024 * 1024 });
+    assert_eq!(fetch.tries.load(Ordering::SeqCst), 0);
+    let rows = Outbox::new(rig.store.clone(), None).rows_after(&rig.group, OutboxId(0)).await.unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.text.as_str()).collect::<Vec<_>>(),
+        ["Ann's document \"scan.pdf\" (25.0 MB) is larger than the 20.0 MB a bot may download, so the agent gets \
+          only its name. Share it another way (a link) if the agent needs it."]
+    );
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_damaged_or_crafted_image_is_kept_as_a_file_with_a_note_and_not_shown() {
+    let huge = crate::media::images::tests::claimed_png(100_000, 100_000);
+    let fetch = Arc::new(Scripted::default())
+        .answer("huge", vec![Ok(huge.clone())])
+        .answer("junk", vec![Ok(b"\x89PNG\r\n\x1a\nnot really".to_vec())]);
+    let mut rig = Rig::new(fetch, Config::default()).await;
+    let media = vec![Attachment::bounded(MediaKind::Image, "huge"), Attachment::bounded(MediaKind::Photo, "junk")];
+    rig.store(&rig.message("", media, None)).await;
+    rig.preparer.wake();
+
+    let pulled = rig.prepared().await;
+    assert!(pulled.images.is_empty());
+    let (path, shown, note) = saved(&pulled.msg.media[0].outcome);
+    assert!(!shown);
+    assert!(note.unwrap().contains("more than pincer decodes"), "{note:?}");
+    assert_eq!(rig.saved(path), huge, "kept as a file");
+    let (_, shown, note) = saved(&pulled.msg.media[1].outcome);
+    assert!(!shown && note.is_some());
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_message_left_preparing_by_a_restart_is_prepared_at_the_first_wake() {
+    let fetch = Arc::new(Scripted::default()).answer("f", vec![Ok(png(3, 3))]);
+    let mut rig = Rig::new(fetch, Config::default()).await;
+    let id = rig.store(&rig.message("before the crash", vec![Attachment::bounded(MediaKind::Photo, "f")], None)).await;
+    // As a previous process would have left it: the images half written.
+    rig.store.test_insert_images(id, &[ModelImage { media_type: "image/png".into(), data: vec![9] }]).await.unwrap();
+    rig.preparer.wake();
+    let pulled = rig.prepared().await;
+    assert_eq!(pulled.images.len(), 1);
+    assert_ne!(pulled.images[0].data, [9], "written again, not kept");
+    rig.shutdown.cancel();
+}
+
+#[test]
+fn a_stored_name_is_one_safe_component_with_the_message_id() {
+    let named = Attachment::bounded(MediaKind::Document, "x").with_name(Some("../../etc/passwd"));
+    assert_eq!(stored_name(&named, InboundId(7), None), "7-_.._etc_passwd");
+    let voice = Attachment::bounded(MediaKind::Voice, "x").with_mime(Some("audio/ogg"));
+    assert_eq!(stored_name(&voice, InboundId(7), Some(2)), "7-2-voice.ogg");
+    let long = Attachment::bounded(MediaKind::Document, "x").with_name(Some(&format!("{}.pdf", "a".repeat(110))));
+    let name = stored_name(&long, InboundId(123), None);
+    assert!(name.len() <= crate::domain::media::SAFE_NAME_BYTES && name.starts_with("123-") && name.ends_with(".pdf"));
+}

@@ -1,0 +1,246 @@
+//! Messages whose media is still being fetched and prepared: stored
+//! `preparing` (their group's session takes nothing at or after them, so the
+//! order holds), with an album's later parts merged into its first, and made
+//! `queued` with their prepared media and images in one transaction.
+
+use sqlx::{FromRow, Row};
+
+use super::rows::InboundRow;
+use super::{now_us, InboundState, Store, StoreError};
+use crate::domain::media::{Attachment, ModelImage, MAX_ATTACHMENTS};
+use crate::domain::{GroupName, Inbound, InboundId};
+
+/// A message waiting for its media, as the preparer finds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    pub id: InboundId,
+    pub group: GroupName,
+    /// Part of an album that may still take parts.
+    pub album: bool,
+}
+
+/// Where a message with media went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    /// Its own row, `preparing`: hand it to the preparer.
+    Preparing(InboundId),
+    /// A part of an album whose first part is still open: its attachments
+    /// (and caption) now belong to `into`, and its own row is `merged`.
+    Merged { into: InboundId, part: InboundId },
+}
+
+impl Store {
+    /// Stores `msg` (which carries media) `preparing`, or, when an earlier
+    /// part of its album still takes parts, merges it into that one. A
+    /// second copy of a message (same `external_id`) is
+    /// [`StoreError::Duplicate`].
+    pub async fn insert_preparing(&self, msg: &Inbound) -> Result<Stored, StoreError> {
+        // The part's own row first: the write takes the database's lock, so
+        // the album read below sees the newest state (a deferred transaction
+        // that read first could not write after another writer committed).
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id,
+                                  media, album)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'preparing', ?, ?, ?) ON CONFLICT DO NOTHING",
+        )
+        .bind(msg.group.as_str())
+        .bind(now_us())
+        .bind(msg.source.as_str())
+        .bind(&msg.sender)
+        .bind(&msg.sender_id)
+        .bind(&msg.text)
+        .bind(crate::domain::unix_us(msg.sent_at))
+        .bind(&msg.reply_to)
+        .bind(&msg.external_id)
+        .bind(super::media_json(&msg.media))
+        .bind(&msg.album)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
+        }
+        let part = InboundId(done.last_insert_rowid());
+        let Some(album) = &msg.album else {
+            tx.commit().await?;
+            return Ok(Stored::Preparing(part));
+        };
+        let first = sqlx::query(
+            "SELECT id, text, media FROM inbound
+              WHERE group_name = ? AND album = ? AND state = 'preparing' AND id < ? ORDER BY id LIMIT 1",
+        )
+        .bind(msg.group.as_str())
+        .bind(album)
+        .bind(part.0)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(first) = first else {
+            tx.commit().await?;
+            return Ok(Stored::Preparing(part));
+        };
+        let into = InboundId(first.try_get("id")?);
+        let mut media = super::rows::read_media(first.try_get::<Option<String>, _>("media")?.as_deref())?;
+        if media.len() + msg.media.len() > MAX_ATTACHMENTS {
+            // A full album goes on as a message of its own.
+            tx.commit().await?;
+            return Ok(Stored::Preparing(part));
+        }
+        media.extend(msg.media.iter().cloned());
+        let mut text: String = first.try_get("text")?;
+        if !msg.text.trim().is_empty() {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&msg.text);
+        }
+        sqlx::query("UPDATE inbound SET text = ?, media = ? WHERE id = ?")
+            .bind(&text)
+            .bind(super::media_json(&media))
+            .bind(into.0)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE inbound SET state = 'merged' WHERE id = ?").bind(part.0).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(Stored::Merged { into, part })
+    }
+
+    /// The message `id` as the preparer starts on it, if it is still
+    /// `preparing`; its album takes no more parts from now on (a part
+    /// coming later is a message of its own).
+    pub async fn take_preparing(&self, id: InboundId) -> Result<Option<Inbound>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE inbound SET album = NULL WHERE id = ? AND state = 'preparing'
+             RETURNING id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id, media, album",
+        )
+        .bind(id.0)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let (_, msg) = InboundRow::from_row(&row)?.message()?;
+        Ok(Some(msg))
+    }
+
+    /// Message `id` prepared: its attachments as they came out and the
+    /// images the model is shown, and `queued` for its session, together.
+    /// Whether it was still `preparing` (if not, nothing changes).
+    pub async fn finish_preparing(
+        &self,
+        id: InboundId,
+        media: &[Attachment],
+        images: &[ModelImage],
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query("UPDATE inbound SET state = 'queued', media = ? WHERE id = ? AND state = 'preparing'")
+            .bind(super::media_json(media))
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        // A preparation cut short by a restart may have left none, or some.
+        sqlx::query("DELETE FROM inbound_images WHERE inbound_id = ?").bind(id.0).execute(&mut *tx).await?;
+        for (seq, image) in images.iter().enumerate() {
+            sqlx::query("INSERT INTO inbound_images (inbound_id, seq, media_type, data) VALUES (?, ?, ?, ?)")
+                .bind(id.0)
+                .bind(i64::try_from(seq).unwrap_or(i64::MAX))
+                .bind(&image.media_type)
+                .bind(&image.data)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Every message still `preparing` (a restart cut its preparation
+    /// short), oldest first: each is prepared again from the start.
+    pub async fn all_preparing(&self) -> Result<Vec<Waiting>, StoreError> {
+        let rows: Vec<(i64, String, bool)> = sqlx::query_as(
+            "SELECT id, group_name, album IS NOT NULL FROM inbound WHERE state = 'preparing' ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut found = Vec::with_capacity(rows.len());
+        for (id, group, album) in rows {
+            match group.parse::<GroupName>() {
+                Ok(group) => found.push(Waiting { id: InboundId(id), group, album }),
+                Err(e) => {
+                    tracing::error!(id, %group, %e, "a message being prepared names no group; marking it failed");
+                    self.set_inbound_state(&[InboundId(id)], InboundState::Failed).await?;
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::media::{MediaKind, Outcome};
+    use crate::domain::Source;
+    use crate::store::tests::store_with;
+
+    fn photo(group: &GroupName, text: &str, album: Option<&str>, fetch: &str) -> Inbound {
+        let mut msg = Inbound::new(group.clone(), Source::Console, "ann", text);
+        msg.media = vec![Attachment::bounded(MediaKind::Photo, fetch)];
+        msg.album = album.map(str::to_owned);
+        msg
+    }
+
+    #[tokio::test]
+    async fn an_albums_parts_join_its_first_until_the_preparer_takes_it() {
+        let group: GroupName = "family".parse().unwrap();
+        let (_dir, store) = store_with(&group).await;
+        let Stored::Preparing(first) =
+            store.insert_preparing(&photo(&group, "our trip", Some("a1"), "f1")).await.unwrap()
+        else {
+            panic!("the first part is its own message")
+        };
+        let second = store.insert_preparing(&photo(&group, "", Some("a1"), "f2")).await.unwrap();
+        assert!(matches!(second, Stored::Merged { into, .. } if into == first));
+        let third = store.insert_preparing(&photo(&group, "day two", Some("a1"), "f3")).await.unwrap();
+        assert!(matches!(third, Stored::Merged { into, .. } if into == first));
+        let other = store.insert_preparing(&photo(&group, "", Some("b2"), "g1")).await.unwrap();
+        assert!(matches!(other, Stored::Preparing(id) if id != first), "another album is another message");
+
+        let taken = store.take_preparing(first).await.unwrap().expect("still preparing");
+        assert_eq!(taken.text, "our trip\nday two");
+        assert_eq!(taken.media.iter().map(|a| a.fetch.as_str()).collect::<Vec<_>>(), ["f1", "f2", "f3"]);
+        let late = store.insert_preparing(&photo(&group, "", Some("a1"), "f4")).await.unwrap();
+        assert!(matches!(late, Stored::Preparing(_)), "a part after the take is a message of its own");
+    }
+
+    #[tokio::test]
+    async fn a_prepared_message_is_queued_with_its_images_and_holds_back_the_queue_until_then() {
+        let group: GroupName = "family".parse().unwrap();
+        let (_dir, store) = store_with(&group).await;
+        let Stored::Preparing(id) = store.insert_preparing(&photo(&group, "look", None, "f1")).await.unwrap() else {
+            panic!("no album")
+        };
+        let plain = Inbound::new(group.clone(), Source::Console, "bo", "and then");
+        let after = store.insert_inbound(&plain, InboundState::Queued).await.unwrap();
+        assert!(store.queued_inbound(&group, InboundId(0), 10).await.unwrap().is_empty(), "nothing passes it");
+        assert_eq!(store.all_preparing().await.unwrap(), [Waiting { id, group: group.clone(), album: false }]);
+
+        let mut msg = store.take_preparing(id).await.unwrap().unwrap();
+        msg.media[0].outcome = Outcome::Saved {
+            path: "inbox/d/1-photo.jpg".into(),
+            bytes: 3,
+            transcript: None,
+            transcript_note: None,
+            shown: true,
+            image_note: None,
+        };
+        let image = ModelImage { media_type: "image/png".into(), data: vec![1, 2, 3] };
+        assert!(store.finish_preparing(id, &msg.media, std::slice::from_ref(&image)).await.unwrap());
+        assert!(!store.finish_preparing(id, &msg.media, &[]).await.unwrap(), "only once");
+
+        let pulled = store.queued_inbound(&group, InboundId(0), 10).await.unwrap();
+        assert_eq!(pulled.iter().map(|p| p.id).collect::<Vec<_>>(), [id, after], "in the order they came");
+        assert_eq!(pulled[0].images, [image]);
+        assert_eq!(pulled[0].msg.media, msg.media);
+        assert!(store.all_preparing().await.unwrap().is_empty());
+    }
+}

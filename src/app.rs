@@ -379,6 +379,9 @@ async fn serve<C: WaClient>(
         let telegram = if telegram_config.token.is_some() {
             // A setting that can never work stops pincer here; an unreachable Bot API does not.
             let bot = Telegram::client(&telegram_config)?;
+            engine
+                .router
+                .register_fetch(Platform::Telegram, Arc::new(crate::channel::telegram::Files { bot: bot.clone() }));
             let asks = askers.register(Platform::Telegram);
             served.push(Platform::Telegram);
             let (ports, assistant, shutdown, stop_delivery) =
@@ -408,6 +411,9 @@ async fn serve<C: WaClient>(
                 }
             })
         });
+        // Every adapter registered how it fetches files: what a previous
+        // pincer left half prepared is prepared now.
+        engine.router.prepare_waiting();
         let (store, router) = (engine.store.clone(), engine.router.clone());
         let endpoint = crate::endpoint::spawn(
             &http_config,

@@ -17,6 +17,7 @@ mod fake_bot;
 mod faults;
 mod intake;
 mod lifecycle;
+mod media;
 mod operator;
 mod orphans;
 mod private;

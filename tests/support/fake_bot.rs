@@ -415,13 +415,65 @@ pub struct Incoming {
     pub text: String,
     pub topic: Option<i64>,
     pub reply_to: Option<i64>,
+    /// What the message carries besides text (`"photo"`, `"voice"`, …, as
+    /// Telegram's Message JSON has them); with it, `text` is the caption.
+    pub media: Option<Value>,
+    /// Telegram's `media_group_id`: the parts of one album share it.
+    pub album: Option<String>,
 }
 
 impl Incoming {
     pub fn new(chat: &TgChat, from: &TgUser, text: &str) -> Incoming {
-        Incoming { chat: chat.clone(), from: from.clone(), text: text.to_owned(), topic: None, reply_to: None }
+        Incoming {
+            chat: chat.clone(),
+            from: from.clone(),
+            text: text.to_owned(),
+            topic: None,
+            reply_to: None,
+            media: None,
+            album: None,
+        }
+    }
+
+    /// A photo (in the sizes Telegram makes of it: here the file itself and
+    /// a made-up thumbnail), with `caption`.
+    pub fn photo(chat: &TgChat, from: &TgUser, caption: &str, file: &FileRef, width: u32, height: u32) -> Incoming {
+        let thumb = json!({ "file_id": format!("{}-thumb", file.id), "file_unique_id": "thumb", "file_size": 100,
+                            "width": 90, "height": 90 });
+        let full = json!({ "file_id": file.id, "file_unique_id": file.id, "file_size": file.size,
+                           "width": width, "height": height });
+        Incoming { media: Some(json!({ "photo": [thumb, full] })), ..Incoming::new(chat, from, caption) }
+    }
+
+    /// A file sent as a document.
+    pub fn document(chat: &TgChat, from: &TgUser, caption: &str, file: &FileRef, name: &str, mime: &str) -> Incoming {
+        let document = json!({ "file_id": file.id, "file_unique_id": file.id, "file_size": file.size,
+                               "file_name": name, "mime_type": mime });
+        Incoming { media: Some(json!({ "document": document })), ..Incoming::new(chat, from, caption) }
+    }
+
+    /// A voice note of `seconds`.
+    pub fn voice(chat: &TgChat, from: &TgUser, file: &FileRef, seconds: u32) -> Incoming {
+        let voice = json!({ "file_id": file.id, "file_unique_id": file.id, "file_size": file.size,
+                            "duration": seconds, "mime_type": "audio/ogg" });
+        Incoming { media: Some(json!({ "voice": voice })), ..Incoming::new(chat, from, "") }
+    }
+
+    /// Part of the album `key`.
+    pub fn in_album(self, key: &str) -> Incoming {
+        Incoming { album: Some(key.to_owned()), ..self }
     }
 }
+
+/// A file the fake holds for download ([`FakeBot::upload`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRef {
+    pub id: String,
+    pub size: u64,
+}
+
+/// The most a bot may download through the Bot API (`getFile` refuses more).
+pub const DOWNLOAD_LIMIT: u64 = 20 * 1024 * 1024;
 
 /// A fault to answer the next call of a method with ([`FakeBot::fail_next`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -637,6 +689,10 @@ struct Inner {
     callbacks: HashMap<String, bool>,
     next_callback: u64,
     webhook: Option<Webhook>,
+    /// Files users sent, by file id: what `getFile` and downloads serve.
+    files: HashMap<String, Vec<u8>>,
+    /// Downloads served, by file path.
+    downloads: Vec<String>,
     /// Bumped by every `getUpdates`, so an older long poll knows it was overtaken.
     poll_generation: u64,
     closed: bool,
@@ -705,6 +761,8 @@ impl FakeBot {
                 callbacks: HashMap::new(),
                 next_callback: 1,
                 webhook: None,
+                files: HashMap::new(),
+                downloads: Vec::new(),
                 poll_generation: 0,
                 closed: false,
             }),
@@ -732,6 +790,29 @@ impl FakeBot {
     /// right chat JSON and refusals. Chats seen in [`Self::say`] are known.
     pub fn add_chat(&self, chat: &TgChat) {
         self.shared.lock().chats.insert(chat.id, chat.clone());
+    }
+
+    /// Holds `bytes` as a file a user sent, for a message to carry.
+    pub fn upload(&self, bytes: Vec<u8>) -> FileRef {
+        let mut inner = self.shared.lock();
+        let id = format!("file-{}", inner.files.len() + 1);
+        let size = bytes.len() as u64;
+        inner.files.insert(id.clone(), bytes);
+        FileRef { id, size }
+    }
+
+    /// A file the fake holds under an id without its bytes, claiming `size`
+    /// (a file too large to download needs no bytes to be refused).
+    pub fn upload_claimed(&self, size: u64) -> FileRef {
+        let mut inner = self.shared.lock();
+        let id = format!("file-{}", inner.files.len() + 1);
+        inner.files.insert(id.clone(), Vec::new());
+        FileRef { id, size }
+    }
+
+    /// The file paths downloaded so far.
+    pub fn downloads(&self) -> Vec<String> {
+        self.shared.lock().downloads.clone()
     }
 
     /// Queues a text message from `from` in `chat`; returns its message id.
@@ -1173,11 +1254,24 @@ impl Inner {
             "from": incoming.from.to_json(),
             "chat": chat.to_json(),
             "date": now(),
-            "text": incoming.text,
         });
+        // With media, the text is a caption (and may be absent).
+        let (text_key, entities_key) =
+            if incoming.media.is_some() { ("caption", "caption_entities") } else { ("text", "entities") };
+        if incoming.media.is_none() || !incoming.text.is_empty() {
+            message[text_key] = json!(incoming.text);
+        }
+        if let Some(Value::Object(media)) = &incoming.media {
+            for (k, v) in media {
+                message[k.as_str()] = v.clone();
+            }
+        }
+        if let Some(album) = &incoming.album {
+            message["media_group_id"] = json!(album);
+        }
         let entities = detect_entities(&incoming.text);
         if !entities.is_empty() {
-            message["entities"] = Value::Array(entities);
+            message[entities_key] = Value::Array(entities);
         }
         place_in_thread(&mut message, chat, topic, root, replied);
         self.messages.insert((chat.id, id), message.clone());
@@ -1232,6 +1326,20 @@ impl Inner {
     fn call(&mut self, method: &str, p: &Value) -> Outcome {
         match method {
             "getMe" => Ok(me()),
+            "getFile" => {
+                let id = p.get("file_id").and_then(string_value).unwrap_or_default();
+                let Some(bytes) = self.files.get(&id) else {
+                    return Err(bad("wrong file_id or the file is temporarily unavailable"));
+                };
+                // A claimed size (no bytes held) stands for the real one.
+                let size = if bytes.is_empty() { u64::MAX } else { bytes.len() as u64 };
+                if size > DOWNLOAD_LIMIT {
+                    return Err(bad("file is too big"));
+                }
+                Ok(
+                    json!({ "file_id": id, "file_unique_id": id, "file_size": size, "file_path": format!("files/{id}") }),
+                )
+            }
             "sendMessage" => self.send_message(p),
             "sendDocument" => self.send_document(p),
             "editMessageText" => self.edit_message(p, true),
@@ -1743,6 +1851,9 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(path) = uri.path().strip_prefix("/file/bot").and_then(|rest| rest.split_once('/')).map(|(_, p)| p) {
+        return download(&shared, path);
+    }
     let Some((token, raw_method)) = split_path(uri.path()) else {
         // What Telegram answers for a path that is no method call at all.
         let outcome = Err(TgError { code: 404, description: "Not Found".into(), retry_after: None });
@@ -1786,6 +1897,22 @@ async fn handle(
         };
     shared.record(&method, params, &outcome);
     respond(&outcome)
+}
+
+/// A file's bytes at `/file/bot<token>/<file_path>`, as Telegram's file
+/// server serves them (teloxide sends the path's slashes as `%2F`).
+fn download(shared: &Shared, path: &str) -> Response {
+    let path = path.replace("%2F", "/").replace("%2f", "/");
+    let path = path.as_str();
+    let mut inner = shared.lock();
+    inner.downloads.push(path.to_owned());
+    let bytes = path.strip_prefix("files/").and_then(|id| inner.files.get(id)).cloned();
+    drop(inner);
+    shared.activity.notify_waiters();
+    match bytes {
+        Some(bytes) => (StatusCode::OK, bytes).into_response(),
+        None => (StatusCode::NOT_FOUND, "Not Found").into_response(),
+    }
 }
 
 /// Answers a call hit by a network fault, before it could have any effect.

@@ -42,15 +42,23 @@ pub(super) struct ChatMessage {
     pub reply_to: Option<String>,
     pub replies_to_bot: bool,
     pub mentions_bot: bool,
+    /// The photos and files it carries (fetched later, by the preparer).
+    pub media: Vec<crate::domain::media::Attachment>,
+    /// Telegram's key for an album: its parts arrive as messages sharing it.
+    pub album: Option<String>,
 }
 
 /// How much of a replied-to message the agent is shown.
 const REPLY_QUOTE_CHARS: usize = 80;
 
 impl ChatMessage {
-    /// `None` for messages without text or caption (stickers, service messages).
+    /// `None` for messages with nothing for the agent (service messages).
     pub fn from_telegram(msg: &Message, me: &teloxide::types::Me) -> Option<ChatMessage> {
-        let text = msg.text().or(msg.caption())?.to_owned();
+        let media = super::media::attachments(msg);
+        let text = match msg.text().or(msg.caption()) {
+            Some(text) => text.to_owned(),
+            None => super::media::text_of(msg).or_else(|| (!media.is_empty()).then(String::new))?,
+        };
         // Outside forums, Telegram also sets a thread id on plain replies.
         let topic_id = msg.is_topic_message.then(|| msg.thread_id.map(|t| i64::from(t.0 .0))).flatten();
         // In a forum topic every message "replies" to the topic's creation
@@ -76,6 +84,8 @@ impl ChatMessage {
             }),
             replies_to_bot: reply.and_then(|r| r.from.as_ref()).is_some_and(|u| u.id == me.id),
             mentions_bot,
+            media,
+            album: msg.media_group_id().map(|g| g.0.clone()),
         })
     }
 
@@ -159,6 +169,8 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
     inbound.sent_at = chat.sent_at;
     inbound.reply_to = chat.reply_to.clone();
     inbound.external_id = Some(chat.external_id());
+    inbound.media = chat.media.clone();
+    inbound.album = chat.album.clone();
     let router = &shared.ports.router;
     let engaged = engages(&chat, &group, &shared.assistant);
     let taken =
@@ -303,6 +315,8 @@ mod tests {
             reply_to: None,
             replies_to_bot: false,
             mentions_bot: false,
+            media: Vec::new(),
+            album: None,
         }
     }
 

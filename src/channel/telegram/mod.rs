@@ -21,6 +21,7 @@ mod approvals;
 mod commands;
 pub mod format;
 mod inbound;
+mod media;
 mod outbound;
 mod polling;
 mod status;
@@ -28,6 +29,7 @@ mod stop;
 mod updates;
 mod webhook;
 
+pub use media::Files;
 pub use status::{TelegramStatus, STATUS_TIMEOUT};
 pub use stop::DATA as STOP_BUTTON_DATA;
 

@@ -572,8 +572,12 @@ async fn history(config: &Config, group: &str, json: bool, limit: u32) -> anyhow
 fn render(entry: &HistoryEntry) -> String {
     let at = crate::domain::printable_time(crate::domain::from_unix_us(entry.at_us()));
     match entry {
-        HistoryEntry::Inbound { source, sender, text, state, .. } => {
-            format!("{at}  in      {source}/{sender} ({state}): {text}")
+        HistoryEntry::Inbound { source, sender, text, state, media, .. } => {
+            let mut line = format!("{at}  in      {source}/{sender} ({state}): {text}");
+            for attachment in media {
+                line.push_str(&format!("\n                    {}", attachment.describe()));
+            }
+            line
         }
         HistoryEntry::Result {
             subtype, is_error, text, cost_usd, duration_ms, session_id, origin, delivery, ..

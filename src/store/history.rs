@@ -19,6 +19,9 @@ pub enum HistoryEntry {
         sender: String,
         text: String,
         state: String,
+        /// The photos and files it carried, and what became of each.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        media: Vec<crate::domain::media::Attachment>,
     },
     Result {
         at_us: i64,
@@ -52,11 +55,7 @@ pub enum HistoryEntry {
         delivery: Option<Delivery>,
     },
     /// Pincer itself speaking in the chat: restarts, failures, what to do.
-    Notice {
-        at_us: i64,
-        text: String,
-        delivery: Option<Delivery>,
-    },
+    Notice { at_us: i64, text: String, delivery: Option<Delivery> },
 }
 
 /// How far a message for the chat got (its outbox row).
@@ -98,7 +97,7 @@ impl HistoryEntry {
 const HISTORY_SQL: &str = "
 SELECT * FROM (
     SELECT 'inbound' AS kind, at_us, id, source AS a, sender AS b, text AS c, state AS d,
-           NULL AS e, NULL AS f, NULL AS is_error, NULL AS cost, NULL AS dur, NULL AS ds, NULL AS dt, NULL AS de
+           media AS e, NULL AS f, NULL AS is_error, NULL AS cost, NULL AS dur, NULL AS ds, NULL AS dt, NULL AS de
       FROM inbound WHERE group_name = ?1
     UNION ALL
     SELECT 'result', r.at_us, r.id, r.session_id, r.subtype, r.text, r.origin, NULL, NULL, r.is_error, r.cost_usd,
@@ -171,6 +170,8 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<HistoryEntry, sqlx::E
             sender: b.unwrap_or_default(),
             text: c.unwrap_or_default(),
             state: d.unwrap_or_default(),
+            // History shows what it can: media that does not read is left out.
+            media: super::rows::read_media(row.try_get::<Option<String>, _>("e")?.as_deref()).unwrap_or_default(),
         },
         "result" => HistoryEntry::Result {
             at_us,

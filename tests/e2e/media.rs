@@ -99,6 +99,21 @@ async fn a_photo_and_an_album_reach_the_model_as_image_blocks_and_are_kept_in_th
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(api.main_requests().len(), 2, "no second turn for the album's second part");
     pincer.stop().await;
+
+    // `pincer history` shows what each message carried.
+    let store = pincer::app::open_store(&sandbox.config).await.unwrap();
+    let history = store.history(&"family".parse().unwrap(), 100).await.unwrap();
+    let carried: Vec<(String, usize)> = history
+        .iter()
+        .filter_map(|e| match e {
+            pincer::store::HistoryEntry::Inbound { text, media, state, .. } if state != "merged" => {
+                Some((text.clone(), media.len()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(carried, [("what is on this receipt?".to_owned(), 1), ("our trip".to_owned(), 2)]);
+    store.close().await;
 }
 
 /// A transcription engine on loopback: answers 500 while `failing`, else the words.

@@ -26,6 +26,7 @@ use std::time::SystemTime;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{FromRow, Row, SqliteConnection, SqlitePool};
 
+use crate::domain::media::ModelImage;
 use crate::domain::{
     from_unix_us, unix_us, ChatLine, GroupName, Inbound, InboundId, PermissionDecision, TaskFrame, TurnResult,
 };
@@ -241,25 +242,8 @@ impl Store {
     /// `Observed`. A second copy of a message with the same platform id
     /// (`external_id`) is refused with [`StoreError::Duplicate`].
     pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id,
-                                  media, album)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-        )
-        .bind(msg.group.as_str())
-        .bind(now_us())
-        .bind(msg.source.as_str())
-        .bind(&msg.sender)
-        .bind(&msg.sender_id)
-        .bind(&msg.text)
-        .bind(unix_us(msg.sent_at))
-        .bind(&msg.reply_to)
-        .bind(state.as_str())
-        .bind(&msg.external_id)
-        .bind(media_json(&msg.media))
-        .bind(&msg.album)
-        .execute(&self.pool)
-        .await?;
+        let mut conn = self.pool.acquire().await?;
+        let done = insert_inbound_row(&mut conn, msg, state).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
         }
@@ -453,6 +437,47 @@ impl Store {
 }
 
 /// Sets each message's state, on `conn` (the pool's, or a transaction's).
+/// Inserts `msg` in `state`; a second copy (same `external_id`) inserts nothing.
+async fn insert_inbound_row(
+    conn: &mut SqliteConnection,
+    msg: &Inbound,
+    state: InboundState,
+) -> Result<sqlx::sqlite::SqliteQueryResult, StoreError> {
+    Ok(sqlx::query(
+        "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id,
+                              media, album)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+    )
+    .bind(msg.group.as_str())
+    .bind(now_us())
+    .bind(msg.source.as_str())
+    .bind(&msg.sender)
+    .bind(&msg.sender_id)
+    .bind(&msg.text)
+    .bind(unix_us(msg.sent_at))
+    .bind(&msg.reply_to)
+    .bind(state.as_str())
+    .bind(&msg.external_id)
+    .bind(media_json(&msg.media))
+    .bind(&msg.album)
+    .execute(&mut *conn)
+    .await?)
+}
+
+/// Stores the images the model is shown with message `id`, in order.
+async fn insert_images(conn: &mut SqliteConnection, id: InboundId, images: &[ModelImage]) -> Result<(), StoreError> {
+    for (seq, image) in images.iter().enumerate() {
+        sqlx::query("INSERT INTO inbound_images (inbound_id, seq, media_type, data) VALUES (?, ?, ?, ?)")
+            .bind(id.0)
+            .bind(i64::try_from(seq).unwrap_or(i64::MAX))
+            .bind(&image.media_type)
+            .bind(&image.data)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
 async fn set_states(
     conn: &mut SqliteConnection,
     states: impl Iterator<Item = (InboundId, InboundState)>,

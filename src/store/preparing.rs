@@ -6,7 +6,7 @@
 use sqlx::{FromRow, Row};
 
 use super::rows::InboundRow;
-use super::{now_us, InboundState, Store, StoreError};
+use super::{InboundState, Store, StoreError};
 use crate::domain::media::{Attachment, ModelImage, MAX_ATTACHMENTS};
 use crate::domain::{GroupName, Inbound, InboundId};
 
@@ -39,24 +39,7 @@ impl Store {
         // the album read below sees the newest state (a deferred transaction
         // that read first could not write after another writer committed).
         let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(
-            "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id,
-                                  media, album)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'preparing', ?, ?, ?) ON CONFLICT DO NOTHING",
-        )
-        .bind(msg.group.as_str())
-        .bind(now_us())
-        .bind(msg.source.as_str())
-        .bind(&msg.sender)
-        .bind(&msg.sender_id)
-        .bind(&msg.text)
-        .bind(crate::domain::unix_us(msg.sent_at))
-        .bind(&msg.reply_to)
-        .bind(&msg.external_id)
-        .bind(super::media_json(&msg.media))
-        .bind(&msg.album)
-        .execute(&mut *tx)
-        .await?;
+        let done = super::insert_inbound_row(&mut tx, msg, InboundState::Preparing).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
         }
@@ -140,15 +123,7 @@ impl Store {
         }
         // A preparation cut short by a restart may have left none, or some.
         sqlx::query("DELETE FROM inbound_images WHERE inbound_id = ?").bind(id.0).execute(&mut *tx).await?;
-        for (seq, image) in images.iter().enumerate() {
-            sqlx::query("INSERT INTO inbound_images (inbound_id, seq, media_type, data) VALUES (?, ?, ?, ?)")
-                .bind(id.0)
-                .bind(i64::try_from(seq).unwrap_or(i64::MAX))
-                .bind(&image.media_type)
-                .bind(&image.data)
-                .execute(&mut *tx)
-                .await?;
-        }
+        super::insert_images(&mut tx, id, images).await?;
         tx.commit().await?;
         Ok(true)
     }

@@ -100,16 +100,8 @@ impl Store {
     /// Stores images for message `id` as the preparer does (for tests of what reads them).
     #[cfg(test)]
     pub(crate) async fn test_insert_images(&self, id: InboundId, images: &[ModelImage]) -> Result<(), StoreError> {
-        for (seq, image) in images.iter().enumerate() {
-            sqlx::query("INSERT INTO inbound_images (inbound_id, seq, media_type, data) VALUES (?, ?, ?, ?)")
-                .bind(id.0)
-                .bind(i64::try_from(seq).unwrap_or(i64::MAX))
-                .bind(&image.media_type)
-                .bind(&image.data)
-                .execute(&self.pool)
-                .await?;
-        }
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        super::insert_images(&mut conn, id, images).await
     }
 
     /// At start, before any session runs: what a previous pincer took for the

@@ -151,6 +151,12 @@ async fn a_voice_note_is_transcribed_and_a_failing_engine_holds_nothing_back() {
     sandbox.config.transcription.url = Some(url);
     sandbox.serve_telegram_group(&bot, "family", CHAT).await;
     let pincer = sandbox.spawn_daemon();
+    // The daemon runs in this process: its counters are these.
+    let counted = |outcome: &'static str| {
+        let label = pincer::metrics::counters::OutcomeLabel { outcome };
+        pincer::metrics::counters::counters().transcriptions.get_or_create(&label).get()
+    };
+    let (ok_before, failed_before) = (counted("ok"), counted("failed"));
 
     let note = bot.upload(vec![7u8; 4000]);
     bot.say_with(Incoming::voice(&chat(), &ann(), &note, 42));
@@ -169,6 +175,7 @@ async fn a_voice_note_is_transcribed_and_a_failing_engine_holds_nothing_back() {
     let prompt = requests[1].last_user_prompt();
     assert!(prompt.contains("no transcript: the transcription engine did not answer after 3 tries"), "{prompt}");
     assert_eq!(*calls.lock().unwrap(), 4, "one call, then three tries");
+    assert!(counted("ok") > ok_before && counted("failed") > failed_before, "both counted for /metrics");
     bot.wait_sent(CHAT, 2).await;
     pincer.stop().await;
 }

@@ -186,6 +186,9 @@ async fn a_failing_download_is_tried_again_and_then_named_in_the_message_which_s
 #[tokio::test]
 async fn a_file_announced_too_large_is_not_fetched_and_the_sender_is_told() {
     let fetch = Arc::new(Scripted::default()).answer("big", vec![Ok(Vec::new())]);
+    let counters = crate::metrics::counters::counters();
+    let label = crate::metrics::counters::DownloadLabels { platform: "telegram", outcome: "too_large" };
+    let before = counters.media_downloads.get_or_create(&label).get();
     let mut rig = Rig::new(fetch.clone(), Config::default()).await;
     let mut doc = Attachment::bounded(MediaKind::Document, "big").with_name(Some("scan.pdf"));
     doc.size = Some(25 * 1024 * 1024);
@@ -195,6 +198,7 @@ async fn a_file_announced_too_large_is_not_fetched_and_the_sender_is_told() {
     let pulled = rig.prepared().await;
     assert_eq!(pulled.msg.media[0].outcome, Outcome::TooLarge { limit: 20 * 1024 * 1024 });
     assert_eq!(fetch.tries.load(Ordering::SeqCst), 0);
+    assert!(counters.media_downloads.get_or_create(&label).get() > before, "counted for /metrics");
     let rows = Outbox::new(rig.store.clone(), None).rows_after(&rig.group, OutboxId(0)).await.unwrap();
     assert_eq!(
         rows.iter().map(|r| r.text.as_str()).collect::<Vec<_>>(),

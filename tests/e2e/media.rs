@@ -46,20 +46,6 @@ fn dimensions(block: &Value) -> (u32, u32, usize) {
     (image.width(), image.height(), data.len())
 }
 
-async fn wait_requests(api: &FakeApi, n: usize) -> Vec<RecordedRequest> {
-    tokio::time::timeout(PATIENCE, async {
-        loop {
-            let requests = api.main_requests();
-            if requests.len() >= n {
-                return requests;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the CLI asked the API in time")
-}
-
 #[tokio::test]
 async fn a_photo_and_an_album_reach_the_model_as_image_blocks_and_are_kept_in_the_inbox() {
     let api = FakeApi::start(fake_api::echo()).await;
@@ -71,7 +57,7 @@ async fn a_photo_and_an_album_reach_the_model_as_image_blocks_and_are_kept_in_th
     let big = jpeg(3000, 2000);
     let photo = bot.upload(big.clone());
     bot.say_with(Incoming::photo(&chat(), &ann(), "what is on this receipt?", &photo, 3000, 2000));
-    let requests = wait_requests(&api, 1).await;
+    let requests = api.wait_for_main_requests(1, PATIENCE).await;
     let shown = images(&requests[0]);
     assert_eq!(shown.len(), 1, "one image block");
     assert_eq!(shown[0]["source"]["type"], "base64");
@@ -91,7 +77,7 @@ async fn a_photo_and_an_album_reach_the_model_as_image_blocks_and_are_kept_in_th
     let (a, b) = (bot.upload(jpeg(300, 200)), bot.upload(jpeg(200, 300)));
     bot.say_with(Incoming::photo(&chat(), &ann(), "our trip", &a, 300, 200).in_album("trip"));
     bot.say_with(Incoming::photo(&chat(), &ann(), "", &b, 200, 300).in_album("trip"));
-    let requests = wait_requests(&api, 2).await;
+    let requests = api.wait_for_main_requests(2, PATIENCE).await;
     let shown = images(&requests[1]);
     assert_eq!(shown.len(), 2, "the album is one message");
     assert_eq!((dimensions(&shown[0]).0, dimensions(&shown[1]).0), (300, 200));
@@ -160,7 +146,7 @@ async fn a_voice_note_is_transcribed_and_a_failing_engine_holds_nothing_back() {
 
     let note = bot.upload(vec![7u8; 4000]);
     bot.say_with(Incoming::voice(&chat(), &ann(), &note, 42));
-    let requests = wait_requests(&api, 1).await;
+    let requests = api.wait_for_main_requests(1, PATIENCE).await;
     let prompt = requests[0].last_user_prompt();
     assert!(prompt.contains("[voice 0:42, audio/ogg"), "{prompt}");
     assert!(prompt.contains("transcript: buy milk and call grandma"), "{prompt}");
@@ -171,7 +157,7 @@ async fn a_voice_note_is_transcribed_and_a_failing_engine_holds_nothing_back() {
     *failing.lock().unwrap() = true;
     let again = bot.upload(vec![8u8; 4000]);
     bot.say_with(Incoming::voice(&chat(), &ann(), &again, 5));
-    let requests = wait_requests(&api, 2).await;
+    let requests = api.wait_for_main_requests(2, PATIENCE).await;
     let prompt = requests[1].last_user_prompt();
     assert!(prompt.contains("no transcript: the transcription engine did not answer after 3 tries"), "{prompt}");
     assert_eq!(*calls.lock().unwrap(), 4, "one call, then three tries");
@@ -190,7 +176,7 @@ async fn a_file_too_large_to_download_is_named_and_its_sender_told_and_a_crafted
 
     let big = bot.upload_claimed(25 * 1024 * 1024);
     bot.say_with(Incoming::document(&chat(), &ann(), "the scan", &big, "scan.pdf", "application/pdf"));
-    let requests = wait_requests(&api, 1).await;
+    let requests = api.wait_for_main_requests(1, PATIENCE).await;
     let prompt = requests[0].last_user_prompt();
     assert!(prompt.contains("the scan"), "{prompt}");
     assert!(prompt.contains("not downloaded, larger than the 20.0 MB a bot may fetch"), "{prompt}");
@@ -204,7 +190,7 @@ async fn a_file_too_large_to_download_is_named_and_its_sender_told_and_a_crafted
     // A tiny PNG that claims 100,000 × 100,000 pixels.
     let crafted = bot.upload(claimed_png(100_000, 100_000));
     bot.say_with(Incoming::document(&chat(), &ann(), "look", &crafted, "huge.png", "image/png"));
-    let requests = wait_requests(&api, 2).await;
+    let requests = api.wait_for_main_requests(2, PATIENCE).await;
     assert!(images(&requests[1]).is_empty(), "not shown");
     let prompt = requests[1].last_user_prompt();
     assert!(prompt.contains("saved as inbox/") && prompt.contains("-huge.png"), "kept as a file: {prompt}");

@@ -94,17 +94,6 @@ async fn the_telegram_status_message_is_posted_in_its_topic_edited_deleted_and_r
     assert!(matches!(status.edit(&at, &said.to_string(), "x", false).await, Err(StatusError::Gone(_))));
 }
 
-/// Waits until the API has seen `n` main requests.
-async fn wait_requests(api: &FakeApi, n: usize) {
-    tokio::time::timeout(PATIENCE, async {
-        while api.main_requests().len() < n {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the CLI asked the API in time");
-}
-
 /// The text the bot answered callback query `id` with, once it has.
 async fn answer_to(bot: &FakeBot, id: &str) -> String {
     let answered = |b: &FakeBot| {
@@ -131,7 +120,7 @@ async fn the_stop_button_interrupts_for_an_admin_and_is_refused_to_a_member() {
     let pincer = sandbox.spawn_daemon();
 
     let asked = bot.say(&team(), &bob(), "SLOWREPLY please");
-    wait_requests(&api, 1).await;
+    api.wait_for_main_requests(1, PATIENCE).await;
     bot.wait_for("the receipt reaction", |b| b.reactions(team().id, asked) == ["👀"]).await;
 
     // The presenter's status message, with its button.

@@ -39,17 +39,6 @@ async fn telegram_sandbox(api: &FakeApi, bot: &FakeBot) -> Sandbox {
     sandbox
 }
 
-/// Waits until the API has seen `n` main requests.
-async fn wait_requests(api: &FakeApi, n: usize) {
-    tokio::time::timeout(PATIENCE, async {
-        while api.main_requests().len() < n {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the CLI asked the API in time");
-}
-
 #[tokio::test]
 async fn a_triggered_message_is_answered_in_its_topic_and_commands_are_registered() {
     let api = FakeApi::start(fake_api::echo()).await;
@@ -412,7 +401,7 @@ async fn stop_interrupts_the_turn_and_new_starts_a_fresh_session() {
     let pincer = sandbox.spawn_daemon();
 
     bot.say(&team(), &alice(), "SLOWREPLY please");
-    wait_requests(&api, 1).await;
+    api.wait_for_main_requests(1, PATIENCE).await;
     bot.say(&team(), &alice(), "/stop");
     let sent = bot.wait_sent(team().id, 2).await;
     let texts: Vec<&str> = sent.iter().map(|s| s.text.as_str()).collect();
@@ -476,7 +465,7 @@ async fn a_group_whose_bot_was_kicked_goes_inactive_and_comes_back() {
 
     bot.block(team().id);
     bot.say(&team(), &alice(), "hello MSG1");
-    wait_requests(&api, 1).await;
+    api.wait_for_main_requests(1, PATIENCE).await;
     let store = sandbox.store().await;
     let inactive = tokio::time::timeout(PATIENCE, async {
         loop {
@@ -596,7 +585,7 @@ async fn a_message_cut_off_by_a_restart_is_answered_after_it() {
     // pincer stops while the CLI still waits for the model.
     let pincer = sandbox.spawn_daemon();
     bot.say(&team(), &alice(), "CUTOFF question");
-    wait_requests(&stuck, 1).await;
+    stuck.wait_for_main_requests(1, PATIENCE).await;
     // Long enough a turn for its status message to be shown.
     bot.wait_for("the status message", |b| b.sent(team().id).iter().any(|s| s.text.starts_with("Working…"))).await;
     pincer.stop().await;

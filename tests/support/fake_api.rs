@@ -403,9 +403,23 @@ impl FakeApi {
 
     /// Polls until at least `n` `POST /v1/messages` arrived; panics after `timeout`.
     pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
+        self.wait_until(n, timeout, Self::requests).await
+    }
+
+    /// [`Self::wait_for_requests`], counting only [`Self::main_requests`].
+    pub async fn wait_for_main_requests(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
+        self.wait_until(n, timeout, Self::main_requests).await
+    }
+
+    async fn wait_until(
+        &self,
+        n: usize,
+        timeout: Duration,
+        read: fn(&Self) -> Vec<RecordedRequest>,
+    ) -> Vec<RecordedRequest> {
         let deadline = Instant::now() + timeout;
         loop {
-            let requests = self.requests();
+            let requests = read(self);
             if requests.len() >= n {
                 return requests;
             }

@@ -29,44 +29,35 @@ pub(super) fn attachments(msg: &Message) -> Vec<Attachment> {
         }
     }
     if let Some(doc) = msg.document() {
-        let mime = doc.mime_type.as_ref().map(|m| m.essence_str().to_owned());
-        let kind = match mime.as_deref() {
+        let mime = doc.mime_type.as_ref().map(|m| m.essence_str());
+        let kind = match mime {
             Some("image/jpeg" | "image/png" | "image/gif" | "image/webp") => MediaKind::Image,
             Some(m) if m.starts_with("audio/") => MediaKind::Audio,
             Some(m) if m.starts_with("video/") => MediaKind::Video,
             _ => MediaKind::Document,
         };
-        found.push(with_file(kind, &doc.file).with_name(doc.file_name.as_deref()).with_mime(mime.as_deref()));
+        found.push(described(kind, &doc.file, doc.file_name.as_deref(), mime, None));
     }
     if let Some(voice) = msg.voice() {
-        let mime = voice.mime_type.as_ref().map(|m| m.essence_str().to_owned());
-        let mut note = with_file(MediaKind::Voice, &voice.file).with_mime(mime.as_deref().or(Some("audio/ogg")));
-        note.duration = Some(std::time::Duration::from_secs(voice.duration.seconds().into()));
-        found.push(note);
+        let mime = voice.mime_type.as_ref().map(|m| m.essence_str()).or(Some("audio/ogg"));
+        found.push(described(MediaKind::Voice, &voice.file, None, mime, Some(voice.duration.seconds())));
     }
     if let Some(audio) = msg.audio() {
-        let mime = audio.mime_type.as_ref().map(|m| m.essence_str().to_owned());
-        let mut file = with_file(MediaKind::Audio, &audio.file).with_name(audio.file_name.as_deref());
-        file = file.with_mime(mime.as_deref());
-        file.duration = Some(std::time::Duration::from_secs(audio.duration.seconds().into()));
-        found.push(file);
+        let mime = audio.mime_type.as_ref().map(|m| m.essence_str());
+        let seconds = Some(audio.duration.seconds());
+        found.push(described(MediaKind::Audio, &audio.file, audio.file_name.as_deref(), mime, seconds));
     }
     if let Some(video) = msg.video() {
-        let mime = video.mime_type.as_ref().map(|m| m.essence_str().to_owned());
-        let mut file = with_file(MediaKind::Video, &video.file).with_name(video.file_name.as_deref());
-        file = file.with_mime(mime.as_deref());
-        file.duration = Some(std::time::Duration::from_secs(video.duration.seconds().into()));
-        found.push(file);
+        let mime = video.mime_type.as_ref().map(|m| m.essence_str());
+        let seconds = Some(video.duration.seconds());
+        found.push(described(MediaKind::Video, &video.file, video.file_name.as_deref(), mime, seconds));
     }
     if let Some(note) = msg.video_note() {
-        let mut file = with_file(MediaKind::Video, &note.file).with_mime(Some("video/mp4"));
-        file.duration = Some(std::time::Duration::from_secs(note.duration.seconds().into()));
-        found.push(file);
+        found.push(described(MediaKind::Video, &note.file, None, Some("video/mp4"), Some(note.duration.seconds())));
     }
     if let Some(animation) = msg.animation() {
-        let mime = animation.mime_type.as_ref().map(|m| m.essence_str().to_owned());
-        let file = with_file(MediaKind::Video, &animation.file).with_name(animation.file_name.as_deref());
-        found.push(file.with_mime(mime.as_deref()));
+        let mime = animation.mime_type.as_ref().map(|m| m.essence_str());
+        found.push(described(MediaKind::Video, &animation.file, animation.file_name.as_deref(), mime, None));
     }
     found
 }
@@ -99,6 +90,19 @@ pub(super) fn text_of(msg: &Message) -> Option<String> {
         return Some(line.chars().take(LINE_CHARS).collect());
     }
     None
+}
+
+/// A file as Telegram described it: its name, type and length, when it gave them.
+fn described(
+    kind: MediaKind,
+    file: &FileMeta,
+    name: Option<&str>,
+    mime: Option<&str>,
+    seconds: Option<u32>,
+) -> Attachment {
+    let mut attachment = with_file(kind, file).with_name(name).with_mime(mime);
+    attachment.duration = seconds.map(|s| std::time::Duration::from_secs(s.into()));
+    attachment
 }
 
 fn with_file(kind: MediaKind, file: &FileMeta) -> Attachment {

@@ -1,8 +1,6 @@
 //! `[media]` (the inbox's cap) and `[transcription]` (the engine that gives
 //! voice notes their words).
 
-use std::fmt;
-
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{ConfigError, Secret};
@@ -105,12 +103,6 @@ impl ByteSize {
         };
         let bytes = number * scale as f64;
         (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(ByteSize(bytes as u64))
-    }
-}
-
-impl fmt::Display for ByteSize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&crate::domain::media::human_bytes(self.0))
     }
 }
 

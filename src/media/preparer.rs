@@ -210,9 +210,12 @@ async fn prepare_media(deps: &PreparerDeps, id: InboundId, msg: &Inbound) -> (Ve
         images.extend(image);
         media.push(attachment);
     }
+    if !media.iter().any(|a| matches!(a.outcome, Outcome::Saved { .. })) {
+        // Nothing new in the inbox: no walk of it needed.
+        return (media, images);
+    }
     let max_inbox = deps.live.media().max_inbox.0;
-    let dir = group_dir.clone();
-    match tokio::task::spawn_blocking(move || folder::prune_inbox(&dir, max_inbox)).await {
+    match tokio::task::spawn_blocking(move || folder::prune_inbox(&group_dir, max_inbox)).await {
         Ok(Ok(pruned)) if pruned.files > 0 => {
             tracing::info!(group = %msg.group, files = pruned.files, bytes = pruned.bytes, "the inbox was full; its oldest files were deleted");
         }
@@ -252,9 +255,7 @@ async fn prepare_one(
     let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let (kind, dir) = (attachment.kind, group_dir.to_owned());
     let saved = tokio::task::spawn_blocking(move || {
-        if !dir.exists() {
-            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the group's folder: {e}"))?;
-        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the group's folder: {e}"))?;
         let path = folder::save_in_inbox(&dir, &day, &name, &bytes).map_err(|e| e.to_string())?;
         let image = kind.is_image().then(|| images::prepare(&bytes));
         Ok::<_, String>((path, image, bytes))

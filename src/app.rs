@@ -24,6 +24,7 @@ use crate::control::server::{Control, ControlSocket};
 use crate::domain::{ApprovalRequest, GroupName, Platform};
 use crate::groups;
 use crate::lock::DataLock;
+use crate::media::outgoing::Outgoing;
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::retry::RetryPolicy;
@@ -129,8 +130,16 @@ impl Engine {
         let launcher = Launcher::start(config.clone(), program, egress.clone(), stop_proxies.clone()).await?;
         let (scheduler, inbox) = scheduler::channel();
         let limits = Limits::from(&config.scheduler);
-        let tools =
-            Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone(), limits));
+        let outgoing = Outgoing::new(&config.groups_dir, &data_dir);
+        sweep_outgoing(&store, &outgoing).await;
+        let tools = Arc::new(Toolbox::new(
+            store.clone(),
+            outbox.clone(),
+            scheduler.clone(),
+            config.timezone.clone(),
+            limits,
+            outgoing,
+        ));
         let zone = config.timezone.parse().unwrap_or(chrono_tz::UTC);
         let unstarted = Some((inbox, config.scheduler.clone(), zone));
         let deps = Arc::new(SessionDeps {
@@ -232,6 +241,20 @@ impl Engine {
 
 /// Warns (from the background: the answer takes the CLI's startup) when the
 /// CLI is not a version pincer is tested with.
+/// Removes the copies of sent files that no queued message holds (left by a
+/// pincer stopped between a delivery and the copy's removal).
+async fn sweep_outgoing(store: &Store, outgoing: &Outgoing) {
+    let keep = match store.queued_files().await {
+        Ok(paths) => paths.into_iter().collect(),
+        Err(e) => return tracing::warn!(%e, "cannot read which sent files are still queued; none is removed"),
+    };
+    let outgoing = outgoing.clone();
+    match tokio::task::spawn_blocking(move || outgoing.sweep(&keep)).await {
+        Ok(0) | Err(_) => {}
+        Ok(n) => tracing::info!(files = n, "removed copies of sent files that were already delivered"),
+    }
+}
+
 fn warn_if_untested(program: std::path::PathBuf) {
     tokio::spawn(async move {
         if let Ok(version) = claude::install::version_of(&program).await {

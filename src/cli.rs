@@ -598,8 +598,18 @@ fn render(entry: &HistoryEntry) -> String {
                 [task_id, task_type, status, description, summary].into_iter().filter_map(|p| p.as_deref()).collect();
             format!("{at}  task    {subtype}  {}", parts.join("  "))
         }
-        HistoryEntry::Message { sent_by, text, delivery, .. } => {
+        HistoryEntry::Message { sent_by, text, file: None, delivery, .. } => {
             format!("{at}  message from {sent_by}'s agent: {text}{}", delivered(delivery))
+        }
+        HistoryEntry::Message { sent_by, text, file: Some(file), delivery, .. } => {
+            let size = crate::domain::media::human_bytes(file.bytes);
+            let caption = if text.is_empty() { String::new() } else { format!(": {text}") };
+            format!(
+                "{at}  {} \"{}\" ({size}) from {sent_by}'s agent{caption}{}",
+                file.kind,
+                file.name,
+                delivered(delivery)
+            )
         }
         HistoryEntry::Notice { text, delivery, .. } => format!("{at}  pincer  {text}{}", delivered(delivery)),
     }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::domain::media::OutboundFile;
 use crate::domain::{ChatAddress, GroupName, InboundId, OutboundKind, Platform, TurnResult};
 use crate::store::{Enqueue, GroupRecord, InboundState, Marked, OutboxId, OutboxRow, Seen, Store, StoreError};
 
@@ -58,9 +59,17 @@ impl Outbox {
         Ok(id)
     }
 
-    /// Stores a post an agent made with `send_message`, and queues it.
-    pub async fn agent_message(&self, to: &GroupName, sent_by: &GroupName, text: &str) -> Result<OutboxId, StoreError> {
-        let id = self.store.record_agent_message(to, sent_by, self.enqueue(to, OutboundKind::Reply, text)).await?;
+    /// Stores a post an agent made with `send_message` (or a file with
+    /// `send_file`, `text` its caption), and queues it.
+    pub async fn agent_message(
+        &self,
+        to: &GroupName,
+        sent_by: &GroupName,
+        text: &str,
+        file: Option<&OutboundFile>,
+    ) -> Result<OutboxId, StoreError> {
+        let out = self.enqueue(to, OutboundKind::Reply, text);
+        let id = self.store.record_agent_message(to, sent_by, out, file).await?;
         self.wake();
         Ok(id)
     }

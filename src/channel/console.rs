@@ -154,7 +154,9 @@ impl Printer {
             print(output, &row).await?;
             // Console rows never follow a binding; a mark that finds the row
             // settled means another terminal printed it too, nothing to undo.
-            let _ = ports.outbox.delivered(&row.seen(), 1).await?;
+            if ports.outbox.delivered(&row.seen(), 1).await? == crate::store::Marked::Recorded {
+                super::delivery::let_go(&row);
+            }
         }
         loop {
             let rows = ports.outbox.rows_after(&self.group, self.seen).await?;
@@ -168,10 +170,16 @@ impl Printer {
 }
 
 async fn print<W: AsyncWrite + Unpin>(output: &mut W, row: &OutboxRow) -> anyhow::Result<()> {
-    let text = match row.kind {
-        OutboundKind::Reply | OutboundKind::Answer => format!("{}\n", row.text),
-        OutboundKind::Error => format!("[error] {}\n", row.text),
-        OutboundKind::Notice => format!("[pincer] {}\n", row.text),
+    let text = match (row.kind, &row.file) {
+        // The terminal shows what was sent, not the file (its copy goes once printed).
+        (_, Some(file)) => {
+            let caption = if row.text.is_empty() { String::new() } else { format!(" {}", row.text) };
+            let size = crate::domain::media::human_bytes(file.bytes);
+            format!("[{} \"{}\", {size}]{caption}\n", file.kind.as_str(), file.name)
+        }
+        (OutboundKind::Reply | OutboundKind::Answer, None) => format!("{}\n", row.text),
+        (OutboundKind::Error, None) => format!("[error] {}\n", row.text),
+        (OutboundKind::Notice, None) => format!("[pincer] {}\n", row.text),
     };
     output.write_all(text.as_bytes()).await?;
     output.flush().await?;

@@ -327,6 +327,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                     counters().delivery_failure(D::PLATFORM.as_str(), "rejected");
                     return match self.record(|| self.ledger.failed(&seen, &why)).await {
                         Some(Marked::Recorded) => {
+                            let_go(&row);
                             tracing::error!(chat = %self.to, group = %row.group, %why, "the chat refused a message for good; it is marked failed");
                             Flow::Next
                         }
@@ -337,7 +338,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
             }
         }
         match self.record(|| self.ledger.delivered(&seen, total)).await {
-            Some(Marked::Recorded) => {}
+            Some(Marked::Recorded) => let_go(&row),
             Some(Marked::Moved) => return self.moved(&row, "it was sent whole"),
             None => return Flow::Stop,
         }
@@ -378,6 +379,14 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
     /// Sleeps; false when stopped first.
     async fn nap(&self, pause: Duration) -> bool {
         crate::retry::nap(pause, &self.stop).await
+    }
+}
+
+/// A settled row's file copy is no longer needed (the sweep at the next
+/// start removes one left by a pincer stopped before this ran).
+pub(crate) fn let_go(row: &OutboxRow) {
+    if let Some(file) = row.file.clone() {
+        tokio::task::spawn_blocking(move || crate::media::outgoing::forget(&file));
     }
 }
 

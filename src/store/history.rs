@@ -7,6 +7,7 @@ use sqlx::Row;
 
 use super::outbox::{enqueue_in, Carries, Enqueue, OutboxId};
 use super::{Store, StoreError};
+use crate::domain::media::OutboundFile;
 use crate::domain::GroupName;
 
 /// One line of `pincer history`; `--json` prints it with a `kind` tag.
@@ -46,16 +47,28 @@ pub enum HistoryEntry {
         summary: Option<String>,
         description: Option<String>,
     },
-    /// Posted by an agent through the `send_message` tool, mid-turn.
+    /// Posted by an agent through the `send_message` tool, mid-turn, or a
+    /// file it sent with `send_file` (`text` is then its caption).
     Message {
         at_us: i64,
         /// The group whose agent sent it.
         sent_by: String,
         text: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        file: Option<FileEntry>,
         delivery: Option<Delivery>,
     },
     /// Pincer itself speaking in the chat: restarts, failures, what to do.
     Notice { at_us: i64, text: String, delivery: Option<Delivery> },
+}
+
+/// A file an agent sent: how it goes (`photo`, `audio`, `document`), the
+/// name the chat shows, and its size.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FileEntry {
+    pub kind: String,
+    pub name: String,
+    pub bytes: u64,
 }
 
 /// How far a message for the chat got (its outbox row).
@@ -107,7 +120,7 @@ SELECT * FROM (
     SELECT 'task', at_us, id, session_id, subtype, task_id, task_type, status, IFNULL(summary, '') || char(31) || IFNULL(description, ''), NULL, NULL, NULL, NULL, NULL, NULL
       FROM task_frames WHERE group_name = ?1
     UNION ALL
-    SELECT 'message', m.at_us, m.id, m.sent_by, m.text, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    SELECT 'message', m.at_us, m.id, m.sent_by, m.text, o.file_kind, o.file_name, CAST(o.file_bytes AS TEXT), NULL, NULL, NULL, NULL,
            o.state, o.platform || ' ' || o.chat || IFNULL(' topic ' || o.thread, ''), o.last_error
       FROM agent_messages m LEFT JOIN outbox o ON o.agent_message_id = m.id WHERE m.group_name = ?1
     UNION ALL
@@ -119,13 +132,15 @@ SELECT * FROM (
 ) ORDER BY at_us ASC, id ASC";
 
 impl Store {
-    /// Stores a message an agent posts to `group`'s chat with `send_message`,
-    /// and its outbox row, in one transaction.
+    /// Stores a message an agent posts to `group`'s chat with `send_message`
+    /// (or a file with `send_file`, `out.text` its caption), and its outbox
+    /// row, in one transaction.
     pub async fn record_agent_message(
         &self,
         group: &GroupName,
         sent_by: &GroupName,
         out: Enqueue<'_>,
+        file: Option<&OutboundFile>,
     ) -> Result<OutboxId, StoreError> {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query("INSERT INTO agent_messages (group_name, at_us, sent_by, text) VALUES (?, ?, ?, ?)")
@@ -137,6 +152,16 @@ impl Store {
             .await?;
         let carries = Carries { result_id: None, agent_message_id: Some(done.last_insert_rowid()) };
         let id = enqueue_in(&mut tx, group, out, carries).await?;
+        if let Some(file) = file {
+            sqlx::query("UPDATE outbox SET file_path = ?, file_name = ?, file_kind = ?, file_bytes = ? WHERE id = ?")
+                .bind(file.path.to_string_lossy())
+                .bind(&file.name)
+                .bind(file.kind.as_str())
+                .bind(i64::try_from(file.bytes).unwrap_or(i64::MAX))
+                .bind(id.0)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(id)
     }
@@ -185,7 +210,9 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<HistoryEntry, sqlx::E
             delivery,
         },
         "message" => {
-            HistoryEntry::Message { at_us, sent_by: a.unwrap_or_default(), text: b.unwrap_or_default(), delivery }
+            let bytes = row.try_get::<Option<String>, _>("e")?.and_then(|b| b.parse().ok()).unwrap_or(0);
+            let file = c.map(|kind| FileEntry { kind, name: d.unwrap_or_default(), bytes });
+            HistoryEntry::Message { at_us, sent_by: a.unwrap_or_default(), text: b.unwrap_or_default(), file, delivery }
         }
         "notice" => HistoryEntry::Notice { at_us, text: a.unwrap_or_default(), delivery },
         _ => {

@@ -34,7 +34,7 @@ use crate::domain::{
 pub use channels::ChannelHealth;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use groups::{GroupRecord, GroupSettings};
-pub use history::{Delivery, HistoryEntry};
+pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use outbox::{DeliveryState, Enqueue, Marked, OutboxId, OutboxRow, Seen};
 pub use overview::{Backlog, GroupView, Overview, PlatformView};
 pub use preparing::{Stored, Waiting};

@@ -292,6 +292,16 @@ impl Store {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    /// The copies of files that queued messages still carry (every other
+    /// copy in `data_dir/outgoing` may go).
+    pub async fn queued_files(&self) -> Result<Vec<std::path::PathBuf>, StoreError> {
+        let paths: Vec<String> =
+            sqlx::query_scalar("SELECT file_path FROM outbox WHERE state = 'queued' AND file_path IS NOT NULL")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(paths.into_iter().map(Into::into).collect())
+    }
+
     /// `parts` of the row's parts are in the chat now.
     pub async fn outbox_parts_done(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
         let done = sqlx::query(&format!("UPDATE outbox SET parts_done = ?6, last_error = NULL {GUARD}"))

@@ -1,6 +1,6 @@
 //! Pincer's own tools for the agent, served in process as the MCP server
-//! `pincer` over each session's control protocol: post to the chat now, and
-//! manage scheduled prompts.
+//! `pincer` over each session's control protocol: post to the chat now, send
+//! a file from the group's folder, and manage scheduled prompts.
 //!
 //! A group's agent sees and touches only its own group's chat and schedules;
 //! the main group's agent (`pincer groups add NAME --main`) may also name
@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::claude::mcp::{self, McpRequest, ToolOutput};
 use crate::domain::schedule::{ContextMode, Schedule, ScheduleId, Trigger};
 use crate::domain::GroupName;
+use crate::media::outgoing::{self, Outgoing, SendFileError};
 use crate::outbox::Outbox;
 use crate::scheduler::limits::Limits;
 use crate::scheduler::manage::{self, ManageError};
@@ -29,6 +30,8 @@ pub struct Toolbox {
     timezone: String,
     /// How often and how many schedules a group may have.
     limits: Limits,
+    /// Where `send_file` reads the group's files and keeps its copies.
+    outgoing: Outgoing,
 }
 
 /// Why a call did nothing; becomes the tool's error text.
@@ -42,9 +45,15 @@ enum ToolError {
     Manage(#[from] ManageError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    File(#[from] SendFileError),
 }
 
 type ToolResult = Result<String, ToolError>;
+
+/// The longest caption `send_file` takes, in characters (a longer text goes
+/// with `send_message`; Telegram shows 1,024 at most under a file).
+const MAX_CAPTION: usize = 1000;
 
 /// What `pause_task`, `resume_task` and `cancel_task` do.
 enum Change {
@@ -54,8 +63,15 @@ enum Change {
 }
 
 impl Toolbox {
-    pub fn new(store: Store, outbox: Outbox, scheduler: SchedulerHandle, timezone: String, limits: Limits) -> Toolbox {
-        Toolbox { store, outbox, scheduler, timezone, limits }
+    pub fn new(
+        store: Store,
+        outbox: Outbox,
+        scheduler: SchedulerHandle,
+        timezone: String,
+        limits: Limits,
+        outgoing: Outgoing,
+    ) -> Toolbox {
+        Toolbox { store, outbox, scheduler, timezone, limits, outgoing }
     }
 
     /// Answers one `mcp_message` of `group`'s session with its JSON-RPC response.
@@ -87,6 +103,7 @@ impl Toolbox {
         };
         let result = match name {
             "send_message" => self.send_message(&caller, args).await,
+            "send_file" => self.send_file(&caller, args).await,
             "schedule_task" => self.schedule_task(&caller, args).await,
             "list_tasks" => self.list_tasks(&caller).await,
             "pause_task" => self.change(&caller, args, Change::Pause).await,
@@ -115,8 +132,38 @@ impl Toolbox {
         let text = required(args, "text")?;
         let target = self.target(caller, optional(args, "group"), "send messages to").await?;
         // Stored with its outbox row, like every result: it reaches the chat even across a restart.
-        self.outbox.agent_message(&target, &caller.name, text).await?;
+        self.outbox.agent_message(&target, &caller.name, text, None).await?;
         Ok(format!("sent to the chat of group {target}"))
+    }
+
+    /// A file from the caller's own folder to its own chat: copied now, sent
+    /// through the outbox in order with the group's other replies.
+    async fn send_file(&self, caller: &GroupRecord, args: &Value) -> ToolResult {
+        let asked = required(args, "path")?.to_owned();
+        let caption = optional(args, "caption").unwrap_or("");
+        if caption.chars().count() > MAX_CAPTION {
+            return Err(ToolError::BadInput(format!(
+                "the caption is longer than {MAX_CAPTION} characters: send the file with a short caption and the \
+                 rest with send_message"
+            )));
+        }
+        let platform = self.outbox.address_of(caller).platform;
+        let (outgoing, group) = (self.outgoing.clone(), caller.name.clone());
+        let file = tokio::task::spawn_blocking(move || outgoing.take(&group, &asked, platform))
+            .await
+            .map_err(|e| ToolError::BadInput(format!("pincer could not read the file: {e}")))??;
+        if let Err(e) = self.outbox.agent_message(&caller.name, &caller.name, caption, Some(&file)).await {
+            outgoing::forget(&file);
+            return Err(e.into());
+        }
+        Ok(format!(
+            "queued for the chat of group {} as a {} ({}, {}); it is sent from pincer's copy, so you may change or \
+             delete your file now",
+            caller.name,
+            file.kind.as_str(),
+            file.name,
+            crate::domain::media::human_bytes(file.bytes)
+        ))
     }
 
     async fn schedule_task(&self, caller: &GroupRecord, args: &Value) -> ToolResult {

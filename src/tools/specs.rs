@@ -35,6 +35,21 @@ pub fn with_limits(limits: &Limits) -> Vec<ToolSpec> {
             }),
         },
         ToolSpec {
+            name: "send_file",
+            description: "Send a file from your group's folder to your group's chat: a JPEG or PNG goes as a photo, \
+                          MP3 or M4A as audio, anything else as a document. The path is relative to your folder \
+                          (or absolute inside it); links and files outside it are refused. The file is copied when \
+                          you call this, so you may change or delete it afterwards.",
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "path": { "type": "string", "description": "The file, e.g. \"out/chart.png\"." },
+                    "caption": { "type": "string", "description": "A short text shown with the file (at most 1,000 characters)." },
+                },
+                "required": ["path"],
+            }),
+        },
+        ToolSpec {
             name: "schedule_task",
             description: "Schedule a prompt that pincer sends you later. schedule_type \"cron\": schedule_value is 5 \
                           fields, e.g. \"0 9 * * 1-5\" (09:00 on weekdays, in the configured time zone unless \

@@ -15,6 +15,7 @@ mod delivery;
 mod egress;
 mod fake_bot;
 mod faults;
+mod files_out;
 mod intake;
 mod lifecycle;
 mod media;

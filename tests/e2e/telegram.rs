@@ -266,7 +266,7 @@ async fn a_long_commands_approval_shows_all_of_it_and_offers_no_always() {
     // Everything the chat received, as an admin reads it: messages and files.
     let received: String = sent
         .iter()
-        .map(|m| format!("{}\n{}\n", m.text, m.document.as_ref().map_or("", |d| d.content.as_str())))
+        .map(|m| format!("{}\n{}\n", m.text, m.file.as_ref().map_or_else(String::new, |d| d.text())))
         .collect();
     assert!(received.contains(&command), "the whole command reached the chat");
     assert!(received.contains(tail), "its tail too");
@@ -274,7 +274,7 @@ async fn a_long_commands_approval_shows_all_of_it_and_offers_no_always() {
     let data = button_data(prompt);
     assert_eq!(data.len(), 2, "Allow and Deny only: {data:?}");
     assert!(!data.iter().any(|d| d.ends_with(":A")), "no Always for an input not shown in the prompt: {data:?}");
-    let file = sent.iter().find_map(|m| m.document.clone()).expect("the input came as a file");
+    let file = sent.iter().find_map(|m| m.file.clone()).expect("the input came as a file");
     assert!(prompt.text.contains(&file.file_name), "the prompt points to the file: {}", prompt.text);
 
     let allow = data.iter().find(|d| d.ends_with(":a")).unwrap();

@@ -58,7 +58,9 @@
 //!
 //! Faults act between the bot and the API only: updates still reach a webhook.
 //!
-//! `sendDocument` keeps an uploaded file's name and text ([`Sent::document`]).
+//! `sendDocument`, `sendPhoto` and `sendAudio` keep an uploaded file's name
+//! and bytes ([`Sent::file`]); a photo that is no image, or over 10 MB, is
+//! refused like Telegram does ("IMAGE_PROCESS_FAILED").
 //!
 //! `deleteMessage` deletes the bot's own messages only ("message can't be
 //! deleted" otherwise, "message to delete not found" the second time); a
@@ -67,7 +69,8 @@
 //! one of Telegram's reaction emoji ("REACTION_INVALID" otherwise) on a
 //! message that exists ([`FakeBot::reactions`]).
 //!
-//! Not modelled: other file uploads, inline mode, MarkdownV2 parsing (its text is
+//! Not modelled: `sendVideo`, `sendVoice` and `sendMediaGroup` (pincer sends one
+//! file a message), inline mode, MarkdownV2 parsing (its text is
 //! counted as is), HTTPS-only webhooks, rate limits (inject them with
 //! [`FakeBot::fail_next`]), a call that takes effect but whose answer is lost.
 #![allow(dead_code)]
@@ -140,6 +143,7 @@ const KNOWN_METHODS: &[&str] = &[
     "leaveChat",
     "sendPhoto",
     "sendDocument",
+    "sendAudio",
     "setMessageReaction",
     "pinChatMessage",
     "logOut",
@@ -392,18 +396,26 @@ pub struct Sent {
     pub reply_markup: Option<Value>,
     /// How many successful edits the message had.
     pub edits: u32,
-    /// The file of a `sendDocument` (its text is the caption).
-    pub document: Option<SentDocument>,
+    /// The file of a `sendDocument`, `sendPhoto` or `sendAudio` (its text is the caption).
+    pub file: Option<SentFile>,
     /// Deleted with `deleteMessage` (its last text is kept here).
     pub deleted: bool,
 }
 
-/// A file the bot uploaded with `sendDocument`.
+/// A file the bot uploaded with `sendDocument`, `sendPhoto` or `sendAudio`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SentDocument {
+pub struct SentFile {
+    /// `document`, `photo` or `audio`: the method it came with.
+    pub kind: &'static str,
     pub file_name: String,
+    pub bytes: Vec<u8>,
+}
+
+impl SentFile {
     /// The bytes as text (lossy UTF-8).
-    pub content: String,
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
+    }
 }
 
 /// A message a user posts. `reply_to` is a message id in the same chat, one
@@ -655,7 +667,7 @@ struct SentMeta {
     parse_mode: Option<String>,
     reply_markup: Option<Value>,
     edits: u32,
-    document: Option<SentDocument>,
+    file: Option<SentFile>,
     deleted: bool,
 }
 
@@ -1317,7 +1329,7 @@ impl Inner {
             parse_mode: meta.parse_mode.clone(),
             reply_markup: meta.reply_markup.clone(),
             edits: meta.edits,
-            document: meta.document.clone(),
+            file: meta.file.clone(),
             deleted: meta.deleted,
         }
     }
@@ -1341,7 +1353,9 @@ impl Inner {
                 )
             }
             "sendMessage" => self.send_message(p),
-            "sendDocument" => self.send_document(p),
+            "sendDocument" => self.send_file(p, "document"),
+            "sendPhoto" => self.send_file(p, "photo"),
+            "sendAudio" => self.send_file(p, "audio"),
             "editMessageText" => self.edit_message(p, true),
             "editMessageReplyMarkup" => self.edit_message(p, false),
             "deleteMessage" => self.delete_message(p),
@@ -1458,28 +1472,34 @@ impl Inner {
             parse_mode,
             reply_markup: markup,
             edits: 0,
-            document: None,
+            file: None,
             deleted: false,
         });
         Ok(message)
     }
 
-    /// `sendDocument` with an uploaded file (a `file_id` or URL is refused:
-    /// pincer only uploads). The caption is checked like Telegram's, 1024 units at most.
-    fn send_document(&mut self, p: &Value) -> Outcome {
+    /// `sendDocument`, `sendPhoto` or `sendAudio` (`kind`, also the file's
+    /// parameter) with an uploaded file (a `file_id` or URL is refused:
+    /// pincer only uploads). The caption is checked like Telegram's, 1024
+    /// units at most; a photo like Telegram's, at most 10 MB, and an image.
+    fn send_file(&mut self, p: &Value, kind: &'static str) -> Outcome {
         let chat = self.target_chat(p)?;
         // teloxide uploads the file as a part of its own, named by `attach://NAME`.
-        let file = match p.get("document") {
+        let file = match p.get(kind) {
             Some(Value::String(s)) => s.strip_prefix("attach://").and_then(|name| p.get(name)),
             other => other,
         };
-        let file = file.filter(|d| d.is_object()).ok_or_else(|| bad("there is no document in the request"))?;
-        let document = SentDocument {
+        let file = file.filter(|d| d.is_object()).ok_or_else(|| bad(&format!("there is no {kind} in the request")))?;
+        let sent_file = SentFile {
+            kind,
             file_name: file["file_name"].as_str().unwrap_or_default().to_owned(),
-            content: file["content"].as_str().unwrap_or_default().to_owned(),
+            bytes: unhex(file["hex"].as_str().unwrap_or_default()),
         };
-        if document.content.is_empty() {
+        if sent_file.bytes.is_empty() {
             return Err(bad("file must be non-empty"));
+        }
+        if kind == "photo" && (sent_file.bytes.len() > 10 * 1024 * 1024 || !is_image(&sent_file.bytes)) {
+            return Err(bad("IMAGE_PROCESS_FAILED"));
         }
         let raw_text = p.get("caption").and_then(string_value).unwrap_or_default();
         let parse_mode = p.get("parse_mode").and_then(string_value).filter(|m| !m.is_empty());
@@ -1498,18 +1518,27 @@ impl Inner {
         let topic = thread.filter(|_| chat.is_forum());
         let root = topic.map(|t| self.topic_root(&chat, t));
         let id = self.next_message_id(chat.id);
+        let file_id = format!("{kind}-{}-{id}", chat.id);
+        let size = sent_file.bytes.len();
+        let media = match kind {
+            // Telegram answers a photo with its sizes; one is enough here.
+            "photo" => {
+                json!([{ "file_id": file_id, "file_unique_id": file_id, "width": 1, "height": 1, "file_size": size }])
+            }
+            _ => {
+                json!({ "file_id": file_id, "file_unique_id": file_id, "file_name": sent_file.file_name, "file_size": size })
+            }
+        };
         let mut message = json!({
             "message_id": id,
             "from": TgUser::bot().to_json(),
             "chat": chat.to_json(),
             "date": now(),
-            "document": {
-                "file_id": format!("doc-{}-{id}", chat.id),
-                "file_unique_id": format!("u-{}-{id}", chat.id),
-                "file_name": document.file_name,
-                "file_size": document.content.len(),
-            },
         });
+        message[kind] = media;
+        if kind == "audio" {
+            message["audio"]["duration"] = json!(1);
+        }
         if !caption.is_empty() {
             message["caption"] = json!(caption);
         }
@@ -1523,7 +1552,7 @@ impl Inner {
             parse_mode,
             reply_markup: None,
             edits: 0,
-            document: Some(document),
+            file: Some(sent_file),
             deleted: false,
         });
         Ok(message)
@@ -1804,30 +1833,60 @@ fn parse_params(headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> Result
 }
 
 /// The fields of a multipart/form-data body: strings, and for a file an
-/// object with its `file_name` and `content` (as lossy UTF-8 text).
+/// object with its `file_name` and its bytes as `hex` (exact, whatever they are).
 fn parse_multipart(content_type: &str, body: &[u8]) -> Option<Vec<(String, Value)>> {
     let boundary = content_type.split(';').find_map(|p| p.trim().strip_prefix("boundary="))?.trim_matches('"');
-    let delimiter = format!("--{boundary}");
-    // Files may not be UTF-8; pincer uploads only text, which survives this.
-    let text = String::from_utf8_lossy(body);
+    let delimiter = format!("--{boundary}").into_bytes();
     let mut fields = Vec::new();
-    for part in text.split(delimiter.as_str()).skip(1) {
-        if part.starts_with("--") {
+    for part in split_bytes(body, &delimiter).into_iter().skip(1) {
+        if part.starts_with(b"--") {
             break;
         }
-        let part = part.strip_prefix("\r\n").unwrap_or(part);
-        let (head, value) = part.split_once("\r\n\r\n")?;
-        let value = value.strip_suffix("\r\n").unwrap_or(value);
+        let part = part.strip_prefix(b"\r\n").unwrap_or(part);
+        let at = find_bytes(part, b"\r\n\r\n")?;
+        let (head, value) = (String::from_utf8_lossy(&part[..at]), &part[at + 4..]);
+        let value = value.strip_suffix(b"\r\n").unwrap_or(value);
         let disposition = head.lines().find(|l| l.to_ascii_lowercase().starts_with("content-disposition"))?;
         let name = disposition.split(';').find_map(|p| p.trim().strip_prefix("name="))?.trim_matches('"');
         let file_name = disposition.split(';').find_map(|p| p.trim().strip_prefix("filename="));
         let value = match file_name {
-            Some(file_name) => json!({ "file_name": file_name.trim_matches('"'), "content": value }),
-            None => Value::String(value.to_owned()),
+            Some(file_name) => json!({ "file_name": file_name.trim_matches('"'), "hex": hex(value) }),
+            None => Value::String(String::from_utf8_lossy(value).into_owned()),
         };
         fields.push((name.to_owned(), value));
     }
     Some(fields)
+}
+
+/// Whether `bytes` start like a JPEG, PNG, GIF or WebP.
+fn is_image(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0xFF, 0xD8, 0xFF])
+        || bytes.starts_with(b"\x89PNG")
+        || bytes.starts_with(b"GIF8")
+        || (bytes.len() > 12 && &bytes[8..12] == b"WEBP")
+}
+
+fn find_bytes(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `body` cut at every `delimiter` (the pieces between them).
+fn split_bytes<'a>(mut body: &'a [u8], delimiter: &[u8]) -> Vec<&'a [u8]> {
+    let mut pieces = Vec::new();
+    while let Some(at) = find_bytes(body, delimiter) {
+        pieces.push(&body[..at]);
+        body = &body[at + delimiter.len()..];
+    }
+    pieces.push(body);
+    pieces
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len() / 2).filter_map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()).collect()
 }
 
 fn respond(outcome: &Outcome) -> Response {

@@ -1,5 +1,6 @@
 //! Sending to Telegram: outbox messages rendered from Markdown and split to
-//! Telegram's limit ([`Sender`] is this platform's [`Deliver`]), and the
+//! Telegram's limit, and files as photos, audio or documents with their
+//! caption ([`Sender`] is this platform's [`Deliver`]), and the
 //! direct posts that are not outbox messages (approval prompts, `/chatid` in
 //! a chat that has no group).
 //!
@@ -8,12 +9,13 @@
 //! follow the chat (a group became a supergroup), or give the message up.
 
 use teloxide::prelude::*;
-use teloxide::types::{InlineKeyboardMarkup, MessageId, ParseMode};
+use teloxide::types::{InlineKeyboardMarkup, InputFile, MessageId, ParseMode};
 use teloxide::{ApiError, RequestError};
 
 use super::format::{self, Chunk};
 use super::{TelegramTarget, TgBot};
 use crate::channel::{Deliver, DeliveryError};
+use crate::domain::media::{FileKind, OutboundFile};
 use crate::domain::{ChatAddress, OutboundKind, Platform};
 
 /// Delivers the Telegram outbox.
@@ -21,22 +23,124 @@ pub(super) struct Sender {
     pub bot: TgBot,
 }
 
+/// One message of an outbox row in the chat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Part {
+    Text(Chunk),
+    /// A file, with its caption when the caption fits under it.
+    File {
+        file: OutboundFile,
+        caption: Option<Chunk>,
+    },
+}
+
+/// Telegram's limit on a caption, in UTF-16 code units.
+const CAPTION_LIMIT: usize = 1024;
+
 impl Deliver for Sender {
-    type Part = Chunk;
+    type Part = Part;
     const PLATFORM: Platform = Platform::Telegram;
 
-    fn parts(&self, kind: OutboundKind, text: &str, _file: Option<&crate::domain::media::OutboundFile>) -> Vec<Chunk> {
-        format::render(&decorate(kind, text))
+    fn parts(&self, kind: OutboundKind, text: &str, file: Option<&OutboundFile>) -> Vec<Part> {
+        parts(kind, text, file)
     }
 
-    async fn send(&self, to: &ChatAddress, part: &Chunk) -> Result<(), DeliveryError> {
+    async fn send(&self, to: &ChatAddress, part: &Part) -> Result<(), DeliveryError> {
         let Some(target) = TelegramTarget::from_address(to) else {
             return Err(DeliveryError::Rejected(format!("{to} is not a Telegram chat id")));
         };
-        match send_chunk(&self.bot, target, part, None).await {
+        let sent = match part {
+            Part::Text(chunk) => send_chunk(&self.bot, target, chunk, None).await,
+            Part::File { file, caption } => {
+                // Missing, the upload would fail as I/O, which reads as passing: say it never comes back.
+                if let Err(e) = tokio::fs::metadata(&file.path).await {
+                    return Err(DeliveryError::Rejected(format!(
+                        "pincer's copy of {} cannot be read ({e}); ask the agent to send it again",
+                        file.name
+                    )));
+                }
+                send_file(&self.bot, target, file, caption.as_ref()).await
+            }
+        };
+        match sent {
             Ok(_) => Ok(()),
             Err(e) => Err(classify(e, target)),
         }
+    }
+}
+
+/// A row's messages: its text's chunks, or its file with the caption
+/// under it (the file, then the text's chunks, when it is too long for that).
+fn parts(kind: OutboundKind, text: &str, file: Option<&OutboundFile>) -> Vec<Part> {
+    let text = decorate(kind, text);
+    let Some(file) = file else {
+        return format::render(&text).into_iter().map(Part::Text).collect();
+    };
+    let mut caption = format::render_with_limit(&text, CAPTION_LIMIT);
+    if caption.len() <= 1 {
+        return vec![Part::File { file: file.clone(), caption: caption.pop() }];
+    }
+    let rest = format::render(&text).into_iter().map(Part::Text);
+    std::iter::once(Part::File { file: file.clone(), caption: None }).chain(rest).collect()
+}
+
+/// Sends one file, once: as a photo, audio or document as it was judged, a
+/// photo Telegram will not take as one again as a document, and the caption
+/// as plain text if Telegram rejects our HTML.
+async fn send_file(
+    bot: &TgBot,
+    target: TelegramTarget,
+    file: &OutboundFile,
+    caption: Option<&Chunk>,
+) -> Result<MessageId, RequestError> {
+    let mut html = true;
+    let mut kind = file.kind;
+    loop {
+        let input = InputFile::file(file.path.clone()).file_name(file.name.clone());
+        let text = caption.map(|c| if html { c.html.clone() } else { c.plain.clone() });
+        // The three requests are different types with the same setters.
+        macro_rules! send {
+            ($request:expr) => {{
+                let mut request = $request;
+                if let Some(text) = text {
+                    request = request.caption(text);
+                    if html {
+                        request = request.parse_mode(ParseMode::Html);
+                    }
+                }
+                if let Some(thread) = target.thread() {
+                    request = request.message_thread_id(thread);
+                }
+                request.await.map(|m| m.id)
+            }};
+        }
+        let chat = ChatId(target.chat_id);
+        let sent = match kind {
+            FileKind::Photo => send!(bot.send_photo(chat, input)),
+            FileKind::Audio => send!(bot.send_audio(chat, input)),
+            FileKind::Document => send!(bot.send_document(chat, input)),
+        };
+        match sent {
+            Err(RequestError::Api(ApiError::CantParseEntities(why))) if html => {
+                tracing::warn!(chat_id = target.chat_id, %why, "Telegram rejected a caption's formatting; sending it plain");
+                html = false;
+            }
+            Err(RequestError::Api(ref e)) if kind == FileKind::Photo && is_no_photo(e) => {
+                tracing::info!(chat_id = target.chat_id, file = %file.name, %e, "Telegram took no photo; sending it as a document");
+                kind = FileKind::Document;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Telegram's words for an image it will not show as a photo (its own
+/// checks are stricter than pincer's guess).
+fn is_no_photo(e: &ApiError) -> bool {
+    match e {
+        ApiError::ImageProcessFailed => true,
+        ApiError::Unknown(text) => text.contains("PHOTO_") || text.contains("IMAGE_PROCESS_FAILED"),
+        _ => false,
     }
 }
 
@@ -184,6 +288,23 @@ mod tests {
     fn a_migrated_chat_keeps_its_topic() {
         let moved = classify(RequestError::MigrateToChatId(ChatId(-1_005)), AT);
         assert_eq!(moved, DeliveryError::Moved(ChatAddress::telegram(-1_005, Some(7))));
+    }
+
+    #[test]
+    fn a_file_carries_its_caption_or_goes_before_a_long_one() {
+        let file = OutboundFile { path: "/x/1-a.png".into(), name: "a.png".into(), kind: FileKind::Photo, bytes: 9 };
+        let short = parts(OutboundKind::Reply, "the **chart**", Some(&file));
+        match short.as_slice() {
+            [Part::File { caption: Some(c), .. }] => assert_eq!(c.html, "the <b>chart</b>"),
+            other => panic!("one file with its caption: {other:?}"),
+        }
+        assert!(matches!(parts(OutboundKind::Reply, "", Some(&file)).as_slice(), [Part::File { caption: None, .. }]));
+        let long = "word ".repeat(400);
+        match parts(OutboundKind::Reply, &long, Some(&file)).as_slice() {
+            [Part::File { caption: None, .. }, Part::Text(text)] => assert_eq!(text.plain, long.trim()),
+            other => panic!("the file, then the text: {other:?}"),
+        }
+        assert!(matches!(parts(OutboundKind::Reply, "hi", None).as_slice(), [Part::Text(_)]));
     }
 
     #[test]

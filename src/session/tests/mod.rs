@@ -182,7 +182,8 @@ pub(crate) fn deps(
     let outbox = Outbox::new(store.clone(), None);
     let (scheduler, _inbox) = crate::scheduler::channel();
     let limits = Limits::from(&config.scheduler);
-    let tools = Toolbox::new(store.clone(), outbox.clone(), scheduler, config.timezone.clone(), limits);
+    let outgoing = crate::media::outgoing::Outgoing::new(&config.groups_dir, &config.data_dir);
+    let tools = Toolbox::new(store.clone(), outbox.clone(), scheduler, config.timezone.clone(), limits, outgoing);
     let (approvals_tx, approvals) = async_channel::bounded(16);
     let shutdown = CancellationToken::new();
     let deps = Arc::new(SessionDeps {

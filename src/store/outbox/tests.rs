@@ -185,7 +185,7 @@ async fn notices_and_agent_posts_show_in_history_with_their_delivery() {
     let notice = store.enqueue(&g, Enqueue { kind: OutboundKind::Notice, ..reply("restarting") }).await.unwrap();
     let why = "Bad Request: message thread not found";
     assert_eq!(store.outbox_failed(&seen(&store, notice).await, why).await.unwrap(), Marked::Recorded);
-    store.record_agent_message(&g, &g, reply("from the agent")).await.unwrap();
+    store.record_agent_message(&g, &g, reply("from the agent"), None).await.unwrap();
     let history = store.history(&g, 10).await.unwrap();
     match &history[..] {
         [HistoryEntry::Notice { text, delivery: Some(n), .. }, HistoryEntry::Message { delivery: Some(m), .. }] => {

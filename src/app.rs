@@ -421,6 +421,9 @@ async fn serve<C: WaClient>(
         };
         let whatsapp = whatsapp.map(|source| {
             let asks = askers.register(Platform::WhatsApp);
+            engine
+                .router
+                .register_fetch(Platform::WhatsApp, Arc::new(whatsapp::WaFiles { client: source.client.clone() }));
             let adapter = WhatsApp::new(source.client, engine.ports(), &assistant);
             let running = source.start.map(|start| start(&adapter));
             let options = ServeOptions { retry, silence_warning };

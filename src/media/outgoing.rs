@@ -203,6 +203,44 @@ fn sniff(head: &[u8]) -> Sniffed {
     }
 }
 
+/// The MIME type a chat is told a file has: from its first bytes where they
+/// say, else from its name's extension, else `application/octet-stream`.
+pub fn mime_of(bytes: &[u8], name: &str) -> &'static str {
+    let head = &bytes[..bytes.len().min(16)];
+    if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        return "image/jpeg";
+    }
+    if head.starts_with(b"\x89PNG") {
+        return "image/png";
+    }
+    if head.starts_with(b"%PDF") {
+        return "application/pdf";
+    }
+    if head.len() >= 12 && &head[4..8] == b"ftyp" && &head[8..12] == b"M4A " {
+        return "audio/mp4";
+    }
+    if sniff(head) == Sniffed::Audio {
+        return "audio/mpeg";
+    }
+    let extension = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    match extension.as_str() {
+        "txt" | "md" | "log" => "text/plain",
+        "csv" => "text/csv",
+        "json" => "application/json",
+        "html" | "htm" => "text/html",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "zip" => "application/zip",
+        "ogg" | "opus" => "audio/ogg",
+        "mp4" => "video/mp4",
+        "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "pptx" => "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        _ => "application/octet-stream",
+    }
+}
+
 fn fits_a_photo((width, height): (u32, u32)) -> bool {
     let (long, short) = (width.max(height), width.min(height));
     short > 0 && width.saturating_add(height) <= PHOTO_SIDES && long <= short.saturating_mul(PHOTO_RATIO)

@@ -34,4 +34,5 @@ mod settings;
 mod store_faults;
 mod telegram;
 mod tools;
+mod wa_media;
 mod whatsapp;

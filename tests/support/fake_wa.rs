@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pincer::channel::whatsapp::{OwnIds, WaClient, WaError};
+use pincer::channel::whatsapp::{MediaRef, OwnIds, WaClient, WaError};
+use pincer::domain::media::OutboundFile;
 use whatsapp_rust::buffa::MessageField;
 use whatsapp_rust::proto_helpers::MessageBuilderExt;
 use whatsapp_rust::types::events::{
@@ -33,10 +34,22 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaSent {
     pub chat: String,
+    /// Its text, or a file's caption.
     pub text: String,
     pub id: String,
     /// When the fake took it.
     pub at: std::time::Instant,
+    /// The file it carries (`send_file`).
+    pub file: Option<WaFile>,
+}
+
+/// A file pincer uploaded and sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaFile {
+    /// `photo`, `audio` or `document`: how pincer sent it.
+    pub kind: &'static str,
+    pub name: String,
+    pub bytes: Vec<u8>,
 }
 
 /// A reaction pincer put on a message.
@@ -72,6 +85,10 @@ struct Recorded {
     /// Messages deleted for everyone: chat, message id.
     revoked: Vec<(String, String)>,
     reactions: Vec<WaReaction>,
+    /// Files people sent, by CDN path: what downloads get.
+    files: std::collections::HashMap<String, Vec<u8>>,
+    /// Downloads asked for, by CDN path.
+    downloads: Vec<String>,
 }
 
 /// The fake client and the event channel into pincer's adapter.
@@ -154,6 +171,18 @@ impl FakeWa {
         let id = format!("3EB0{:012X}", self.next_id.fetch_add(1, Ordering::SeqCst));
         self.deliver(inbound(group, from, &id, message, false));
         id
+    }
+
+    /// Keeps `bytes` on the "CDN"; returns the path a message names them by.
+    pub fn upload(&self, bytes: Vec<u8>) -> String {
+        let path = format!("/v/t62.7118-24/{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        self.lock().files.insert(path.clone(), bytes);
+        path
+    }
+
+    /// The CDN paths pincer downloaded, in order.
+    pub fn downloads(&self) -> Vec<String> {
+        self.lock().downloads.clone()
     }
 
     /// WhatsApp delivers a message (again, if it was delivered before).
@@ -272,10 +301,43 @@ impl WaClient for FakeClient {
             return Err(WaError::NotConnected("client is not connected".into()));
         }
         let id = format!("3EB0B07{:09X}", fake.next_id.fetch_add(1, Ordering::SeqCst));
-        let sent =
-            WaSent { chat: chat.to_owned(), text: text.to_owned(), id: id.clone(), at: std::time::Instant::now() };
+        let sent = WaSent {
+            chat: chat.to_owned(),
+            text: text.to_owned(),
+            id: id.clone(),
+            at: std::time::Instant::now(),
+            file: None,
+        };
         fake.record(|r| r.sent.push(sent));
         Ok(id)
+    }
+
+    async fn send_file(&self, chat: &str, file: &OutboundFile, caption: Option<&str>) -> Result<String, WaError> {
+        let fake = &self.0;
+        if !fake.connected.load(Ordering::SeqCst) {
+            fake.record(|r| r.refused.push(chat.to_owned()));
+            return Err(WaError::NotConnected("client is not connected".into()));
+        }
+        // Read as the real client does: from pincer's copy, when sending.
+        let bytes = std::fs::read(&file.path).map_err(|e| WaError::Rejected(format!("no copy: {e}")))?;
+        let id = format!("3EB0B07{:09X}", fake.next_id.fetch_add(1, Ordering::SeqCst));
+        let sent = WaSent {
+            chat: chat.to_owned(),
+            text: caption.unwrap_or_default().to_owned(),
+            id: id.clone(),
+            at: std::time::Instant::now(),
+            file: Some(WaFile { kind: file.kind.as_str(), name: file.name.clone(), bytes }),
+        };
+        fake.record(|r| r.sent.push(sent));
+        Ok(id)
+    }
+
+    async fn download(&self, media: &MediaRef) -> Result<Vec<u8>, WaError> {
+        let fake = &self.0;
+        let found = fake.lock().files.get(&media.direct_path).cloned();
+        fake.record(|r| r.downloads.push(media.direct_path.clone()));
+        // What the crate says for media WhatsApp no longer has.
+        found.ok_or_else(|| WaError::Rejected("media download failed with status 404".into()))
     }
 
     async fn composing(&self, chat: &str, on: bool) -> Result<(), WaError> {
@@ -366,4 +428,69 @@ pub fn replying(text: &str, id: &str, author: &str, quoted: &str) -> wa::Message
         ..Default::default()
     };
     wa::Message::text_with_context(text, context)
+}
+
+/// What the media messages below carry to be fetched (a real message has
+/// its own key and hashes; the fake checks none of them).
+struct Cdn {
+    direct_path: Option<String>,
+    media_key: Option<Vec<u8>>,
+    file_enc_sha256: Option<Vec<u8>>,
+    file_length: Option<u64>,
+}
+
+fn cdn(path: &str, length: usize) -> Cdn {
+    Cdn {
+        direct_path: Some(path.to_owned()),
+        media_key: Some(vec![9; 32]),
+        file_enc_sha256: Some(vec![8; 32]),
+        file_length: Some(length as u64),
+    }
+}
+
+/// A photo with a caption, its bytes at `path` (from [`FakeWa::upload`]).
+pub fn image(path: &str, length: usize, caption: &str) -> wa::Message {
+    let Cdn { direct_path, media_key, file_enc_sha256, file_length } = cdn(path, length);
+    let image = wa::message::ImageMessage {
+        direct_path,
+        media_key,
+        file_enc_sha256,
+        file_length,
+        mimetype: Some("image/jpeg".into()),
+        caption: (!caption.is_empty()).then(|| caption.to_owned()),
+        ..Default::default()
+    };
+    wa::Message { image_message: MessageField::some(image), ..Default::default() }
+}
+
+/// A voice note of `seconds`.
+pub fn voice(path: &str, length: usize, seconds: u32) -> wa::Message {
+    let Cdn { direct_path, media_key, file_enc_sha256, file_length } = cdn(path, length);
+    let audio = wa::message::AudioMessage {
+        direct_path,
+        media_key,
+        file_enc_sha256,
+        file_length,
+        mimetype: Some("audio/ogg; codecs=opus".into()),
+        seconds: Some(seconds),
+        ptt: Some(true),
+        ..Default::default()
+    };
+    wa::Message { audio_message: MessageField::some(audio), ..Default::default() }
+}
+
+/// A file sent as a document, with a caption.
+pub fn document(path: &str, length: usize, name: &str, mime: &str, caption: &str) -> wa::Message {
+    let Cdn { direct_path, media_key, file_enc_sha256, file_length } = cdn(path, length);
+    let doc = wa::message::DocumentMessage {
+        direct_path,
+        media_key,
+        file_enc_sha256,
+        file_length,
+        mimetype: Some(mime.into()),
+        file_name: Some(name.into()),
+        caption: (!caption.is_empty()).then(|| caption.to_owned()),
+        ..Default::default()
+    };
+    wa::Message { document_message: MessageField::some(doc), ..Default::default() }
 }

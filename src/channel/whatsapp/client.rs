@@ -6,10 +6,17 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use whatsapp_rust::download::{DownloadParams, MediaType};
+use whatsapp_rust::media::{self, AudioOptions, DocumentOptions, ImageOptions};
 use whatsapp_rust::proto_helpers::MessageBuilderExt;
+use whatsapp_rust::upload::UploadOptions;
 use whatsapp_rust::wacore_binary::JidExt;
 use whatsapp_rust::waproto::whatsapp as wa;
 use whatsapp_rust::{Client, Jid, RevokeType, SendError};
+
+use super::media::{MediaRef, WaMediaKind};
+use crate::domain::media::{FileKind, OutboundFile};
+use crate::media::outgoing::mime_of;
 
 /// Who the linked account is: its phone number and LID (user parts).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,6 +69,16 @@ pub trait WaClient: Send + Sync + 'static {
         id: &str,
         emoji: &str,
     ) -> impl Future<Output = Result<(), WaError>> + Send;
+    /// Uploads pincer's copy of a file and sends it to a chat (`caption`
+    /// under a photo or document); returns its message id.
+    fn send_file(
+        &self,
+        chat: &str,
+        file: &OutboundFile,
+        caption: Option<&str>,
+    ) -> impl Future<Output = Result<String, WaError>> + Send;
+    /// Downloads (and decrypts, and checks) a file a message carried.
+    fn download(&self, media: &MediaRef) -> impl Future<Output = Result<Vec<u8>, WaError>> + Send;
     /// A group's subject (its name), for the log.
     fn group_subject(&self, chat: &str) -> impl Future<Output = Result<String, WaError>> + Send;
     /// The linked account's phone number and LID (empty before pairing).
@@ -123,6 +140,54 @@ impl WaClient for Real {
         };
         self.0.send_reaction(chat, key, emoji).await.map_err(send_error)?;
         Ok(())
+    }
+
+    async fn send_file(&self, chat: &str, file: &OutboundFile, caption: Option<&str>) -> Result<String, WaError> {
+        let chat = jid(chat)?;
+        let data = tokio::fs::read(&file.path).await.map_err(|e| {
+            WaError::Rejected(format!(
+                "pincer's copy of {} cannot be read ({e}); ask the agent to send it again",
+                file.name
+            ))
+        })?;
+        let mimetype = Some(mime_of(&data, &file.name).to_owned());
+        let caption = caption.map(str::to_owned);
+        let kind = match file.kind {
+            FileKind::Photo => MediaType::Image,
+            FileKind::Audio => MediaType::Audio,
+            FileKind::Document => MediaType::Document,
+        };
+        let upload =
+            self.0.upload(data, kind, UploadOptions::default()).await.map_err(|e| WaError::Other(format!("{e:#}")))?;
+        let message = match file.kind {
+            FileKind::Photo => media::image_message(upload, ImageOptions { caption, mimetype, ..Default::default() }),
+            // WhatsApp shows no caption under audio: the parts put it in a message of its own.
+            FileKind::Audio => media::audio_message(upload, AudioOptions { mimetype, ..Default::default() }),
+            FileKind::Document => media::document_message(
+                upload,
+                DocumentOptions { caption, mimetype, file_name: Some(file.name.clone()), ..Default::default() },
+            ),
+        };
+        let sent = self.0.send_message(chat, message).await.map_err(send_error)?;
+        Ok(sent.message_id)
+    }
+
+    async fn download(&self, media: &MediaRef) -> Result<Vec<u8>, WaError> {
+        let kind = match media.kind {
+            WaMediaKind::Image => MediaType::Image,
+            WaMediaKind::Audio => MediaType::Audio,
+            WaMediaKind::Video => MediaType::Video,
+            WaMediaKind::Document => MediaType::Document,
+        };
+        let params = DownloadParams::encrypted(
+            media.direct_path.clone(),
+            &MediaRef::bytes(&media.media_key),
+            &MediaRef::bytes(&media.file_sha256),
+            &MediaRef::bytes(&media.file_enc_sha256),
+            media.length,
+            kind,
+        );
+        self.0.download_from_params(&params).await.map_err(|e| WaError::Other(format!("{e:#}")))
     }
 
     async fn group_subject(&self, chat: &str) -> Result<String, WaError> {

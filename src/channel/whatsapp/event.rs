@@ -49,10 +49,16 @@ pub(super) fn read(event: &Event) -> Happened<'_> {
     }
 }
 
-/// A text message (or a caption) as pincer reads it; `None` for anything
-/// without text (stickers, reactions, receipts, protocol messages).
+/// A message as pincer reads it: its text (or caption), the files it
+/// carries, a sticker, place or contact as a line of text; `None` for
+/// anything else (reactions, receipts, protocol messages).
 pub(super) fn message(m: &InboundMessage) -> Option<WaMessage> {
-    let text = m.message.text_content().or_else(|| m.message.get_caption())?.to_owned();
+    let base = m.message.get_base_message();
+    let media = super::media::attachments(base);
+    let text = match m.message.text_content().or_else(|| m.message.get_caption()) {
+        Some(text) => text.to_owned(),
+        None => super::media::text_of(base).or_else(|| (!media.is_empty()).then(String::new))?,
+    };
     let info = &m.info;
     let source = &info.source;
     let context = context_info(m.message.get_base_message());
@@ -71,6 +77,7 @@ pub(super) fn message(m: &InboundMessage) -> Option<WaMessage> {
         sender_number,
         sender_name: if info.push_name.is_empty() { source.sender.user.to_string() } else { info.push_name.clone() },
         text,
+        media,
         sent_at: SystemTime::UNIX_EPOCH
             .checked_add(std::time::Duration::from_millis(u64::try_from(info.timestamp.timestamp_millis()).ok()?)),
         mentions: context.map(|c| c.mentioned_jid.iter().filter_map(|j| user_of(j)).collect()).unwrap_or_default(),

@@ -45,6 +45,8 @@ pub(super) struct WaMessage {
     pub sender_number: Option<String>,
     pub sender_name: String,
     pub text: String,
+    /// The files it carries (their bytes are fetched later, by the preparer).
+    pub media: Vec<crate::domain::media::Attachment>,
     pub sent_at: Option<SystemTime>,
     /// The user parts of the JIDs the message @-mentions (numbers or LIDs).
     pub mentions: Vec<String>,
@@ -146,6 +148,7 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
     inbound.sent_at = msg.sent_at.unwrap_or_else(SystemTime::now);
     inbound.reply_to = msg.reply_to();
     inbound.external_id = Some(msg.id.clone());
+    inbound.media = msg.media.clone();
     let result = if engages(&msg, &group, &shared.assistant, &me, replies_to_bot) {
         ports.router.send(inbound).await.map(Some)
     } else {

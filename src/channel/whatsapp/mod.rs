@@ -29,10 +29,12 @@ pub mod format;
 mod health;
 mod inbound;
 pub mod link;
+mod media;
 mod outbound;
 mod status;
 
 pub use client::{OwnIds, Real, WaClient, WaError};
+pub use media::{MediaRef, WaFiles, WaMediaKind};
 pub use status::{WhatsAppStatus, EDIT_WINDOW, REPOST_EVERY, STATUS_EVERY, STATUS_TIMEOUT, STOP_HINT};
 
 use std::sync::{Arc, OnceLock};

@@ -108,3 +108,21 @@ fn connection_events_become_states_and_hook_taken_messages_are_not_taken_twice()
     assert!(matches!(read(&batch(false)), Happened::Messages(m) if m.len() == 1));
     assert!(matches!(read(&batch(true)), Happened::Other));
 }
+
+#[test]
+fn a_photo_comes_with_its_caption_and_one_without_a_caption_still_comes() {
+    let photo = |caption: Option<&str>| wa::Message {
+        image_message: MessageField::some(wa::message::ImageMessage {
+            direct_path: Some("/v/t62/abc".into()),
+            media_key: Some(vec![3; 32]),
+            caption: caption.map(str::to_owned),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let m = message(&inbound("4915100000001@s.whatsapp.net", "3EB0P", photo(Some("look")))).unwrap();
+    assert_eq!((m.text.as_str(), m.media.len()), ("look", 1));
+    let bare = message(&inbound("4915100000001@s.whatsapp.net", "3EB0Q", photo(None))).unwrap();
+    assert_eq!((bare.text.as_str(), bare.media.len()), ("", 1));
+    assert!(message(&inbound("4915100000001@s.whatsapp.net", "3EB0R", wa::Message::default())).is_none());
+}

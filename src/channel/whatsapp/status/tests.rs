@@ -58,6 +58,17 @@ impl WaClient for Recorder {
         self.note(format!("revoke {id}"));
         Ok(())
     }
+    async fn send_file(
+        &self,
+        _chat: &str,
+        _file: &crate::domain::media::OutboundFile,
+        _caption: Option<&str>,
+    ) -> Result<String, WaError> {
+        Err(WaError::Rejected("status messages send no files".into()))
+    }
+    async fn download(&self, _media: &crate::channel::whatsapp::MediaRef) -> Result<Vec<u8>, WaError> {
+        Err(WaError::Rejected("status messages fetch no files".into()))
+    }
     async fn react(&self, _chat: &str, sender: &str, id: &str, emoji: &str) -> Result<(), WaError> {
         self.note(format!("react {sender}/{id} {emoji}"));
         Ok(())

@@ -46,6 +46,9 @@ pub enum Cmd {
         /// After input ends, wait this long for replies and background work (default: console.wait_limit).
         #[arg(long, value_parser = humantime::parse_duration)]
         wait: Option<Duration>,
+        /// Send this file with the first line typed (repeat for several; with no line, they go alone).
+        #[arg(long, value_name = "FILE")]
+        attach: Vec<std::path::PathBuf>,
     },
     /// Register, change and list groups.
     Groups {
@@ -373,7 +376,7 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
             print!("{}", service_unit(cli.config.as_deref(), &config, user)?);
             Ok(())
         }
-        Cmd::Chat { group, wait } => chat(config, &group, wait, shutdown).await,
+        Cmd::Chat { group, wait, attach } => chat(config, &group, wait, &attach, shutdown).await,
         Cmd::Groups { command: GroupsCmd::Add { name, options } } => {
             let store = app::open_store(&config).await?;
             let mut settings = GroupSettings::default();
@@ -516,13 +519,25 @@ async fn list_groups(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn chat(config: Config, group: &str, wait: Option<Duration>, shutdown: CancellationToken) -> anyhow::Result<()> {
+async fn chat(
+    config: Config,
+    group: &str,
+    wait: Option<Duration>,
+    attach: &[std::path::PathBuf],
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let group: GroupName = group.parse()?;
+    if attach.len() > crate::domain::media::MAX_ATTACHMENTS {
+        bail!("attach at most {} files to one message", crate::domain::media::MAX_ATTACHMENTS);
+    }
+    // Checked before anything starts: a typo is said at once.
+    let attach = attach.iter().map(|p| crate::media::local::checked(p)).collect::<Result<Vec<_>, _>>();
     let mut opts = ConsoleOptions {
         group,
         sender: std::env::var("USER").unwrap_or_else(|_| "console".to_owned()),
         wait_limit: wait.unwrap_or(config.console.wait_limit),
         attached: false,
+        attach: attach.map_err(|why| anyhow::anyhow!(why))?,
     };
     // Whatever the chat switches to non-blocking goes back when it ends.
     let _restore = term::Restore::new();

@@ -5,6 +5,7 @@
 
 pub mod folder;
 pub mod images;
+pub mod local;
 pub mod outgoing;
 pub mod preparer;
 pub mod transcribe;

@@ -66,6 +66,8 @@ impl Router {
     /// message with media).
     pub fn new(deps: Arc<SessionDeps>, tracker: TaskTracker) -> Router {
         let fetchers = Fetchers::default();
+        // Files attached at the terminal (`pincer chat --attach`): always served.
+        fetchers.register(Platform::Console, Arc::new(crate::media::local::LocalFiles));
         let (ready_tx, mut ready) = tokio::sync::mpsc::channel(64);
         let delivery = &deps.config.delivery;
         let preparer_deps = PreparerDeps {
@@ -112,6 +114,12 @@ impl Router {
     /// once the adapters registered their [`Fetch`]es.
     pub fn prepare_waiting(&self) {
         self.inner.preparer.wake();
+    }
+
+    /// Whether the group has messages its session has not taken yet (one
+    /// with media is prepared first, out of the session's sight).
+    pub async fn untaken(&self, group: &GroupName) -> Result<bool, StoreError> {
+        Ok(self.inner.deps.store.not_taken(group).await? > 0)
     }
 
     /// Stores `msg` in its group's queue and wakes the group's session,

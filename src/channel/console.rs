@@ -24,6 +24,10 @@ use super::{ApprovalAsk, Ports};
 use crate::domain::{ChatAddress, GroupName, Inbound, OutboundKind, Source};
 use crate::store::{OutboxId, OutboxRow};
 
+/// How often a chat whose input ended looks again for messages still being
+/// prepared (their session is woken when they are ready; this is the net).
+const UNTAKEN_LOOK: Duration = Duration::from_millis(100);
+
 /// How a console chat is run.
 #[derive(Clone, Debug)]
 pub struct ConsoleOptions {
@@ -35,6 +39,9 @@ pub struct ConsoleOptions {
     /// The session belongs to a running daemon (a terminal attached to
     /// `pincer run`), so it goes on after the chat ends.
     pub attached: bool,
+    /// Files to send with the first line typed (`--attach`), absolute paths
+    /// on this host; with no line, they go alone when input ends.
+    pub attach: Vec<std::path::PathBuf>,
 }
 
 /// How the chat ended.
@@ -74,11 +81,17 @@ where
     printer.print_new(ports, &mut output).await?;
     let mut lines = input.lines();
     let mut give_up_at: Option<tokio::time::Instant> = None;
+    let mut attach = opts.attach.clone();
+    // Messages with files are prepared before the session sees them.
+    let mut preparing = false;
     loop {
         if give_up_at.is_some() && !session.busy() {
-            // Replies are stored before the status says "idle": take the last ones.
-            printer.print_new(ports, &mut output).await?;
-            return Ok(ChatEnd::Done);
+            preparing = ports.router.untaken(&opts.group).await?;
+            if !preparing {
+                // Replies are stored before the status says "idle": take the last ones.
+                printer.print_new(ports, &mut output).await?;
+                return Ok(ChatEnd::Done);
+            }
         }
         let deadline = async {
             match give_up_at {
@@ -110,13 +123,25 @@ where
                 Ok(Some(text)) if text.trim().is_empty() => {}
                 Ok(Some(text)) => {
                     crate::metrics::hop("console_read");
-                    ports.router.send(Inbound::new(opts.group.clone(), Source::Console, &opts.sender, text)).await?;
+                    let mut inbound = Inbound::new(opts.group.clone(), Source::Console, &opts.sender, text);
+                    inbound.media = attached(std::mem::take(&mut attach), &mut output).await?;
+                    ports.router.send(inbound).await?;
                     let (activity, settings) = (session.activity(), progress.clone());
                     showing.follow(&opts.group, activity, status.clone(), here.clone(), settings, status::Unrecorded);
                 }
-                Ok(None) | Err(_) => give_up_at = Some(tokio::time::Instant::now() + opts.wait_limit),
+                Ok(None) | Err(_) => {
+                    if !attach.is_empty() {
+                        // Files and no words: they go on their own.
+                        let mut inbound = Inbound::new(opts.group.clone(), Source::Console, &opts.sender, "");
+                        inbound.media = attached(std::mem::take(&mut attach), &mut output).await?;
+                        ports.router.send(inbound).await?;
+                    }
+                    give_up_at = Some(tokio::time::Instant::now() + opts.wait_limit);
+                }
             },
             _ = session.changed(), if give_up_at.is_some() => {}
+            // A prepared message wakes the session, but not always before it is looked for.
+            _ = tokio::time::sleep(UNTAKEN_LOOK), if preparing => {}
             _ = deadline => {
                 let fate = if opts.attached { "goes on in the running pincer" } else { "is stopped now" };
                 let note = format!(
@@ -130,6 +155,32 @@ where
             }
         }
     }
+}
+
+/// The attachments of the files named with `--attach`; a file that cannot
+/// be read any more is said on the terminal and left out.
+async fn attached<W: AsyncWrite + Unpin>(
+    files: Vec<std::path::PathBuf>,
+    output: &mut W,
+) -> anyhow::Result<Vec<crate::domain::media::Attachment>> {
+    if files.is_empty() {
+        return Ok(Vec::new());
+    }
+    let read = tokio::task::spawn_blocking(move || {
+        files
+            .iter()
+            .take(crate::domain::media::MAX_ATTACHMENTS)
+            .map(|f| crate::media::local::attachment(f))
+            .collect::<Vec<_>>()
+    });
+    let mut media = Vec::new();
+    for result in read.await.unwrap_or_default() {
+        match result {
+            Ok(attachment) => media.push(attachment),
+            Err(why) => output.write_all(format!("[pincer] {why}\n").as_bytes()).await?,
+        }
+    }
+    Ok(media)
 }
 
 /// What the chat has printed so far.

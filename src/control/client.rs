@@ -40,7 +40,8 @@ where
 {
     let (read, mut write) = stream.into_split();
     let wait_limit_ms = u64::try_from(opts.wait_limit.as_millis()).unwrap_or(u64::MAX);
-    let request = Request::Chat { group: opts.group.to_string(), sender: opts.sender.clone(), wait_limit_ms };
+    let attach = opts.attach.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let request = Request::Chat { group: opts.group.to_string(), sender: opts.sender.clone(), wait_limit_ms, attach };
     write.write_all(wire::line(&request).as_bytes()).await?;
     let mut frames = FramedRead::new(read, LinesCodec::new_with_max_length(MAX_FRAME));
     let mut lines = input.lines();

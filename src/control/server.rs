@@ -233,13 +233,18 @@ async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationTok
             let status = live_view(&control.ports.router, control.started);
             send(&mut write, &ServerFrame::Status { status }).await
         }
-        Ok(Request::Chat { group, sender, wait_limit_ms }) => {
+        Ok(Request::Chat { group, sender, wait_limit_ms, attach }) => {
             let group: GroupName = match group.parse() {
                 Ok(group) => group,
                 Err(e) => return send(&mut write, &ServerFrame::Error { message: format!("{e:#}") }).await,
             };
-            let opts =
-                ConsoleOptions { group, sender, wait_limit: Duration::from_millis(wait_limit_ms), attached: true };
+            let opts = ConsoleOptions {
+                group,
+                sender,
+                wait_limit: Duration::from_millis(wait_limit_ms),
+                attached: true,
+                attach: attach.into_iter().map(Into::into).collect(),
+            };
             chat(frames, write, control, opts, shutdown).await
         }
     }

@@ -17,6 +17,9 @@ pub enum Request {
         sender: String,
         /// After input ends, how long to wait for replies and background work.
         wait_limit_ms: u64,
+        /// Files (absolute paths on this host) to send with the first line.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attach: Vec<String>,
     },
     /// Something changed in the store; the daemon acts on it at once.
     Changed(Change),
@@ -120,7 +123,7 @@ mod tests {
 
     #[test]
     fn requests_read_as_written() {
-        let chat = Request::Chat { group: "team".into(), sender: "ana".into(), wait_limit_ms: 1500 };
+        let chat = Request::Chat { group: "team".into(), sender: "ana".into(), wait_limit_ms: 1500, attach: vec![] };
         assert_eq!(line(&chat), "{\"op\":\"chat\",\"group\":\"team\",\"sender\":\"ana\",\"wait_limit_ms\":1500}\n");
         let changed = Request::Changed(Change::Group { group: "team".into() });
         assert_eq!(line(&changed), "{\"op\":\"changed\",\"what\":\"group\",\"group\":\"team\"}\n");

@@ -128,6 +128,18 @@ impl Store {
         Ok(true)
     }
 
+    /// How many of the group's messages its session has not taken yet
+    /// (still being prepared, or queued).
+    pub async fn not_taken(&self, group: &GroupName) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM inbound WHERE group_name = ? AND state IN ('preparing', 'queued')",
+        )
+        .bind(group.as_str())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// Every message still `preparing` (a restart cut its preparation
     /// short), oldest first: each is prepared again from the start.
     pub async fn all_preparing(&self) -> Result<Vec<Waiting>, StoreError> {

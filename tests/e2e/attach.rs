@@ -179,3 +179,69 @@ async fn groups_set_changes_a_live_sessions_tool_policy_at_once() {
     store.close().await;
     daemon.stop().await;
 }
+
+#[tokio::test]
+async fn pincer_chat_attach_sends_files_with_the_first_line_on_its_own_and_beside_the_daemon() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let sandbox = Sandbox::new(&api);
+    sandbox.add_group("team", None).await;
+    let config = sandbox.write_config();
+    let shot = sandbox.root().join("shot.png");
+    let mut png = Vec::new();
+    image::RgbImage::from_pixel(40, 30, image::Rgb([200, 10, 10]))
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+    std::fs::write(&shot, &png).unwrap();
+    let notes = sandbox.root().join("notes.txt");
+    std::fs::write(&notes, "first point\nsecond point\n").unwrap();
+    let (shot, notes) = (shot.to_str().unwrap(), notes.to_str().unwrap());
+
+    // No daemon: the chat's own engine prepares them.
+    let out =
+        pincer(&config, &["chat", "team", "--attach", shot, "--attach", notes], "what do you see?\nand then?\n").await;
+    assert!(out.status.success(), "{out:?}");
+    let printed = stdout(&out);
+    assert!(printed.contains("ECHO: what do you see?"), "{printed}");
+    assert!(printed.contains("[image \"shot.png\", image/png") && printed.contains("shown to you below"), "{printed}");
+    assert!(printed.contains("[document \"notes.txt\", text/plain"), "{printed}");
+    let first = &api.main_requests()[0];
+    let blocks = first.messages().iter().rev().find(|m| m["role"] == "user").cloned().unwrap_or_default();
+    let images = blocks["content"].as_array().into_iter().flatten().filter(|b| b["type"] == "image").count();
+    assert_eq!(images, 1, "the image was shown to the model");
+    // The second line waited behind the first (while its files were
+    // prepared), so both may come in one turn: the files are named once.
+    let prompts: String = api.main_requests().iter().map(|r| r.last_user_prompt()).collect::<Vec<_>>().join("\n");
+    assert!(prompts.contains("and then?"), "{prompts}");
+    assert_eq!(prompts.matches("notes.txt\"").count(), 1, "the files went with the first line only: {prompts}");
+    let inbox = sandbox.group_dir("team").join("inbox");
+    let kept: Vec<_> = walk(&inbox).into_iter().filter(|p| p.to_string_lossy().ends_with("notes.txt")).collect();
+    assert_eq!(kept.len(), 1, "kept in the group's inbox: {kept:?}");
+    assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), "first point\nsecond point\n");
+
+    // A file that is not there is said before anything starts.
+    let missing = pincer(&config, &["chat", "team", "--attach", "/nonexistent/x.pdf"], "hi\n").await;
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot attach /nonexistent/x.pdf"), "{missing:?}");
+
+    // Beside the daemon, with no line: the file goes alone.
+    let daemon = sandbox.spawn_daemon();
+    wait_for_socket(&sandbox.config.data_dir).await;
+    let out = pincer(&config, &["chat", "team", "--attach", notes], "").await;
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains("[document \"notes.txt\""), "{}", stdout(&out));
+    daemon.stop().await;
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

@@ -17,7 +17,7 @@ async fn piped_chat_prints_replies_and_waits_for_background_work() {
     let sandbox = Sandbox::new(&api);
     let group = sandbox.add_group("console", Some(&["Bash"])).await;
     let pincer = sandbox.start().await;
-    let opts = ConsoleOptions { group, sender: "me".into(), wait_limit: PATIENCE, attached: false };
+    let opts = ConsoleOptions { group, sender: "me".into(), wait_limit: PATIENCE, attached: false, attach: vec![] };
     let input: &[u8] = b"hello\n\nplease run BGBASH now\n";
     let mut output = Vec::new();
 
@@ -97,7 +97,7 @@ async fn a_slow_turn_prints_status_lines_before_its_answer() {
     sandbox.config.progress.every = std::time::Duration::from_secs(1);
     let group = sandbox.add_group("console", None).await;
     let pincer = sandbox.start().await;
-    let opts = ConsoleOptions { group, sender: "me".into(), wait_limit: PATIENCE, attached: false };
+    let opts = ConsoleOptions { group, sender: "me".into(), wait_limit: PATIENCE, attached: false, attach: vec![] };
     let input: &[u8] = b"quick\n";
     let mut output = Vec::new();
     console_chat(&pincer.engine, &opts, input, &mut output, pincer.shutdown.clone()).await.unwrap();

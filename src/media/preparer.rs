@@ -185,9 +185,18 @@ async fn prepare_media(deps: &PreparerDeps, id: InboundId, msg: &Inbound) -> (Ve
     let several = msg.media.len() > 1;
     let mut media = Vec::with_capacity(msg.media.len());
     let mut images = Vec::new();
+    // Prepared before (a message whose failed downloads are tried again):
+    // the images of what was shown then go with it as they were.
+    let mut earlier = match msg.media.iter().any(|a| matches!(a.outcome, Outcome::Saved { shown: true, .. })) {
+        true => deps.store.inbound_images(id).await.unwrap_or_default().into_iter(),
+        false => Vec::new().into_iter(),
+    };
     for (n, attachment) in msg.media.iter().enumerate() {
         let mut attachment = attachment.clone();
         if attachment.outcome != Outcome::Waiting {
+            if matches!(attachment.outcome, Outcome::Saved { shown: true, .. }) {
+                images.extend(earlier.next());
+            }
             media.push(attachment);
             continue;
         }

@@ -118,9 +118,10 @@ impl Store {
         )
         .execute(&mut *tx)
         .await?;
+        retry_failed_downloads(&mut tx).await?;
         sqlx::query("UPDATE inbound SET state = 'queued' WHERE state = 'sent'").execute(&mut *tx).await?;
         let rows = sqlx::query(
-            "SELECT group_name, COUNT(*) AS n FROM inbound WHERE state = 'queued'
+            "SELECT group_name, COUNT(*) AS n FROM inbound WHERE state IN ('queued', 'preparing')
               GROUP BY group_name ORDER BY MIN(id)",
         )
         .fetch_all(&mut *tx)
@@ -172,6 +173,34 @@ impl Store {
         .await?;
         Ok(done.rows_affected())
     }
+}
+
+/// At a restart, a message delivered to the agent again whose download
+/// failed the first time gets a new try: its failed attachments wait again
+/// and it goes back to `preparing` (the rest keep what they came to; the
+/// preparer starts once the platforms registered their fetchers).
+async fn retry_failed_downloads(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) -> Result<(), StoreError> {
+    let rows = sqlx::query("SELECT id, media FROM inbound WHERE state = 'sent' AND media IS NOT NULL")
+        .fetch_all(&mut **tx)
+        .await?;
+    for row in &rows {
+        let Ok(mut media) = super::rows::read_media(row.try_get::<Option<String>, _>("media")?.as_deref()) else {
+            continue;
+        };
+        let mut again = false;
+        for attachment in media.iter_mut().filter(|a| matches!(a.outcome, Outcome::Failed { .. })) {
+            attachment.outcome = Outcome::Waiting;
+            again = true;
+        }
+        if again {
+            sqlx::query("UPDATE inbound SET state = 'preparing', media = ? WHERE id = ?")
+                .bind(super::media_json(&media))
+                .bind(row.try_get::<i64, _>("id")?)
+                .execute(&mut **tx)
+                .await?;
+        }
+    }
+    Ok(())
 }
 
 /// Whether an attachment goes to the model as an image.

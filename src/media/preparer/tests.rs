@@ -254,3 +254,33 @@ fn a_stored_name_is_one_safe_component_with_the_message_id() {
     let name = stored_name(&long, InboundId(123), None);
     assert!(name.len() <= crate::domain::media::SAFE_NAME_BYTES && name.starts_with("123-") && name.ends_with(".pdf"));
 }
+
+#[tokio::test]
+async fn a_failed_download_is_tried_again_when_a_restart_delivers_its_message_again() {
+    // The first time: the photo is shown, the document's download fails.
+    let fetch = Arc::new(Scripted::default())
+        .answer("photo", vec![Ok(png(40, 30))])
+        .answer("doc", vec![Err(FetchError::Gone("not now".into()))]);
+    let mut rig = Rig::new(fetch.clone(), Config::default()).await;
+    let media = vec![Attachment::bounded(MediaKind::Photo, "photo"), Attachment::bounded(MediaKind::Document, "doc")];
+    let id = rig.store(&rig.message("both", media, None)).await;
+    rig.preparer.wake();
+    let first = rig.prepared().await;
+    assert!(matches!(first.msg.media[1].outcome, Outcome::Failed { .. }), "{:?}", first.msg.media);
+    // The session wrote it to its process, which a restart took away.
+    rig.store.set_inbound_state(&[id], crate::store::InboundState::Sent).await.unwrap();
+
+    fetch.answer("doc", vec![Ok(b"%PDF now it is there".to_vec())]);
+    let tries = fetch.tries.load(Ordering::SeqCst);
+    rig.store.recover_unanswered().await.unwrap();
+    assert!(rig.store.queued_inbound(&rig.group, InboundId(0), 10).await.unwrap().is_empty(), "prepared first");
+    rig.preparer.wake();
+    let again = rig.prepared().await;
+    assert_eq!(again.id, id);
+    assert_eq!(fetch.tries.load(Ordering::SeqCst), tries + 1, "only the failed one was fetched again");
+    let (path, _, _) = saved(&again.msg.media[1].outcome);
+    assert_eq!(rig.saved(path), b"%PDF now it is there");
+    assert_eq!(saved(&again.msg.media[0].outcome), saved(&first.msg.media[0].outcome), "the photo as it was");
+    assert_eq!(again.images, first.images, "its image still goes with it");
+    rig.shutdown.cancel();
+}

@@ -134,7 +134,7 @@ impl Router {
         let handle = self.session(&msg.group).await?;
         if msg.media.iter().any(|a| a.outcome == Outcome::Waiting) {
             // Its session takes it once the preparer queued it.
-            let id = match self.inner.deps.store.insert_preparing(&msg).await? {
+            let id = match self.inner.deps.store.insert_preparing(&msg, false).await? {
                 Stored::Preparing(id) => id,
                 Stored::Merged { part, .. } => part,
             };
@@ -227,6 +227,16 @@ impl Router {
     /// Stores a chat message that is not addressed to the agent. The agent
     /// reads it as context with the group's next message that is.
     pub async fn observe(&self, msg: &Inbound) -> Result<InboundId, RouteError> {
+        if msg.media.iter().any(|a| a.outcome == Outcome::Waiting) {
+            // Its files are fetched too, so a later "what is in that photo?"
+            // finds them; the queue waits behind it, keeping the order.
+            let id = match self.inner.deps.store.insert_preparing(msg, true).await? {
+                Stored::Preparing(id) => id,
+                Stored::Merged { part, .. } => part,
+            };
+            self.inner.preparer.wake();
+            return Ok(id);
+        }
         Ok(self.inner.deps.store.insert_inbound(msg, InboundState::Observed).await?)
     }
 

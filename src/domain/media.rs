@@ -201,6 +201,9 @@ impl Attachment {
                 }
                 if let Some(note) = image_note {
                     line.push_str(&format!(", not shown to you: {note}"));
+                } else if self.kind.is_image() && !shown {
+                    // Context that came with a later message: the file is there to open.
+                    line.push_str(", open the file to see it");
                 }
                 if let Some(note) = transcript_note {
                     line.push_str(&format!(", no transcript: {note}"));

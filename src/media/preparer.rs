@@ -28,7 +28,7 @@ use crate::domain::media::{fetch_limit, human_bytes, safe_file_name, Attachment,
 use crate::domain::{GroupName, Inbound, InboundId, Platform, Source};
 use crate::outbox::Outbox;
 use crate::retry::RetryPolicy;
-use crate::store::Store;
+use crate::store::{Store, ToPrepare};
 
 /// How long an album's first part waits for the others (a platform sends
 /// them as separate messages, a moment apart).
@@ -134,8 +134,8 @@ async fn prepare(deps: &PreparerDeps, id: InboundId, album: bool) {
     if album {
         tokio::time::sleep(ALBUM_WINDOW).await;
     }
-    let msg = match deps.store.take_preparing(id).await {
-        Ok(Some(msg)) => msg,
+    let ToPrepare { msg, observed } = match deps.store.take_preparing(id).await {
+        Ok(Some(taken)) => taken,
         Ok(None) => return,
         Err(e) => {
             tracing::error!(id = id.0, %e, "cannot read a message waiting for its media; it is failed");
@@ -143,14 +143,14 @@ async fn prepare(deps: &PreparerDeps, id: InboundId, album: bool) {
             return;
         }
     };
-    let (media, images) = prepare_media(deps, id, &msg).await;
+    let (media, images) = prepare_media(deps, id, &msg, observed).await;
     finish(deps, id, &msg.group, &media, &images).await;
 }
 
 /// A preparation that panicked: the message goes on with its media unfetched.
 async fn give_up(deps: &PreparerDeps, id: InboundId) {
     let msg = match deps.store.take_preparing(id).await {
-        Ok(Some(msg)) => msg,
+        Ok(Some(taken)) => taken.msg,
         _ => return,
     };
     let media: Vec<Attachment> = msg
@@ -175,8 +175,16 @@ async fn finish(deps: &PreparerDeps, id: InboundId, group: &GroupName, media: &[
 }
 
 /// Every attachment of `msg` fetched, saved and prepared, and the images
-/// the model is shown, in order.
-async fn prepare_media(deps: &PreparerDeps, id: InboundId, msg: &Inbound) -> (Vec<Attachment>, Vec<ModelImage>) {
+/// the model is shown, in order. A message kept only as context
+/// (`observed`) is saved, and transcribed, but shows the model no image
+/// (the agent opens the file when someone asks about it), and a file too
+/// large is not worth telling its sender about.
+async fn prepare_media(
+    deps: &PreparerDeps,
+    id: InboundId,
+    msg: &Inbound,
+    observed: bool,
+) -> (Vec<Attachment>, Vec<ModelImage>) {
     let platform = match msg.source {
         Source::Chat(platform) => platform,
         _ => Platform::Console,
@@ -201,8 +209,8 @@ async fn prepare_media(deps: &PreparerDeps, id: InboundId, msg: &Inbound) -> (Ve
             continue;
         }
         let name = stored_name(&attachment, id, several.then_some(n + 1));
-        let (outcome, image) = prepare_one(deps, platform, &group_dir, &attachment, name).await;
-        if let Outcome::TooLarge { limit } = &outcome {
+        let (outcome, image) = prepare_one(deps, platform, &group_dir, &attachment, name, !observed).await;
+        if let (Outcome::TooLarge { limit }, false) = (&outcome, observed) {
             let what = attachment.file_name.as_deref().unwrap_or(attachment.kind.as_str());
             let size = attachment.size.map(|s| format!(" ({})", human_bytes(s))).unwrap_or_default();
             let text = format!(
@@ -241,6 +249,7 @@ async fn prepare_one(
     group_dir: &Path,
     attachment: &Attachment,
     name: String,
+    show: bool,
 ) -> (Outcome, Option<ModelImage>) {
     let counters = crate::metrics::counters::counters();
     let Some(fetcher) = deps.fetchers.get(platform) else {
@@ -266,7 +275,7 @@ async fn prepare_one(
     let saved = tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the group's folder: {e}"))?;
         let path = folder::save_in_inbox(&dir, &day, &name, &bytes).map_err(|e| e.to_string())?;
-        let image = kind.is_image().then(|| images::prepare(&bytes));
+        let image = (show && kind.is_image()).then(|| images::prepare(&bytes));
         Ok::<_, String>((path, image, bytes))
     })
     .await

@@ -37,7 +37,7 @@ pub use groups::{GroupRecord, GroupSettings};
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use outbox::{DeliveryState, Enqueue, Marked, OutboxId, OutboxRow, Seen};
 pub use overview::{Backlog, GroupView, Overview, PlatformView};
-pub use preparing::{Stored, Waiting};
+pub use preparing::{Stored, ToPrepare, Waiting};
 pub use queue::{Pulled, Recovered};
 pub use retention::Pruned;
 pub use schedules::{NewSchedule, RunId, RunRecord};

@@ -1,7 +1,8 @@
 //! Messages whose media is still being fetched and prepared: stored
 //! `preparing` (their group's session takes nothing at or after them, so the
 //! order holds), with an album's later parts merged into its first, and made
-//! `queued` with their prepared media and images in one transaction.
+//! `queued` (or `observed`, for context) with their prepared media and
+//! images in one transaction.
 
 use sqlx::{FromRow, Row};
 
@@ -19,6 +20,15 @@ pub struct Waiting {
     pub album: bool,
 }
 
+/// A message the preparer takes up.
+#[derive(Clone, Debug)]
+pub struct ToPrepare {
+    pub msg: Inbound,
+    /// Kept as context once prepared: its images are not shown to the
+    /// model, and its sender is not told about a file too large.
+    pub observed: bool,
+}
+
 /// Where a message with media went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stored {
@@ -31,10 +41,12 @@ pub enum Stored {
 
 impl Store {
     /// Stores `msg` (which carries media) `preparing`, or, when an earlier
-    /// part of its album still takes parts, merges it into that one. A
-    /// second copy of a message (same `external_id`) is
+    /// part of its album still takes parts, merges it into that one. With
+    /// `observed`, it becomes context once prepared, not a message for the
+    /// agent (unless it merges into an album one of whose parts engages).
+    /// A second copy of a message (same `external_id`) is
     /// [`StoreError::Duplicate`].
-    pub async fn insert_preparing(&self, msg: &Inbound) -> Result<Stored, StoreError> {
+    pub async fn insert_preparing(&self, msg: &Inbound, observed: bool) -> Result<Stored, StoreError> {
         // The part's own row first: the write takes the database's lock, so
         // the album read below sees the newest state (a deferred transaction
         // that read first could not write after another writer committed).
@@ -44,6 +56,12 @@ impl Store {
             return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
         }
         let part = InboundId(done.last_insert_rowid());
+        if observed {
+            sqlx::query("UPDATE inbound SET prepared_as = 'observed' WHERE id = ?")
+                .bind(part.0)
+                .execute(&mut *tx)
+                .await?;
+        }
         let Some(album) = &msg.album else {
             tx.commit().await?;
             return Ok(Stored::Preparing(part));
@@ -76,12 +94,17 @@ impl Store {
             }
             text.push_str(&msg.text);
         }
-        sqlx::query("UPDATE inbound SET text = ?, media = ? WHERE id = ?")
-            .bind(&text)
-            .bind(super::media_json(&media))
-            .bind(into.0)
-            .execute(&mut *tx)
-            .await?;
+        // A part that engages makes the album engage (the caption that
+        // names the agent may be on any photo).
+        sqlx::query(
+            "UPDATE inbound SET text = ?, media = ?, prepared_as = CASE WHEN ? THEN prepared_as END WHERE id = ?",
+        )
+        .bind(&text)
+        .bind(super::media_json(&media))
+        .bind(observed)
+        .bind(into.0)
+        .execute(&mut *tx)
+        .await?;
         sqlx::query("UPDATE inbound SET state = 'merged' WHERE id = ?").bind(part.0).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(Stored::Merged { into, part })
@@ -90,17 +113,19 @@ impl Store {
     /// The message `id` as the preparer starts on it, if it is still
     /// `preparing`; its album takes no more parts from now on (a part
     /// coming later is a message of its own).
-    pub async fn take_preparing(&self, id: InboundId) -> Result<Option<Inbound>, StoreError> {
+    pub async fn take_preparing(&self, id: InboundId) -> Result<Option<ToPrepare>, StoreError> {
         let row = sqlx::query(
             "UPDATE inbound SET album = NULL WHERE id = ? AND state = 'preparing'
-             RETURNING id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id, media, album",
+             RETURNING id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id, media,
+                       album, prepared_as",
         )
         .bind(id.0)
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
         let (_, msg) = InboundRow::from_row(&row)?.message()?;
-        Ok(Some(msg))
+        let observed = row.try_get::<Option<String>, _>("prepared_as")?.as_deref() == Some("observed");
+        Ok(Some(ToPrepare { msg, observed }))
     }
 
     /// Message `id` prepared: its attachments as they came out and the
@@ -113,7 +138,9 @@ impl Store {
         images: &[ModelImage],
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let done = sqlx::query("UPDATE inbound SET state = 'queued', media = ? WHERE id = ? AND state = 'preparing'")
+        let done = sqlx::query(
+            "UPDATE inbound SET state = COALESCE(prepared_as, 'queued'), media = ? WHERE id = ? AND state = 'preparing'",
+        )
             .bind(super::media_json(media))
             .bind(id.0)
             .execute(&mut *tx)
@@ -181,29 +208,62 @@ mod tests {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
         let Stored::Preparing(first) =
-            store.insert_preparing(&photo(&group, "our trip", Some("a1"), "f1")).await.unwrap()
+            store.insert_preparing(&photo(&group, "our trip", Some("a1"), "f1"), false).await.unwrap()
         else {
             panic!("the first part is its own message")
         };
-        let second = store.insert_preparing(&photo(&group, "", Some("a1"), "f2")).await.unwrap();
+        let second = store.insert_preparing(&photo(&group, "", Some("a1"), "f2"), false).await.unwrap();
         assert!(matches!(second, Stored::Merged { into, .. } if into == first));
-        let third = store.insert_preparing(&photo(&group, "day two", Some("a1"), "f3")).await.unwrap();
+        let third = store.insert_preparing(&photo(&group, "day two", Some("a1"), "f3"), false).await.unwrap();
         assert!(matches!(third, Stored::Merged { into, .. } if into == first));
-        let other = store.insert_preparing(&photo(&group, "", Some("b2"), "g1")).await.unwrap();
+        let other = store.insert_preparing(&photo(&group, "", Some("b2"), "g1"), false).await.unwrap();
         assert!(matches!(other, Stored::Preparing(id) if id != first), "another album is another message");
 
-        let taken = store.take_preparing(first).await.unwrap().expect("still preparing");
+        let taken = store.take_preparing(first).await.unwrap().expect("still preparing").msg;
         assert_eq!(taken.text, "our trip\nday two");
         assert_eq!(taken.media.iter().map(|a| a.fetch.as_str()).collect::<Vec<_>>(), ["f1", "f2", "f3"]);
-        let late = store.insert_preparing(&photo(&group, "", Some("a1"), "f4")).await.unwrap();
+        let late = store.insert_preparing(&photo(&group, "", Some("a1"), "f4"), false).await.unwrap();
         assert!(matches!(late, Stored::Preparing(_)), "a part after the take is a message of its own");
+    }
+
+    #[tokio::test]
+    async fn an_observed_photo_becomes_context_once_prepared_unless_a_part_of_its_album_engages() {
+        let group: GroupName = "family".parse().unwrap();
+        let (_dir, store) = store_with(&group).await;
+        let Stored::Preparing(seen) = store.insert_preparing(&photo(&group, "", None, "f1"), true).await.unwrap()
+        else {
+            panic!("no album")
+        };
+        let taken = store.take_preparing(seen).await.unwrap().unwrap();
+        assert!(taken.observed);
+        assert!(store.finish_preparing(seen, &taken.msg.media, &[]).await.unwrap());
+        let state: String = sqlx::query_scalar("SELECT state FROM inbound WHERE id = ?")
+            .bind(seen.0)
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(state, "observed", "context for the next message, not a message for the agent");
+        assert!(store.queued_inbound(&group, InboundId(0), 10).await.unwrap().is_empty());
+
+        // An album whose first photo is only context, and whose second names the agent.
+        let Stored::Preparing(first) =
+            store.insert_preparing(&photo(&group, "", Some("a9"), "g1"), true).await.unwrap()
+        else {
+            panic!("the first part is its own message")
+        };
+        store.insert_preparing(&photo(&group, "@Andy which one?", Some("a9"), "g2"), false).await.unwrap();
+        store.insert_preparing(&photo(&group, "", Some("a9"), "g3"), true).await.unwrap();
+        let album = store.take_preparing(first).await.unwrap().unwrap();
+        assert!(!album.observed, "the album engages");
+        assert_eq!(album.msg.media.len(), 3);
     }
 
     #[tokio::test]
     async fn a_prepared_message_is_queued_with_its_images_and_holds_back_the_queue_until_then() {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
-        let Stored::Preparing(id) = store.insert_preparing(&photo(&group, "look", None, "f1")).await.unwrap() else {
+        let Stored::Preparing(id) = store.insert_preparing(&photo(&group, "look", None, "f1"), false).await.unwrap()
+        else {
             panic!("no album")
         };
         let plain = Inbound::new(group.clone(), Source::Console, "bo", "and then");
@@ -211,7 +271,7 @@ mod tests {
         assert!(store.queued_inbound(&group, InboundId(0), 10).await.unwrap().is_empty(), "nothing passes it");
         assert_eq!(store.all_preparing().await.unwrap(), [Waiting { id, group: group.clone(), album: false }]);
 
-        let mut msg = store.take_preparing(id).await.unwrap().unwrap();
+        let mut msg = store.take_preparing(id).await.unwrap().unwrap().msg;
         msg.media[0].outcome = Outcome::Saved {
             path: "inbox/d/1-photo.jpg".into(),
             bytes: 3,

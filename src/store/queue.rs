@@ -121,7 +121,8 @@ impl Store {
         retry_failed_downloads(&mut tx).await?;
         sqlx::query("UPDATE inbound SET state = 'queued' WHERE state = 'sent'").execute(&mut *tx).await?;
         let rows = sqlx::query(
-            "SELECT group_name, COUNT(*) AS n FROM inbound WHERE state IN ('queued', 'preparing')
+            "SELECT group_name, COUNT(*) AS n FROM inbound
+              WHERE state = 'queued' OR (state = 'preparing' AND prepared_as IS NULL)
               GROUP BY group_name ORDER BY MIN(id)",
         )
         .fetch_all(&mut *tx)

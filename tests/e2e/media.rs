@@ -228,3 +228,36 @@ fn claimed_png(width: u32, height: u32) -> Vec<u8> {
     out.extend(chunk(b"IEND", &[]));
     out
 }
+
+#[tokio::test]
+async fn a_photo_kept_as_context_is_fetched_so_a_later_question_finds_it_and_an_album_engages_by_any_part() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    let chat_address = Some(pincer::domain::ChatAddress::telegram(CHAT, None));
+    let settings = pincer::store::GroupSettings { chat: chat_address, requires_trigger: true, ..Default::default() };
+    sandbox.add_group_with("family", settings).await;
+    let pincer = sandbox.spawn_daemon();
+
+    // Not addressed to the agent: kept as context, its file fetched all the same.
+    let photo = bot.upload(jpeg(640, 480));
+    bot.say_with(Incoming::photo(&chat(), &ann(), "", &photo, 640, 480));
+    bot.say(&chat(), &ann(), "@Andy what is in the photo above?");
+    let requests = api.wait_for_main_requests(1, PATIENCE).await;
+    let text = requests[0].all_text();
+    assert!(text.contains("open the file to see it"), "the context names the saved file: {text}");
+    assert!(images(&requests[0]).is_empty(), "a context photo costs no image tokens until opened");
+    let saved = text.split("saved as ").nth(1).and_then(|rest| rest.split(',').next()).expect("a saved path");
+    assert_eq!(std::fs::read(sandbox.group_dir("family").join(saved)).unwrap(), jpeg(640, 480));
+    bot.wait_sent(CHAT, 1).await;
+
+    // An album whose second photo carries the question: one turn, both shown.
+    let (a, b) = (bot.upload(jpeg(300, 200)), bot.upload(jpeg(200, 300)));
+    bot.say_with(Incoming::photo(&chat(), &ann(), "", &a, 300, 200).in_album("pair"));
+    bot.say_with(Incoming::photo(&chat(), &ann(), "@Andy which is sharper?", &b, 200, 300).in_album("pair"));
+    let requests = api.wait_for_main_requests(2, PATIENCE).await;
+    assert_eq!(images(&requests[1]).len(), 2, "the album is one message, both photos shown");
+    bot.wait_sent(CHAT, 2).await;
+    pincer.stop().await;
+}

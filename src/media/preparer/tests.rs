@@ -77,7 +77,7 @@ impl Rig {
     }
 
     async fn store(&self, msg: &Inbound) -> InboundId {
-        match self.store.insert_preparing(msg).await.unwrap() {
+        match self.store.insert_preparing(msg, false).await.unwrap() {
             Stored::Preparing(id) => id,
             Stored::Merged { into, .. } => into,
         }

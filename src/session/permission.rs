@@ -43,7 +43,8 @@ static OWN_TOOLS: LazyLock<Vec<String>> =
 /// prompt scheduled for this group runs with a member's rights (see
 /// `session::rights`), so it gains nothing; one for another group would run
 /// with that group's, so it asks. Pausing, resuming or cancelling a task
-/// changes what admins set up: that asks too.
+/// changes what admins set up, and a file from the group's folder may be
+/// one an admin's turn made: those ask too.
 fn members_may_call(group: &GroupName, name: &str, input: &Value) -> bool {
     match name {
         "send_message" | "list_tasks" | "list_groups" => true,
@@ -178,9 +179,16 @@ mod tests {
     #[test]
     fn pincer_tools_pass_by_exact_name_only() {
         let g: GroupName = "g".parse().unwrap();
-        for name in
-            ["send_message", "schedule_task", "list_tasks", "pause_task", "resume_task", "cancel_task", "list_groups"]
-        {
+        for name in [
+            "send_message",
+            "send_file",
+            "schedule_task",
+            "list_tasks",
+            "pause_task",
+            "resume_task",
+            "cancel_task",
+            "list_groups",
+        ] {
             assert_eq!(
                 decide(&g, &format!("mcp__pincer__{name}"), &none(), rules(&[], true)),
                 Verdict::Allow,
@@ -215,6 +223,8 @@ mod tests {
         assert_eq!(decide(&g, schedule_task, &schedule("other"), member(true)), Verdict::Ask, "another group's rights");
         assert_eq!(decide(&g, schedule_task, &schedule("other"), rules(&[], true)), Verdict::Allow, "an admin's turn");
         assert_eq!(decide(&g, "mcp__pincer__cancel_task", &none(), member(true)), Verdict::Ask);
+        // A file from the group's folder is the admins' to hand out in a member's turn.
+        assert_eq!(decide(&g, "mcp__pincer__send_file", &none(), member(true)), Verdict::Ask);
         assert!(matches!(decide(&g, "mcp__pincer__pause_task", &none(), member(false)), Verdict::Deny(_)));
         assert_eq!(
             decide(&g, "Bash", &none(), rules(&allowed, true)),

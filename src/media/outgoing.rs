@@ -23,6 +23,10 @@ use crate::domain::{GroupName, Platform};
 /// The folder of the copies, inside the data dir.
 pub const OUTGOING: &str = "outgoing";
 
+/// The most a group's copies waiting to be sent may hold: an agent that
+/// sends file after file to a chat that is down fills no disk.
+pub const WAITING_CAP: u64 = 512 * 1024 * 1024;
+
 /// Telegram's rule for a photo: width plus height at most this…
 const PHOTO_SIDES: u32 = 10_000;
 /// …and the long side at most this many times the short one. An image
@@ -40,6 +44,8 @@ pub enum SendFileError {
     TooLarge { name: String, size: u64, limit: u64, kind: &'static str, platform: Platform },
     #[error("pincer cannot keep a copy of {name} to send: {why}")]
     Copy { name: String, why: String },
+    #[error("{files} file(s) of this group ({}) still wait to reach the chat, and {name} would pass the {} pincer keeps waiting: send it once they are delivered", human_bytes(*waiting), human_bytes(*cap))]
+    Backlog { name: String, files: usize, waiting: u64, cap: u64 },
 }
 
 /// Where copies of sent files are kept, and where groups' folders are.
@@ -47,13 +53,15 @@ pub enum SendFileError {
 pub struct Outgoing {
     groups_dir: PathBuf,
     dir: PathBuf,
+    /// [`WAITING_CAP`], smaller in tests.
+    cap: u64,
 }
 
 impl Outgoing {
     /// Copies go to `data_dir/outgoing`; the files are read from `groups_dir/<group>`.
     pub fn new(groups_dir: &Path, data_dir: &Path) -> Outgoing {
         let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_owned());
-        Outgoing { groups_dir: absolute(groups_dir), dir: absolute(data_dir).join(OUTGOING) }
+        Outgoing { groups_dir: absolute(groups_dir), dir: absolute(data_dir).join(OUTGOING), cap: WAITING_CAP }
     }
 
     /// Takes the file `asked` from `group`'s folder for a chat on
@@ -73,6 +81,10 @@ impl Outgoing {
         if size > largest {
             return Err(too_large(size));
         }
+        let (files, waiting) = self.waiting(group);
+        if waiting.saturating_add(size) > self.cap {
+            return Err(SendFileError::Backlog { name: shown, files, waiting, cap: self.cap });
+        }
         let name = relative.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let name = safe_file_name(&name, "file");
         let (copy, path) = self.new_copy(group, &name).map_err(|e| copy_error(&shown, &e))?;
@@ -86,6 +98,18 @@ impl Outgoing {
         }
         .inspect_err(|_| remove(&path))?;
         Ok(OutboundFile { path, name, kind, bytes })
+    }
+
+    /// How many copies of `group`'s files wait to be sent, and their bytes.
+    fn waiting(&self, group: &GroupName) -> (usize, u64) {
+        let Ok(entries) = std::fs::read_dir(self.dir.join(group.as_str())) else { return (0, 0) };
+        let sizes: Vec<u64> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.metadata().ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .collect();
+        (sizes.len(), sizes.iter().sum())
     }
 
     /// A new copy's file, `<nanos>-<name>` in the group's folder of copies.

@@ -130,3 +130,18 @@ fn first_bytes_tell_the_kind() {
     assert_eq!(sniff(b""), Sniffed::Other);
     assert!(fits_a_photo((4000, 3000)) && !fits_a_photo((0, 10)) && !fits_a_photo((5001, 5000)));
 }
+
+#[test]
+fn copies_waiting_past_the_cap_refuse_the_next_file_until_they_are_sent() {
+    let mut r = rig();
+    r.outgoing.cap = 1024 * 1024;
+    r.write("big.bin", &[7u8; 300 * 1024]);
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        taken.push(r.outgoing.take(&r.group, "big.bin", Platform::WhatsApp).unwrap());
+    }
+    let refused = r.outgoing.take(&r.group, "big.bin", Platform::WhatsApp).unwrap_err().to_string();
+    assert!(refused.contains("3 file(s)") && refused.contains("once they are delivered"), "{refused}");
+    forget(&taken.pop().unwrap());
+    assert!(r.outgoing.take(&r.group, "big.bin", Platform::WhatsApp).is_ok(), "room again once one was sent");
+}

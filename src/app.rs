@@ -239,8 +239,6 @@ impl Engine {
     }
 }
 
-/// Warns (from the background: the answer takes the CLI's startup) when the
-/// CLI is not a version pincer is tested with.
 /// Removes the copies of sent files that no queued message holds (left by a
 /// pincer stopped between a delivery and the copy's removal).
 async fn sweep_outgoing(store: &Store, outgoing: &Outgoing) {
@@ -255,6 +253,8 @@ async fn sweep_outgoing(store: &Store, outgoing: &Outgoing) {
     }
 }
 
+/// Warns (from the background: the answer takes the CLI's startup) when the
+/// CLI is not a version pincer is tested with.
 fn warn_if_untested(program: std::path::PathBuf) {
     tokio::spawn(async move {
         if let Ok(version) = claude::install::version_of(&program).await {

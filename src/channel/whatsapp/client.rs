@@ -6,6 +6,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
 use whatsapp_rust::download::{DownloadParams, MediaType};
 use whatsapp_rust::media::{self, AudioOptions, DocumentOptions, ImageOptions};
 use whatsapp_rust::proto_helpers::MessageBuilderExt;
@@ -14,7 +17,6 @@ use whatsapp_rust::wacore_binary::JidExt;
 use whatsapp_rust::waproto::whatsapp as wa;
 use whatsapp_rust::{Client, Jid, RevokeType, SendError};
 
-use super::media::{MediaRef, WaMediaKind};
 use crate::domain::media::{FileKind, OutboundFile};
 use crate::media::outgoing::mime_of;
 
@@ -29,6 +31,36 @@ impl OwnIds {
     /// Whether `user` (a JID's user part) is the linked account.
     pub(super) fn is_me(&self, user: &str) -> bool {
         self.number.as_deref() == Some(user) || self.lid.as_deref() == Some(user)
+    }
+}
+
+/// Which of WhatsApp's media kinds a file is (it picks the decryption keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaMediaKind {
+    Image,
+    Audio,
+    Video,
+    Document,
+}
+
+/// What fetching a WhatsApp file takes: where it lies on WhatsApp's CDN, the
+/// key to decrypt it, and the hashes its bytes must match.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaRef {
+    pub kind: WaMediaKind,
+    pub direct_path: String,
+    /// Base64, as the three below.
+    pub media_key: String,
+    pub file_sha256: String,
+    pub file_enc_sha256: String,
+    pub length: u64,
+}
+
+impl MediaRef {
+    /// The bytes of a key or hash (empty when it does not decode).
+    pub fn bytes(field: &str) -> Vec<u8> {
+        STANDARD.decode(field).unwrap_or_default()
     }
 }
 

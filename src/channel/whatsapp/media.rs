@@ -14,45 +14,14 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use futures_util::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use whatsapp_rust::waproto::whatsapp as wa;
 
-use super::client::{WaClient, WaError};
+use super::client::{MediaRef, WaClient, WaError, WaMediaKind};
 use crate::domain::media::{place_text, Attachment, MediaKind};
 use crate::media::{Fetch, FetchError};
 
 /// How much of a contact's words the agent is shown.
 const LINE_CHARS: usize = 300;
-
-/// Which of WhatsApp's media kinds a file is (it picks the decryption keys).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WaMediaKind {
-    Image,
-    Audio,
-    Video,
-    Document,
-}
-
-/// What fetching a WhatsApp file takes: where it lies on WhatsApp's CDN, the
-/// key to decrypt it, and the hashes its bytes must match.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MediaRef {
-    pub kind: WaMediaKind,
-    pub direct_path: String,
-    /// Base64, as the three below.
-    pub media_key: String,
-    pub file_sha256: String,
-    pub file_enc_sha256: String,
-    pub length: u64,
-}
-
-impl MediaRef {
-    /// The bytes of a key or hash (empty when it does not decode).
-    pub fn bytes(field: &str) -> Vec<u8> {
-        STANDARD.decode(field).unwrap_or_default()
-    }
-}
 
 /// The files `msg` carries (its base message, unwrapped from WhatsApp's
 /// envelopes), in the order the agent is shown them.

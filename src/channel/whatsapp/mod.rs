@@ -33,8 +33,8 @@ mod media;
 mod outbound;
 mod status;
 
-pub use client::{OwnIds, Real, WaClient, WaError};
-pub use media::{MediaRef, WaFiles, WaMediaKind};
+pub use client::{MediaRef, OwnIds, Real, WaClient, WaError, WaMediaKind};
+pub use media::WaFiles;
 pub use status::{WhatsAppStatus, EDIT_WINDOW, REPOST_EVERY, STATUS_EVERY, STATUS_TIMEOUT, STOP_HINT};
 
 use std::sync::{Arc, OnceLock};

@@ -619,8 +619,9 @@ fn render(entry: &HistoryEntry) -> String {
         HistoryEntry::Message { sent_by, text, file: Some(file), delivery, .. } => {
             let size = crate::domain::media::human_bytes(file.bytes);
             let caption = if text.is_empty() { String::new() } else { format!(": {text}") };
+            let from = crate::domain::one_line(&file.from, 200);
             format!(
-                "{at}  {} \"{}\" ({size}) from {sent_by}'s agent{caption}{}",
+                "{at}  {} \"{}\" ({size}, {from} in the folder) from {sent_by}'s agent{caption}{}",
                 file.kind,
                 file.name,
                 delivered(delivery)

@@ -226,7 +226,9 @@ async fn print<W: AsyncWrite + Unpin>(output: &mut W, row: &OutboxRow) -> anyhow
         (_, Some(file)) => {
             let caption = if row.text.is_empty() { String::new() } else { format!(" {}", row.text) };
             let size = crate::domain::media::human_bytes(file.bytes);
-            format!("[{} \"{}\", {size}]{caption}\n", file.kind.as_str(), file.name)
+            // The agent named the path: one line, no control characters, on a terminal.
+            let from = crate::domain::one_line(&file.from, 200);
+            format!("[{} \"{}\", {size}, {from} in the group's folder]{caption}\n", file.kind.as_str(), file.name)
         }
         (OutboundKind::Reply | OutboundKind::Answer, None) => format!("{}\n", row.text),
         (OutboundKind::Error, None) => format!("[error] {}\n", row.text),
@@ -236,4 +238,39 @@ async fn print<W: AsyncWrite + Unpin>(output: &mut W, row: &OutboxRow) -> anyhow
     output.flush().await?;
     crate::metrics::hop("console_printed");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::media::{FileKind, OutboundFile};
+    use crate::store::DeliveryState;
+
+    #[tokio::test]
+    async fn a_sent_file_is_printed_with_where_it_is_in_the_folder_and_no_control_characters() {
+        let file = OutboundFile {
+            path: "/data/outgoing/team/1-chart.png".into(),
+            name: "chart.png".into(),
+            kind: FileKind::Photo,
+            bytes: 2048,
+            from: "out/\u{1b}[2Jchart.png".into(),
+        };
+        let row = OutboxRow {
+            id: OutboxId(1),
+            group: "team".parse().unwrap(),
+            at_us: 0,
+            kind: OutboundKind::Reply,
+            text: "the chart".into(),
+            to: ChatAddress::console(&"team".parse().unwrap()),
+            state: DeliveryState::Queued,
+            parts_done: 0,
+            attempts: 0,
+            last_error: None,
+            file: Some(file),
+        };
+        let mut out = Vec::new();
+        print(&mut out, &row).await.unwrap();
+        let printed = String::from_utf8(out).unwrap();
+        assert_eq!(printed, "[photo \"chart.png\", 2.0 KB, out/ [2Jchart.png in the group's folder] the chart\n");
+    }
 }

@@ -271,6 +271,9 @@ pub struct OutboundFile {
     pub name: String,
     pub kind: FileKind,
     pub bytes: u64,
+    /// Where it was in the group's folder (relative, as pincer resolved it):
+    /// shown to people, never used as a path.
+    pub from: String,
 }
 
 /// The largest file of `kind` pincer sends to a chat on `platform`, in

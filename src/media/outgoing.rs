@@ -97,7 +97,7 @@ impl Outgoing {
             Err(e) => Err(e),
         }
         .inspect_err(|_| remove(&path))?;
-        Ok(OutboundFile { path, name, kind, bytes })
+        Ok(OutboundFile { path, name, kind, bytes, from: shown })
     }
 
     /// How many copies of `group`'s files wait to be sent, and their bytes.

@@ -69,6 +69,8 @@ pub struct FileEntry {
     pub kind: String,
     pub name: String,
     pub bytes: u64,
+    /// Where it was in the group's folder, relative (shown only).
+    pub from: String,
 }
 
 /// How far a message for the chat got (its outbox row).
@@ -120,7 +122,7 @@ SELECT * FROM (
     SELECT 'task', at_us, id, session_id, subtype, task_id, task_type, status, IFNULL(summary, '') || char(31) || IFNULL(description, ''), NULL, NULL, NULL, NULL, NULL, NULL
       FROM task_frames WHERE group_name = ?1
     UNION ALL
-    SELECT 'message', m.at_us, m.id, m.sent_by, m.text, o.file_kind, o.file_name, CAST(o.file_bytes AS TEXT), NULL, NULL, NULL, NULL,
+    SELECT 'message', m.at_us, m.id, m.sent_by, m.text, o.file_kind, o.file_name, CAST(o.file_bytes AS TEXT), o.file_from, NULL, NULL, NULL,
            o.state, o.platform || ' ' || o.chat || IFNULL(' topic ' || o.thread, ''), o.last_error
       FROM agent_messages m LEFT JOIN outbox o ON o.agent_message_id = m.id WHERE m.group_name = ?1
     UNION ALL
@@ -153,11 +155,14 @@ impl Store {
         let carries = Carries { result_id: None, agent_message_id: Some(done.last_insert_rowid()) };
         let id = enqueue_in(&mut tx, group, out, carries).await?;
         if let Some(file) = file {
-            sqlx::query("UPDATE outbox SET file_path = ?, file_name = ?, file_kind = ?, file_bytes = ? WHERE id = ?")
-                .bind(file.path.to_string_lossy())
-                .bind(&file.name)
-                .bind(file.kind.as_str())
-                .bind(i64::try_from(file.bytes).unwrap_or(i64::MAX))
+            sqlx::query(
+                "UPDATE outbox SET file_path = ?, file_name = ?, file_kind = ?, file_bytes = ?, file_from = ? WHERE id = ?",
+            )
+            .bind(file.path.to_string_lossy())
+            .bind(&file.name)
+            .bind(file.kind.as_str())
+            .bind(i64::try_from(file.bytes).unwrap_or(i64::MAX))
+            .bind(&file.from)
                 .bind(id.0)
                 .execute(&mut *tx)
                 .await?;
@@ -211,7 +216,8 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<HistoryEntry, sqlx::E
         },
         "message" => {
             let bytes = row.try_get::<Option<String>, _>("e")?.and_then(|b| b.parse().ok()).unwrap_or(0);
-            let file = c.map(|kind| FileEntry { kind, name: d.unwrap_or_default(), bytes });
+            let from = row.try_get::<Option<String>, _>("f")?.unwrap_or_default();
+            let file = c.map(|kind| FileEntry { kind, name: d.unwrap_or_default(), bytes, from });
             HistoryEntry::Message { at_us, sent_by: a.unwrap_or_default(), text: b.unwrap_or_default(), file, delivery }
         }
         "notice" => HistoryEntry::Notice { at_us, text: a.unwrap_or_default(), delivery },

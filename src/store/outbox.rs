@@ -123,7 +123,7 @@ SELECT g.name, ?2, ?3, ?4,
 
 const SELECT_ROW: &str = "
 SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread, o.state, o.parts_done,
-       o.attempts, o.last_error, o.file_path, o.file_name, o.file_kind, o.file_bytes
+       o.attempts, o.last_error, o.file_path, o.file_name, o.file_kind, o.file_bytes, o.file_from
   FROM outbox o";
 
 /// What an outbox row carries besides its text.
@@ -389,6 +389,7 @@ struct StoredRow {
     file_name: Option<String>,
     file_kind: Option<String>,
     file_bytes: Option<i64>,
+    file_from: Option<String>,
 }
 
 fn row_from(row: &SqliteRow) -> Result<OutboxRow, sqlx::Error> {
@@ -415,6 +416,7 @@ fn row_from(row: &SqliteRow) -> Result<OutboxRow, sqlx::Error> {
                 name: r.file_name.unwrap_or_else(|| "file".to_owned()),
                 kind: FileKind::parse(&kind).ok_or_else(|| bad_row(format!("no file kind {kind:?}")))?,
                 bytes: r.file_bytes.and_then(|b| u64::try_from(b).ok()).unwrap_or(0),
+                from: r.file_from.unwrap_or_default(),
             }),
             _ => None,
         },

@@ -118,14 +118,14 @@ async fn an_image_goes_as_a_photo_and_a_pdf_as_a_document_with_the_same_bytes_an
         .iter()
         .filter_map(|e| match e {
             pincer::store::HistoryEntry::Message { file: Some(f), delivery: Some(d), .. } => {
-                Some((f.kind.clone(), f.name.clone(), d.state.clone()))
+                Some((f.kind.clone(), f.from.clone(), d.state.clone()))
             }
             _ => None,
         })
         .collect();
-    let delivered = |kind: &str, name: &str| (kind.to_owned(), name.to_owned(), "delivered".to_owned());
+    let delivered = |kind: &str, from: &str| (kind.to_owned(), from.to_owned(), "delivered".to_owned());
     let expected =
-        [delivered("photo", "chart.png"), delivered("document", "report.pdf"), delivered("photo", "chart.png")];
+        [delivered("photo", "out/chart.png"), delivered("document", "report.pdf"), delivered("photo", "out/chart.png")];
     assert_eq!(sent_files, expected, "as judged when sent (the fallback is the adapter's)");
     store.close().await;
 }

@@ -292,7 +292,13 @@ mod tests {
 
     #[test]
     fn a_file_carries_its_caption_or_goes_before_a_long_one() {
-        let file = OutboundFile { path: "/x/1-a.png".into(), name: "a.png".into(), kind: FileKind::Photo, bytes: 9 };
+        let file = OutboundFile {
+            path: "/x/1-a.png".into(),
+            name: "a.png".into(),
+            kind: FileKind::Photo,
+            bytes: 9,
+            from: "a.png".into(),
+        };
         let short = parts(OutboundKind::Reply, "the **chart**", Some(&file));
         match short.as_slice() {
             [Part::File { caption: Some(c), .. }] => assert_eq!(c.html, "the <b>chart</b>"),

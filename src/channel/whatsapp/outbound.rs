@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn a_file_carries_its_caption_unless_it_is_audio_or_the_caption_is_long() {
-        let file = |kind| OutboundFile { path: "/x/1-a".into(), name: "a".into(), kind, bytes: 1 };
+        let file = |kind| OutboundFile { path: "/x/1-a".into(), name: "a".into(), kind, bytes: 1, from: "a".into() };
         let photo = file(FileKind::Photo);
         assert_eq!(
             parts(OutboundKind::Reply, "the *chart*", Some(&photo)),

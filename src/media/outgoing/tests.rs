@@ -43,6 +43,7 @@ fn a_file_is_copied_and_the_copy_outlives_the_agents_file() {
     r.write("report.pdf", b"%PDF-1.7 report");
     let file = r.outgoing.take(&r.group, "report.pdf", Platform::Telegram).unwrap();
     assert_eq!((file.name.as_str(), file.kind, file.bytes), ("report.pdf", FileKind::Document, 15));
+    assert_eq!(file.from, "report.pdf");
     assert!(file.path.starts_with(r.dir.path().join("data/outgoing/team")), "{file:?}");
     std::fs::remove_file(r.folder().join("report.pdf")).unwrap();
     assert_eq!(std::fs::read(&file.path).unwrap(), b"%PDF-1.7 report");
@@ -51,7 +52,7 @@ fn a_file_is_copied_and_the_copy_outlives_the_agents_file() {
     // As the sandboxed agent names it, too.
     r.write("chart.png", &png(40, 30));
     let chart = r.outgoing.take(&r.group, "/workspace/group/chart.png", Platform::Telegram).unwrap();
-    assert_eq!(chart.kind, FileKind::Photo);
+    assert_eq!((chart.kind, chart.from.as_str()), (FileKind::Photo, "chart.png"));
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::crafted::claimed_png;
 use crate::support::fake_api::{self, FakeApi, RecordedRequest};
 use crate::support::fake_bot::{FakeBot, Incoming, TgChat, TgUser};
 use crate::support::harness::{Sandbox, PATIENCE};
@@ -197,36 +198,6 @@ async fn a_file_too_large_to_download_is_named_and_its_sender_told_and_a_crafted
     assert!(prompt.contains("not shown to you: the image is more than pincer decodes"), "{prompt}");
     bot.wait_sent(CHAT, 3).await;
     pincer.stop().await;
-}
-
-/// A PNG whose header claims `width` × `height` and whose pixels are missing.
-fn claimed_png(width: u32, height: u32) -> Vec<u8> {
-    fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
-        let mut body = kind.to_vec();
-        body.extend_from_slice(data);
-        let mut out = (data.len() as u32).to_be_bytes().to_vec();
-        out.extend_from_slice(&body);
-        out.extend_from_slice(&crc32(&body).to_be_bytes());
-        out
-    }
-    fn crc32(bytes: &[u8]) -> u32 {
-        let mut crc = 0xFFFF_FFFFu32;
-        for &b in bytes {
-            crc ^= u32::from(b);
-            for _ in 0..8 {
-                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-            }
-        }
-        !crc
-    }
-    let mut ihdr = width.to_be_bytes().to_vec();
-    ihdr.extend_from_slice(&height.to_be_bytes());
-    ihdr.extend_from_slice(&[8, 6, 0, 0, 0]);
-    let mut out = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
-    out.extend(chunk(b"IHDR", &ihdr));
-    out.extend(chunk(b"IDAT", &[0x78, 0x9C, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]));
-    out.extend(chunk(b"IEND", &[]));
-    out
 }
 
 #[tokio::test]

@@ -8,6 +8,11 @@ use image::{ImageEncoder, Rgb, RgbImage, Rgba, RgbaImage};
 
 use super::*;
 
+// The same crafted bytes as the end-to-end tests'.
+#[path = "../../../tests/support/crafted.rs"]
+mod crafted;
+pub(crate) use crafted::claimed_png;
+
 fn gradient(width: u32, height: u32) -> RgbImage {
     RgbImage::from_fn(width, height, |x, y| Rgb([(x % 256) as u8, (y % 256) as u8, ((x + y) % 256) as u8]))
 }
@@ -74,37 +79,6 @@ fn a_sideways_phone_photo_is_turned_upright_even_when_small() {
     let prepared = prepare(&bytes).unwrap();
     assert_ne!(prepared.data, bytes, "re-encoded, so the model sees it upright");
     assert_eq!(dimensions(&prepared), (20, 40), "rotated a quarter turn");
-}
-
-/// A PNG whose header claims `width` × `height` and whose pixels are missing.
-pub(crate) fn claimed_png(width: u32, height: u32) -> Vec<u8> {
-    fn chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
-        let mut crc_input = kind.to_vec();
-        crc_input.extend_from_slice(data);
-        let mut out = (data.len() as u32).to_be_bytes().to_vec();
-        out.extend_from_slice(&crc_input);
-        out.extend_from_slice(&crc32(&crc_input).to_be_bytes());
-        out
-    }
-    let mut ihdr = width.to_be_bytes().to_vec();
-    ihdr.extend_from_slice(&height.to_be_bytes());
-    ihdr.extend_from_slice(&[8, 6, 0, 0, 0]); // 8-bit RGBA
-    let mut out = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
-    out.extend(chunk(b"IHDR", &ihdr));
-    out.extend(chunk(b"IDAT", &[0x78, 0x9C, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01]));
-    out.extend(chunk(b"IEND", &[]));
-    out
-}
-
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = 0xFFFF_FFFFu32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
-        }
-    }
-    !crc
 }
 
 #[test]

@@ -43,6 +43,18 @@ impl MediaKind {
         }
     }
 
+    /// What a file sent as a file (a document) is, by the MIME type it
+    /// came with: an image the model can be shown, audio, video, or else a
+    /// document.
+    pub fn of_file(mime: Option<&str>) -> MediaKind {
+        match mime {
+            Some("image/jpeg" | "image/png" | "image/gif" | "image/webp") => MediaKind::Image,
+            Some(m) if m.starts_with("audio/") => MediaKind::Audio,
+            Some(m) if m.starts_with("video/") => MediaKind::Video,
+            _ => MediaKind::Document,
+        }
+    }
+
     /// Whether the model may see it as an image (after preparation).
     pub fn is_image(self) -> bool {
         matches!(self, MediaKind::Photo | MediaKind::Image)

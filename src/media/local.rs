@@ -35,12 +35,7 @@ pub fn attachment(path: &Path) -> Result<Attachment, String> {
     let read = file.read(&mut head).map_err(|e| format!("cannot attach {shown}: {e}"))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let mime = mime_of(&head[..read], name.as_deref().unwrap_or_default());
-    let kind = match mime.split('/').next() {
-        Some("image") if mime != "image/svg+xml" => MediaKind::Image,
-        Some("audio") => MediaKind::Audio,
-        Some("video") => MediaKind::Video,
-        _ => MediaKind::Document,
-    };
+    let kind = MediaKind::of_file(Some(mime));
     let mut attachment =
         Attachment::bounded(kind, path.to_string_lossy()).with_name(name.as_deref()).with_mime(Some(mime));
     attachment.size = Some(size);

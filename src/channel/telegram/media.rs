@@ -30,12 +30,7 @@ pub(super) fn attachments(msg: &Message) -> Vec<Attachment> {
     }
     if let Some(doc) = msg.document() {
         let mime = doc.mime_type.as_ref().map(|m| m.essence_str());
-        let kind = match mime {
-            Some("image/jpeg" | "image/png" | "image/gif" | "image/webp") => MediaKind::Image,
-            Some(m) if m.starts_with("audio/") => MediaKind::Audio,
-            Some(m) if m.starts_with("video/") => MediaKind::Video,
-            _ => MediaKind::Document,
-        };
+        let kind = MediaKind::of_file(mime);
         found.push(described(kind, &doc.file, doc.file_name.as_deref(), mime, None));
     }
     if let Some(voice) = msg.voice() {

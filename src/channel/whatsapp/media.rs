@@ -36,12 +36,7 @@ pub(super) fn attachments(msg: &wa::Message) -> Vec<Attachment> {
     }
     if let Some(doc) = msg.document_message.as_option() {
         let mime = doc.mimetype.as_deref();
-        let kind = match mime {
-            Some("image/jpeg" | "image/png" | "image/gif" | "image/webp") => MediaKind::Image,
-            Some(m) if m.starts_with("audio/") => MediaKind::Audio,
-            Some(m) if m.starts_with("video/") => MediaKind::Video,
-            _ => MediaKind::Document,
-        };
+        let kind = MediaKind::of_file(mime);
         let cdn = cdn(WaMediaKind::Document, &doc.direct_path, &doc.media_key, &doc.file_sha256);
         let file = attachment(kind, cdn, &doc.file_enc_sha256, doc.file_length);
         found.extend(file.with_mime(mime).with_name(doc.file_name.as_deref().or(doc.title.as_deref())).ready());

@@ -181,7 +181,8 @@ fn kind_of(copy: &mut File, bytes: u64, platform: Platform) -> FileKind {
     let mut head = [0u8; 16];
     let read = copy.read(&mut head).unwrap_or(0);
     let kind = match sniff(&head[..read]) {
-        Sniffed::Photo => {
+        // What every platform shows as a photo.
+        Some("image/jpeg" | "image/png") => {
             let _ = copy.seek(SeekFrom::Start(0));
             let size = image::ImageReader::new(BufReader::new(&*copy))
                 .with_guessed_format()
@@ -192,8 +193,9 @@ fn kind_of(copy: &mut File, bytes: u64, platform: Platform) -> FileKind {
                 _ => FileKind::Document,
             }
         }
-        Sniffed::Audio => FileKind::Audio,
-        Sniffed::Other => FileKind::Document,
+        // MP3 or M4A: what Telegram plays as music.
+        Some(mime) if mime.starts_with("audio/") => FileKind::Audio,
+        _ => FileKind::Document,
     };
     // A photo or audio too large to go as one goes as a document.
     if bytes > send_limit(platform, kind) {
@@ -203,48 +205,32 @@ fn kind_of(copy: &mut File, bytes: u64, platform: Platform) -> FileKind {
     }
 }
 
-/// What the first bytes of a file say it is.
-#[derive(Debug, PartialEq, Eq)]
-enum Sniffed {
-    /// JPEG or PNG: what every platform shows as a photo.
-    Photo,
-    /// MP3 or M4A: what Telegram plays as music.
-    Audio,
-    Other,
-}
-
-fn sniff(head: &[u8]) -> Sniffed {
+/// The type a file's first bytes say it has, when they say one pincer
+/// knows (JPEG, PNG, PDF, M4A, MP3).
+fn sniff(head: &[u8]) -> Option<&'static str> {
     let jpeg = head.starts_with(&[0xFF, 0xD8, 0xFF]);
-    let png = head.starts_with(b"\x89PNG\r\n\x1a\n");
     let mp3 = head.starts_with(b"ID3") || (head.len() >= 2 && head[0] == 0xFF && head[1] & 0xE0 == 0xE0 && !jpeg);
     let m4a = head.len() >= 12 && &head[4..8] == b"ftyp" && &head[8..12] == b"M4A ";
-    if jpeg || png {
-        Sniffed::Photo
-    } else if mp3 || m4a {
-        Sniffed::Audio
+    if jpeg {
+        Some("image/jpeg")
+    } else if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(b"%PDF") {
+        Some("application/pdf")
+    } else if m4a {
+        Some("audio/mp4")
+    } else if mp3 {
+        Some("audio/mpeg")
     } else {
-        Sniffed::Other
+        None
     }
 }
 
 /// The MIME type a chat is told a file has: from its first bytes where they
 /// say, else from its name's extension, else `application/octet-stream`.
 pub fn mime_of(bytes: &[u8], name: &str) -> &'static str {
-    let head = &bytes[..bytes.len().min(16)];
-    if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
-        return "image/jpeg";
-    }
-    if head.starts_with(b"\x89PNG") {
-        return "image/png";
-    }
-    if head.starts_with(b"%PDF") {
-        return "application/pdf";
-    }
-    if head.len() >= 12 && &head[4..8] == b"ftyp" && &head[8..12] == b"M4A " {
-        return "audio/mp4";
-    }
-    if sniff(head) == Sniffed::Audio {
-        return "audio/mpeg";
+    if let Some(mime) = sniff(&bytes[..bytes.len().min(16)]) {
+        return mime;
     }
     let extension = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
     match extension.as_str() {

@@ -123,12 +123,15 @@ fn a_sweep_removes_only_the_copies_no_queued_message_holds() {
 
 #[test]
 fn first_bytes_tell_the_kind() {
-    assert_eq!(sniff(&[0xFF, 0xD8, 0xFF, 0xE0]), Sniffed::Photo);
-    assert_eq!(sniff(b"\x89PNG\r\n\x1a\n"), Sniffed::Photo);
-    assert_eq!(sniff(&[0xFF, 0xFB, 0x90]), Sniffed::Audio);
-    assert_eq!(sniff(b"\0\0\0\x20ftypM4A \0\0"), Sniffed::Audio);
-    assert_eq!(sniff(b"GIF89a"), Sniffed::Other);
-    assert_eq!(sniff(b""), Sniffed::Other);
+    assert_eq!(sniff(&[0xFF, 0xD8, 0xFF, 0xE0]), Some("image/jpeg"));
+    assert_eq!(sniff(b"\x89PNG\r\n\x1a\n"), Some("image/png"));
+    assert_eq!(sniff(&[0xFF, 0xFB, 0x90]), Some("audio/mpeg"));
+    assert_eq!(sniff(b"\0\0\0\x20ftypM4A \0\0"), Some("audio/mp4"));
+    assert_eq!(sniff(b"%PDF-1.7"), Some("application/pdf"));
+    assert_eq!(sniff(b"GIF89a"), None);
+    assert_eq!(sniff(b""), None);
+    assert_eq!(mime_of(b"GIF89a", "x.gif"), "image/gif", "by name when the bytes do not say");
+    assert_eq!(mime_of(b"%PDF-1.7", "notes.txt"), "application/pdf", "the bytes win over the name");
     assert!(fits_a_photo((4000, 3000)) && !fits_a_photo((0, 10)) && !fits_a_photo((5001, 5000)));
 }
 

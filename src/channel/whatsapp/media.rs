@@ -24,37 +24,37 @@ use crate::media::{Fetch, FetchError};
 const LINE_CHARS: usize = 300;
 
 /// The files `msg` carries (its base message, unwrapped from WhatsApp's
-/// envelopes), in the order the agent is shown them.
+/// envelopes), in the order the agent is shown them. A file the message
+/// gives no way to fetch is left out: not worth a line that promises a file.
 pub(super) fn attachments(msg: &wa::Message) -> Vec<Attachment> {
     let mut found = Vec::new();
     if let Some(image) = msg.image_message.as_option() {
-        let cdn = cdn(WaMediaKind::Image, &image.direct_path, &image.media_key, &image.file_sha256);
-        let mut photo = attachment(MediaKind::Photo, cdn, &image.file_enc_sha256, image.file_length)
-            .with_mime(image.mimetype.as_deref());
-        (photo.width, photo.height) = (image.width, image.height);
-        found.extend(photo.ready());
+        if let Some(photo) = attachment(MediaKind::Photo, WaMediaKind::Image, cdn!(image)) {
+            let mut photo = photo.with_mime(image.mimetype.as_deref());
+            (photo.width, photo.height) = (image.width, image.height);
+            found.push(photo);
+        }
     }
     if let Some(doc) = msg.document_message.as_option() {
         let mime = doc.mimetype.as_deref();
-        let kind = MediaKind::of_file(mime);
-        let cdn = cdn(WaMediaKind::Document, &doc.direct_path, &doc.media_key, &doc.file_sha256);
-        let file = attachment(kind, cdn, &doc.file_enc_sha256, doc.file_length);
-        found.extend(file.with_mime(mime).with_name(doc.file_name.as_deref().or(doc.title.as_deref())).ready());
+        if let Some(file) = attachment(MediaKind::of_file(mime), WaMediaKind::Document, cdn!(doc)) {
+            found.push(file.with_mime(mime).with_name(doc.file_name.as_deref().or(doc.title.as_deref())));
+        }
     }
     if let Some(audio) = msg.audio_message.as_option() {
         let kind = if audio.ptt == Some(true) { MediaKind::Voice } else { MediaKind::Audio };
-        let cdn = cdn(WaMediaKind::Audio, &audio.direct_path, &audio.media_key, &audio.file_sha256);
-        let mut file = attachment(kind, cdn, &audio.file_enc_sha256, audio.file_length)
-            .with_mime(audio.mimetype.as_deref().map(|m| m.split(';').next().unwrap_or(m)));
-        file.duration = audio.seconds.map(|s| std::time::Duration::from_secs(s.into()));
-        found.extend(file.ready());
+        if let Some(file) = attachment(kind, WaMediaKind::Audio, cdn!(audio)) {
+            let mut file = file.with_mime(audio.mimetype.as_deref().map(|m| m.split(';').next().unwrap_or(m)));
+            file.duration = audio.seconds.map(|s| std::time::Duration::from_secs(s.into()));
+            found.push(file);
+        }
     }
     if let Some(video) = msg.video_message.as_option() {
-        let cdn = cdn(WaMediaKind::Video, &video.direct_path, &video.media_key, &video.file_sha256);
-        let mut file = attachment(MediaKind::Video, cdn, &video.file_enc_sha256, video.file_length)
-            .with_mime(video.mimetype.as_deref());
-        file.duration = video.seconds.map(|s| std::time::Duration::from_secs(s.into()));
-        found.extend(file.ready());
+        if let Some(file) = attachment(MediaKind::Video, WaMediaKind::Video, cdn!(video)) {
+            let mut file = file.with_mime(video.mimetype.as_deref());
+            file.duration = video.seconds.map(|s| std::time::Duration::from_secs(s.into()));
+            found.push(file);
+        }
     }
     found
 }
@@ -89,53 +89,50 @@ pub(super) fn text_of(msg: &wa::Message) -> Option<String> {
     None
 }
 
-/// The CDN half of a [`MediaRef`]; `None` without a path or key (nothing to fetch).
-fn cdn(
-    kind: WaMediaKind,
-    path: &Option<String>,
-    key: &Option<Vec<u8>>,
-    sha: &Option<Vec<u8>>,
-) -> Option<(WaMediaKind, String, String, String)> {
-    let (path, key) = (path.as_ref()?, key.as_ref()?);
+/// Where a media message's file lies and how it is checked: the fields
+/// every kind of WhatsApp media message has alike.
+struct Cdn<'a> {
+    path: &'a Option<String>,
+    key: &'a Option<Vec<u8>>,
+    sha: &'a Option<Vec<u8>>,
+    enc: &'a Option<Vec<u8>>,
+    length: Option<u64>,
+}
+
+/// The [`Cdn`] fields of an image, document, audio or video message (four
+/// types with the same field names).
+macro_rules! cdn {
+    ($m:expr) => {
+        Cdn {
+            path: &$m.direct_path,
+            key: &$m.media_key,
+            sha: &$m.file_sha256,
+            enc: &$m.file_enc_sha256,
+            length: $m.file_length,
+        }
+    };
+}
+use cdn;
+
+/// An attachment whose `fetch` is its [`MediaRef`]; `None` without a path
+/// or a key, or with a path that is not WhatsApp's.
+fn attachment(kind: MediaKind, wa_kind: WaMediaKind, cdn: Cdn<'_>) -> Option<Attachment> {
+    let (path, key) = (cdn.path.as_ref()?, cdn.key.as_ref()?);
     // A path is WhatsApp's, never a URL or a place of the sender's choosing.
     if !path.starts_with('/') || path.contains("..") || path.len() > 2048 {
         return None;
     }
-    Some((kind, path.clone(), STANDARD.encode(key), STANDARD.encode(sha.as_deref().unwrap_or_default())))
-}
-
-/// An attachment whose `fetch` is its [`MediaRef`] (empty when the message
-/// gave nothing to fetch it with: it is then named, not fetched).
-fn attachment(
-    kind: MediaKind,
-    cdn: Option<(WaMediaKind, String, String, String)>,
-    enc: &Option<Vec<u8>>,
-    length: Option<u64>,
-) -> Attachment {
-    let fetch = cdn.map(|(wa_kind, direct_path, media_key, file_sha256)| MediaRef {
+    let fetch = MediaRef {
         kind: wa_kind,
-        direct_path,
-        media_key,
-        file_sha256,
-        file_enc_sha256: STANDARD.encode(enc.as_deref().unwrap_or_default()),
-        length: length.unwrap_or(0),
-    });
-    let mut attachment =
-        Attachment::bounded(kind, fetch.map(|f| serde_json::to_string(&f).unwrap_or_default()).unwrap_or_default());
-    attachment.size = length;
-    attachment
-}
-
-trait Ready {
-    fn ready(self) -> Option<Attachment>;
-}
-
-impl Ready for Attachment {
-    /// Kept only when it can be fetched: one without a way to fetch it is
-    /// not worth a line that promises a file.
-    fn ready(self) -> Option<Attachment> {
-        (!self.fetch.is_empty()).then_some(self)
-    }
+        direct_path: path.clone(),
+        media_key: STANDARD.encode(key),
+        file_sha256: STANDARD.encode(cdn.sha.as_deref().unwrap_or_default()),
+        file_enc_sha256: STANDARD.encode(cdn.enc.as_deref().unwrap_or_default()),
+        length: cdn.length.unwrap_or(0),
+    };
+    let mut attachment = Attachment::bounded(kind, serde_json::to_string(&fetch).ok()?);
+    attachment.size = cdn.length;
+    Some(attachment)
 }
 
 /// Downloads WhatsApp files for the preparer, through the linked device.

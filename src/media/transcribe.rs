@@ -43,6 +43,12 @@ pub enum TranscribeError {
     Refused(String),
 }
 
+/// One HTTP client for every voice note (a Transcriber is made per note,
+/// with the engine as the newest reload left it): its TLS setup and
+/// connections are kept, not built again each time.
+static CLIENT: std::sync::LazyLock<reqwest::Client> =
+    std::sync::LazyLock::new(|| reqwest::Client::builder().timeout(TIMEOUT).build().unwrap_or_default());
+
 /// A transcription client (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Transcriber {
@@ -58,8 +64,7 @@ impl Transcriber {
 
     /// [`new`](Self::new) with other pauses between tries (tests).
     pub fn with_retry(engine: Engine, retry: RetryPolicy) -> Transcriber {
-        let client = reqwest::Client::builder().timeout(TIMEOUT).build().unwrap_or_default();
-        Transcriber { engine, client, retry }
+        Transcriber { engine, client: CLIENT.clone(), retry }
     }
 
     /// The words of `audio` (named `file_name`, of type `mime`).

@@ -40,6 +40,9 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+#[path = "../tests/support/standin.rs"]
+mod standin;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -77,6 +80,14 @@ const HOPS: &[(&str, &str)] = &[
 ];
 
 fn main() {
+    // pincer asks its CLI for `--version` without `claude.env`: answered as the CLI would.
+    if std::env::args().any(|a| a == "--version") {
+        println!("{}", standin::VERSION);
+        return;
+    }
+    if std::env::var_os(standin::ENV).is_some() {
+        standin::run();
+    }
     let n = env_count("PINCER_BENCH_MESSAGES", 100);
     let cold = env_count("PINCER_BENCH_COLD", 5);
     let breakdown = env_count("PINCER_BENCH_BREAKDOWN", 30);
@@ -114,7 +125,7 @@ async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>,
         cold_rounds(&api, &builds, cold).await;
     }
     if breakdown > 0 {
-        for mode in [SandboxMode::None, SandboxMode::Auto] {
+        for mode in modes() {
             hop_breakdown(&api, &this, mode, breakdown).await;
         }
     }
@@ -147,8 +158,46 @@ impl Side {
     }
 }
 
+/// `PINCER_BENCH_STANDIN`: the CLI behind every side is a stand-in that
+/// answers at once (`tests/support/standin.rs`, this bench binary itself), so
+/// the paired Δ is pincer's own share without the real CLI's jitter.
+fn standin_mode() -> bool {
+    std::env::var_os("PINCER_BENCH_STANDIN").is_some()
+}
+
+/// The answer `pincer chat` prints, and the raw pipe's `result`, for `text`.
+fn answer_to(text: &str) -> String {
+    if standin_mode() {
+        standin::answer_text(&standin::tokens(text))
+    } else {
+        support::pipe::echo_of(text)
+    }
+}
+
 fn raw_pipe(api: &FakeApi) -> RawPipe {
-    RawPipe::start(cli_env(&api.base_url(), Path::new("home")))
+    if !standin_mode() {
+        return RawPipe::start(cli_env(&api.base_url(), Path::new("home")));
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let exe = std::env::current_exe().expect("the bench knows its own path");
+    #[allow(clippy::disallowed_methods)] // the stand-in CLI, outside pincer on purpose
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(support::pipe::pipe_args())
+        .env(standin::ENV, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    RawPipe::spawn(dir, cmd).answering(answer_to)
+}
+
+/// The sandbox modes measured: with a stand-in (no API call, nothing for
+/// the proxy to do) only the unconfined one.
+fn modes() -> Vec<SandboxMode> {
+    if standin_mode() {
+        vec![SandboxMode::None]
+    } else {
+        vec![SandboxMode::None, SandboxMode::Auto]
+    }
 }
 
 fn mode_name(mode: SandboxMode) -> &'static str {
@@ -162,7 +211,7 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
     let mut names = vec!["raw CLI pipe".to_owned()];
     let mut sides = vec![Side::Raw(Box::new(raw_pipe(api)))];
     for (label, exe) in builds {
-        for mode in [SandboxMode::None, SandboxMode::Auto] {
+        for mode in modes() {
             names.push(format!("{label}pincer chat, {}", mode_name(mode)));
             sides.push(Side::Chat(Box::new(Chat::start(api, exe, mode, false).await)));
         }
@@ -181,7 +230,7 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
     let mut order: Vec<usize> = (0..sides.len()).collect();
     let mut seed = 0x2545_f491_4f6c_dd1d_u64;
     for round in 0..n {
-        let text = format!("follow-up {round}");
+        let text = format!("follow-up msg-1-{}", round + 1);
         // Two sides alternate; more are shuffled afresh each round, so none
         // always follows the same one (a CLI works on after its answer).
         if sides.len() == 2 {
@@ -232,7 +281,10 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
     }
     if builds.len() == 2 {
         println!("this build (B) minus the baseline (A), paired by round:");
-        for (b, a) in [(1, 3), (2, 4)] {
+        // This build's sides, then the baseline's, in the same order.
+        let per_build = modes().len();
+        for b in 1..=per_build {
+            let a = b + per_build;
             println!(
                 "{:<34} median {:>+6.2} ms, p95 {:>+6.2} ms",
                 names[b],
@@ -303,12 +355,16 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
     let mut raw = raw_pipe(api);
     raw.round_trip("warm-up").await;
     let mut raw_times = Vec::with_capacity(n);
+    let mut raw_windows = Vec::with_capacity(n);
     let mut windows = Vec::with_capacity(n);
     for i in 0..n {
-        let text = format!("traced {i}");
+        let text = format!("traced msg-1-{}.", i + 1);
+        let raw_text = format!("raw msg-2-{}.", i + 1);
         if i % 2 == 0 {
             tokio::time::sleep(SETTLE).await;
-            raw_times.push(raw.round_trip(&text).await);
+            let sent = wall_us();
+            raw_times.push(raw.round_trip(&raw_text).await);
+            raw_windows.push((sent, wall_us()));
         }
         tokio::time::sleep(SETTLE).await;
         let sent = wall_us();
@@ -316,7 +372,9 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
         windows.push((sent, wall_us()));
         if i % 2 == 1 {
             tokio::time::sleep(SETTLE).await;
-            raw_times.push(raw.round_trip(&text).await);
+            let sent = wall_us();
+            raw_times.push(raw.round_trip(&raw_text).await);
+            raw_windows.push((sent, wall_us()));
         }
     }
     raw.close().await;
@@ -334,6 +392,8 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
     let mut gaps: BTreeMap<usize, Vec<i64>> = BTreeMap::new();
     // The CLI's time inside pincer (stdin written → result read) minus the raw pipe's round trip.
     let mut cli_extra = Vec::new();
+    // pincer's own share: the whole follow-up minus the CLI's part, unpaired.
+    let mut own = Vec::new();
     let mut cli = Vec::new();
     let mut complete_count = 0;
     for (i, (sent, answered)) in windows.iter().enumerate() {
@@ -355,6 +415,7 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
         if let Some((_, written)) = first_after("stdin_written", *sent) {
             if let Some((_, read)) = first_after("result_read", *written) {
                 cli_extra.push(read - written - raw_times[i].as_micros() as i64);
+                own.push(answered - sent - (read - written));
             }
         }
         gaps.entry(HOPS.len()).or_default().push(answered - at);
@@ -381,7 +442,53 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
         show("total (line written → answer read)", &mut cli);
     }
     if !cli_extra.is_empty() {
+        show("pincer's own share (total − the CLI's part)", &mut own);
         show("the CLI in pincer minus the raw pipe, paired", &mut cli_extra);
+    }
+    // The CLI's share split at the API: its own work before the request, and
+    // from the request's arrival to its result line (the model's 25 ms inside).
+    let requests = api.requests();
+    let of = |marker: &str, from: i64, until: i64| -> Vec<&support::fake_api::ApiRequest> {
+        requests
+            .iter()
+            .filter(|r| r.arrived_us() >= from && r.arrived_us() < until && r.all_text().contains(marker))
+            .collect()
+    };
+    let (mut before, mut after, mut raw_before, mut raw_after) = (vec![], vec![], vec![], vec![]);
+    let (mut count, mut bytes, mut raw_count, mut raw_bytes) = (vec![], vec![], vec![], vec![]);
+    for (i, (sent, answered)) in windows.iter().enumerate() {
+        let found = of(&format!("traced msg-1-{}.", i + 1), *sent, *answered);
+        let written = hops.iter().find(|(h, t)| h == "stdin_written" && *t >= *sent && *t < *answered);
+        let read = hops.iter().find(|(h, t)| h == "result_read" && *t >= *sent && *t < *answered);
+        if let (Some(first), Some((_, written)), Some((_, read))) = (found.first(), written, read) {
+            before.push(first.arrived_us() - written);
+            after.push(read - first.arrived_us());
+        }
+        count.push(found.len() as i64);
+        bytes.extend(found.iter().map(|r| r.bytes() as i64));
+    }
+    for (i, (sent, answered)) in raw_windows.iter().enumerate() {
+        let found = of(&format!("raw msg-2-{}.", i + 1), *sent, *answered);
+        if let Some(first) = found.first() {
+            raw_before.push(first.arrived_us() - sent);
+            raw_after.push(answered - first.arrived_us());
+        }
+        raw_count.push(found.len() as i64);
+        raw_bytes.extend(found.iter().map(|r| r.bytes() as i64));
+    }
+    for (name, values) in [
+        ("the CLI in pincer: stdin → API request", &mut before),
+        ("the raw pipe: line written → API request", &mut raw_before),
+        ("the CLI in pincer: API request → result", &mut after),
+        ("the raw pipe: API request → result read", &mut raw_after),
+        ("API requests per follow-up, pincer", &mut count),
+        ("API requests per follow-up, raw pipe", &mut raw_count),
+        ("request bytes, pincer", &mut bytes),
+        ("request bytes, raw pipe", &mut raw_bytes),
+    ] {
+        if !values.is_empty() {
+            show(name, values);
+        }
     }
 }
 
@@ -410,6 +517,10 @@ impl Chat {
     /// [`Chat::start`] with the group's progress mode.
     async fn start_with(api: &FakeApi, exe: &Path, mode: SandboxMode, hops: bool, progress: ProgressMode) -> Chat {
         let mut sandbox = Sandbox::new(api);
+        if standin_mode() {
+            sandbox.config.claude.command = Some(std::env::current_exe().expect("the bench knows its own path"));
+            sandbox.config.claude.env.insert(standin::ENV.to_owned(), "1".to_owned());
+        }
         sandbox.config.sandbox.mode = mode;
         sandbox.config.progress.mode = progress;
         sandbox.add_group("bench", None).await;
@@ -470,7 +581,7 @@ impl Chat {
         let stdin = self.stdin.as_mut().expect("started");
         stdin.write_all(format!("{text}\n").as_bytes()).await.expect("pincer chat reads its stdin");
         stdin.flush().await.unwrap();
-        let want = format!("ECHO: {text}");
+        let want = answer_to(text);
         let lines = self.lines.as_mut().expect("started");
         let read = async {
             while let Some(line) = lines.next_line().await.expect("pincer chat's stdout") {

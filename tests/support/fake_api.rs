@@ -118,11 +118,26 @@ pub struct ApiRequest {
     agent_id: Option<String>,
     /// The `x-api-key` (or `Authorization`) header the request arrived with.
     credential: Option<String>,
+    /// When it arrived (µs since the Unix epoch) and its body's size: the
+    /// chat bench's breakdown tells the CLI's own time before a request from
+    /// the model's.
+    arrived_us: i64,
+    bytes: usize,
 }
 
 impl ApiRequest {
     pub fn new(body: Value, agent_id: Option<String>) -> Self {
-        ApiRequest { body, agent_id, credential: None }
+        ApiRequest { body, agent_id, credential: None, arrived_us: 0, bytes: 0 }
+    }
+
+    /// When the request arrived, µs since the Unix epoch.
+    pub fn arrived_us(&self) -> i64 {
+        self.arrived_us
+    }
+
+    /// The body's size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// The key the request carried (`x-api-key`, else `Authorization`).
@@ -430,6 +445,9 @@ impl FakeApi {
 }
 
 async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let arrived_us =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+    let bytes = body.len();
     let body: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -441,7 +459,7 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
     let credential = ["x-api-key", "authorization"]
         .iter()
         .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()).map(str::to_string));
-    let req = ApiRequest { credential, ..ApiRequest::new(body, agent_id) };
+    let req = ApiRequest { credential, arrived_us, bytes, ..ApiRequest::new(body, agent_id) };
     shared.requests.lock().unwrap().push(req.clone());
 
     let mut reply = (shared.script)(&req);

@@ -27,6 +27,13 @@ pub struct RawPipe {
     child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    /// The `result` text a line's answer carries ([`echo_of`] unless set).
+    answer_for: fn(&str) -> String,
+}
+
+/// What the fake API's `echo` answers to `text`.
+pub fn echo_of(text: &str) -> String {
+    format!("ECHO: {text}")
 }
 
 impl RawPipe {
@@ -48,7 +55,13 @@ impl RawPipe {
         let mut child = cmd.spawn().expect("claude starts");
         let stdin = child.stdin.take().expect("stdin is piped");
         let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
-        RawPipe { _dir: dir, child, stdin, lines }
+        RawPipe { _dir: dir, child, stdin, lines, answer_for: echo_of }
+    }
+
+    /// Expects `answer_for(text)` as the answer to `text` (a stand-in CLI's).
+    pub fn answering(mut self, answer_for: fn(&str) -> String) -> RawPipe {
+        self.answer_for = answer_for;
+        self
     }
 
     /// One user line in, lines read until its `result`.
@@ -80,7 +93,7 @@ impl RawPipe {
         })
         .await
         .expect("a result within the patience limit");
-        assert_eq!(result["result"].as_str(), Some(format!("ECHO: {text}").as_str()), "{result}");
+        assert_eq!(result["result"].as_str(), Some((self.answer_for)(text).as_str()), "{result}");
     }
 
     pub async fn close(mut self) {

@@ -156,6 +156,14 @@ pub(crate) fn media_json(media: &[crate::domain::media::Attachment]) -> Option<S
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    /// The message path's own connection (a pool of one): storing a message,
+    /// pulling it, storing its result and marking its reply delivered run
+    /// back to back on one SQLite thread that is still warm, where the shared
+    /// pool would lend its least recently used connection (sqlx's idle queue
+    /// is first in, first out), whose thread has gone to sleep; and long
+    /// reads (history, status, backups, retention) never queue ahead of a
+    /// message. Measured in the README ("pincer's own share").
+    hot: SqlitePool,
 }
 
 /// Now, as unix microseconds, strictly increasing within this process.
@@ -200,16 +208,33 @@ impl Store {
             sqlx::migrate!("./migrations").run(&first).await?;
             first.close().await;
         }
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
+        let open = |connections: u32| {
+            SqlitePoolOptions::new()
+                .max_connections(connections)
+                // A connection to a local file does not go stale the way a
+                // network one does: the ping sqlx sends before lending it out
+                // is one more round trip to the connection's thread.
+                .test_before_acquire(false)
+                .connect_with(options.clone())
+        };
+        let failed = |source| StoreError::Open { path: path.display().to_string(), source };
+        let pool = open(4).await.map_err(failed)?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        // Kept open: reopening after an idle spell would cost the next message.
+        let hot = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .test_before_acquire(false)
             .connect_with(options)
             .await
-            .map_err(|source| StoreError::Open { path: path.display().to_string(), source })?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Store { pool })
+            .map_err(failed)?;
+        Ok(Store { pool, hot })
     }
 
     pub async fn close(&self) {
+        self.hot.close().await;
         self.pool.close().await;
     }
 
@@ -242,7 +267,7 @@ impl Store {
     /// `Observed`. A second copy of a message with the same platform id
     /// (`external_id`) is refused with [`StoreError::Duplicate`].
     pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.hot.acquire().await?;
         let done = insert_inbound_row(&mut conn, msg, state).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
@@ -267,7 +292,7 @@ impl Store {
         )
         .bind(group.as_str())
         .bind(before.0)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.hot)
         .await?;
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
         // (`id` is the rowid, always an integer.)
@@ -282,7 +307,7 @@ impl Store {
     }
 
     pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.hot.acquire().await?;
         set_states(&mut conn, ids.iter().map(|id| (*id, state))).await
     }
 
@@ -301,7 +326,7 @@ impl Store {
         settles: &[(InboundId, InboundState)],
     ) -> Result<Option<OutboxId>, StoreError> {
         crate::metrics::hop("result_storing");
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.hot.begin().await?;
         let done = sqlx::query(
             "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -239,7 +239,7 @@ impl Store {
         .bind(to.platform.as_str())
         .bind(&to.chat)
         .bind(&to.thread)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.hot)
         .await?;
         Ok(row)
     }
@@ -320,7 +320,7 @@ impl Store {
         .bind_seen(seen)
         .bind(i64::from(parts))
         .bind(now_us())
-        .execute(&self.pool)
+        .execute(&self.hot)
         .await?;
         Ok(Marked::from_rows(done.rows_affected()))
     }

@@ -28,7 +28,14 @@
 //!   (`RUST_LOG=pincer::hop=debug`, see `pincer::metrics::hop`): the median
 //!   time between each hop of a follow-up, from the line written to its stdin
 //!   to the answer read from its stdout. Logging costs a little itself, so
-//!   these sides are not the measured ones.
+//!   these sides are not the measured ones. Also printed: pincer's own share
+//!   per follow-up (the whole minus the CLI's stdin → result), and the CLI's
+//!   time split where its API request arrives at the fake API, in pincer and
+//!   in a raw pipe beside it, with the requests' count and size.
+//! - **Stand-in:** `PINCER_BENCH_STANDIN=1` puts a stand-in that answers at
+//!   once (`tests/support/standin.rs`, this binary) behind every side instead
+//!   of the real CLI, unconfined only: the paired Δ is then pincer's own share
+//!   without the real CLI's jitter (±1–2 ms run to run on our machine).
 //!
 //! Run (the CLI from `data/claude`, or `PINCER_TEST_CLAUDE`):
 //!

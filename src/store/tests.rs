@@ -461,3 +461,47 @@ async fn context_and_history_rows_changed_outside_pincer_are_skipped_never_a_pan
     assert!(history.iter().all(|e| !matches!(e, HistoryEntry::Inbound { text, .. } if text == "odd order")));
     assert!(!history.is_empty());
 }
+
+/// The message path has a connection of its own: with every connection of
+/// the shared pool lent out (long reads: history, a backup, `pincer status`),
+/// a message is still stored, pulled and answered, and its reply read and
+/// marked delivered.
+#[tokio::test]
+async fn a_message_goes_through_while_every_shared_connection_is_lent_out() {
+    let (_dir, store) = temp_store().await;
+    let g = group("a");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    let mut lent = Vec::new();
+    for _ in 0..store.pool.options().get_max_connections() {
+        lent.push(store.pool.acquire().await.unwrap());
+    }
+    let result = TurnResult {
+        session_id: Some("s".into()),
+        subtype: "success".into(),
+        is_error: false,
+        text: Some("hello".into()),
+        total_cost_usd: None,
+        duration_ms: None,
+        num_turns: None,
+        origin: None,
+        errors: vec![],
+        usage: Default::default(),
+    };
+    let path = async {
+        let msg = Inbound::new(g.clone(), Source::Console, "me", "hi");
+        let id = store.insert_inbound(&msg, InboundState::Queued).await.unwrap();
+        let pulled: Vec<InboundId> =
+            store.queued_inbound(&g, InboundId(0), 10).await.unwrap().iter().map(|p| p.id).collect();
+        assert_eq!(pulled, [id]);
+        store.set_inbound_state(&[id], InboundState::Sent).await.unwrap();
+        let out = Enqueue { kind: crate::domain::OutboundKind::Reply, text: "hello", console: true };
+        store.record_result(&g, &result, None, "{}", Some(out), &[(id, InboundState::Answered)]).await.unwrap();
+        let row = store.next_queued(&ChatAddress::console(&g)).await.unwrap().expect("the reply waits");
+        assert_eq!(store.outbox_delivered(&row.seen(), 1).await.unwrap(), Marked::Recorded);
+    };
+    // Through the shared pool it would wait for a connection (30 s, then fail).
+    tokio::time::timeout(std::time::Duration::from_secs(10), path)
+        .await
+        .expect("the message path does not wait for the shared pool");
+    drop(lent);
+}

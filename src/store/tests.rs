@@ -16,6 +16,22 @@ pub(crate) async fn store_with(group: &GroupName) -> (tempfile::TempDir, Store) 
     (dir, store)
 }
 
+/// A successful turn's result with `text`, and nothing else known.
+pub(crate) fn success(text: &str) -> TurnResult {
+    TurnResult {
+        session_id: Some("s".into()),
+        subtype: "success".into(),
+        is_error: false,
+        text: Some(text.into()),
+        total_cost_usd: None,
+        duration_ms: None,
+        num_turns: None,
+        origin: None,
+        errors: vec![],
+        usage: Default::default(),
+    }
+}
+
 fn group(name: &str) -> GroupName {
     name.parse().unwrap()
 }
@@ -335,18 +351,7 @@ async fn a_result_settles_its_messages_in_its_own_transaction() {
         store.insert_inbound(&chat("two"), InboundState::Sent).await.unwrap(),
         store.insert_inbound(&chat("three"), InboundState::Sent).await.unwrap(),
     );
-    let result = TurnResult {
-        session_id: Some("s".into()),
-        subtype: "success".into(),
-        is_error: false,
-        text: Some("done".into()),
-        total_cost_usd: None,
-        duration_ms: None,
-        num_turns: None,
-        origin: None,
-        errors: vec![],
-        usage: Default::default(),
-    };
+    let result = success("done");
     let settles = [(one, InboundState::Answered), (two, InboundState::Failed)];
     store.record_result(&g, &result, None, "{}", None, &settles).await.unwrap();
     // Nothing else was written: what a restart would send again is only the unsettled one.
@@ -475,18 +480,7 @@ async fn a_message_goes_through_while_every_shared_connection_is_lent_out() {
     for _ in 0..store.pool.options().get_max_connections() {
         lent.push(store.pool.acquire().await.unwrap());
     }
-    let result = TurnResult {
-        session_id: Some("s".into()),
-        subtype: "success".into(),
-        is_error: false,
-        text: Some("hello".into()),
-        total_cost_usd: None,
-        duration_ms: None,
-        num_turns: None,
-        origin: None,
-        errors: vec![],
-        usage: Default::default(),
-    };
+    let result = success("hello");
     let path = async {
         let msg = Inbound::new(g.clone(), Source::Console, "me", "hi");
         let id = store.insert_inbound(&msg, InboundState::Queued).await.unwrap();

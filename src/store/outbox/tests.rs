@@ -2,8 +2,8 @@
 //! to, how it moves, and how far its delivery got.
 
 use super::*;
-use crate::domain::{Inbound, InboundId, Platform, Source, TurnResult};
-use crate::store::tests::temp_store;
+use crate::domain::{Inbound, InboundId, Platform, Source};
+use crate::store::tests::{success as result, temp_store};
 use crate::store::InboundState;
 use crate::store::{GroupSettings, HistoryEntry};
 
@@ -17,21 +17,6 @@ fn bound(chat: i64) -> GroupSettings {
 
 fn reply(text: &str) -> Enqueue<'_> {
     Enqueue { kind: OutboundKind::Reply, text, console: false }
-}
-
-fn result(text: &str) -> TurnResult {
-    TurnResult {
-        session_id: Some("s".into()),
-        subtype: "success".into(),
-        is_error: false,
-        text: Some(text.into()),
-        total_cost_usd: None,
-        duration_ms: None,
-        num_turns: None,
-        origin: None,
-        errors: vec![],
-        usage: Default::default(),
-    }
 }
 
 /// The row as a delivery worker would read it now.

@@ -208,25 +208,19 @@ impl Store {
             sqlx::migrate!("./migrations").run(&first).await?;
             first.close().await;
         }
-        let open = |connections: u32| {
-            SqlitePoolOptions::new()
-                .max_connections(connections)
-                // A connection to a local file does not go stale the way a
-                // network one does: the ping sqlx sends before lending it out
-                // is one more round trip to the connection's thread.
-                .test_before_acquire(false)
-                .connect_with(options.clone())
-        };
+        // A connection to a local file does not go stale the way a network
+        // one does: the ping sqlx sends before lending it out would be one
+        // more round trip to the connection's thread.
+        let unpinged = || SqlitePoolOptions::new().test_before_acquire(false);
         let failed = |source| StoreError::Open { path: path.display().to_string(), source };
-        let pool = open(4).await.map_err(failed)?;
+        let pool = unpinged().max_connections(4).connect_with(options.clone()).await.map_err(failed)?;
         sqlx::migrate!("./migrations").run(&pool).await?;
         // Kept open: reopening after an idle spell would cost the next message.
-        let hot = SqlitePoolOptions::new()
+        let hot = unpinged()
             .max_connections(1)
             .min_connections(1)
             .idle_timeout(None)
             .max_lifetime(None)
-            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(failed)?;

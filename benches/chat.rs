@@ -364,9 +364,11 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
     let mut raw_times = Vec::with_capacity(n);
     let mut raw_windows = Vec::with_capacity(n);
     let mut windows = Vec::with_capacity(n);
+    // Each side's text names its follow-up, so its API request can be found.
+    let traced = |i: usize| format!("traced msg-1-{}.", i + 1);
+    let raw_traced = |i: usize| format!("raw msg-2-{}.", i + 1);
     for i in 0..n {
-        let text = format!("traced msg-1-{}.", i + 1);
-        let raw_text = format!("raw msg-2-{}.", i + 1);
+        let (text, raw_text) = (traced(i), raw_traced(i));
         if i % 2 == 0 {
             tokio::time::sleep(SETTLE).await;
             let sent = wall_us();
@@ -401,6 +403,8 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
     let mut cli_extra = Vec::new();
     // pincer's own share: the whole follow-up minus the CLI's part, unpaired.
     let mut own = Vec::new();
+    // The CLI's part of each follow-up: its text, stdin written, result read.
+    let mut cli_spans = Vec::new();
     let mut cli = Vec::new();
     let mut complete_count = 0;
     for (i, (sent, answered)) in windows.iter().enumerate() {
@@ -423,6 +427,7 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
             if let Some((_, read)) = first_after("result_read", *written) {
                 cli_extra.push(read - written - raw_times[i].as_micros() as i64);
                 own.push(answered - sent - (read - written));
+                cli_spans.push((traced(i), *written, *read));
             }
         }
         gaps.entry(HOPS.len()).or_default().push(answered - at);
@@ -455,34 +460,10 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
     // The CLI's share split at the API: its own work before the request, and
     // from the request's arrival to its result line (the model's 25 ms inside).
     let requests = api.requests();
-    let of = |marker: &str, from: i64, until: i64| -> Vec<&support::fake_api::ApiRequest> {
-        requests
-            .iter()
-            .filter(|r| r.arrived_us() >= from && r.arrived_us() < until && r.all_text().contains(marker))
-            .collect()
-    };
-    let (mut before, mut after, mut raw_before, mut raw_after) = (vec![], vec![], vec![], vec![]);
-    let (mut count, mut bytes, mut raw_count, mut raw_bytes) = (vec![], vec![], vec![], vec![]);
-    for (i, (sent, answered)) in windows.iter().enumerate() {
-        let found = of(&format!("traced msg-1-{}.", i + 1), *sent, *answered);
-        let written = hops.iter().find(|(h, t)| h == "stdin_written" && *t >= *sent && *t < *answered);
-        let read = hops.iter().find(|(h, t)| h == "result_read" && *t >= *sent && *t < *answered);
-        if let (Some(first), Some((_, written)), Some((_, read))) = (found.first(), written, read) {
-            before.push(first.arrived_us() - written);
-            after.push(read - first.arrived_us());
-        }
-        count.push(found.len() as i64);
-        bytes.extend(found.iter().map(|r| r.bytes() as i64));
-    }
-    for (i, (sent, answered)) in raw_windows.iter().enumerate() {
-        let found = of(&format!("raw msg-2-{}.", i + 1), *sent, *answered);
-        if let Some(first) = found.first() {
-            raw_before.push(first.arrived_us() - sent);
-            raw_after.push(answered - first.arrived_us());
-        }
-        raw_count.push(found.len() as i64);
-        raw_bytes.extend(found.iter().map(|r| r.bytes() as i64));
-    }
+    let [mut before, mut after, mut count, mut bytes] = split_at_request(&requests, &cli_spans);
+    let raw_spans: Vec<(String, i64, i64)> =
+        raw_windows.iter().enumerate().map(|(i, (sent, answered))| (raw_traced(i), *sent, *answered)).collect();
+    let [mut raw_before, mut raw_after, mut raw_count, mut raw_bytes] = split_at_request(&requests, &raw_spans);
     for (name, values) in [
         ("the CLI in pincer: stdin → API request", &mut before),
         ("the raw pipe: line written → API request", &mut raw_before),
@@ -497,6 +478,26 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
             show(name, values);
         }
     }
+}
+
+/// Each CLI turn `(text, from, until)` split where its first API request
+/// (the one carrying `text`) arrived: µs before it and after it, the
+/// turn's request count, and each request's size.
+fn split_at_request(requests: &[support::fake_api::ApiRequest], spans: &[(String, i64, i64)]) -> [Vec<i64>; 4] {
+    let [mut before, mut after, mut count, mut bytes] = [vec![], vec![], vec![], vec![]];
+    for (text, from, until) in spans {
+        let found: Vec<_> = requests
+            .iter()
+            .filter(|r| r.arrived_us() >= *from && r.arrived_us() < *until && r.all_text().contains(text.as_str()))
+            .collect();
+        if let Some(first) = found.first() {
+            before.push(first.arrived_us() - from);
+            after.push(until - first.arrived_us());
+        }
+        count.push(found.len() as i64);
+        bytes.extend(found.iter().map(|r| r.bytes() as i64));
+    }
+    [before, after, count, bytes]
 }
 
 fn wall_us() -> i64 {

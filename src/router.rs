@@ -364,7 +364,12 @@ mod tests {
         for group in &groups {
             until("every group answered", || async { answered(&store, group).await == 1 }).await;
         }
-        tokio::time::advance(config.claude.idle_timeout + crate::session::RETIRE_AFTER).await;
+        // One step at a time, as the clock runs: a single jump past both would
+        // close the processes at its end and restart the retire countdown
+        // there, leaving `until` a whole RETIRE_AFTER to creep through.
+        tokio::time::advance(config.claude.idle_timeout).await;
+        until("every quiet session closed", || async { handles.iter().all(|h| !h.status().live) }).await;
+        tokio::time::advance(crate::session::RETIRE_AFTER).await;
         until("every quiet session retired", || async { handles.iter().all(SessionHandle::is_retired) }).await;
 
         // The next message of a quiet group starts a fresh session, and the

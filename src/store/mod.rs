@@ -9,6 +9,7 @@ mod channels;
 mod egress;
 mod groups;
 mod history;
+mod hot;
 mod outbox;
 mod overview;
 mod preparing;
@@ -156,14 +157,8 @@ pub(crate) fn media_json(media: &[crate::domain::media::Attachment]) -> Option<S
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
-    /// The message path's own connection (a pool of one): storing a message,
-    /// pulling it, storing its result and marking its reply delivered run
-    /// back to back on one SQLite thread that is still warm, where the shared
-    /// pool would lend its least recently used connection (sqlx's idle queue
-    /// is first in, first out), whose thread has gone to sleep; and long
-    /// reads (history, status, backups, retention) never queue ahead of a
-    /// message. Measured in the README ("pincer's own share").
-    hot: SqlitePool,
+    /// The message path's own connection (`hot`).
+    hot: hot::Hot,
 }
 
 /// Now, as unix microseconds, strictly increasing within this process.
@@ -211,19 +206,15 @@ impl Store {
         // A connection to a local file does not go stale the way a network
         // one does: the ping sqlx sends before lending it out would be one
         // more round trip to the connection's thread.
-        let unpinged = || SqlitePoolOptions::new().test_before_acquire(false);
         let failed = |source| StoreError::Open { path: path.display().to_string(), source };
-        let pool = unpinged().max_connections(4).connect_with(options.clone()).await.map_err(failed)?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        // Kept open: reopening after an idle spell would cost the next message.
-        let hot = unpinged()
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options)
+        let pool = SqlitePoolOptions::new()
+            .test_before_acquire(false)
+            .max_connections(4)
+            .connect_with(options.clone())
             .await
             .map_err(failed)?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        let hot = hot::Hot::open(&options).await.map_err(failed)?;
         Ok(Store { pool, hot })
     }
 
@@ -261,8 +252,7 @@ impl Store {
     /// `Observed`. A second copy of a message with the same platform id
     /// (`external_id`) is refused with [`StoreError::Duplicate`].
     pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
-        let mut conn = self.hot.acquire().await?;
-        let done = insert_inbound_row(&mut conn, msg, state).await?;
+        let done = insert_inbound_row(&mut *self.hot.lock().await?, msg, state).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
         }
@@ -286,7 +276,7 @@ impl Store {
         )
         .bind(group.as_str())
         .bind(before.0)
-        .fetch_all(&self.hot)
+        .fetch_all(&mut *self.hot.lock().await?)
         .await?;
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
         // (`id` is the rowid, always an integer.)
@@ -301,8 +291,7 @@ impl Store {
     }
 
     pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
-        let mut conn = self.hot.acquire().await?;
-        set_states(&mut conn, ids.iter().map(|id| (*id, state))).await
+        set_states(&mut *self.hot.lock().await?, ids.iter().map(|id| (*id, state))).await
     }
 
     /// Stores a result; `cost_usd` is this turn's own share of the CLI's
@@ -320,7 +309,8 @@ impl Store {
         settles: &[(InboundId, InboundState)],
     ) -> Result<Option<OutboxId>, StoreError> {
         crate::metrics::hop("result_storing");
-        let mut tx = self.hot.begin().await?;
+        let mut hot = self.hot.lock().await?;
+        let mut tx = sqlx::Connection::begin(&mut *hot).await?;
         let done = sqlx::query(
             "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -239,7 +239,7 @@ impl Store {
         .bind(to.platform.as_str())
         .bind(&to.chat)
         .bind(&to.thread)
-        .fetch_optional(&self.hot)
+        .fetch_optional(&mut *self.hot.lock().await?)
         .await?;
         Ok(row)
     }
@@ -320,7 +320,7 @@ impl Store {
         .bind_seen(seen)
         .bind(i64::from(parts))
         .bind(now_us())
-        .execute(&self.hot)
+        .execute(&mut *self.hot.lock().await?)
         .await?;
         Ok(Marked::from_rows(done.rows_affected()))
     }

@@ -58,7 +58,7 @@ impl Store {
         .bind(group.as_str())
         .bind(after.0)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.hot)
+        .fetch_all(&mut *self.hot.lock().await?)
         .await?;
         let mut pulled = Vec::with_capacity(rows.len());
         let mut unreadable = Vec::new();
@@ -92,7 +92,7 @@ impl Store {
         let rows: Vec<(String, Vec<u8>)> =
             sqlx::query_as("SELECT media_type, data FROM inbound_images WHERE inbound_id = ? ORDER BY seq")
                 .bind(id.0)
-                .fetch_all(&self.hot)
+                .fetch_all(&mut *self.hot.lock().await?)
                 .await?;
         Ok(rows.into_iter().map(|(media_type, data)| ModelImage { media_type, data }).collect())
     }

@@ -1,0 +1,78 @@
+//! The message path's own connection, held open and lent out by a lock.
+//!
+//! Storing a message, pulling it, storing its result and marking its reply
+//! delivered run back to back on one SQLite thread that is still warm. A
+//! pool would cost every statement more than the statement: sqlx's pool
+//! lends its *least* recently used connection (its idle queue is first in,
+//! first out), whose thread has gone to sleep, and on each return it spawns
+//! a task that pings the connection (one more round trip to its thread)
+//! before the next borrower may have it. A lock does neither, and long reads
+//! on the shared pool (history, status, backups, retention) never queue ahead
+//! of a message. Measured in the README ("pincer's own share").
+
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{ConnectOptions, Connection, SqliteConnection};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
+
+use super::StoreError;
+
+/// The connection, or nothing once the store has closed.
+#[derive(Clone)]
+pub(super) struct Hot(Arc<Mutex<Option<Held>>>);
+
+struct Held {
+    conn: SqliteConnection,
+    /// A statement list that opened its own transaction did not finish (its
+    /// caller failed or was dropped): the next borrower rolls it back first.
+    unsettled: bool,
+}
+
+impl std::fmt::Debug for Hot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hot")
+    }
+}
+
+impl Hot {
+    pub(super) async fn open(options: &SqliteConnectOptions) -> Result<Hot, sqlx::Error> {
+        let conn = options.connect().await?;
+        Ok(Hot(Arc::new(Mutex::new(Some(Held { conn, unsettled: false })))))
+    }
+
+    /// The connection, for as long as the guard lives (borrowers queue in order).
+    pub(super) async fn lock(&self) -> Result<HotGuard<'_>, StoreError> {
+        let guard = self.0.lock().await;
+        let mut held = MutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)?;
+        if held.unsettled {
+            // "No transaction is active" when it had committed after all: fine.
+            let _ = sqlx::query("ROLLBACK").execute(&mut held.conn).await;
+            held.unsettled = false;
+        }
+        Ok(HotGuard(held))
+    }
+
+    pub(super) async fn close(&self) {
+        if let Some(held) = self.0.lock().await.take() {
+            let _ = held.conn.close().await;
+        }
+    }
+}
+
+/// A borrowed connection.
+pub(super) struct HotGuard<'a>(MappedMutexGuard<'a, Held>);
+
+impl Deref for HotGuard<'_> {
+    type Target = SqliteConnection;
+    fn deref(&self) -> &SqliteConnection {
+        &self.0.conn
+    }
+}
+
+impl DerefMut for HotGuard<'_> {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.0.conn
+    }
+}

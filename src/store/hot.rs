@@ -51,7 +51,7 @@ impl Hot {
             let _ = sqlx::query("ROLLBACK").execute(&mut held.conn).await;
             held.unsettled = false;
         }
-        Ok(HotGuard(held))
+        Ok(HotGuard { held, hot: self })
     }
 
     pub(super) async fn close(&self) {
@@ -62,17 +62,48 @@ impl Hot {
 }
 
 /// A borrowed connection.
-pub(super) struct HotGuard<'a>(MappedMutexGuard<'a, Held>);
+pub(super) struct HotGuard<'a> {
+    held: MappedMutexGuard<'a, Held>,
+    hot: &'a Hot,
+}
+
+impl HotGuard<'_> {
+    /// Marks the connection as inside a transaction the caller opened in a
+    /// statement list of its own, until [`HotGuard::settled`]: a guard
+    /// dropped before that has the transaction rolled back.
+    pub(super) fn unsettled(&mut self) {
+        self.held.unsettled = true;
+    }
+
+    pub(super) fn settled(&mut self) {
+        self.held.unsettled = false;
+    }
+}
+
+impl Drop for HotGuard<'_> {
+    fn drop(&mut self) {
+        // Right away rather than at the next borrower, which may come much
+        // later: the open transaction holds SQLite's write lock, which every
+        // other writer waits for. (`lock` rolls back; a borrower already
+        // queued gets the connection first and rolls back itself.)
+        if self.held.unsettled {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let hot = self.hot.clone();
+                runtime.spawn(async move { drop(hot.lock().await) });
+            }
+        }
+    }
+}
 
 impl Deref for HotGuard<'_> {
     type Target = SqliteConnection;
     fn deref(&self) -> &SqliteConnection {
-        &self.0.conn
+        &self.held.conn
     }
 }
 
 impl DerefMut for HotGuard<'_> {
     fn deref_mut(&mut self) -> &mut SqliteConnection {
-        &mut self.0.conn
+        &mut self.held.conn
     }
 }

@@ -161,6 +161,15 @@ pub struct Store {
     hot: hot::Hot,
 }
 
+/// A result's row, the first statement of [`Store::record_result`]'s list.
+const RESULT_SQL: &str = "
+INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+/// The states of several messages at once, from a JSON list of `[id, state]`.
+const SETTLE_SQL: &str = "
+UPDATE inbound SET state = s.value ->> 1 FROM json_each(?) AS s WHERE inbound.id = s.value ->> 0";
+
 /// Now, as unix microseconds, strictly increasing within this process.
 ///
 /// History merges several tables by this timestamp, so two rows written in the
@@ -299,6 +308,12 @@ impl Store {
     /// transaction, so a stored result is never without its delivery, and so
     /// do the states of the messages it settles (`answered`, `failed`): a
     /// pincer killed right after never sends an answered message again.
+    ///
+    /// The transaction is one statement list (`BEGIN IMMEDIATE` ... `COMMIT`),
+    /// sent to SQLite's thread at once: one round trip where sqlx's
+    /// transaction takes one per statement. If it stops half-way (a failed
+    /// statement, or this future dropped), the connection's next borrower
+    /// rolls it back first (`hot`).
     pub async fn record_result(
         &self,
         group: &GroupName,
@@ -309,37 +324,60 @@ impl Store {
         settles: &[(InboundId, InboundState)],
     ) -> Result<Option<OutboxId>, StoreError> {
         crate::metrics::hop("result_storing");
+        let at_us = now_us();
+        let settled: Vec<(i64, &str)> = settles.iter().map(|(id, state)| (id.0, state.as_str())).collect();
+        let sql = [
+            Some("BEGIN IMMEDIATE"),
+            Some(RESULT_SQL),
+            out.is_some().then_some(outbox::ENQUEUE_AFTER_RESULT_SQL),
+            (!settles.is_empty()).then_some(SETTLE_SQL),
+            Some("COMMIT"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(";\n");
+        let mut query = sqlx::query_scalar::<_, i64>(&sql)
+            .bind(group.as_str())
+            .bind(at_us)
+            .bind(&r.session_id)
+            .bind(&r.subtype)
+            .bind(r.is_error)
+            .bind(&r.text)
+            .bind(r.total_cost_usd)
+            .bind(r.duration_ms)
+            .bind(r.num_turns)
+            .bind(&r.origin)
+            .bind(raw)
+            .bind(cost_usd);
+        if let Some(out) = &out {
+            let agent_message_id: Option<i64> = None;
+            query = query
+                .bind(group.as_str())
+                .bind(at_us)
+                .bind(out.kind.as_str())
+                .bind(out.text)
+                .bind(out.console)
+                .bind(agent_message_id);
+        }
+        if !settles.is_empty() {
+            // A list of plain numbers and state names: serializing cannot fail.
+            query = query.bind(serde_json::to_string(&settled).unwrap_or_default());
+        }
         let mut hot = self.hot.lock().await?;
-        let mut tx = sqlx::Connection::begin(&mut *hot).await?;
-        let done = sqlx::query(
-            "INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(group.as_str())
-        .bind(now_us())
-        .bind(&r.session_id)
-        .bind(&r.subtype)
-        .bind(r.is_error)
-        .bind(&r.text)
-        .bind(r.total_cost_usd)
-        .bind(r.duration_ms)
-        .bind(r.num_turns)
-        .bind(&r.origin)
-        .bind(raw)
-        .bind(cost_usd)
-        .execute(&mut *tx)
-        .await?;
-        let queued = match out {
-            Some(out) => {
-                let carries = outbox::Carries { result_id: Some(done.last_insert_rowid()), agent_message_id: None };
-                Some(outbox::enqueue_in(&mut tx, group, out, carries).await?)
-            }
-            None => None,
-        };
-        set_states(&mut tx, settles.iter().copied()).await?;
-        tx.commit().await?;
+        hot.unsettled();
+        // Only the outbox row's `RETURNING` yields a row. (`fetch_all`, not
+        // `fetch_optional`: that stops at the first row, before `COMMIT`.)
+        let returned = query.fetch_all(&mut *hot).await?;
+        hot.settled();
         crate::metrics::hop("result_stored");
-        Ok(queued)
+        match (out, returned.first()) {
+            (None, _) => Ok(None),
+            (Some(_), Some(id)) => Ok(Some(OutboxId(*id))),
+            // The result's row names the group (a foreign key), so its
+            // reply's row, which only needs the group, is written too.
+            (Some(_), None) => Err(StoreError::UnknownGroup(group.to_string())),
+        }
     }
 
     /// What the group's turns have cost so far, in USD.

@@ -109,17 +109,39 @@ impl DeliveryState {
     }
 }
 
+/// The statement that writes one outbox row, its `result_id` from
+/// `$result_id`: a parameter, or the row the same statement list has just
+/// written. Its parameters, in order: the group, `at_us`, kind, text, whether
+/// it is for the console (then the result id, if a parameter), and the agent
+/// message it carries.
+///
 /// The address is resolved here, from the binding as it is when the row is
 /// written, so a reply can never be addressed from a stale copy of it.
-const ENQUEUE_SQL: &str = "
+macro_rules! enqueue_sql {
+    ($result_id:literal) => {
+        concat!(
+            "
 INSERT INTO outbox (group_name, at_us, kind, text, platform, chat, thread, result_id, agent_message_id)
-SELECT g.name, ?2, ?3, ?4,
-       CASE WHEN ?5 OR b.platform IS NULL THEN 'console' ELSE b.platform END,
-       CASE WHEN ?5 OR b.platform IS NULL THEN g.name ELSE b.chat END,
-       CASE WHEN ?5 OR b.platform IS NULL THEN NULL ELSE b.thread END,
-       ?6, ?7
-  FROM groups g LEFT JOIN chat_bindings b ON b.group_name = g.name
- WHERE g.name = ?1";
+SELECT g.name, v.at_us, v.kind, v.text,
+       CASE WHEN v.console OR b.platform IS NULL THEN 'console' ELSE b.platform END,
+       CASE WHEN v.console OR b.platform IS NULL THEN g.name ELSE b.chat END,
+       CASE WHEN v.console OR b.platform IS NULL THEN NULL ELSE b.thread END,
+       v.result_id, v.agent_message_id
+  FROM (SELECT ? AS group_name, ? AS at_us, ? AS kind, ? AS text, ? AS console,
+               ",
+            $result_id,
+            " AS result_id, ? AS agent_message_id) v
+  JOIN groups g ON g.name = v.group_name
+  LEFT JOIN chat_bindings b ON b.group_name = g.name"
+        )
+    };
+}
+
+const ENQUEUE_SQL: &str = enqueue_sql!("?");
+
+/// [`ENQUEUE_SQL`] for a result's reply, written right after the result in
+/// one statement list (`Store::record_result`), returning the row's id.
+pub(super) const ENQUEUE_AFTER_RESULT_SQL: &str = concat!(enqueue_sql!("last_insert_rowid()"), " RETURNING id");
 
 const SELECT_ROW: &str = "
 SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread, o.state, o.parts_done,

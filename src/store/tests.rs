@@ -499,3 +499,83 @@ async fn a_message_goes_through_while_every_shared_connection_is_lent_out() {
         .expect("the message path does not wait for the shared pool");
     drop(lent);
 }
+
+/// A result, its reply and the states it settles go to SQLite as one
+/// statement list: the reply's row carries its result, and each message gets
+/// its own state.
+#[tokio::test]
+async fn a_results_reply_row_carries_its_result_and_each_message_its_state() {
+    let (_dir, store) = temp_store().await;
+    let g = group("a");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    let chat = |text: &str| Inbound::new(g.clone(), Source::Console, "ann", text);
+    let one = store.insert_inbound(&chat("one"), InboundState::Sent).await.unwrap();
+    let two = store.insert_inbound(&chat("two"), InboundState::Sent).await.unwrap();
+    // An earlier result without a reply, so the reply's result is not the first row.
+    store.record_result(&g, &success("earlier"), None, "{}", None, &[]).await.unwrap();
+    let out = Enqueue { kind: crate::domain::OutboundKind::Reply, text: "both", console: true };
+    let settles = [(one, InboundState::Answered), (two, InboundState::Failed)];
+    let reply = store.record_result(&g, &success("both"), None, "{}", Some(out), &settles).await.unwrap();
+
+    let (result_id, text): (i64, String) =
+        sqlx::query_as("SELECT id, text FROM results ORDER BY id DESC LIMIT 1").fetch_one(&store.pool).await.unwrap();
+    assert_eq!(text, "both");
+    let carried: Option<i64> = sqlx::query_scalar("SELECT result_id FROM outbox WHERE id = ?")
+        .bind(reply.expect("a reply row").0)
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+    assert_eq!(carried, Some(result_id));
+    let states: Vec<String> =
+        sqlx::query_scalar("SELECT state FROM inbound ORDER BY id").fetch_all(&store.pool).await.unwrap();
+    assert_eq!(states, ["answered", "failed"]);
+}
+
+/// Whether a write through the shared pool goes through at once: no
+/// transaction left open on the message path's connection holds SQLite's
+/// write lock (a writer would wait out its 5 s busy timeout, then fail).
+async fn writes_go_through(store: &Store, name: &str) {
+    let (name, settings) = (group(name), GroupSettings::default());
+    tokio::time::timeout(std::time::Duration::from_secs(3), store.add_group(&name, &settings))
+        .await
+        .expect("no write lock is left held")
+        .expect("the write succeeds");
+}
+
+/// A result's statement list that fails half-way (here its group is
+/// unknown, which its row's foreign key refuses after `BEGIN`) leaves
+/// nothing written and no transaction open behind it.
+#[tokio::test]
+async fn a_result_that_fails_half_way_leaves_no_row_and_no_lock_behind() {
+    let (_dir, store) = temp_store().await;
+    let out = Enqueue { kind: crate::domain::OutboundKind::Reply, text: "lost", console: true };
+    let failed = store.record_result(&group("nobody"), &success("lost"), None, "{}", Some(out), &[]).await;
+    assert!(failed.is_err(), "{failed:?}");
+    writes_go_through(&store, "a").await;
+    // The message path's connection works, and what it writes is committed.
+    let msg = Inbound::new(group("a"), Source::Console, "ann", "hi");
+    store.insert_inbound(&msg, InboundState::Queued).await.unwrap();
+    let seen: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM inbound").fetch_one(&store.pool).await.unwrap();
+    assert_eq!(seen, 1);
+    let results: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM results").fetch_one(&store.pool).await.unwrap();
+    assert_eq!(results, 0);
+}
+
+/// A borrower dropped inside a transaction of its own (its future
+/// cancelled) has that transaction rolled back at once, not when the next
+/// message comes.
+#[tokio::test]
+async fn a_transaction_left_open_by_a_dropped_borrower_is_rolled_back_at_once() {
+    let (_dir, store) = temp_store().await;
+    {
+        let mut hot = store.hot.lock().await.unwrap();
+        hot.unsettled();
+        sqlx::query("BEGIN IMMEDIATE; INSERT INTO groups (name, created_at_us) VALUES ('half', 0)")
+            .execute(&mut *hot)
+            .await
+            .unwrap();
+    }
+    writes_go_through(&store, "a").await;
+    let names: Vec<String> = sqlx::query_scalar("SELECT name FROM groups").fetch_all(&store.pool).await.unwrap();
+    assert_eq!(names, ["a"], "the dropped borrower's row is gone");
+}

@@ -19,6 +19,10 @@
 //!   whose group has `[progress] mode = "off"`, and prints the paired cost of
 //!   progress being on (the activity the session publishes, the loop that
 //!   follows it; these turns are too quick for a status message).
+//! - **Lines as pincer's:** `PINCER_BENCH_RAW_AS_PINCER=1` adds a raw pipe
+//!   whose lines carry a `uuid` each, with `--replay-user-messages`, as
+//!   pincer writes them (`RawPipe::start_as_pincer`), and prints what that
+//!   costs the CLI against the plain raw pipe, paired by round.
 //! - **Cold first answer:** `PINCER_BENCH_COLD` rounds (5), each a fresh raw
 //!   CLI and a fresh `pincer chat` per mode (fresh data dir, fresh session),
 //!   order rotating: from starting the process to its first answer, as a
@@ -230,6 +234,13 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         let chat = Chat::start_with(api, &builds[0].1, SandboxMode::None, false, ProgressMode::Off).await;
         sides.push(Side::Chat(Box::new(chat)));
     }
+    // Last too: the raw pipe with lines as pincer writes them.
+    let as_pincer = std::env::var_os("PINCER_BENCH_RAW_AS_PINCER").is_some() && !standin_mode();
+    let uuids = as_pincer.then_some(sides.len());
+    if as_pincer {
+        names.push("raw CLI pipe, lines as pincer's".to_owned());
+        sides.push(Side::Raw(Box::new(RawPipe::start_as_pincer(cli_env(&api.base_url(), Path::new("home"))))));
+    }
     for side in &mut sides {
         side.round_trip("warm-up").await;
     }
@@ -284,6 +295,13 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
             "progress on minus off (unconfined), paired by round: median {:+.2} ms, p95 {:+.2} ms",
             paired_median_ms(&samples[1], &samples[off]),
             paired_percentile_ms(&samples[1], &samples[off], 95.0)
+        );
+    }
+    if let Some(uuids) = uuids {
+        println!(
+            "the raw pipe, lines as pincer's minus plain, paired by round: median {:+.2} ms, p95 {:+.2} ms",
+            paired_median_ms(&samples[uuids], raw),
+            paired_percentile_ms(&samples[uuids], raw, 95.0)
         );
     }
     if builds.len() == 2 {

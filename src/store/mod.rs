@@ -312,8 +312,8 @@ impl Store {
     /// The transaction is one statement list (`BEGIN IMMEDIATE` ... `COMMIT`),
     /// sent to SQLite's thread at once: one round trip where sqlx's
     /// transaction takes one per statement. If it stops half-way (a failed
-    /// statement, or this future dropped), the connection's next borrower
-    /// rolls it back first (`hot`).
+    /// statement, or this future dropped), it is rolled back as the
+    /// connection is given back (`hot`).
     pub async fn record_result(
         &self,
         group: &GroupName,
@@ -374,8 +374,8 @@ impl Store {
         match (out, returned.first()) {
             (None, _) => Ok(None),
             (Some(_), Some(id)) => Ok(Some(OutboxId(*id))),
-            // The result's row names the group (a foreign key), so its
-            // reply's row, which only needs the group, is written too.
+            // Cannot happen: the result's row names the group (a foreign
+            // key), and its reply's row needs nothing more.
             (Some(_), None) => Err(StoreError::UnknownGroup(group.to_string())),
         }
     }

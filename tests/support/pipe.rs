@@ -29,6 +29,8 @@ pub struct RawPipe {
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     /// The `result` text a line's answer carries ([`echo_of`] unless set).
     answer_for: fn(&str) -> String,
+    /// Each line carries a `uuid` of its own ([`RawPipe::start_as_pincer`]).
+    uuids: Option<u64>,
 }
 
 /// What the fake API's `echo` answers to `text`.
@@ -38,7 +40,21 @@ pub fn echo_of(text: &str) -> String {
 
 impl RawPipe {
     /// With `env` (its `HOME` becomes a folder of the pipe's own).
-    pub fn start(mut env: Vec<(String, String)>) -> RawPipe {
+    pub fn start(env: Vec<(String, String)>) -> RawPipe {
+        RawPipe::start_with(env, &[])
+    }
+
+    /// [`RawPipe::start`], its lines written the way pincer writes them:
+    /// each with a `uuid` of its own, and `--replay-user-messages` (the CLI
+    /// echoes a line as a turn takes it, and prints `command_lifecycle`
+    /// frames for it).
+    pub fn start_as_pincer(env: Vec<(String, String)>) -> RawPipe {
+        let mut pipe = RawPipe::start_with(env, &["--replay-user-messages"]);
+        pipe.uuids = Some(0);
+        pipe
+    }
+
+    fn start_with(mut env: Vec<(String, String)>, extra_args: &[&str]) -> RawPipe {
         let dir = tempfile::tempdir().expect("temp dir");
         let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
         std::fs::create_dir_all(&home).unwrap();
@@ -46,7 +62,7 @@ impl RawPipe {
         env.retain(|(k, _)| k != "HOME");
         env.push(("HOME".into(), home.display().to_string()));
         let mut cmd = offline_cli(&cwd, &env, Stdio::piped());
-        cmd.args(pipe_args());
+        cmd.args(pipe_args()).args(extra_args);
         RawPipe::spawn(dir, cmd)
     }
 
@@ -55,7 +71,7 @@ impl RawPipe {
         let mut child = cmd.spawn().expect("claude starts");
         let stdin = child.stdin.take().expect("stdin is piped");
         let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
-        RawPipe { _dir: dir, child, stdin, lines, answer_for: echo_of }
+        RawPipe { _dir: dir, child, stdin, lines, answer_for: echo_of, uuids: None }
     }
 
     /// Expects `answer_for(text)` as the answer to `text` (a stand-in CLI's).
@@ -74,7 +90,11 @@ impl RawPipe {
 
     /// Writes one user line.
     pub async fn send(&mut self, text: &str) {
-        let line = serde_json::json!({"type": "user", "message": {"role": "user", "content": text}});
+        let mut line = serde_json::json!({"type": "user", "message": {"role": "user", "content": text}});
+        if let Some(n) = self.uuids.as_mut() {
+            *n += 1;
+            line["uuid"] = format!("00000000-0000-4000-8000-{n:012}").into();
+        }
         self.stdin.write_all(format!("{line}\n").as_bytes()).await.expect("the CLI reads its stdin");
         self.stdin.flush().await.unwrap();
     }

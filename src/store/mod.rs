@@ -166,9 +166,17 @@ const RESULT_SQL: &str = "
 INSERT INTO results (group_name, at_us, session_id, subtype, is_error, text, total_cost_usd, duration_ms, num_turns, origin, raw, cost_usd)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
-/// The states of several messages at once, from a JSON list of `[id, state]`.
+/// The states of several messages at once, from a JSON list of `[id, state]`
+/// ([`settle_list`]).
 const SETTLE_SQL: &str = "
 UPDATE inbound SET state = s.value ->> 1 FROM json_each(?) AS s WHERE inbound.id = s.value ->> 0";
+
+/// [`SETTLE_SQL`]'s parameter.
+fn settle_list(states: impl Iterator<Item = (InboundId, InboundState)>) -> String {
+    let pairs: Vec<(i64, &str)> = states.map(|(id, state)| (id.0, state.as_str())).collect();
+    // Plain numbers and state names: serializing cannot fail.
+    serde_json::to_string(&pairs).unwrap_or_default()
+}
 
 /// Now, as unix microseconds, strictly increasing within this process.
 ///
@@ -198,25 +206,21 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(std::time::Duration::from_secs(5));
+        let failed = |source| StoreError::Open { path: path.display().to_string(), source };
         if !path.exists() {
             // A new database gives pages freed by retention back (`store::retention`):
             // the mode is set once, by the connection that creates the file, before
             // any table. Set on every connection it would take the write lock at each
             // connect; an older database is switched by its first retention pass.
             let create = options.clone().auto_vacuum(sqlx::sqlite::SqliteAutoVacuum::Incremental);
-            let first = SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(create)
-                .await
-                .map_err(|source| StoreError::Open { path: path.display().to_string(), source })?;
+            let first = SqlitePoolOptions::new().max_connections(1).connect_with(create).await.map_err(failed)?;
             sqlx::migrate!("./migrations").run(&first).await?;
             first.close().await;
         }
-        // A connection to a local file does not go stale the way a network
-        // one does: the ping sqlx sends before lending it out would be one
-        // more round trip to the connection's thread.
-        let failed = |source| StoreError::Open { path: path.display().to_string(), source };
         let pool = SqlitePoolOptions::new()
+            // A connection to a local file does not go stale the way a network
+            // one does: the ping sqlx sends before lending it out would be one
+            // more round trip to the connection's thread.
             .test_before_acquire(false)
             .max_connections(4)
             .connect_with(options.clone())
@@ -300,7 +304,14 @@ impl Store {
     }
 
     pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
-        set_states(&mut *self.hot.lock().await?, ids.iter().map(|id| (*id, state))).await
+        if ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(SETTLE_SQL)
+            .bind(settle_list(ids.iter().map(|id| (*id, state))))
+            .execute(&mut *self.hot.lock().await?)
+            .await?;
+        Ok(())
     }
 
     /// Stores a result; `cost_usd` is this turn's own share of the CLI's
@@ -325,7 +336,6 @@ impl Store {
     ) -> Result<Option<OutboxId>, StoreError> {
         crate::metrics::hop("result_storing");
         let at_us = now_us();
-        let settled: Vec<(i64, &str)> = settles.iter().map(|(id, state)| (id.0, state.as_str())).collect();
         let sql = [
             Some("BEGIN IMMEDIATE"),
             Some(RESULT_SQL),
@@ -361,8 +371,7 @@ impl Store {
                 .bind(agent_message_id);
         }
         if !settles.is_empty() {
-            // A list of plain numbers and state names: serializing cannot fail.
-            query = query.bind(serde_json::to_string(&settled).unwrap_or_default());
+            query = query.bind(settle_list(settles.iter().copied()));
         }
         let mut hot = self.hot.lock().await?;
         hot.unsettled();
@@ -519,20 +528,6 @@ async fn insert_images(conn: &mut SqliteConnection, id: InboundId, images: &[Mod
             .bind(i64::try_from(seq).unwrap_or(i64::MAX))
             .bind(&image.media_type)
             .bind(&image.data)
-            .execute(&mut *conn)
-            .await?;
-    }
-    Ok(())
-}
-
-async fn set_states(
-    conn: &mut SqliteConnection,
-    states: impl Iterator<Item = (InboundId, InboundState)>,
-) -> Result<(), StoreError> {
-    for (id, state) in states {
-        sqlx::query("UPDATE inbound SET state = ? WHERE id = ?")
-            .bind(state.as_str())
-            .bind(id.0)
             .execute(&mut *conn)
             .await?;
     }

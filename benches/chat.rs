@@ -181,7 +181,7 @@ fn answer_to(text: &str) -> String {
     if standin_mode() {
         standin::answer_text(&standin::tokens(text))
     } else {
-        support::pipe::echo_of(text)
+        support::fake_api::echo_of(text)
     }
 }
 

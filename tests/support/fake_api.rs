@@ -284,8 +284,13 @@ fn echo_reply(req: &ApiRequest) -> Reply {
     if req.has_tool_result() {
         Reply::Text(format!("AFTER_TOOL: {}", req.last_user_prompt()))
     } else {
-        Reply::Text(format!("ECHO: {}", req.last_user_prompt()))
+        Reply::Text(echo_of(&req.last_user_prompt()))
     }
+}
+
+/// What [`echo`] answers to a plain message whose prompt is `text`.
+pub fn echo_of(text: &str) -> String {
+    format!("ECHO: {text}")
 }
 
 /// `script`, every reply held back by `delay` first: a model that takes

@@ -12,6 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use super::cli::{claude_bin, stream_json_args, ENV_TO_REMOVE};
+use super::fake_api::echo_of;
 use super::harness::PATIENCE;
 
 /// The long-lived pipe's flags, as pincer passes them (without its MCP tools).
@@ -31,11 +32,6 @@ pub struct RawPipe {
     answer_for: fn(&str) -> String,
     /// Each line carries a `uuid` of its own ([`RawPipe::start_as_pincer`]).
     uuids: Option<u64>,
-}
-
-/// What the fake API's `echo` answers to `text`.
-pub fn echo_of(text: &str) -> String {
-    format!("ECHO: {text}")
 }
 
 impl RawPipe {

@@ -23,6 +23,13 @@
 //!   whose lines carry a `uuid` each, with `--replay-user-messages`, as
 //!   pincer writes them (`RawPipe::start_as_pincer`), and prints what that
 //!   costs the CLI against the plain raw pipe, paired by round.
+//! - **pincer's process tree:** `PINCER_BENCH_RAW_SPAWNED=1` adds a raw pipe
+//!   whose CLI pincer's `CliProcess::spawn` starts (the guard between, its
+//!   own process group), driven like the plain one; printed against it.
+//! - **Noise floor:** `PINCER_BENCH_RAW_PIPES=k` runs k raw pipes (1),
+//!   each a side of its own, and prints each side's paired Δ against every
+//!   raw pipe, and each pair of raw pipes' against each other: how far
+//!   apart identical CLIs land in one run.
 //! - **Cold first answer:** `PINCER_BENCH_COLD` rounds (5), each a fresh raw
 //!   CLI and a fresh `pincer chat` per mode (fresh data dir, fresh session),
 //!   order rotating: from starting the process to its first answer, as a
@@ -151,6 +158,7 @@ fn cli_version() -> String {
 enum Side {
     Raw(Box<RawPipe>),
     Chat(Box<Chat>),
+    Spawned(Box<Spawned>),
 }
 
 impl Side {
@@ -158,6 +166,7 @@ impl Side {
         match self {
             Side::Raw(pipe) => pipe.round_trip(text).await,
             Side::Chat(chat) => chat.round_trip(text).await,
+            Side::Spawned(pipe) => pipe.round_trip(text).await,
         }
     }
 
@@ -165,8 +174,61 @@ impl Side {
         match self {
             Side::Raw(pipe) => pipe.close().await,
             Side::Chat(chat) => drop(chat.close().await),
+            Side::Spawned(mut pipe) => drop(pipe.process.stop(Duration::from_secs(5)).await),
         }
     }
+}
+
+/// `PINCER_BENCH_RAW_SPAWNED=1`: a raw pipe whose CLI pincer's own spawn
+/// starts (`CliProcess::spawn`: the guard between, the CLI leading its own
+/// process group, its stderr read), driven by the bench as the raw pipe is:
+/// what pincer's process tree costs the CLI, without the rest of pincer.
+struct Spawned {
+    _dir: tempfile::TempDir,
+    process: pincer::claude::process::CliProcess,
+    lines: tokio::sync::mpsc::Receiver<pincer::claude::process::StdoutLine>,
+}
+
+impl Spawned {
+    fn start(api: &FakeApi) -> Spawned {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&cwd).unwrap();
+        let spec = pincer::claude::process::SpawnSpec {
+            program: support::cli::claude_bin(),
+            args: support::pipe::pipe_args(),
+            cwd,
+            env: cli_env(&api.base_url(), &home),
+            env_remove: support::cli::ENV_TO_REMOVE.iter().map(|k| (*k).to_owned()).collect(),
+            label: "bench".into(),
+            after_kill: None,
+            pass_fds: Vec::new(),
+        };
+        let (process, lines) = pincer::claude::process::CliProcess::spawn(&spec).expect("the CLI starts");
+        Spawned { _dir: dir, process, lines }
+    }
+
+    async fn round_trip(&mut self, text: &str) -> Duration {
+        let start = Instant::now();
+        let line = serde_json::json!({"type": "user", "message": {"role": "user", "content": text}});
+        self.process.write_line(&line.to_string()).await.expect("the CLI reads its stdin");
+        loop {
+            let read = self.lines.recv().await.expect("the CLI's stdout");
+            let pincer::claude::lines::LineRead::Line(line) = read.line else { continue };
+            if let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) {
+                if value["type"] == "result" {
+                    assert_eq!(value["result"].as_str(), Some(answer_to(text).as_str()), "{value}");
+                    return start.elapsed();
+                }
+            }
+        }
+    }
+}
+
+/// `PINCER_BENCH_RAW_PIPES`: how many raw pipes (1).
+fn raw_pipes() -> usize {
+    env_count("PINCER_BENCH_RAW_PIPES", 1).max(1)
 }
 
 /// `PINCER_BENCH_STANDIN`: the CLI behind every side is a stand-in that
@@ -241,6 +303,18 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         names.push("raw CLI pipe, lines as pincer's".to_owned());
         sides.push(Side::Raw(Box::new(RawPipe::start_as_pincer(cli_env(&api.base_url(), Path::new("home"))))));
     }
+    // Last too: the raw pipe through pincer's spawn.
+    let spawned = (std::env::var_os("PINCER_BENCH_RAW_SPAWNED").is_some() && !standin_mode()).then_some(sides.len());
+    if spawned.is_some() {
+        names.push("raw CLI pipe, pincer's spawn".to_owned());
+        sides.push(Side::Spawned(Box::new(Spawned::start(api))));
+    }
+    // Last too: more plain raw pipes, whose spread is the noise floor.
+    let raws: Vec<usize> = std::iter::once(0).chain(sides.len()..sides.len() + raw_pipes() - 1).collect();
+    for k in 2..=raws.len() {
+        names.push(format!("raw CLI pipe #{k}"));
+        sides.push(Side::Raw(Box::new(raw_pipe(api))));
+    }
     for side in &mut sides {
         side.round_trip("warm-up").await;
     }
@@ -303,6 +377,31 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
             paired_median_ms(&samples[uuids], raw),
             paired_percentile_ms(&samples[uuids], raw, 95.0)
         );
+    }
+    if let Some(spawned) = spawned {
+        println!(
+            "the raw pipe through pincer's spawn minus plain, paired by round: median {:+.2} ms, p95 {:+.2} ms",
+            paired_median_ms(&samples[spawned], raw),
+            paired_percentile_ms(&samples[spawned], raw, 95.0)
+        );
+    }
+    if raws.len() > 1 {
+        // Pairs of single pipes: the difference of two alike is symmetric,
+        // where one against an average of several is not (tails skew it).
+        println!("paired Δ p50 against each raw pipe (#1 is \"raw CLI pipe\"), ms; the raw pipes' own show the noise:");
+        for i in 0..samples.len() {
+            // A raw pipe against the ones after it only: each pair once.
+            let after = raws.iter().position(|&r| r == i).map_or(0, |p| p + 1);
+            let cells: Vec<String> = raws
+                .iter()
+                .enumerate()
+                .skip(after)
+                .map(|(k, &r)| format!("vs #{} {:+.2}", k + 1, paired_median_ms(&samples[i], &samples[r])))
+                .collect();
+            if !cells.is_empty() {
+                println!("  {:<34} {}", names[i], cells.join(", "));
+            }
+        }
     }
     if builds.len() == 2 {
         println!("this build (B) minus the baseline (A), paired by round:");

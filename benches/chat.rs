@@ -191,10 +191,7 @@ struct Spawned {
 
 impl Spawned {
     fn start(api: &FakeApi) -> Spawned {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&cwd).unwrap();
+        let (dir, home, cwd) = support::pipe::scratch();
         let spec = pincer::claude::process::SpawnSpec {
             program: support::cli::claude_bin(),
             args: support::pipe::pipe_args(),

@@ -3,7 +3,7 @@
 //! directly, a user line in and lines read until its `result`.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -51,10 +51,7 @@ impl RawPipe {
     }
 
     fn start_with(mut env: Vec<(String, String)>, extra_args: &[&str]) -> RawPipe {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&cwd).unwrap();
+        let (dir, home, cwd) = scratch();
         env.retain(|(k, _)| k != "HOME");
         env.push(("HOME".into(), home.display().to_string()));
         let mut cmd = offline_cli(&cwd, &env, Stdio::piped());
@@ -116,6 +113,15 @@ impl RawPipe {
         drop(self.stdin);
         let _ = tokio::time::timeout(PATIENCE, self.child.wait()).await;
     }
+}
+
+/// A raw CLI's own folder, and its `HOME` and working folder inside it.
+pub fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (home, cwd) = (dir.path().join("home"), dir.path().join("work"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&cwd).unwrap();
+    (dir, home, cwd)
 }
 
 /// The CLI in `cwd` with the tests' offline environment, stdout piped.

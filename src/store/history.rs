@@ -5,7 +5,7 @@
 use serde::Serialize;
 use sqlx::Row;
 
-use super::outbox::{enqueue_in, Carries, Enqueue, OutboxId};
+use super::outbox::{enqueue_in, Enqueue, OutboxId};
 use super::{Store, StoreError};
 use crate::domain::media::OutboundFile;
 use crate::domain::GroupName;
@@ -152,8 +152,7 @@ impl Store {
             .bind(out.text)
             .execute(&mut *tx)
             .await?;
-        let carries = Carries { result_id: None, agent_message_id: Some(done.last_insert_rowid()) };
-        let id = enqueue_in(&mut tx, group, out, carries).await?;
+        let id = enqueue_in(&mut tx, group, out, Some(done.last_insert_rowid())).await?;
         if let Some(file) = file {
             sqlx::query(
                 "UPDATE outbox SET file_path = ?, file_name = ?, file_kind = ?, file_bytes = ?, file_from = ? WHERE id = ?",

@@ -148,28 +148,24 @@ SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread
        o.attempts, o.last_error, o.file_path, o.file_name, o.file_kind, o.file_bytes, o.file_from
   FROM outbox o";
 
-/// What an outbox row carries besides its text.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Carries {
-    pub result_id: Option<i64>,
-    pub agent_message_id: Option<i64>,
-}
-
-/// Writes one outbox row inside `tx`.
+/// Writes one outbox row inside `tx`, carrying the agent's message
+/// `agent_message_id` if it is one. (A result's reply, which carries its
+/// result, is written by `Store::record_result`'s statement list.)
 pub(super) async fn enqueue_in(
     tx: &mut Transaction<'_, Sqlite>,
     group: &GroupName,
     out: Enqueue<'_>,
-    carries: Carries,
+    agent_message_id: Option<i64>,
 ) -> Result<OutboxId, StoreError> {
+    let result_id: Option<i64> = None;
     let done = sqlx::query(ENQUEUE_SQL)
         .bind(group.as_str())
         .bind(now_us())
         .bind(out.kind.as_str())
         .bind(out.text)
         .bind(out.console)
-        .bind(carries.result_id)
-        .bind(carries.agent_message_id)
+        .bind(result_id)
+        .bind(agent_message_id)
         .execute(&mut **tx)
         .await?;
     if done.rows_affected() == 0 {
@@ -207,7 +203,7 @@ impl Store {
     /// Puts a message (a notice, or anything not stored elsewhere) in the outbox.
     pub async fn enqueue(&self, group: &GroupName, out: Enqueue<'_>) -> Result<OutboxId, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let id = enqueue_in(&mut tx, group, out, Carries::default()).await?;
+        let id = enqueue_in(&mut tx, group, out, None).await?;
         tx.commit().await?;
         Ok(id)
     }

@@ -213,11 +213,9 @@ impl Spawned {
         loop {
             let read = self.lines.recv().await.expect("the CLI's stdout");
             let pincer::claude::lines::LineRead::Line(line) = read.line else { continue };
-            if let Ok(value) = serde_json::from_str::<serde_json::Value>(&line) {
-                if value["type"] == "result" {
-                    assert_eq!(value["result"].as_str(), Some(answer_to(text).as_str()), "{value}");
-                    return start.elapsed();
-                }
+            if let Some(result) = support::pipe::result_frame(&line) {
+                assert_eq!(result["result"].as_str(), Some(answer_to(text).as_str()), "{result}");
+                return start.elapsed();
             }
         }
     }
@@ -368,19 +366,14 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
             paired_percentile_ms(&samples[1], &samples[off], 95.0)
         );
     }
-    if let Some(uuids) = uuids {
-        println!(
-            "the raw pipe, lines as pincer's minus plain, paired by round: median {:+.2} ms, p95 {:+.2} ms",
-            paired_median_ms(&samples[uuids], raw),
-            paired_percentile_ms(&samples[uuids], raw, 95.0)
-        );
-    }
-    if let Some(spawned) = spawned {
-        println!(
-            "the raw pipe through pincer's spawn minus plain, paired by round: median {:+.2} ms, p95 {:+.2} ms",
-            paired_median_ms(&samples[spawned], raw),
-            paired_percentile_ms(&samples[spawned], raw, 95.0)
-        );
+    for (side, what) in [(uuids, "with lines as pincer's"), (spawned, "through pincer's spawn")] {
+        if let Some(side) = side {
+            println!(
+                "the raw pipe {what} minus plain, paired by round: median {:+.2} ms, p95 {:+.2} ms",
+                paired_median_ms(&samples[side], raw),
+                paired_percentile_ms(&samples[side], raw, 95.0)
+            );
+        }
     }
     if raws.len() > 1 {
         // Pairs of single pipes: the difference of two alike is symmetric,

@@ -307,10 +307,8 @@ async fn one_shot(env: &[(String, String)], cwd: &Path, resume: Option<&str>, te
 async fn read_result(stdout: tokio::process::ChildStdout) -> Option<Value> {
     let mut lines = BufReader::new(stdout).lines();
     while let Some(line) = lines.next_line().await.ok()? {
-        if let Ok(value) = serde_json::from_str::<Value>(&line) {
-            if value["type"] == "result" {
-                return Some(value);
-            }
+        if let Some(result) = support::pipe::result_frame(&line) {
+            return Some(result);
         }
     }
     None

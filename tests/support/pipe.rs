@@ -96,10 +96,8 @@ impl RawPipe {
     pub async fn answer(&mut self, text: &str) {
         let result = tokio::time::timeout(PATIENCE, async {
             while let Some(line) = self.lines.next_line().await.expect("the CLI's stdout") {
-                if let Ok(value) = serde_json::from_str::<Value>(&line) {
-                    if value["type"] == "result" {
-                        return value;
-                    }
+                if let Some(result) = result_frame(&line) {
+                    return result;
                 }
             }
             panic!("the CLI closed its stdout");
@@ -113,6 +111,11 @@ impl RawPipe {
         drop(self.stdin);
         let _ = tokio::time::timeout(PATIENCE, self.child.wait()).await;
     }
+}
+
+/// `line` as a frame, if it is a `result`.
+pub fn result_frame(line: &str) -> Option<Value> {
+    serde_json::from_str::<Value>(line).ok().filter(|value| value["type"] == "result")
 }
 
 /// A raw CLI's own folder, and its `HOME` and working folder inside it.

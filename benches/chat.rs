@@ -30,6 +30,12 @@
 //!   each a side of its own, and prints each side's paired Δ against every
 //!   raw pipe, and each pair of raw pipes' against each other: how far
 //!   apart identical CLIs land in one run.
+//! - **A wrapper's floor:** `PINCER_BENCH_RELAY=1` adds two sides that
+//!   stand between the bench and a raw CLI pipe as `pincer chat` does, this
+//!   binary started again (`chat/relay.rs`): one relaying only, one also
+//!   storing the message and the result first through sqlx. Printed like
+//!   every side: the least a wrapper adds, and the least one that keeps
+//!   pincer's two durable writes adds.
 //! - **Cold first answer:** `PINCER_BENCH_COLD` rounds (5), each a fresh raw
 //!   CLI and a fresh `pincer chat` per mode (fresh data dir, fresh session),
 //!   order rotating: from starting the process to its first answer, as a
@@ -60,6 +66,9 @@ mod support;
 
 #[path = "../tests/support/standin.rs"]
 mod standin;
+
+#[path = "chat/relay.rs"]
+mod relay;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -105,6 +114,9 @@ fn main() {
     }
     if std::env::var_os(standin::ENV).is_some() {
         standin::run();
+    }
+    if let Ok(role) = std::env::var(relay::ROLE) {
+        relay::run(&role);
     }
     let n = env_count("PINCER_BENCH_MESSAGES", 100);
     let cold = env_count("PINCER_BENCH_COLD", 5);
@@ -159,6 +171,7 @@ enum Side {
     Raw(Box<RawPipe>),
     Chat(Box<Chat>),
     Spawned(Box<Spawned>),
+    Relay(Box<Relay>),
 }
 
 impl Side {
@@ -167,6 +180,7 @@ impl Side {
             Side::Raw(pipe) => pipe.round_trip(text).await,
             Side::Chat(chat) => chat.round_trip(text).await,
             Side::Spawned(pipe) => pipe.round_trip(text).await,
+            Side::Relay(relay) => relay.round_trip(text).await,
         }
     }
 
@@ -175,6 +189,7 @@ impl Side {
             Side::Raw(pipe) => pipe.close().await,
             Side::Chat(chat) => drop(chat.close().await),
             Side::Spawned(mut pipe) => drop(pipe.process.stop(Duration::from_secs(5)).await),
+            Side::Relay(relay) => relay.close().await,
         }
     }
 }
@@ -218,6 +233,51 @@ impl Spawned {
                 return start.elapsed();
             }
         }
+    }
+}
+
+/// `PINCER_BENCH_RELAY=1`: this binary as a relay in front of a raw CLI pipe
+/// (`chat/relay.rs`), driven as a `pincer chat` is: a line in, its answer out.
+struct Relay {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Relay {
+    fn start(api: &FakeApi, role: &str) -> Relay {
+        let exe = std::env::current_exe().expect("the bench knows its own path");
+        #[allow(clippy::disallowed_methods)] // the bench's own relay, outside pincer on purpose
+        let mut child = tokio::process::Command::new(exe)
+            .env(relay::ROLE, role)
+            .env(relay::API, api.base_url())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the relay starts");
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+        Relay { child, stdin, lines }
+    }
+
+    async fn round_trip(&mut self, text: &str) -> Duration {
+        let start = Instant::now();
+        self.stdin.write_all(format!("{text}\n").as_bytes()).await.expect("the relay reads its stdin");
+        self.stdin.flush().await.unwrap();
+        let line = tokio::time::timeout(PATIENCE, self.lines.next_line())
+            .await
+            .expect("an answer within the patience limit")
+            .expect("the relay's stdout")
+            .expect("the relay answers");
+        assert_eq!(line, answer_to(text));
+        start.elapsed()
+    }
+
+    async fn close(mut self) {
+        drop(self.stdin);
+        let status = tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("the relay ends").unwrap();
+        assert!(status.success(), "the relay exited with {status}");
     }
 }
 
@@ -304,6 +364,17 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         names.push("raw CLI pipe, pincer's spawn".to_owned());
         sides.push(Side::Spawned(Box::new(Spawned::start(api))));
     }
+    // Last too: the relays, a wrapper's floor.
+    let relays = match std::env::var_os("PINCER_BENCH_RELAY").is_some() && !standin_mode() {
+        true => sides.len()..sides.len() + relay::ROLES.len(),
+        false => 0..0,
+    };
+    if !relays.is_empty() {
+        for (role, name) in relay::ROLES {
+            names.push((*name).to_owned());
+            sides.push(Side::Relay(Box::new(Relay::start(api, role))));
+        }
+    }
     // Last too: more plain raw pipes, whose spread is the noise floor.
     let raws: Vec<usize> = std::iter::once(0).chain(sides.len()..sides.len() + raw_pipes() - 1).collect();
     for k in 2..=raws.len() {
@@ -336,6 +407,7 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
             samples[i].push(sides[i].round_trip(&text).await);
         }
     }
+    let sides_len = sides.len();
     for side in sides {
         side.close().await;
     }
@@ -387,6 +459,20 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
                 .enumerate()
                 .skip(after)
                 .map(|(k, &r)| format!("vs #{} {:+.2}", k + 1, paired_median_ms(&samples[i], &samples[r])))
+                .collect();
+            if !cells.is_empty() {
+                println!("  {:<34} {}", names[i], cells.join(", "));
+            }
+        }
+    }
+    if !relays.is_empty() {
+        println!("pincer's sides and each relay minus each relay before it, paired by round, median ms:");
+        let rows = (1..sides_len).filter(|i| names[*i].contains("pincer chat") || relays.contains(i));
+        for i in rows {
+            let cells: Vec<String> = relays
+                .clone()
+                .take_while(|r| *r != i)
+                .map(|r| format!("{} {:+.2}", names[r], paired_median_ms(&samples[i], &samples[r])))
                 .collect();
             if !cells.is_empty() {
                 println!("  {:<34} {}", names[i], cells.join(", "));

@@ -92,8 +92,8 @@ impl RawPipe {
         self.stdin.flush().await.unwrap();
     }
 
-    /// Reads lines until the `result`, which must echo `text`.
-    pub async fn answer(&mut self, text: &str) {
+    /// Reads lines until the `result`, which must echo `text`; returns it.
+    pub async fn answer(&mut self, text: &str) -> Value {
         let result = tokio::time::timeout(PATIENCE, async {
             while let Some(line) = self.lines.next_line().await.expect("the CLI's stdout") {
                 if let Some(result) = result_frame(&line) {
@@ -105,6 +105,7 @@ impl RawPipe {
         .await
         .expect("a result within the patience limit");
         assert_eq!(result["result"].as_str(), Some((self.answer_for)(text).as_str()), "{result}");
+        result
     }
 
     pub async fn close(mut self) {

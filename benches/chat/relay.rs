@@ -1,0 +1,155 @@
+//! `PINCER_BENCH_RELAY=1`: the least a wrapper of the CLI can add, measured
+//! beside pincer as a floor for its own share. This bench binary, started
+//! again with [`ROLE`] set, stands between the bench and a raw CLI pipe as
+//! `pincer chat` does: a line read from its stdin goes to the CLI as a user
+//! line, and the `result`'s text is printed on its stdout. Its stdin and
+//! stdout are read and written on the runtime, as pincer's console reads its
+//! pipes (`channel::console::term`); the runtime is tokio's default, as
+//! pincer's. Two roles:
+//!
+//! - `bare`: nothing else. What any wrapper costs: one more process on each
+//!   side of the CLI.
+//! - `durable`: also the two writes pincer's README promises are durable,
+//!   each one INSERT through sqlx on a connection held open, WAL mode with
+//!   `synchronous = NORMAL` as pincer's store: the message before it goes to
+//!   the CLI, the result before its text is printed. What a wrapper built on
+//!   the crates pincer chose cannot go below.
+//! - `inline`: the same two writes on the relay's own thread (`rusqlite`, the
+//!   same SQLite), no hand-off: SQLite's own cost, and so what sqlx's
+//!   connection thread adds. (A wrapper must not do this on an async
+//!   runtime: a write waiting for SQLite's lock would stall every task.)
+//! - `blocking`: the same two writes with `rusqlite` on tokio's blocking
+//!   pool (`spawn_blocking`): off the runtime by the least a hand-off can
+//!   be, to tell what any thread hop costs from what sqlx's costs.
+
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{ConnectOptions, SqliteConnection};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
+
+use crate::support::cli::cli_env;
+use crate::support::pipe::RawPipe;
+
+/// Set (to a role) in a relay's environment: the bench binary relays.
+pub const ROLE: &str = "PINCER_BENCH_RELAY_ROLE";
+
+/// The fake API's base URL, for the relay's CLI.
+pub const API: &str = "PINCER_BENCH_RELAY_API";
+
+/// The roles, as the bench names their sides.
+pub const ROLES: &[(&str, &str)] = &[
+    ("bare", "relay, bare"),
+    ("durable", "relay, 2 durable writes (sqlx)"),
+    ("inline", "relay, 2 writes inline"),
+    ("blocking", "relay, 2 writes spawn_blocking"),
+];
+
+/// Where a relay stores: nowhere, through sqlx, or on its own thread.
+enum Store {
+    None,
+    Sqlx(SqliteConnection),
+    Inline(rusqlite::Connection),
+    Blocking(std::sync::Arc<std::sync::Mutex<rusqlite::Connection>>),
+}
+
+impl Store {
+    async fn open(role: &str, path: &Path) -> Store {
+        match role {
+            "bare" => Store::None,
+            "durable" => Store::Sqlx(open(path).await),
+            "inline" => Store::Inline(open_rusqlite(path)),
+            "blocking" => Store::Blocking(std::sync::Arc::new(std::sync::Mutex::new(open_rusqlite(path)))),
+            other => panic!("{ROLE}={other}: want bare, durable, inline or blocking"),
+        }
+    }
+
+    /// One INSERT of `sql` with a text and a time.
+    async fn insert(&mut self, sql: &str, text: &str) {
+        match self {
+            Store::None => {}
+            Store::Sqlx(conn) => {
+                sqlx::query(sql).bind(text).bind(now_us()).execute(&mut *conn).await.expect("a row is stored");
+            }
+            Store::Inline(conn) => {
+                conn.execute(sql, rusqlite::params![text, now_us()]).expect("a row is stored");
+            }
+            Store::Blocking(conn) => {
+                let (conn, sql, text) = (conn.clone(), sql.to_owned(), text.to_owned());
+                tokio::task::spawn_blocking(move || {
+                    let conn = conn.lock().expect("one writer at a time");
+                    conn.execute(&sql, rusqlite::params![text, now_us()]).expect("a row is stored");
+                })
+                .await
+                .expect("the write ran");
+            }
+        }
+    }
+}
+
+/// A fresh database through `rusqlite`, as [`open`] makes it.
+fn open_rusqlite(path: &Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).expect("the relay's database opens");
+    conn.pragma_update(None, "journal_mode", "WAL").expect("WAL");
+    conn.pragma_update(None, "synchronous", "NORMAL").expect("synchronous");
+    conn.execute_batch(&TABLES.join(";")).expect("the relay's tables");
+    conn
+}
+
+const TABLES: [&str; 2] = [
+    "CREATE TABLE inbound (id INTEGER PRIMARY KEY AUTOINCREMENT, text TEXT NOT NULL, at_us INTEGER NOT NULL, state TEXT NOT NULL DEFAULT 'queued')",
+    "CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, frame TEXT NOT NULL, at_us INTEGER NOT NULL)",
+];
+
+/// Relays until stdin ends, then exits.
+pub fn run(role: &str) -> ! {
+    let api = std::env::var(API).unwrap_or_else(|_| panic!("a relay needs {API}"));
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(relay(role, &api));
+    std::process::exit(0)
+}
+
+async fn relay(role: &str, api: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut store = Store::open(role, &dir.path().join("relay.db")).await;
+    let mut cli = RawPipe::start(cli_env(api, Path::new("home")));
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned().expect("stdin");
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned().expect("stdout");
+    let mut lines = BufReader::new(pipe::Receiver::from_owned_fd(stdin).expect("stdin is a pipe")).lines();
+    let mut out = pipe::Sender::from_owned_fd(stdout).expect("stdout is a pipe");
+    while let Some(text) = lines.next_line().await.expect("the relay's stdin") {
+        store.insert("INSERT INTO inbound (text, at_us) VALUES (?1, ?2)", &text).await;
+        cli.send(&text).await;
+        let result = cli.answer(&text).await;
+        let answer = result["result"].as_str().unwrap_or_default().to_owned();
+        store.insert("INSERT INTO results (frame, at_us) VALUES (?1, ?2)", &result.to_string()).await;
+        out.write_all(format!("{answer}\n").as_bytes()).await.expect("the relay's stdout");
+    }
+    cli.close().await;
+}
+
+/// A fresh database as pincer's store opens its own.
+async fn open(path: &Path) -> SqliteConnection {
+    let mut conn = SqliteConnectOptions::from_str("sqlite://")
+        .expect("sqlite options")
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .connect()
+        .await
+        .expect("the relay's database opens");
+    for table in TABLES {
+        sqlx::query(table).execute(&mut conn).await.expect("the relay's tables");
+    }
+    conn
+}
+
+fn now_us() -> i64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
+}

@@ -30,12 +30,14 @@
 //!   each a side of its own, and prints each side's paired Δ against every
 //!   raw pipe, and each pair of raw pipes' against each other: how far
 //!   apart identical CLIs land in one run.
-//! - **A wrapper's floor:** `PINCER_BENCH_RELAY=1` adds two sides that
+//! - **A wrapper's floor:** `PINCER_BENCH_RELAY=1` adds four sides that
 //!   stand between the bench and a raw CLI pipe as `pincer chat` does, this
-//!   binary started again (`chat/relay.rs`): one relaying only, one also
-//!   storing the message and the result first through sqlx. Printed like
-//!   every side: the least a wrapper adds, and the least one that keeps
-//!   pincer's two durable writes adds.
+//!   binary started again (`chat/relay.rs`): one relaying only, three also
+//!   storing the message and the result first (through sqlx, with
+//!   `rusqlite` on the relay's thread, on the blocking pool). Printed like
+//!   every side, and pincer's sides and each relay against each relay: the
+//!   least a wrapper adds, and the least one that keeps pincer's two durable
+//!   writes adds.
 //! - **Cold first answer:** `PINCER_BENCH_COLD` rounds (5), each a fresh raw
 //!   CLI and a fresh `pincer chat` per mode (fresh data dir, fresh session),
 //!   order rotating: from starting the process to its first answer, as a
@@ -303,8 +305,13 @@ fn answer_to(text: &str) -> String {
 }
 
 fn raw_pipe(api: &FakeApi) -> RawPipe {
+    raw_pipe_to(&api.base_url())
+}
+
+/// [`raw_pipe`] with the fake API at `base_url` (a relay has no [`FakeApi`] of its own).
+fn raw_pipe_to(base_url: &str) -> RawPipe {
     if !standin_mode() {
-        return RawPipe::start(cli_env(&api.base_url(), Path::new("home")));
+        return RawPipe::start(cli_env(base_url, Path::new("home")));
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let exe = std::env::current_exe().expect("the bench knows its own path");
@@ -365,7 +372,7 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         sides.push(Side::Spawned(Box::new(Spawned::start(api))));
     }
     // Last too: the relays, a wrapper's floor.
-    let relays = match std::env::var_os("PINCER_BENCH_RELAY").is_some() && !standin_mode() {
+    let relays = match std::env::var_os("PINCER_BENCH_RELAY").is_some() {
         true => sides.len()..sides.len() + relay::ROLES.len(),
         false => 0..0,
     };

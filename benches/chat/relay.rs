@@ -2,10 +2,11 @@
 //! beside pincer as a floor for its own share. This bench binary, started
 //! again with [`ROLE`] set, stands between the bench and a raw CLI pipe as
 //! `pincer chat` does: a line read from its stdin goes to the CLI as a user
-//! line, and the `result`'s text is printed on its stdout. Its stdin and
+//! line, and the `result`'s text is printed on its stdout (the stand-in CLI
+//! instead with `PINCER_BENCH_STANDIN`, as behind every side). Its stdin and
 //! stdout are read and written on the runtime, as pincer's console reads its
 //! pipes (`channel::console::term`); the runtime is tokio's default, as
-//! pincer's. Two roles:
+//! pincer's. Four roles:
 //!
 //! - `bare`: nothing else. What any wrapper costs: one more process on each
 //!   side of the CLI.
@@ -31,9 +32,6 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqliteConnection};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
-
-use crate::support::cli::cli_env;
-use crate::support::pipe::RawPipe;
 
 /// Set (to a role) in a relay's environment: the bench binary relays.
 pub const ROLE: &str = "PINCER_BENCH_RELAY_ROLE";
@@ -116,7 +114,8 @@ pub fn run(role: &str) -> ! {
 async fn relay(role: &str, api: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut store = Store::open(role, &dir.path().join("relay.db")).await;
-    let mut cli = RawPipe::start(cli_env(api, Path::new("home")));
+    // The stand-in instead with `PINCER_BENCH_STANDIN`, as every side's.
+    let mut cli = crate::raw_pipe_to(api);
     let stdin = std::io::stdin().as_fd().try_clone_to_owned().expect("stdin");
     let stdout = std::io::stdout().as_fd().try_clone_to_owned().expect("stdout");
     let mut lines = BufReader::new(pipe::Receiver::from_owned_fd(stdin).expect("stdin is a pipe")).lines();

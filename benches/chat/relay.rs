@@ -10,11 +10,11 @@
 //!
 //! - `bare`: nothing else. What any wrapper costs: one more process on each
 //!   side of the CLI.
-//! - `durable`: also the two writes pincer's README promises are durable,
-//!   each one INSERT through sqlx on a connection held open, WAL mode with
+//! - `sqlx`: also the two writes pincer's README promises are durable, each
+//!   one INSERT through sqlx on a connection held open, WAL mode with
 //!   `synchronous = NORMAL` as pincer's store: the message before it goes to
-//!   the CLI, the result before its text is printed. What a wrapper built on
-//!   the crates pincer chose cannot go below.
+//!   the CLI, the result before its text is printed. The least a wrapper
+//!   that keeps pincer's promises can add.
 //! - `inline`: the same two writes on the relay's own thread (`rusqlite`, the
 //!   same SQLite), no hand-off: SQLite's own cost, and so what sqlx's
 //!   connection thread adds. (A wrapper must not do this on an async
@@ -42,12 +42,13 @@ pub const API: &str = "PINCER_BENCH_RELAY_API";
 /// The roles, as the bench names their sides.
 pub const ROLES: &[(&str, &str)] = &[
     ("bare", "relay, bare"),
-    ("durable", "relay, 2 durable writes (sqlx)"),
-    ("inline", "relay, 2 writes inline"),
-    ("blocking", "relay, 2 writes spawn_blocking"),
+    ("sqlx", "relay, 2 writes through sqlx"),
+    ("inline", "relay, 2 writes on its thread"),
+    ("blocking", "relay, 2 writes on blocking pool"),
 ];
 
-/// Where a relay stores: nowhere, through sqlx, or on its own thread.
+/// Where a relay stores: nowhere, through sqlx, on its own thread, or on
+/// the blocking pool.
 enum Store {
     None,
     Sqlx(SqliteConnection),
@@ -59,10 +60,10 @@ impl Store {
     async fn open(role: &str, path: &Path) -> Store {
         match role {
             "bare" => Store::None,
-            "durable" => Store::Sqlx(open(path).await),
+            "sqlx" => Store::Sqlx(open(path).await),
             "inline" => Store::Inline(open_rusqlite(path)),
             "blocking" => Store::Blocking(std::sync::Arc::new(std::sync::Mutex::new(open_rusqlite(path)))),
-            other => panic!("{ROLE}={other}: want bare, durable, inline or blocking"),
+            other => panic!("{ROLE}={other}: want bare, sqlx, inline or blocking"),
         }
     }
 

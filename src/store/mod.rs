@@ -361,14 +361,7 @@ impl Store {
             .bind(raw)
             .bind(cost_usd);
         if let Some(out) = &out {
-            let agent_message_id: Option<i64> = None;
-            query = query
-                .bind(group.as_str())
-                .bind(at_us)
-                .bind(out.kind.as_str())
-                .bind(out.text)
-                .bind(out.console)
-                .bind(agent_message_id);
+            query = query.bind(group.as_str()).bind(at_us).bind(out.kind.as_str()).bind(out.text).bind(out.console);
         }
         if !settles.is_empty() {
             query = query.bind(settle_list(settles.iter().copied()));

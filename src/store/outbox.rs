@@ -109,16 +109,16 @@ impl DeliveryState {
     }
 }
 
-/// The statement that writes one outbox row, its `result_id` from
-/// `$result_id`: a parameter, or the row the same statement list has just
-/// written. Its parameters, in order: the group, `at_us`, kind, text, whether
-/// it is for the console (then the result id, if a parameter), and the agent
-/// message it carries.
+/// The statement that writes one outbox row, what it carries given as SQL:
+/// `$result_id` (none, or the result the same statement list has just
+/// written) and `$agent_message_id` (none, or a parameter). Its parameters,
+/// in order: the group, `at_us`, kind, text, whether it is for the console
+/// (then the agent message, if a parameter).
 ///
 /// The address is resolved here, from the binding as it is when the row is
 /// written, so a reply can never be addressed from a stale copy of it.
 macro_rules! enqueue_sql {
-    ($result_id:literal) => {
+    ($result_id:literal, $agent_message_id:literal) => {
         concat!(
             "
 INSERT INTO outbox (group_name, at_us, kind, text, platform, chat, thread, result_id, agent_message_id)
@@ -130,18 +130,20 @@ SELECT g.name, v.at_us, v.kind, v.text,
   FROM (SELECT ? AS group_name, ? AS at_us, ? AS kind, ? AS text, ? AS console,
                ",
             $result_id,
-            " AS result_id, ? AS agent_message_id) v
+            " AS result_id, ",
+            $agent_message_id,
+            " AS agent_message_id) v
   JOIN groups g ON g.name = v.group_name
   LEFT JOIN chat_bindings b ON b.group_name = g.name"
         )
     };
 }
 
-const ENQUEUE_SQL: &str = enqueue_sql!("?");
+const ENQUEUE_SQL: &str = enqueue_sql!("NULL", "?");
 
 /// [`ENQUEUE_SQL`] for a result's reply, written right after the result in
 /// one statement list (`Store::record_result`), returning the row's id.
-pub(super) const ENQUEUE_AFTER_RESULT_SQL: &str = concat!(enqueue_sql!("last_insert_rowid()"), " RETURNING id");
+pub(super) const ENQUEUE_AFTER_RESULT_SQL: &str = concat!(enqueue_sql!("last_insert_rowid()", "NULL"), " RETURNING id");
 
 const SELECT_ROW: &str = "
 SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread, o.state, o.parts_done,
@@ -157,14 +159,12 @@ pub(super) async fn enqueue_in(
     out: Enqueue<'_>,
     agent_message_id: Option<i64>,
 ) -> Result<OutboxId, StoreError> {
-    let result_id: Option<i64> = None;
     let done = sqlx::query(ENQUEUE_SQL)
         .bind(group.as_str())
         .bind(now_us())
         .bind(out.kind.as_str())
         .bind(out.text)
         .bind(out.console)
-        .bind(result_id)
         .bind(agent_message_id)
         .execute(&mut **tx)
         .await?;

@@ -26,7 +26,7 @@
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::str::FromStr;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqliteConnection};
@@ -150,6 +150,5 @@ async fn open(path: &Path) -> SqliteConnection {
 }
 
 fn now_us() -> i64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    i64::try_from(since.as_micros()).unwrap_or(i64::MAX)
+    pincer::domain::unix_us(SystemTime::now())
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 pub mod activity;
 pub mod budget;
+pub mod files;
 pub mod media;
 pub mod net;
 pub mod schedule;

@@ -57,6 +57,18 @@ pub enum ControlRequest {
         input: Value,
         tool_use_id: Option<String>,
     },
+    /// A hook registered in `initialize` fired: for pincer's `PreToolUse`
+    /// hook, a tool call about to run, whatever the CLI would decide alone.
+    HookCallback {
+        callback_id: String,
+        /// `hook_event_name`: `PreToolUse` for pincer's only hook.
+        event: String,
+        tool_name: String,
+        input: Value,
+        tool_use_id: Option<String>,
+        /// The CLI's working directory, which relative file paths are resolved against.
+        cwd: Option<String>,
+    },
     /// A JSON-RPC message for one of our in-process MCP servers (`claude::mcp` reads it).
     McpMessage {
         server_name: String,
@@ -282,6 +294,17 @@ fn control_request(v: &Value) -> CliEvent {
             input: req.get("input").cloned().unwrap_or(Value::Null),
             tool_use_id: str_field(req, "tool_use_id"),
         },
+        "hook_callback" => {
+            let hook = req.get("input").unwrap_or(&Value::Null);
+            ControlRequest::HookCallback {
+                callback_id: str_field(req, "callback_id").unwrap_or_default(),
+                event: str_field(hook, "hook_event_name").unwrap_or_default(),
+                tool_name: str_field(hook, "tool_name").unwrap_or_default(),
+                input: hook.get("tool_input").cloned().unwrap_or(Value::Null),
+                tool_use_id: str_field(req, "tool_use_id").or_else(|| str_field(hook, "tool_use_id")),
+                cwd: str_field(hook, "cwd"),
+            }
+        }
         "mcp_message" => ControlRequest::McpMessage {
             server_name: str_field(req, "server_name").unwrap_or_default(),
             message: req.get("message").cloned().unwrap_or(Value::Null),
@@ -361,6 +384,51 @@ pub fn allow(input: &Value) -> Value {
 
 pub fn deny(message: &str) -> Value {
     json!({"behavior": "deny", "message": message})
+}
+
+/// The id pincer registers its `PreToolUse` hook under.
+pub const PRE_TOOL_HOOK: &str = "pincer_pre_tool_use";
+
+/// The `initialize` request written before anything else: one `PreToolUse`
+/// hook for every tool (`matcher` `*`), so every call reaches pincer's rules,
+/// including those the CLI would run without asking (read-only Bash, or any
+/// tool under a permission mode). A hook the host does not answer within
+/// `timeout_secs` stops the call (seen on 2.1.197 and 2.1.330).
+pub fn initialize_line(request_id: &str, timeout_secs: u64) -> String {
+    json!({
+        "type": "control_request",
+        "request_id": request_id,
+        "request": {
+            "subtype": "initialize",
+            "hooks": {"PreToolUse": [{"matcher": "*", "hookCallbackIds": [PRE_TOOL_HOOK], "timeout": timeout_secs}]},
+        },
+    })
+    .to_string()
+}
+
+/// What a `PreToolUse` hook answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookDecision {
+    /// The call runs without `can_use_tool`.
+    Allow,
+    /// The call does not run; the reason reaches the model.
+    Deny,
+    /// The CLI asks through `can_use_tool`, even where it would not have asked.
+    Ask,
+}
+
+/// The body of a `PreToolUse` hook's answer.
+pub fn hook_answer(decision: HookDecision, reason: &str) -> Value {
+    let decision = match decision {
+        HookDecision::Allow => "allow",
+        HookDecision::Deny => "deny",
+        HookDecision::Ask => "ask",
+    };
+    json!({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": decision,
+        "permissionDecisionReason": reason,
+    }})
 }
 
 /// A control request of ours, e.g. `interrupt`.

@@ -18,6 +18,7 @@ use super::{bwrap, docker, env, Availability, Confinement};
 use crate::claude::process::{PassFd, SpawnSpec};
 use crate::claude::session_args;
 use crate::config::{Config, Secret};
+use crate::domain::files::FileView;
 use crate::domain::GroupName;
 use crate::groups;
 
@@ -79,6 +80,8 @@ pub struct Launch {
     pub lease: Option<KeyLease>,
     /// A Docker container's environment, removed when this is dropped.
     pub env_file: Option<docker::EnvFile>,
+    /// The folders as the CLI sees them, for deciding file tools by path.
+    pub view: FileView,
 }
 
 /// Starts every group's CLI in its confinement.
@@ -276,7 +279,9 @@ impl Launcher {
                 after_kill: None,
                 pass_fds: Vec::new(),
             };
-            return Ok(Launch { spec, confinement, lease: None, env_file: None });
+            let home = self.config.claude.env.get("HOME").cloned().or_else(|| std::env::var("HOME").ok());
+            let view = FileView::unconfined(spec.cwd.clone(), home.unwrap_or_else(|| "/root".into()).into());
+            return Ok(Launch { spec, confinement, lease: None, env_file: None, view });
         }
         let proxy = self.proxy.as_ref().ok_or(SandboxError::NoCredential)?;
         let io = SandboxError::io(group);
@@ -310,6 +315,7 @@ impl Launcher {
         // The main group keeps the memory every group reads; others only read it.
         let global = ready.global_dir.then(|| (global_host.clone(), settings.writes_global || main));
         let group_dir = self.groups_dir.join(group.as_str());
+        let view = sandbox_view(&group_dir, &ready.home, global.as_ref().map(|(host, _)| host.as_path()), &ready.extra);
         let parts = Parts {
             group_dir,
             global,
@@ -326,7 +332,7 @@ impl Launcher {
             // a process whose client had to be killed removes its own.
             None => self.docker_spec(group, parts).await.map(|(spec, file)| (spec, Some(file)))?,
         };
-        Ok(Launch { spec, confinement, lease: Some(lease), env_file })
+        Ok(Launch { spec, confinement, lease: Some(lease), env_file, view })
     }
 
     /// The file work of a start in `confinement`, to run off the runtime.
@@ -477,6 +483,22 @@ struct Parts {
     api_socket: PathBuf,
     /// The group's egress proxy socket, when the sandbox gets one.
     egress: Option<PathBuf>,
+}
+
+/// What a bwrap or Docker sandbox shows its CLI: the folders bound in, at
+/// the same places in both, and a `/tmp` of its own.
+fn sandbox_view(group_dir: &Path, home: &Path, global: Option<&Path>, extra: &[bwrap::Extra]) -> FileView {
+    let mut mounts =
+        vec![(PathBuf::from(bwrap::WORKSPACE), group_dir.to_owned()), (bwrap::HOME.into(), home.to_owned())];
+    mounts.extend(global.map(|g| (PathBuf::from(bwrap::GLOBAL), g.to_owned())));
+    mounts.extend(extra.iter().map(|e| (Path::new(bwrap::EXTRA).join(&e.mount.name), e.mount.host.clone())));
+    FileView {
+        workspace: bwrap::WORKSPACE.into(),
+        home: bwrap::HOME.into(),
+        private_tmp: true,
+        unconfined: false,
+        mounts,
+    }
 }
 
 /// `env` with what every session needs ([`crate::claude::SESSION_ENV`]), which

@@ -56,6 +56,10 @@ struct Live {
     cost_so_far: f64,
     /// Held while the process lives: this is the `max_live_sessions` bound.
     _slot: super::slots::Slot,
+    /// The folders as the process sees them: file tools are decided by path.
+    view: crate::domain::files::FileView,
+    /// Which of its frames pincer believes.
+    trust: super::trust::Trust,
 }
 
 /// One event the loop reacts to.

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::claude::process::{CliProcess, SpawnError, StdoutLine};
 use crate::config::Config;
+use crate::domain::files::FileView;
 use crate::domain::GroupName;
 use crate::groups;
 use crate::sandbox::docker::EnvFile;
@@ -38,6 +39,8 @@ pub struct StartRequest<'a> {
 pub struct Started {
     pub child: Box<dyn CliChild>,
     pub lines: mpsc::Receiver<StdoutLine>,
+    /// The folders as this process sees them (file tools are decided by path).
+    pub view: FileView,
 }
 
 /// Starts CLI processes.
@@ -135,7 +138,7 @@ impl RealCli {
             .map_err(StartError::Sandbox)?;
         let (process, lines) = CliProcess::spawn(&launch.spec)?;
         let child = RealChild { process, _lease: launch.lease, _env_file: launch.env_file };
-        Ok(Started { child: Box::new(child), lines })
+        Ok(Started { child: Box::new(child), lines, view: launch.view })
     }
 }
 

@@ -166,6 +166,14 @@ pub(super) fn turn_start(said: &Said) -> Vec<Value> {
     ]
 }
 
+/// pincer's `PreToolUse` hook called for one tool call, as the CLI calls it.
+pub(super) fn pre_tool_use(request_id: &str, tool: &str, input: Value, tool_use_id: &str) -> Value {
+    json!({"type": "control_request", "request_id": request_id, "request": {"subtype": "hook_callback",
+           "callback_id": crate::claude::protocol::PRE_TOOL_HOOK, "tool_use_id": tool_use_id,
+           "input": {"hook_event_name": "PreToolUse", "tool_name": tool, "tool_input": input,
+                     "tool_use_id": tool_use_id, "cwd": "/workspace/group"}}})
+}
+
 pub(super) fn result(said: &Said, text: &str) -> Value {
     json!({"type": "result", "subtype": "success", "is_error": false, "result": text,
            "session_id": said.session, "total_cost_usd": 0.001, "num_turns": 1, "duration_ms": 5})
@@ -192,7 +200,15 @@ impl CliPort for FakeCli {
         };
         state.stdout = Some((process, tx));
         let child = FakeChild { cli: self.clone(), process };
-        Box::pin(std::future::ready(Ok(Started { child: Box::new(child), lines })))
+        // A sandbox's layout with no folder pincer looks into: paths are judged as written.
+        let view = crate::domain::files::FileView {
+            workspace: "/workspace/group".into(),
+            home: "/home/agent".into(),
+            private_tmp: true,
+            unconfined: false,
+            mounts: Vec::new(),
+        };
+        Box::pin(std::future::ready(Ok(Started { child: Box::new(child), lines, view })))
     }
 }
 
@@ -235,6 +251,11 @@ impl FakeChild {
                     return Ok(());
                 }
             },
+            // The CLI takes pincer's hook, as both supported versions do.
+            (Some("control_request"), Some("initialize")) => {
+                vec![json!({"type": "control_response", "response": {"subtype": "success",
+                       "request_id": value["request_id"], "response": {}}})]
+            }
             // The CLI acknowledges, then ends the running turn as interrupted.
             (Some("control_request"), Some("interrupt")) => vec![
                 json!({"type": "control_response", "response": {"subtype": "success",

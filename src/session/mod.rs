@@ -20,6 +20,7 @@ mod budget;
 mod cli;
 #[cfg(test)]
 pub(crate) mod fake_cli;
+mod files;
 mod hang;
 mod hold;
 mod intake;
@@ -31,6 +32,7 @@ mod slots;
 mod supervisor;
 #[cfg(test)]
 pub(crate) mod tests;
+mod trust;
 mod turn;
 
 /// How long a session with nothing to do lives on before it retires.

@@ -6,6 +6,11 @@
 //! name `tools::specs` offers), never by prefix: a server that calls itself
 //! `pincer__x` gets nothing from it. While a member's words may steer the call
 //! (`--tools admins`), only the read-only set runs without an admin.
+//! A file tool is decided by the path it writes first (`session::files`):
+//! a start-up file or the CLI's own is refused, a path outside the group's
+//! folder asks an admin (refused unconfined), and the folder is left to the
+//! rules above. The same decision answers pincer's `PreToolUse` hook (every
+//! call) and the CLI's `can_use_tool` (the calls the hook said to ask about).
 
 use std::sync::LazyLock;
 
@@ -13,6 +18,7 @@ use serde_json::Value;
 
 use crate::claude::mcp::TOOL_PREFIX;
 use crate::domain::GroupName;
+use crate::session::files::Place;
 
 /// The answer to one `can_use_tool` request.
 #[derive(Debug, PartialEq, Eq)]
@@ -32,6 +38,10 @@ pub struct Rules<'a> {
     pub has_admins: bool,
     /// `Some(read-only set)` while a member's words may steer the call (see `session::rights`).
     pub member_bound: Option<&'a [String]>,
+    /// Where a file tool's call writes (`None` for other tools).
+    pub file: Option<&'a Place>,
+    /// The agent runs unconfined (`sandbox.mode = "none"`).
+    pub unconfined: bool,
 }
 
 /// Pincer's own tools as the model calls them.
@@ -54,6 +64,31 @@ fn members_may_call(group: &GroupName, name: &str, input: &Value) -> bool {
 }
 
 pub fn decide(group: &GroupName, tool_name: &str, input: &Value, rules: Rules<'_>) -> Verdict {
+    match rules.file {
+        Some(Place::Forbidden { path, why }) => {
+            return Verdict::Deny(format!(
+                "pincer: `{tool_name}` may not write {}: {why}. No setting allows it.",
+                path.display()
+            ))
+        }
+        Some(Place::Elsewhere(path)) if rules.unconfined => {
+            return Verdict::Deny(format!(
+                "pincer: `{tool_name}` may write only inside group `{group}`'s folder, and {} is outside it \
+                 (this agent runs unconfined, as pincer's own user). Write inside the folder instead.",
+                path.display()
+            ))
+        }
+        Some(Place::Elsewhere(_)) if rules.has_admins => return Verdict::Ask,
+        Some(Place::Elsewhere(path)) => {
+            return Verdict::Deny(format!(
+                "pincer: `{tool_name}` may write outside group `{group}`'s folder ({}) only with an admin's \
+                 approval, and the group has no admins. Write inside the folder, or an operator names admins \
+                 (`pincer groups set {group} --admin USER_ID`).",
+                path.display()
+            ))
+        }
+        Some(Place::Folder) | None => {}
+    }
     let matches = |rule: &String| match rule.strip_suffix('*') {
         Some(prefix) => tool_name.starts_with(prefix),
         None => rule == tool_name,
@@ -151,7 +186,7 @@ mod tests {
     }
 
     fn rules(allowed: &[String], has_admins: bool) -> Rules<'_> {
-        Rules { allowed, has_admins, member_bound: None }
+        Rules { allowed, has_admins, member_bound: None, file: None, unconfined: false }
     }
 
     #[test]
@@ -207,7 +242,13 @@ mod tests {
         let g: GroupName = "g".parse().unwrap();
         let allowed: Vec<String> = ["Read", "Grep", "Bash", "Write"].map(String::from).to_vec();
         let bound: Vec<String> = ["Read", "Glob", "Grep", "WebSearch"].map(String::from).to_vec();
-        let member = |has_admins| Rules { allowed: &allowed, has_admins, member_bound: Some(&bound) };
+        let member = |has_admins| Rules {
+            allowed: &allowed,
+            has_admins,
+            member_bound: Some(&bound),
+            file: None,
+            unconfined: false,
+        };
         assert_eq!(decide(&g, "Read", &none(), member(true)), Verdict::Allow);
         assert_eq!(decide(&g, "Bash", &none(), member(true)), Verdict::Ask, "an admin decides");
         assert_eq!(decide(&g, "Write", &none(), member(true)), Verdict::Ask);
@@ -230,6 +271,45 @@ mod tests {
             decide(&g, "Bash", &none(), rules(&allowed, true)),
             Verdict::Allow,
             "an admin's turn: today's policy"
+        );
+    }
+
+    #[test]
+    fn file_tools_are_decided_by_path_first() {
+        let g: GroupName = "g".parse().unwrap();
+        let allowed = vec!["Write".to_owned()];
+        let folder = Place::Folder;
+        let home = Place::Elsewhere("/home/agent/notes".into());
+        let rc = Place::Forbidden { path: "/home/agent/.bashrc".into(), why: "start-up" };
+        let with = |file, has_admins, unconfined| Rules {
+            allowed: &allowed,
+            has_admins,
+            member_bound: None,
+            file: Some(file),
+            unconfined,
+        };
+        assert_eq!(decide(&g, "Write", &none(), with(&folder, false, false)), Verdict::Allow);
+        assert_eq!(
+            decide(&g, "Write", &none(), with(&home, true, false)),
+            Verdict::Ask,
+            "allowed by name, asked by path"
+        );
+        assert!(
+            matches!(decide(&g, "Write", &none(), with(&home, false, false)), Verdict::Deny(m) if m.contains("no admins"))
+        );
+        assert!(
+            matches!(decide(&g, "Write", &none(), with(&home, true, true)), Verdict::Deny(m) if m.contains("unconfined"))
+        );
+        for admins in [false, true] {
+            assert!(
+                matches!(decide(&g, "Write", &none(), with(&rc, admins, false)), Verdict::Deny(m) if m.contains(".bashrc")),
+                "never, whoever asks"
+            );
+        }
+        assert_eq!(
+            decide(&g, "Edit", &none(), with(&folder, true, false)),
+            Verdict::Ask,
+            "the folder: the list decides"
         );
     }
 

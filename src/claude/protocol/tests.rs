@@ -199,3 +199,30 @@ fn a_background_agents_transcript_gives_its_calls_and_its_subagents_calls() {
     let text_only = evs.iter().filter(|e| **e == CliEvent::Other { kind: "assistant".into() }).count();
     assert_eq!(text_only, 3, "text-only assistant lines stay Other");
 }
+
+/// A `hook_callback` as 2.1.330 printed it for a read-only `echo` (seen with
+/// the hook `initialize_line` registers; docs/cli-observations.md).
+#[test]
+fn a_pre_tool_use_hook_call_carries_tool_input_and_cwd() {
+    let line = r#"{"type":"control_request","request_id":"3a7a","request":{"subtype":"hook_callback","callback_id":"pincer_pre_tool_use","input":{"session_id":"s1","transcript_path":"/h/.claude/projects/-w/s1.jsonl","cwd":"/workspace/group","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"echo hi"},"tool_use_id":"toolu_0000"},"tool_use_id":"toolu_0000"}}"#;
+    let CliEvent::ControlRequest { request_id, request } = parse_line(line).unwrap() else {
+        panic!("a control request")
+    };
+    assert_eq!(request_id, "3a7a");
+    assert_eq!(
+        request,
+        ControlRequest::HookCallback {
+            callback_id: PRE_TOOL_HOOK.into(),
+            event: "PreToolUse".into(),
+            tool_name: "Bash".into(),
+            input: json!({"command": "echo hi"}),
+            tool_use_id: Some("toolu_0000".into()),
+            cwd: Some("/workspace/group".into()),
+        }
+    );
+    let init: Value = serde_json::from_str(&initialize_line("pincer_init", 600)).unwrap();
+    assert_eq!(init["request"]["hooks"]["PreToolUse"][0]["hookCallbackIds"][0], PRE_TOOL_HOOK);
+    assert_eq!(init["request"]["hooks"]["PreToolUse"][0]["matcher"], "*");
+    let answer = hook_answer(HookDecision::Ask, "an admin decides");
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "ask");
+}

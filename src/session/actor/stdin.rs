@@ -18,6 +18,15 @@ use crate::session::rights::Voice;
 use crate::session::TurnOutcome;
 use crate::store::InboundState;
 
+/// The request id of pincer's `initialize` (one per process).
+pub(super) const INIT_REQUEST: &str = "pincer_initialize";
+
+/// How long the CLI waits for pincer's answer to the hook before it stops
+/// the call. pincer answers at once (admins are asked through
+/// `can_use_tool`), so only a stalled actor (a store that refuses writes)
+/// makes it run out, and then the call fails closed.
+const HOOK_TIMEOUT_SECS: u64 = 120;
+
 impl SessionActor {
     /// Takes what waits in the group's queue, while there is room: each
     /// message with the chat lines before it, in order.
@@ -129,7 +138,12 @@ impl SessionActor {
                     generation,
                     cost_so_far: 0.0,
                     _slot: slot,
+                    view: started.view,
+                    trust: Default::default(),
                 });
+                // Before any message: pincer's hook sees every tool call from the first.
+                let init = protocol::initialize_line(INIT_REQUEST, HOOK_TIMEOUT_SECS);
+                self.write(&init).await;
                 true
             }
             Err(e) => {

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::stdin::INIT_REQUEST;
 use super::{ids, SessionActor};
 use crate::claude::lines::LineRead;
 use crate::claude::process::StdoutLine;
@@ -13,8 +14,12 @@ use crate::domain::{InboundId, TaskFrame, TurnResult};
 use crate::retry::{Backoff, RetryPolicy};
 use crate::session::activity::Fed;
 use crate::session::api_error::{self, TurnFailure};
+use crate::session::trust::Untrusted;
 use crate::session::TurnOutcome;
 use crate::store::{InboundState, StoreError};
+
+/// How much of an untrusted line is kept as evidence.
+const EVIDENCE_CHARS: usize = 2000;
 
 /// How a result the store refuses is tried again: until it is stored.
 const STORE_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(10));
@@ -45,6 +50,10 @@ impl SessionActor {
                 return;
             }
         };
+        if let Err(why) = self.believe(&event) {
+            self.keep_as_evidence(why, &text).await;
+            return;
+        }
         match event {
             CliEvent::Init { session_id } => {
                 self.turn.started();
@@ -55,13 +64,55 @@ impl SessionActor {
             CliEvent::Result { result, end } => self.on_result(result, end, &text, line.read_at).await,
             CliEvent::ApiErrorMessage(report) => self.seen.error_message(report),
             CliEvent::RateLimit(info) => self.seen.rate_limit(info),
-            CliEvent::ControlRequest { request_id, request } => self.on_control_request(request_id, request).await,
+            CliEvent::ControlRequest { request_id, request } => {
+                self.on_control_request(request_id, request, &text).await
+            }
             CliEvent::ControlResponse { request_id, ok } => {
                 tracing::debug!(group = %self.group, ?request_id, ok, "the CLI answered a control request");
+                if request_id.as_deref() == Some(INIT_REQUEST) {
+                    self.hooks_taken(ok);
+                }
             }
             CliEvent::ToolCalls(calls) => self.feed_activity(Fed::ToolCalls(&calls)),
             CliEvent::UserReplay { uuid } => self.turn.pending.mark_taken(&uuid),
             CliEvent::Other { kind } => tracing::trace!(group = %self.group, %kind, "stdout frame"),
+        }
+    }
+
+    /// Whether a frame is believed (`trust.rs`): a result needs a turn, a
+    /// frame the session's own id. Control requests are judged where they
+    /// are answered (`tools.rs`), since each still needs an answer.
+    fn believe(&mut self, event: &CliEvent) -> Result<(), Untrusted> {
+        let expected = self.turn.awaiting_result() || self.turn.in_turn(tokio::time::Instant::now());
+        let Some(live) = self.live.as_mut() else { return Ok(()) };
+        match event {
+            CliEvent::Init { session_id } => live.trust.init(session_id.as_deref()),
+            CliEvent::System { frame, .. } => live.trust.own_session(frame.session_id.as_deref()),
+            CliEvent::Result { result, .. } => live.trust.result(result.session_id.as_deref(), expected),
+            _ => Ok(()),
+        }
+    }
+
+    /// A frame pincer does not believe: logged, stored among the session's
+    /// events (`untrusted_frame`, with its head), and otherwise ignored.
+    pub(super) async fn keep_as_evidence(&self, why: Untrusted, raw: &str) {
+        let head: String = raw.chars().take(EVIDENCE_CHARS).collect();
+        tracing::warn!(group = %self.group, why = why.as_str(), line = %head, "ignored a frame pincer does not believe");
+        self.log_event("untrusted_frame", self.life.session_id(), Some(&format!("{}: {head}", why.as_str()))).await;
+    }
+
+    /// The CLI answered pincer's `initialize`: without the hook, only the
+    /// calls the CLI itself asks about reach pincer's rules.
+    fn hooks_taken(&mut self, ok: bool) {
+        if let Some(live) = self.live.as_mut() {
+            live.trust.initialized(ok);
+        }
+        if !ok {
+            tracing::error!(
+                group = %self.group,
+                "the CLI refused pincer's PreToolUse hook: calls it runs without asking (read-only commands) \
+                 bypass the group's rules; use a CLI version pincer supports (`pincer doctor`)"
+            );
         }
     }
 

@@ -7,37 +7,49 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 
 use super::SessionActor;
-use crate::claude::protocol::{self, ControlRequest};
+use crate::claude::mcp::TOOL_PREFIX;
+use crate::claude::protocol::{self, ControlRequest, HookDecision};
 use crate::domain::{Approval, ApprovalAnswer, PermissionDecision};
 use crate::session::approvals::{self, Answered, Ask};
 use crate::session::permission::{decide, Rules, Verdict};
-use crate::session::rights;
+use crate::session::trust::Untrusted;
+use crate::session::{files, rights};
 
 impl SessionActor {
-    pub(super) async fn on_control_request(&mut self, request_id: String, request: ControlRequest) {
+    pub(super) async fn on_control_request(&mut self, request_id: String, request: ControlRequest, raw: &str) {
         let line = match request {
-            ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
-                let member_tools = &self.deps.config.claude.member_tools;
-                let rules = Rules {
-                    allowed: &self.policy.allowed_tools,
-                    has_admins: !self.policy.admins.is_empty(),
-                    member_bound: rights::member_bound(self.policy.tools, member_tools, self.turn.pending.voices()),
-                };
-                if rules.member_bound.is_some() {
-                    tracing::debug!(group = %self.group, tool = %tool_name, "a member's message is in the turn: read-only tools");
+            ControlRequest::HookCallback { callback_id, event, tool_name, input, tool_use_id, cwd } => {
+                if callback_id != protocol::PRE_TOOL_HOOK || event != "PreToolUse" {
+                    self.keep_as_evidence(Untrusted::UnknownHook, raw).await;
+                    protocol::control_error(&request_id, &format!("pincer registered no hook `{callback_id}`"))
+                } else {
+                    self.on_pre_tool_use(&request_id, tool_name, tool_use_id, &input, cwd.as_deref()).await
                 }
-                match decide(&self.group, &tool_name, &input, rules) {
-                    Verdict::Allow => {
-                        let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
-                        self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, None).await
-                    }
-                    Verdict::Deny(why) => {
-                        let answer = ApprovalAnswer { verdict: Approval::Deny, by: "policy".into() };
-                        self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, Some(why)).await
-                    }
-                    Verdict::Ask => {
-                        self.ask_admins(request_id, tool_name, tool_use_id, input).await;
-                        return;
+            }
+            ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
+                let believed = match self.live.as_mut() {
+                    Some(live) => live.trust.can_use_tool(tool_use_id.as_deref(), &tool_name),
+                    None => Ok(()),
+                };
+                if let Err(why) = believed {
+                    self.keep_as_evidence(why, raw).await;
+                    let answer = ApprovalAnswer { verdict: Approval::Deny, by: "pincer (untrusted request)".into() };
+                    let why = "pincer: this permission request does not follow pincer's own check of the call".into();
+                    self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, Some(why)).await
+                } else {
+                    match self.verdict(&tool_name, &input, None) {
+                        Verdict::Allow => {
+                            let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
+                            self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, None).await
+                        }
+                        Verdict::Deny(why) => {
+                            let answer = ApprovalAnswer { verdict: Approval::Deny, by: "policy".into() };
+                            self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, Some(why)).await
+                        }
+                        Verdict::Ask => {
+                            self.ask_admins(request_id, tool_name, tool_use_id, input).await;
+                            return;
+                        }
                     }
                 }
             }
@@ -51,6 +63,64 @@ impl SessionActor {
             }
         };
         self.write(&line).await;
+    }
+
+    /// The group's rules for one tool call, a file tool's path included.
+    /// `cwd` is where the CLI resolves a relative path (its own working
+    /// directory when it does not say).
+    fn verdict(&self, tool_name: &str, input: &Value, cwd: Option<&str>) -> Verdict {
+        let member_tools = &self.deps.config.claude.member_tools;
+        let place = files::target(tool_name, input).and_then(|path| {
+            let live = self.live.as_ref()?;
+            // pincer's own `send_file` reads relative to the group's folder, not the CLI's cwd.
+            let cwd = if tool_name.starts_with(TOOL_PREFIX) { None } else { cwd };
+            Some(files::place(&live.view, cwd, &path))
+        });
+        let rules = Rules {
+            allowed: &self.policy.allowed_tools,
+            has_admins: !self.policy.admins.is_empty(),
+            member_bound: rights::member_bound(self.policy.tools, member_tools, self.turn.pending.voices()),
+            file: place.as_ref(),
+            // No process, no view: judged as the strictest (a file tool then has no process to run in anyway).
+            unconfined: self.live.as_ref().is_none_or(|live| live.view.unconfined),
+        };
+        if rules.member_bound.is_some() {
+            tracing::debug!(group = %self.group, tool = %tool_name, "a member's message is in the turn: read-only tools");
+        }
+        decide(&self.group, tool_name, input, rules)
+    }
+
+    /// pincer's `PreToolUse` hook: every call the CLI is about to make, also
+    /// those it would make without asking. Allowed and denied calls are
+    /// decided here and stored; a call for the admins is answered `ask`, so
+    /// the CLI sends its `can_use_tool`, which asks them.
+    async fn on_pre_tool_use(
+        &mut self,
+        request_id: &str,
+        tool_name: String,
+        tool_use_id: Option<String>,
+        input: &Value,
+        cwd: Option<&str>,
+    ) -> String {
+        let (decision, reason) = match self.verdict(&tool_name, input, cwd) {
+            Verdict::Allow => {
+                let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
+                self.record_decision(tool_name, tool_use_id, input, answer, None).await;
+                (HookDecision::Allow, "allowed by the group's rules in pincer".to_owned())
+            }
+            Verdict::Deny(why) => {
+                let answer = ApprovalAnswer { verdict: Approval::Deny, by: "policy".into() };
+                self.record_decision(tool_name, tool_use_id, input, answer, Some(why.clone())).await;
+                (HookDecision::Deny, why)
+            }
+            Verdict::Ask => {
+                if let (Some(live), Some(id)) = (self.live.as_mut(), tool_use_id.as_deref()) {
+                    live.trust.hook_asked(id, &tool_name);
+                }
+                (HookDecision::Ask, "an admin of the group decides".to_owned())
+            }
+        };
+        protocol::control_success(request_id, protocol::hook_answer(decision, &reason))
     }
 
     /// Hands a tool call to the group's admins through the approvals channel,
@@ -110,6 +180,20 @@ impl SessionActor {
         let allowed = answer.verdict != Approval::Deny;
         let response =
             if allowed { protocol::allow(input) } else { protocol::deny(deny_message.as_deref().unwrap_or("denied")) };
+        self.record_decision(tool_name, tool_use_id, input, answer, deny_message).await;
+        protocol::control_success(request_id, response)
+    }
+
+    /// Stores the decision on a tool call.
+    async fn record_decision(
+        &self,
+        tool_name: String,
+        tool_use_id: Option<String>,
+        input: &Value,
+        answer: ApprovalAnswer,
+        deny_message: Option<String>,
+    ) {
+        let allowed = answer.verdict != Approval::Deny;
         let decision = PermissionDecision {
             tool_name,
             tool_use_id,
@@ -121,7 +205,6 @@ impl SessionActor {
         if let Err(e) = self.deps.store.record_decision(&self.group, &decision).await {
             tracing::error!(group = %self.group, %e, "cannot store a permission decision");
         }
-        tracing::info!(group = %self.group, tool = %decision.tool_name, allowed, by = %decision.decided_by, "answered can_use_tool");
-        protocol::control_success(request_id, response)
+        tracing::info!(group = %self.group, tool = %decision.tool_name, allowed, by = %decision.decided_by, "decided a tool call");
     }
 }

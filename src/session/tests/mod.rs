@@ -12,6 +12,7 @@
 mod activity;
 mod budget;
 mod recovery;
+mod trust;
 mod turns;
 
 use std::sync::Arc;

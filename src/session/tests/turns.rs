@@ -167,9 +167,12 @@ async fn an_idle_session_closes_only_after_its_background_task_and_follow_up() {
     rig.stop().await;
 }
 
+/// A Bash call as the CLI makes it: pincer's hook first, then (when the hook
+/// said `ask`) the permission request.
 fn asks_for_bash(request_id: &'static str) -> Reply {
     Reply::Lines(Box::new(move |said: &Said| {
         let mut lines = fake_cli::turn_start(said);
+        lines.push(fake_cli::pre_tool_use(&format!("{request_id}_hook"), "Bash", json!({"command": "ls"}), "toolu_1"));
         lines.push(json!({"type": "control_request", "request_id": request_id, "request": {"subtype": "can_use_tool",
             "tool_name": "Bash", "input": {"command": "ls"}, "tool_use_id": "toolu_1"}}));
         lines
@@ -178,7 +181,9 @@ fn asks_for_bash(request_id: &'static str) -> Reply {
 
 fn answered_requests(rig: &Rig) -> Vec<String> {
     let written = rig.cli.written();
-    let responses = written.iter().filter(|w| w.line["type"] == "control_response");
+    let responses = written
+        .iter()
+        .filter(|w| w.line["type"] == "control_response" && w.line["response"]["response"]["behavior"].is_string());
     responses.map(|w| w.line["response"]["request_id"].as_str().unwrap_or_default().to_owned()).collect()
 }
 

@@ -54,7 +54,13 @@ fn is_executable(path: &Path) -> bool {
 /// no hook can come from a settings file once the sources are off, and with it
 /// 2.1.330 prints a `ui_invalidate` system frame at every start, which would be
 /// stored and shown in every group's history.
-pub const LOCKED_SETTINGS: &str = r#"{"enableAllProjectMcpServers":false}"#;
+///
+/// `disableBypassPermissionsMode` is a second wall behind the CLI's own rule
+/// (bypass only when launched with `--dangerously-skip-permissions`): no
+/// `set_permission_mode` can turn it on. It does not stop `acceptEdits`;
+/// pincer's `PreToolUse` hook decides every call whatever the mode.
+pub const LOCKED_SETTINGS: &str =
+    r#"{"enableAllProjectMcpServers":false,"permissions":{"disableBypassPermissionsMode":"disable"}}"#;
 
 /// Environment every session process gets, in every sandbox mode: read
 /// `CLAUDE.md` in the `--add-dir` folders (the group's own, see [`session_args`]).
@@ -125,11 +131,14 @@ pub fn settings_report(config: &ClaudeConfig) -> String {
 /// with [`SESSION_ENV`] has it read that folder's `CLAUDE.md` (and only that)
 /// as memory again. The CLI's auto-memory and transcripts live in its home and
 /// need no settings file. Seen on 2.1.197 and 2.1.330: docs/cli-observations.md.
+/// `withheld` names built-in tools the group can never use, left out of the
+/// model's tools with pincer's replaced ones.
 pub fn session_args(
     config: &ClaudeConfig,
     resume: Option<&str>,
     global_memory: Option<&Path>,
     workspace: &Path,
+    withheld: &[&str],
 ) -> Vec<String> {
     let mut args: Vec<String> = [
         "-p",
@@ -144,7 +153,7 @@ pub fn session_args(
         "--mcp-config",
         mcp::SERVER_CONFIG,
         "--disallowedTools",
-        mcp::REPLACED_BUILTINS,
+        "",
         "--setting-sources",
         "",
         "--settings",
@@ -155,6 +164,10 @@ pub fn session_args(
     .map(String::from)
     .to_vec();
     args.push(workspace.display().to_string());
+    let disallowed = args.iter().position(|a| a == "--disallowedTools").map(|i| i + 1);
+    if let Some(value) = disallowed.and_then(|i| args.get_mut(i)) {
+        *value = std::iter::once(mcp::REPLACED_BUILTINS).chain(withheld.iter().copied()).collect::<Vec<_>>().join(",");
+    }
     if let Some(id) = resume {
         // The equals form: an id is never mistaken for a flag.
         args.push(format!("--resume={id}"));
@@ -176,17 +189,19 @@ mod tests {
     #[test]
     fn sessions_load_no_settings_file_and_only_pincers_mcp_server() {
         let config = ClaudeConfig { args: vec!["--model".into(), "m".into()], ..ClaudeConfig::default() };
-        let args = session_args(&config, Some("abc"), None, Path::new("/workspace/group"));
+        let args = session_args(&config, Some("abc"), None, Path::new("/workspace/group"), &["Bash"]);
         let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
         assert_eq!(after("--setting-sources"), Some(""), "no user, project or local settings");
         assert_eq!(after("--settings"), Some(LOCKED_SETTINGS));
         assert_eq!(after("--add-dir"), Some("/workspace/group"), "the group's CLAUDE.md, read as memory");
         assert_eq!(after("--mcp-config"), Some(mcp::SERVER_CONFIG));
+        assert_eq!(after("--disallowedTools"), Some("CronCreate,CronDelete,CronList,Bash"), "a withheld tool too");
         assert!(args.contains(&"--strict-mcp-config".to_owned()));
         assert!(args.contains(&"--resume=abc".to_owned()));
         assert_eq!(&args[args.len() - 2..], ["--model", "m"], "the operator's own arguments come last");
         let settings: serde_json::Value = serde_json::from_str(LOCKED_SETTINGS).unwrap();
         assert_eq!(settings["enableAllProjectMcpServers"], false);
+        assert_eq!(settings["permissions"]["disableBypassPermissionsMode"], "disable");
         assert!(settings_report(&config).starts_with("locked"), "`--model` unlocks nothing");
     }
 

@@ -250,6 +250,7 @@ impl Launcher {
         resume: Option<&str>,
         main: bool,
         own_home: Option<&Path>,
+        withheld: &[&str],
     ) -> Result<Launch, SandboxError> {
         // A store from before names were reserved may hold one: its agent never runs.
         groups::check_not_reserved(group).map_err(SandboxError::Reserved)?;
@@ -271,7 +272,7 @@ impl Launcher {
             let cwd = self.groups_dir.join(group.as_str());
             let spec = SpawnSpec {
                 program: self.program.clone(),
-                args: session_args(&self.config.claude, resume, has_global.then_some(global.as_path()), &cwd),
+                args: session_args(&self.config.claude, resume, has_global.then_some(global.as_path()), &cwd, withheld),
                 cwd,
                 env: session_env(self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
                 env_remove: unconfined_env_remove(),
@@ -294,6 +295,7 @@ impl Launcher {
             resume,
             ready.has_global.then_some(inside_global.as_path()),
             Path::new(bwrap::WORKSPACE),
+            withheld,
         );
         if settings.skip_permissions {
             args.push("--dangerously-skip-permissions".to_owned());

@@ -32,6 +32,8 @@ pub struct StartRequest<'a> {
     /// its own, made at its first start and kept here across its restarts.
     pub isolated: bool,
     pub home: &'a mut Option<IsolatedHome>,
+    /// Built-in tools the group can never use: not offered to the model.
+    pub withheld: Vec<&'static str>,
 }
 
 /// A started process: its handle and its stdout, one line at a time. The
@@ -133,7 +135,7 @@ impl RealCli {
         let own_home = request.home.as_ref().map(IsolatedHome::path);
         let launch = self
             .launcher
-            .launch(request.group, request.resume, request.main, own_home)
+            .launch(request.group, request.resume, request.main, own_home, &request.withheld)
             .await
             .map_err(StartError::Sandbox)?;
         let (process, lines) = CliProcess::spawn(&launch.spec)?;

@@ -63,6 +63,24 @@ fn members_may_call(group: &GroupName, name: &str, input: &Value) -> bool {
     }
 }
 
+/// Whether one of a group's rules names `tool_name`: exactly, or by a prefix ending in `*`.
+fn listed(allowed: &[String], tool_name: &str) -> bool {
+    allowed.iter().any(|rule| match rule.strip_suffix('*') {
+        Some(prefix) => tool_name.starts_with(prefix),
+        None => rule == tool_name,
+    })
+}
+
+/// The CLI's tools a group can never use (not on its list, and no admin to
+/// ask): its CLI is started without them, so the model is not offered them.
+pub fn withheld(allowed: &[String], has_admins: bool) -> Vec<&'static str> {
+    if has_admins || listed(allowed, "Bash") {
+        Vec::new()
+    } else {
+        vec!["Bash"]
+    }
+}
+
 pub fn decide(group: &GroupName, tool_name: &str, input: &Value, rules: Rules<'_>) -> Verdict {
     match rules.file {
         Some(Place::Forbidden { path, why }) => {
@@ -89,20 +107,16 @@ pub fn decide(group: &GroupName, tool_name: &str, input: &Value, rules: Rules<'_
         }
         Some(Place::Folder) | None => {}
     }
-    let matches = |rule: &String| match rule.strip_suffix('*') {
-        Some(prefix) => tool_name.starts_with(prefix),
-        None => rule == tool_name,
-    };
     let own = OWN_TOOLS.iter().any(|t| t == tool_name);
     let allowed = match rules.member_bound {
         // Pincer's own tools are allowed whatever the group's list says: they
         // check for themselves what a group may do.
-        None => own || rules.allowed.iter().any(matches),
+        None => own || listed(rules.allowed, tool_name),
         Some(bound) => {
             let own_for_members =
                 own && tool_name.strip_prefix(TOOL_PREFIX).is_some_and(|name| members_may_call(group, name, input));
             // The read-only set narrows the group's list; it never widens it.
-            own_for_members || (bound.iter().any(matches) && rules.allowed.iter().any(matches))
+            own_for_members || (listed(bound, tool_name) && listed(rules.allowed, tool_name))
         }
     };
     if allowed {
@@ -272,6 +286,15 @@ mod tests {
             Verdict::Allow,
             "an admin's turn: today's policy"
         );
+    }
+
+    #[test]
+    fn bash_is_withheld_only_where_it_can_never_run() {
+        let none: Vec<String> = Vec::new();
+        assert_eq!(withheld(&none, false), ["Bash"]);
+        assert!(withheld(&none, true).is_empty(), "an admin may approve it");
+        assert!(withheld(&["Bash".to_owned()], false).is_empty());
+        assert!(withheld(&["Ba*".to_owned()], false).is_empty(), "an operator's prefix rule");
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod egress;
 mod fake_bot;
 mod faults;
 mod files_out;
+mod gate;
 mod intake;
 mod lifecycle;
 mod media;

@@ -14,6 +14,7 @@ use crate::session::activity::Fed;
 use crate::session::budget::Look;
 use crate::session::cli::StartRequest;
 use crate::session::intake::{self, TAKEN_AT_ONCE};
+use crate::session::permission;
 use crate::session::rights::Voice;
 use crate::session::TurnOutcome;
 use crate::store::InboundState;
@@ -123,6 +124,7 @@ impl SessionActor {
             main: self.policy.is_main,
             isolated: self.isolated,
             home: &mut self.own_home,
+            withheld: permission::withheld(&self.policy.allowed_tools, !self.policy.admins.is_empty()),
         };
         match self.deps.cli.start(request).await {
             Ok(started) => {

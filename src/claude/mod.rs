@@ -95,7 +95,8 @@ pub fn unlocking_args(args: &[String]) -> Vec<&str> {
 pub fn settings_report(config: &ClaudeConfig) -> String {
     match unlocking_args(&config.args).as_slice() {
         [] => "locked: no settings file, hook, permission rule, MCP server, agent or skill from a group's folder \
-               or the CLI's home is loaded (--setting-sources \"\", --settings from pincer, --strict-mcp-config)"
+               or the CLI's home is loaded (--setting-sources \"\", --settings from pincer, --strict-mcp-config); \
+               bypass mode disabled; every tool call passes pincer's PreToolUse hook (file tools by the path they write)"
             .to_owned(),
         flags => format!(
             "NOT locked as pincer intends: claude.args in pincer.toml adds {}, which the CLI takes over pincer's own",

@@ -44,6 +44,30 @@ pub struct Rules<'a> {
     pub unconfined: bool,
 }
 
+/// The CLI's tools that touch only its own state (its task list, plan mode,
+/// the tool search, a background task's output, its teammates), which it
+/// always ran without asking: pincer's hook sees them too now, and lets them
+/// run whatever the group's list says. Anything that runs code, touches a
+/// file or reaches the network is not here.
+const INTERNAL_TOOLS: &[&str] = &[
+    "AskUserQuestion",
+    "BashOutput",
+    "EnterPlanMode",
+    "ExitPlanMode",
+    "KillShell",
+    "ListAgents",
+    "ReportFindings",
+    "SendMessage",
+    "TaskCreate",
+    "TaskGet",
+    "TaskList",
+    "TaskOutput",
+    "TaskStop",
+    "TaskUpdate",
+    "TodoWrite",
+    "ToolSearch",
+];
+
 /// Pincer's own tools as the model calls them.
 static OWN_TOOLS: LazyLock<Vec<String>> =
     LazyLock::new(|| crate::tools::specs::all().iter().map(|spec| format!("{TOOL_PREFIX}{}", spec.name)).collect());
@@ -106,6 +130,9 @@ pub fn decide(group: &GroupName, tool_name: &str, input: &Value, rules: Rules<'_
             ))
         }
         Some(Place::Folder) | None => {}
+    }
+    if INTERNAL_TOOLS.contains(&tool_name) {
+        return Verdict::Allow;
     }
     let own = OWN_TOOLS.iter().any(|t| t == tool_name);
     let allowed = match rules.member_bound {
@@ -214,7 +241,7 @@ mod tests {
             "an operator's `*` rule"
         );
         assert!(
-            matches!(decide(&g, "BashOutput", &none(), rules(&allowed, false)), Verdict::Deny(m) if m.contains("`BashOutput`"))
+            matches!(decide(&g, "Bashful", &none(), rules(&allowed, false)), Verdict::Deny(m) if m.contains("`Bashful`"))
         );
         assert!(matches!(decide(&g, "Write", &none(), rules(&[], false)), Verdict::Deny(_)));
         assert_eq!(
@@ -286,6 +313,21 @@ mod tests {
             Verdict::Allow,
             "an admin's turn: today's policy"
         );
+    }
+
+    #[test]
+    fn the_clis_own_bookkeeping_runs_whatever_the_list() {
+        let g: GroupName = "g".parse().unwrap();
+        let bound = ["Read".to_owned()];
+        let member =
+            Rules { allowed: &[], has_admins: false, member_bound: Some(&bound), file: None, unconfined: false };
+        for tool in ["ToolSearch", "TodoWrite", "TaskOutput", "ExitPlanMode"] {
+            assert_eq!(decide(&g, tool, &none(), rules(&[], false)), Verdict::Allow, "{tool}");
+            assert_eq!(decide(&g, tool, &none(), member), Verdict::Allow, "{tool} in a member's turn");
+        }
+        for tool in ["Bash", "Monitor", "EnterWorktree", "Skill", "Workflow", "ScheduleWakeup"] {
+            assert!(matches!(decide(&g, tool, &none(), rules(&[], false)), Verdict::Deny(_)), "{tool}");
+        }
     }
 
     #[test]

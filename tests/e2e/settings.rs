@@ -3,7 +3,7 @@
 //! CLI would read from the group's folder and its home: settings files that
 //! allow Bash and add hooks, `.mcp.json` and `~/.claude.json` servers, agents,
 //! skills. After `/new` and after a restart of pincer, Bash is still refused
-//! by pincer's policy, no hook and no planted server ever runs, and the
+//! by pincer's policy (not even offered), no hook and no planted server ever runs, and the
 //! group's `CLAUDE.md` still reaches the model. In bwrap and in `none` mode.
 
 use std::path::{Path, PathBuf};
@@ -71,18 +71,18 @@ fn plant(group_dir: &Path, home: &Path) {
     write(state_file, state.to_string());
 }
 
-/// Asks for Bash and checks pincer's policy still decided it: refused, and
-/// nothing planted ran.
+/// Asks for Bash and checks pincer's policy still decided it: a group that
+/// may never run Bash is not offered it (`--disallowedTools`, which no
+/// planted setting undoes), so the call is refused, and nothing planted ran.
 async fn bash_is_still_refused(pincer: &Running, group: &GroupName, group_dir: &Path, when: &str) {
     pincer.send(group, "TRY_BASH please").await;
     let reply = pincer.next_outbound().await;
-    assert!(reply.text.contains("not allowed"), "{when}: pincer's denial reached the model: {reply:?}");
+    assert!(reply.text.contains("No such tool available: Bash"), "{when}: Bash is not the agent's: {reply:?}");
     for marker in MARKERS {
         assert!(!group_dir.join(marker).exists(), "{when}: `{marker}` exists: something planted ran");
     }
     let decisions = pincer.store().decisions(group).await.unwrap();
-    let last = decisions.last().expect("pincer was asked about Bash");
-    assert!(last.tool_name == "Bash" && !last.allowed, "{when}: {last:?}");
+    assert!(decisions.iter().all(|d| d.tool_name != "Bash" || !d.allowed), "{when}: {decisions:?}");
 }
 
 async fn planted_settings_change_nothing(mode: SandboxMode) {

@@ -210,7 +210,10 @@ async fn the_model_gets_pincers_tool_schemas_directly_or_through_tool_search() {
         assert!(offers_tool(&last, "mcp__pincer__send_message"), "offered with its schema from the start");
     } else {
         assert!(out.text.starts_with("AFTER_TOOL: TOOL_RESULT(err=False)"), "{out:?}");
-        assert!(pincer.store().decisions(&group).await.unwrap().is_empty(), "ToolSearch asks no permission");
+        // pincer's hook sees it too, and lets the CLI's own bookkeeping run whatever the list says.
+        let decisions = pincer.store().decisions(&group).await.unwrap();
+        assert!(decisions.iter().all(|d| d.allowed && d.decided_by == "policy"), "{decisions:?}");
+        assert!(decisions.iter().any(|d| d.tool_name == "ToolSearch"), "{decisions:?}");
     }
     let tools = last.body()["tools"].as_array().unwrap().clone();
     let ours = tools.iter().find(|t| t["name"] == "mcp__pincer__send_message").expect("the schema was loaded");

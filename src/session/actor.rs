@@ -60,6 +60,10 @@ struct Live {
     view: crate::domain::files::FileView,
     /// Which of its frames pincer believes.
     trust: super::trust::Trust,
+    /// The tools it was started without: when the group's list changes them,
+    /// it closes at its next idle moment, and the next message resumes the
+    /// session in a process that offers the new set.
+    withheld: Vec<&'static str>,
 }
 
 /// One event the loop reacts to.
@@ -95,11 +99,15 @@ struct Policy {
     is_main: bool,
     /// Its own budget, part by part over `[budget]`.
     budget: crate::domain::budget::Budget,
+    /// `[sandbox.groups.NAME] skip_permissions`: the operator lets every tool
+    /// run in this group's sandbox without asking (refused unconfined).
+    skip_permissions: bool,
 }
 
 impl Policy {
-    fn of(settings: &GroupSettings, default_tools: &[String]) -> Policy {
+    fn of(settings: &GroupSettings, default_tools: &[String], skip_permissions: bool) -> Policy {
         Policy {
+            skip_permissions,
             allowed_tools: settings.allowed_tools.clone().unwrap_or_else(|| default_tools.to_vec()),
             admins: settings.admins.clone(),
             tools: settings.tools,
@@ -164,7 +172,8 @@ impl SessionActor {
         queued: Arc<AtomicUsize>,
         intake: Arc<Intake>,
     ) -> Self {
-        let policy = Policy::of(&group.settings, &deps.config.claude.allowed_tools);
+        let skip = deps.config.sandbox.group(group.name.as_str()).skip_permissions;
+        let policy = Policy::of(&group.settings, &deps.config.claude.allowed_tools, skip);
         let slot_waiters = deps.slots.waiting();
         let activity = ActivityBuilder::continuing(&activity_tx.borrow());
         // Checked at config load; UTC is only the fallback of a config built in code.
@@ -289,12 +298,25 @@ impl SessionActor {
 
     fn idle_deadline(&self) -> Option<Instant> {
         let live = self.live.as_ref()?;
-        let idle_at = if self.slot_waiters.borrow().unclaimed() > 0 {
+        let idle_at = if self.slot_waiters.borrow().unclaimed() > 0 || self.tools_changed() {
             Instant::now()
         } else {
             live.last_activity + self.deps.config.claude.idle_timeout
         };
         self.turn.idle_deadline(idle_at)
+    }
+
+    /// The tools the group can never use now.
+    fn withheld(&self) -> Vec<&'static str> {
+        if self.policy.skip_permissions {
+            return Vec::new();
+        }
+        super::permission::withheld(&self.policy.allowed_tools, !self.policy.admins.is_empty())
+    }
+
+    /// The live process offers another set of tools than the group's list allows now.
+    fn tools_changed(&self) -> bool {
+        self.live.as_ref().is_some_and(|live| live.withheld != self.withheld())
     }
 
     fn hang_deadline(&self) -> Option<Instant> {

@@ -106,12 +106,21 @@ pub fn withheld(allowed: &[String], has_admins: bool) -> Vec<&'static str> {
 }
 
 pub fn decide(group: &GroupName, tool_name: &str, input: &Value, rules: Rules<'_>) -> Verdict {
+    // pincer's `send_file` reads a file to send it: only from the folder, whoever asks.
+    let sends = tool_name.strip_prefix(TOOL_PREFIX) == Some("send_file");
     match rules.file {
         Some(Place::Forbidden { path, why }) => {
+            let verb = if sends { "send" } else { "write" };
             return Verdict::Deny(format!(
-                "pincer: `{tool_name}` may not write {}: {why}. No setting allows it.",
+                "pincer: `{tool_name}` may not {verb} {}: {why}. No setting allows it.",
                 path.display()
-            ))
+            ));
+        }
+        Some(Place::Elsewhere(path)) if sends => {
+            return Verdict::Deny(format!(
+            "pincer: `{tool_name}` sends only files inside the group's folder, and {} is outside the group's folder.",
+            path.display()
+        ))
         }
         Some(Place::Elsewhere(path)) if rules.unconfined => {
             return Verdict::Deny(format!(

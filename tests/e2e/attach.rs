@@ -172,10 +172,12 @@ async fn groups_set_changes_a_live_sessions_tool_policy_at_once() {
     let allowed = pincer(&config, &["chat", "team"], "RUNIT again\n").await;
     assert!(stdout(&allowed).contains("TOOL_RESULT(err=False):ran-it"), "allowed now: {}", stdout(&allowed));
 
-    // The same process answered both: the policy changed without a restart.
+    // A group that could never run Bash was not offered it: once it may, the
+    // idle process closes and the next message resumes the same session in
+    // one that offers it (pincer itself is not restarted).
     let store = sandbox.store().await;
     let events: Vec<_> = store.session_events(&group).await.unwrap().into_iter().map(|(kind, _)| kind).collect();
-    assert_eq!(events, ["started"]);
+    assert_eq!(events, ["started", "tools_changed", "resumed"]);
     store.close().await;
     daemon.stop().await;
 }

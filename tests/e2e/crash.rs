@@ -87,8 +87,10 @@ async fn a_missing_cli_is_a_clear_startup_error() {
     assert!(text.contains("claude.command") && text.contains("pincer setup"), "{text}");
 }
 
-/// A stand-in that asks pincer something it does not support and reports the answer.
+/// A stand-in that asks pincer something it does not support and reports the
+/// answer (after pincer's `initialize` and the message).
 const ASKS_THE_UNKNOWN: &str = r#"#!/usr/bin/env bash
+read -r _initialize
 read -r _message
 echo '{"type":"control_request","request_id":"req-x","request":{"subtype":"mystery"}}'
 read -r answer

@@ -149,6 +149,11 @@ impl SessionActor {
         if self.idle_deadline().is_none_or(|at| at > Instant::now()) {
             return;
         }
+        if self.tools_changed() {
+            tracing::info!(group = %self.group, "the group's tools changed; the session resumes in a new process");
+            self.stop_live("tools_changed").await;
+            return;
+        }
         let timeout = self.deps.config.claude.idle_timeout;
         let timed_out = self.live.as_ref().is_some_and(|live| live.last_activity + timeout <= Instant::now());
         // Closing early for a waiting group: only if no other idle session already does.

@@ -14,7 +14,6 @@ use crate::session::activity::Fed;
 use crate::session::budget::Look;
 use crate::session::cli::StartRequest;
 use crate::session::intake::{self, TAKEN_AT_ONCE};
-use crate::session::permission;
 use crate::session::rights::Voice;
 use crate::session::TurnOutcome;
 use crate::store::InboundState;
@@ -118,13 +117,14 @@ impl SessionActor {
         };
         self.reload_settings().await;
         let resume = self.life.resume();
+        let withheld = self.withheld();
         let request = StartRequest {
             group: &self.group,
             resume: resume.as_deref(),
             main: self.policy.is_main,
             isolated: self.isolated,
             home: &mut self.own_home,
-            withheld: permission::withheld(&self.policy.allowed_tools, !self.policy.admins.is_empty()),
+            withheld: withheld.clone(),
         };
         match self.deps.cli.start(request).await {
             Ok(started) => {
@@ -142,6 +142,7 @@ impl SessionActor {
                     _slot: slot,
                     view: started.view,
                     trust: Default::default(),
+                    withheld,
                 });
                 // Before any message: pincer's hook sees every tool call from the first.
                 let init = protocol::initialize_line(INIT_REQUEST, HOOK_TIMEOUT_SECS);
@@ -178,7 +179,8 @@ impl SessionActor {
     pub(super) async fn reload_settings(&mut self) {
         match self.deps.store.group(self.group.as_str()).await {
             Ok(record) => {
-                self.policy = Policy::of(&record.settings, &self.deps.config.claude.allowed_tools);
+                let skip = self.deps.config.sandbox.group(self.group.as_str()).skip_permissions;
+                self.policy = Policy::of(&record.settings, &self.deps.config.claude.allowed_tools, skip);
                 self.budget.forget();
             }
             Err(e) => {

@@ -69,6 +69,10 @@ impl SessionActor {
     /// `cwd` is where the CLI resolves a relative path (its own working
     /// directory when it does not say).
     fn verdict(&self, tool_name: &str, input: &Value, cwd: Option<&str>) -> Verdict {
+        if self.policy.skip_permissions {
+            // The operator's choice for a sandboxed group: every call runs, as with the CLI's own flag.
+            return Verdict::Allow;
+        }
         let member_tools = &self.deps.config.claude.member_tools;
         let place = files::target(tool_name, input).and_then(|path| {
             let live = self.live.as_ref()?;
@@ -104,7 +108,8 @@ impl SessionActor {
     ) -> String {
         let (decision, reason) = match self.verdict(&tool_name, input, cwd) {
             Verdict::Allow => {
-                let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
+                let by = if self.policy.skip_permissions { "skip_permissions" } else { "policy" };
+                let answer = ApprovalAnswer { verdict: Approval::Allow, by: by.into() };
                 self.record_decision(tool_name, tool_use_id, input, answer, None).await;
                 (HookDecision::Allow, "allowed by the group's rules in pincer".to_owned())
             }

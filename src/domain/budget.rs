@@ -1,6 +1,8 @@
 //! Budgets: how much a group's agent may spend (USD as each result reports
-//! it) or how many turns it may take (for subscription users, whose cost is
-//! notional) per day and per month, and whether that is reached now.
+//! it, or what passed the credential proxy when that is more, see
+//! [`Spent::counting_proxy`]) or how many turns it may take (for
+//! subscription users, whose cost is notional) per day and per month, and
+//! whether that is reached now.
 //!
 //! Days and months begin at midnight in the operator's `timezone`. Amounts
 //! are kept in cents so settings compare exactly.

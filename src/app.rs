@@ -67,6 +67,8 @@ pub struct Engine {
     /// Stops the credential and egress proxies. Not `shutdown`: a turn that
     /// ends during the sessions' grace may still call the API or the web.
     stop_proxies: CancellationToken,
+    /// Stores what passed the credential proxy; ends after `stop_proxies`.
+    spend_writer: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
 }
@@ -128,6 +130,9 @@ impl Engine {
             stop_proxies.clone(),
         );
         let launcher = Launcher::start(config.clone(), program, egress.clone(), stop_proxies.clone()).await?;
+        let spend_writer = launcher.proxy_spend().map(|ledger| {
+            tokio::spawn(crate::sandbox::proxy::spend::keep(ledger, store.clone(), stop_proxies.clone()))
+        });
         let (scheduler, inbox) = scheduler::channel();
         let limits = Limits::from(&config.scheduler);
         let outgoing = Outgoing::new(&config.groups_dir, &data_dir);
@@ -176,6 +181,7 @@ impl Engine {
             zone,
             egress,
             stop_proxies,
+            spend_writer: std::sync::Mutex::new(spend_writer),
             tracker,
             shutdown,
         })
@@ -230,6 +236,11 @@ impl Engine {
         self.tracker.wait().await;
         self.stop_proxies.cancel();
         self.egress.stop().await;
+        let writer = self.spend_writer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(writer) = writer {
+            // Its last write, before the store closes.
+            let _ = writer.await;
+        }
     }
 
     /// Stops every session, then closes the store.

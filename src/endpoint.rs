@@ -145,7 +145,7 @@ async fn budget_use(shared: &Shared) {
         if !budget.is_set() {
             continue;
         }
-        match shared.store.spent(&group.name, &periods).await {
+        match shared.store.budget_spent(&group.name, &periods).await {
             Ok(spent) => used.extend(
                 crate::domain::budget::used(&budget, &spent)
                     .into_iter()

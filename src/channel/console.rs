@@ -86,7 +86,9 @@ where
     let mut preparing = false;
     loop {
         if give_up_at.is_some() && !session.busy() {
-            preparing = ports.router.untaken(&opts.group).await?;
+            // Messages a held group does not take yet (its budget, a CLI that
+            // cannot start) wait after the chat ends: it was told why.
+            preparing = session.status().held.is_none() && ports.router.untaken(&opts.group).await?;
             if !preparing {
                 // Replies are stored before the status says "idle": take the last ones.
                 printer.print_new(ports, &mut output).await?;

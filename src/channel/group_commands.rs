@@ -203,7 +203,7 @@ fn parts(budget: Budget) -> String {
 /// "Spent today: $1.20 and 4 turns; this month: $9.80."
 async fn spent_line(ports: &Ports, group: &GroupName, budget: Budget) -> String {
     let periods = Periods::at(SystemTime::now(), ports.zone);
-    match ports.directory.store.spent(group, &periods).await {
+    match ports.directory.store.budget_spent(group, &periods).await {
         Ok(spent) => {
             let state = match crate::domain::budget::reached(&budget, &spent, &periods) {
                 Some(_) => " It is reached: messages wait until it opens again or is raised.",

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use crate::router::{GroupStatus, RouteError};
+use crate::session::QueueHold;
 use crate::store::StoreError;
 
 /// Whether `text` starts with `word` as a whole word, in any case: `@Andy,`
@@ -57,8 +58,23 @@ pub fn describe_status(group: &GroupStatus) -> String {
         0 => String::new(),
         n => format!("\nReplies waiting to reach this chat: {n}"),
     };
+    let held = match status.held {
+        None => String::new(),
+        Some(QueueHold::Budget { until }) => {
+            format!(
+                "\nHeld: the budget is reached; new messages wait until {} (or until it is raised)",
+                day_and_clock(until)
+            )
+        }
+        Some(QueueHold::CannotStart { retry_at }) => {
+            format!(
+                "\nHeld: the agent cannot start; messages wait, and it is tried again at {}",
+                day_and_clock(retry_at)
+            )
+        }
+    };
     format!(
-        "Session: {session}\nAgent: {turn}{pending}\nBackground tasks running: {}{replies}\nCost so far: ${:.4}",
+        "Session: {session}\nAgent: {turn}{pending}{held}\nBackground tasks running: {}{replies}\nCost so far: ${:.4}",
         status.running_tasks, group.cost_usd
     )
 }
@@ -66,6 +82,12 @@ pub fn describe_status(group: &GroupStatus) -> String {
 fn clock(t: SystemTime) -> String {
     let stamp = crate::domain::printable_time(t).to_string();
     stamp.get(11..16).map_or(stamp.clone(), |hm| format!("{hm} UTC"))
+}
+
+/// "2027-01-15 08:00 UTC".
+fn day_and_clock(t: SystemTime) -> String {
+    let stamp = crate::domain::printable_time(t).to_string();
+    stamp.get(..16).map_or(stamp.clone(), |at| format!("{} UTC", at.replace('T', " ")))
 }
 
 fn ago(t: SystemTime) -> String {
@@ -131,6 +153,7 @@ mod tests {
             in_turn: true,
             running_tasks: 2,
             resend_at: None,
+            held: None,
         };
         let text = describe_status(&GroupStatus { session: status, cost_usd: 0.01234, waiting_replies: 3 });
         assert!(text.contains("live since"), "{text}");
@@ -142,6 +165,10 @@ mod tests {
         let idle = describe_status(&GroupStatus { session, cost_usd: 0.0, waiting_replies: 0 });
         assert!(!idle.contains("Replies waiting"), "{idle}");
         assert!(idle.contains("resumes the conversation"), "{idle}");
+        let until = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        let session = SessionStatus { held: Some(QueueHold::Budget { until }), ..SessionStatus::default() };
+        let held = describe_status(&GroupStatus { session, cost_usd: 0.0, waiting_replies: 0 });
+        assert!(held.contains("Held: the budget is reached; new messages wait until 2027-01-15 08:00 UTC"), "{held}");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Budgets: how much a group's agent may spend (USD as each result reports
-//! it) or how many turns it may take (for subscription users, whose cost is
-//! notional) per day and per month, and whether that is reached now.
+//! it, or what passed the credential proxy when that is more, see
+//! [`Spent::counting_proxy`]) or how many turns it may take (for
+//! subscription users, whose cost is notional) per day and per month, and
+//! whether that is reached now.
 //!
 //! Days and months begin at midnight in the operator's `timezone`. Amounts
 //! are kept in cents so settings compare exactly.
@@ -62,6 +64,52 @@ pub struct Spent {
     pub today_usd: f64,
     pub month_usd: f64,
     pub today_turns: u32,
+}
+
+/// What a group's sandboxed code spent through the credential proxy in the
+/// current day and month, priced from each response's `usage`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Proxied {
+    pub today_usd: f64,
+    pub month_usd: f64,
+}
+
+/// What passed the credential proxy for one group in one stretch of time:
+/// the calls, their tokens as the API counted them, and their price.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProxyUse {
+    pub calls: u64,
+    pub tokens: crate::domain::Tokens,
+    pub cost_usd: f64,
+}
+
+impl ProxyUse {
+    /// Adds `other` to this one.
+    pub fn add(&mut self, other: &ProxyUse) {
+        self.calls += other.calls;
+        self.tokens.input += other.tokens.input;
+        self.tokens.output += other.tokens.output;
+        self.tokens.cache_read += other.tokens.cache_read;
+        self.tokens.cache_creation += other.tokens.cache_creation;
+        self.cost_usd += other.cost_usd;
+    }
+}
+
+impl Spent {
+    /// The spend a budget counts: what the results report, or what passed the
+    /// credential proxy when that is more. Every call a sandboxed CLI makes
+    /// goes through the proxy, its own turns' calls included, so the proxy's
+    /// sum is the results' cost plus what they never counted (code in the
+    /// sandbox calling the API itself); the larger of the two counts that
+    /// extra once, never twice. An unconfined group's calls never pass the
+    /// proxy: its results alone count.
+    pub fn counting_proxy(self, proxied: Proxied) -> Spent {
+        Spent {
+            today_usd: self.today_usd.max(proxied.today_usd),
+            month_usd: self.month_usd.max(proxied.month_usd),
+            ..self
+        }
+    }
 }
 
 /// Where the current periods begin and the next ones start (unix µs).
@@ -223,6 +271,18 @@ mod tests {
         let turns = Spent { today_turns: 3, ..spent };
         assert!(matches!(reached(&budget, &turns, &periods()), Some(Reached::Turns { limit: 3, .. })));
         assert_eq!(reached(&Budget::default(), &over_month, &periods()), None, "no budget, no limit");
+    }
+
+    #[test]
+    fn the_proxy_counts_only_what_the_results_did_not() {
+        let spent = Spent { today_usd: 2.0, month_usd: 10.0, today_turns: 4 };
+        let proxied = Proxied { today_usd: 3.5, month_usd: 9.0 };
+        let counted = spent.counting_proxy(proxied);
+        assert_eq!(counted, Spent { today_usd: 3.5, month_usd: 10.0, today_turns: 4 }, "never both added");
+        assert_eq!(spent.counting_proxy(Proxied::default()), spent, "an unconfined group: its results");
+        let budget = Budget { daily_cents: Some(300), ..Budget::default() };
+        assert!(reached(&budget, &spent, &periods()).is_none());
+        assert!(matches!(reached(&budget, &counted, &periods()), Some(Reached::Daily { .. })));
     }
 
     #[test]

@@ -170,6 +170,12 @@ impl Launcher {
         Ok(launcher)
     }
 
+    /// What passed the credential proxy, for the task that stores it
+    /// (`proxy::spend::keep`); none without a proxy.
+    pub fn proxy_spend(&self) -> Option<super::proxy::spend::SpendLedger> {
+        self.proxy.as_ref().map(Proxy::spend)
+    }
+
     /// Logs what the default mode resolves to; `none` names the risk.
     fn report(&self) {
         let sandbox = &self.config.sandbox;

@@ -10,6 +10,14 @@
 //! never leaves); the proxy then swaps in the real credential, forwards the
 //! request to the upstream API, and streams the response back as it arrives
 //! (SSE included), status and headers as sent.
+//!
+//! The placeholder is in the sandbox's environment, so code there can call
+//! the API through the socket without the CLI, and no `result` counts that.
+//! The proxy therefore reads each response's `usage` as it streams by
+//! ([`usage`], bounded, nothing held back), prices it ([`price`]) and adds
+//! it to the group's spend ([`spend`]), which its budget counts. Upstream
+//! replies are asked uncompressed (`accept-encoding: identity`) so their
+//! usage can be read; the hop to the CLI is a local socket.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,6 +57,7 @@ type Keys = Arc<Mutex<HashMap<String, String>>>;
 pub struct Proxy {
     socket: PathBuf,
     keys: Keys,
+    spend: SpendLedger,
 }
 
 /// A placeholder key valid while this lease lives (one CLI process).
@@ -75,6 +84,7 @@ struct Shared {
     upstream: String,
     credential: Credential,
     client: reqwest::Client,
+    spend: SpendLedger,
 }
 
 /// The proxy could not start.
@@ -96,6 +106,7 @@ impl Proxy {
         stop: CancellationToken,
     ) -> Result<Proxy, ProxyError> {
         let keys = Keys::default();
+        let spend = SpendLedger::default();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(30))
@@ -106,6 +117,7 @@ impl Proxy {
             upstream: upstream.trim_end_matches('/').to_owned(),
             credential,
             client,
+            spend: spend.clone(),
         });
         let app = Router::new().fallback(forward).with_state(shared);
         let unix = bind_socket(socket).map_err(|source| ProxyError::BindSocket { path: socket.to_owned(), source })?;
@@ -115,7 +127,12 @@ impl Proxy {
             }
         });
         tracing::info!(socket = %socket.display(), "credential proxy listening");
-        Ok(Proxy { socket: socket.to_owned(), keys })
+        Ok(Proxy { socket: socket.to_owned(), keys, spend })
+    }
+
+    /// What passed the proxy and is not yet stored: for [`spend::keep`].
+    pub fn spend(&self) -> SpendLedger {
+        self.spend.clone()
     }
 
     /// The Unix socket, for a sandbox to bind in.
@@ -205,9 +222,55 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
             response = response.header(name, value);
         }
     }
+    let meter = metering(&group, &upstream);
+    let reading = Reading { meter, group, spend: shared.spend.clone() };
     response
-        .body(Body::from_stream(upstream.bytes_stream()))
+        .body(metered(upstream.bytes_stream(), reading))
         .unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "api_error", &format!("bad upstream response: {e}")))
+}
+
+/// The meter for `upstream`'s body, if it can carry usage.
+fn metering(group: &str, upstream: &reqwest::Response) -> Option<Meter> {
+    let header = |name| upstream.headers().get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    let meter = Meter::for_response(upstream.status().as_u16(), header(header::CONTENT_TYPE))?;
+    match header(header::CONTENT_ENCODING) {
+        None => Some(meter),
+        Some(coding) if coding.eq_ignore_ascii_case("identity") => Some(meter),
+        Some(coding) => {
+            tracing::warn!(%group, %coding, "credential proxy: the API compressed a reply it was asked not to; its usage is not counted");
+            None
+        }
+    }
+}
+
+/// A response's body on its way to the client: its usage read from each
+/// chunk as it passes, added to the group's spend when the body ends or
+/// the client goes (whatever it said it used by then).
+struct Reading {
+    meter: Option<Meter>,
+    group: String,
+    spend: SpendLedger,
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        if let Some(usage) = self.meter.take().and_then(Meter::finish) {
+            self.spend.add(&self.group, &usage);
+        }
+    }
+}
+
+fn metered<S>(stream: S, mut reading: Reading) -> Body
+where
+    S: futures_util::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send + 'static,
+{
+    use futures_util::StreamExt;
+    Body::from_stream(stream.map(move |chunk| {
+        if let (Ok(bytes), Some(meter)) = (&chunk, reading.meter.as_mut()) {
+            meter.feed(bytes);
+        }
+        chunk
+    }))
 }
 
 /// The request's headers minus hop-by-hop ones, the host, and every credential.
@@ -220,6 +283,8 @@ fn forwarded_headers(incoming: &HeaderMap) -> HeaderMap {
             out.append(name.clone(), value.clone());
         }
     }
+    // Uncompressed, so the reply's usage can be read on its way through.
+    out.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
     out
 }
 
@@ -251,6 +316,12 @@ fn error(status: StatusCode, kind: &str, message: &str) -> Response {
 }
 
 mod allow;
+mod price;
+pub mod spend;
+mod usage;
+
+use spend::SpendLedger;
+use usage::Meter;
 
 #[cfg(test)]
 mod tests;

@@ -8,9 +8,11 @@
 //!
 //! The handlers live beside this file: `stdin` (starting the process and
 //! writing to it), `stdout` (what the CLI prints),
-//! `recovery` (exits, hangs, idle close, usage-limit resends), `tools`
-//! (control requests and approvals).
+//! `recovery` (exits, hangs, idle close, usage-limit resends, starts that
+//! failed), `tools` (control requests and approvals), `budget` (the queue
+//! held while the budget is reached).
 
+mod budget;
 mod recovery;
 mod stdin;
 mod stdout;
@@ -31,7 +33,7 @@ use super::cli::CliChild;
 use super::hang::HangWatch;
 use super::hold::UsageHold;
 use super::intake::{Intake, Puller};
-use super::lifecycle::Lifecycle;
+use super::lifecycle::{Lifecycle, StartHold};
 use super::pending::PendingMessage;
 use super::turn::Turn;
 use super::{Command, SessionDeps, SessionStatus, TurnOutcome};
@@ -79,6 +81,8 @@ enum Event {
     HungTurn,
     /// The usage limit that held messages back has reset.
     ResendDue,
+    /// A CLI that could not start is tried again.
+    StartDue,
     /// Nothing to do for [`RETIRE_AFTER`]: the actor may end.
     Retire,
     Shutdown,
@@ -145,6 +149,8 @@ pub(super) struct SessionActor {
     slot_waiters: watch::Receiver<super::slots::Need>,
     live: Option<Live>,
     life: Lifecycle,
+    /// Messages waiting for a CLI that could not start.
+    start: StartHold,
     turn: Turn,
     hang: HangWatch,
     hold: UsageHold,
@@ -192,6 +198,7 @@ impl SessionActor {
             slot_waiters,
             live: None,
             life: Lifecycle::new(group.session_id.clone()),
+            start: StartHold::default(),
             turn: Turn::default(),
             hang: HangWatch::default(),
             hold: UsageHold::default(),
@@ -238,6 +245,7 @@ impl SessionActor {
                 Event::IdleDeadline => self.on_idle().await,
                 Event::HungTurn => self.on_hung().await,
                 Event::ResendDue => self.on_resend_due().await,
+                Event::StartDue => self.on_start_due().await,
                 Event::Retire if self.dormant() && self.intake.retire() => {
                     tracing::debug!(group = %self.group, "the session had nothing to do for a while; retiring");
                     return;
@@ -245,6 +253,7 @@ impl SessionActor {
                 Event::Retire => {}
                 Event::Shutdown => break,
             }
+            self.after_results().await;
             self.take_queued().await;
             self.publish();
             self.puller.settle(&self.intake);
@@ -262,6 +271,7 @@ impl SessionActor {
             && self.live.is_none()
             && self.turn.pending.is_empty()
             && self.hold.due().is_none()
+            && !self.start.holding()
             && !self.approvals.asking()
             && !self.puller.due(1)
     }
@@ -288,6 +298,7 @@ impl SessionActor {
             _ = sleep_until(idle_at) => Event::IdleDeadline,
             _ = sleep_until(hung_at) => Event::HungTurn,
             _ = sleep_until(resend_at) => Event::ResendDue,
+            _ = sleep_until(self.start.due()) => Event::StartDue,
             // The budget's period turned: the queue may be taken again.
             _ = sleep_until(self.budget.reopen_at()) => Event::Woken,
             _ = sleep_until(retire_at) => Event::Retire,
@@ -334,6 +345,7 @@ impl SessionActor {
             in_turn: self.turn.in_turn(Instant::now()),
             running_tasks: self.turn.running_tasks(),
             resend_at: self.hold.resend_at(),
+            held: self.queue_hold(),
         };
         // Always notify: a watcher may be waiting on `queued`, which is not in the status.
         self.status.send_replace(status);

@@ -97,6 +97,28 @@ impl StartError {
         }
     }
 
+    /// The line the chat gets once while messages wait for the next try
+    /// (in `retry_in`, then less and less often): what happened, that
+    /// nothing is lost, and what to do.
+    pub fn waiting_text(&self, retry_in: Duration) -> String {
+        let (what, fix) = match self {
+            StartError::Folder { dir, source } => (
+                format!("Cannot create the group's folder in {}: {source}", dir.display()),
+                "Fix the folder's permissions (groups_dir in pincer.toml).",
+            ),
+            StartError::Home(e) | StartError::Sandbox(e) => (e.to_string(), "Whoever runs pincer should fix this."),
+            StartError::Spawn(e) => (
+                e.to_string(),
+                "Fix `[claude] command` in pincer.toml (or PINCER_CLAUDE__COMMAND), or run `pincer setup`.",
+            ),
+        };
+        format!(
+            "{what}. The agent cannot start, so messages wait (none is lost): pincer tries again in {}, then less \
+             and less often, and answers them once it starts. {fix}",
+            humantime::format_duration(retry_in)
+        )
+    }
+
     /// What pincer's log says about it (the folder's error is only the chat's).
     pub fn log_line(&self) -> Option<&'static str> {
         match self {

@@ -2,7 +2,7 @@
 //! tests that drive a real actor without Node: each user message written to
 //! it is answered by the next scripted [`Reply`] (an echo by default), an
 //! `interrupt` ends the turn the way the CLI does, and tests can print any
-//! line, or make a start panic. Everything it sees is recorded with the
+//! line, or make a start panic or fail. Everything it sees is recorded with the
 //! (paused) tokio time it happened at.
 
 use std::collections::VecDeque;
@@ -64,6 +64,9 @@ pub(super) struct Written {
 struct State {
     replies: VecDeque<Reply>,
     panics: u32,
+    /// The next starts fail, each with the folder error naming this.
+    failures: VecDeque<String>,
+    failed_at: Vec<Instant>,
     starts: Vec<Start>,
     panicked_at: Vec<Instant>,
     written: Vec<Written>,
@@ -99,6 +102,17 @@ impl FakeCli {
     /// The next `n` starts panic.
     pub(super) fn panic_on_start(&self, n: u32) {
         self.state().panics = n;
+    }
+
+    /// The next starts fail, one per reason, in order (as a group folder
+    /// that cannot be made, naming the reason).
+    pub(super) fn fail_starts(&self, reasons: &[&str]) {
+        self.state().failures.extend(reasons.iter().map(|r| (*r).to_owned()));
+    }
+
+    /// When starts failed.
+    pub(super) fn failed_at(&self) -> Vec<Instant> {
+        self.state().failed_at.clone()
     }
 
     /// Prints `value` on the live process's stdout.
@@ -187,6 +201,12 @@ impl CliPort for FakeCli {
             state.panicked_at.push(Instant::now());
             drop(state);
             panic!("the fake CLI's scripted panic at start");
+        }
+        if let Some(reason) = state.failures.pop_front() {
+            state.failed_at.push(Instant::now());
+            let source = io::Error::new(io::ErrorKind::PermissionDenied, reason);
+            let dir = std::path::PathBuf::from("groups");
+            return Box::pin(std::future::ready(Err(StartError::Folder { dir, source })));
         }
         let (tx, lines) = mpsc::channel(64);
         let process = state.starts.len() + 1;

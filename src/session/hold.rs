@@ -5,8 +5,10 @@
 //! Invariants: a message is sent again after a limit at most once (a second
 //! limit gives up on it); a scheduled run's message is never held (the
 //! scheduler retries runs by its own rule); an unknown or absurd reset time
-//! holds nothing. Held messages stay `sent` in the store, so a pincer that
-//! restarts meanwhile sends them again at its start.
+//! holds nothing; a resend that comes due while the group's budget is
+//! reached waits until the budget opens (`postpone`). Held messages stay
+//! `sent` in the store, so a pincer that restarts meanwhile sends them again
+//! at its start.
 
 use std::time::{Duration, SystemTime};
 
@@ -59,6 +61,20 @@ impl UsageHold {
     /// The resend is due (or cancelled): the held messages, once.
     pub(super) fn take(&mut self) -> Option<Held> {
         self.held.take()
+    }
+
+    /// The resend came due while the group's budget is reached: the same
+    /// messages go out at `at` instead (when the budget opens again), still once.
+    pub(super) fn postpone(&mut self, held: Held, (at, deadline): (SystemTime, Instant)) {
+        let mut later = Held { at, deadline, ..held };
+        if let Some(newer) = self.held.take() {
+            // A limit met meanwhile: its messages go with these, at the later time.
+            later.messages.extend(newer.messages);
+            if newer.deadline > later.deadline {
+                (later.at, later.deadline) = (newer.at, newer.deadline);
+            }
+        }
+        self.held = Some(later);
     }
 
     /// A usage limit refused these messages. Each is held back to be written
@@ -171,6 +187,18 @@ mod tests {
         let far = UsageLimit { resets_at: Some(far_away), limit_type: None };
         let out = hold.hold(&group(), &far, refused(&[1]), |_| false, (now, mono), chrono_tz::UTC);
         assert_eq!(out.failed, [InboundId(1)]);
+    }
+
+    #[test]
+    fn a_postponed_resend_keeps_its_messages_and_goes_at_the_new_time() {
+        let (mut hold, now, mono) = (UsageHold::default(), SystemTime::now(), Instant::now());
+        let minute = Duration::from_secs(60);
+        hold.hold(&group(), &limit(Some(minute), now), refused(&[1]), |_| false, (now, mono), chrono_tz::UTC);
+        let due = hold.take().unwrap();
+        let day = Duration::from_secs(86_400);
+        hold.postpone(due, (now + day, mono + day));
+        assert_eq!((hold.due(), hold.resend_at()), (Some(mono + day), Some(now + day)));
+        assert_eq!(hold.take().unwrap().messages.len(), 1, "the same message, still once");
     }
 
     #[test]

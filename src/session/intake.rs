@@ -211,6 +211,16 @@ impl Puller {
         taken
     }
 
+    /// The queue is held (the budget is reached, or the CLI cannot start):
+    /// the wakes seen are answered now, so a held group is not busy, and the
+    /// queue is read again when the hold ends (`more` stays).
+    pub(super) fn held(&mut self, intake: &Intake) {
+        if self.owed > 0 {
+            intake.acknowledge(self.owed);
+            self.owed = 0;
+        }
+    }
+
     /// After the status is published: wakes answered by an empty queue are
     /// acknowledged, so the session stops counting as busy for them.
     pub(super) fn settle(&mut self, intake: &Intake) {

@@ -3,14 +3,21 @@
 //! (its generation), and what an exit means (a quiet end, a restart after a
 //! backoff, or giving up after `max_restarts` crashes in a row).
 //!
+//! A process that cannot start at all is [`StartHold`]'s: the messages that
+//! needed it wait (the chat told once), and the start is tried again later.
+//!
 //! Invariants: the generation grows by one per started process, so anything
 //! addressed to an earlier process is recognised as stale; crashes count only
 //! while messages wait, and reset with every good result; a restart never
-//! waits longer than [`MAX_CRASH_BACKOFF`].
+//! waits longer than [`MAX_CRASH_BACKOFF`]; a failed start is told to the
+//! chat once until a start succeeds or it fails for another reason.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use crate::retry::RetryPolicy;
+use tokio::time::Instant;
+
+use super::pending::PendingMessage;
+use crate::retry::{Backoff, RetryPolicy};
 
 /// The first restart after a crash waits this long; each crash in a row doubles it.
 pub(super) const FIRST_CRASH_BACKOFF: Duration = Duration::from_millis(250);
@@ -44,6 +51,84 @@ pub(super) enum AfterExit {
     Restart { backoff: Duration },
     /// The `crashes`-th crash in a row, past `max_restarts`: give up on the messages.
     GiveUp { crashes: u32 },
+}
+
+/// A start that failed is tried again after this, then after twice as
+/// long each time, never more than [`MAX_START_BACKOFF`] apart.
+pub(super) const FIRST_START_BACKOFF: Duration = Duration::from_secs(5);
+pub(super) const MAX_START_BACKOFF: Duration = Duration::from_secs(5 * 60);
+
+/// Without jitter: the chat is told when the next try comes.
+const START_RETRY: RetryPolicy = RetryPolicy::new(FIRST_START_BACKOFF, MAX_START_BACKOFF).without_jitter();
+
+/// The messages waiting for a CLI that could not start, and when it is
+/// tried again. While it holds, no start is tried and the group's queue is
+/// not taken: later messages wait in the store.
+#[derive(Debug)]
+pub(super) struct StartHold {
+    messages: Vec<PendingMessage>,
+    backoff: Backoff,
+    /// The next try, by the wall clock (for `/status`) and the monotonic one.
+    retry: Option<(SystemTime, Instant)>,
+    /// Why the last start failed, as the chat was told (until one succeeds).
+    told: Option<String>,
+}
+
+impl Default for StartHold {
+    fn default() -> Self {
+        StartHold { messages: Vec::new(), backoff: Backoff::new(START_RETRY), retry: None, told: None }
+    }
+}
+
+impl StartHold {
+    /// A start failed, or is not tried yet: no process until the retry.
+    pub(super) fn holding(&self) -> bool {
+        self.retry.is_some()
+    }
+
+    /// When the next start is due (monotonic).
+    pub(super) fn due(&self) -> Option<Instant> {
+        self.retry.map(|(_, at)| at)
+    }
+
+    /// When the next start is tried, by the wall clock.
+    pub(super) fn retry_at(&self) -> Option<SystemTime> {
+        self.retry.map(|(at, _)| at)
+    }
+
+    /// More messages that need the process wait for it too.
+    pub(super) fn wait(&mut self, messages: impl IntoIterator<Item = PendingMessage>) {
+        self.messages.extend(messages);
+    }
+
+    /// A start failed for `reason`: `messages` wait with the others until
+    /// the next try. Returns the pause before it when the chat must be told
+    /// (the first failure, or one for another reason than the last).
+    pub(super) fn failed(
+        &mut self,
+        messages: impl IntoIterator<Item = PendingMessage>,
+        reason: &str,
+        (now, mono_now): (SystemTime, Instant),
+    ) -> Option<Duration> {
+        self.wait(messages);
+        let pause = self.backoff.failed(None);
+        self.retry = Some((now + pause, mono_now + pause));
+        let new = self.told.as_deref() != Some(reason);
+        self.told = Some(reason.to_owned());
+        new.then_some(pause)
+    }
+
+    /// The retry is due: the waiting messages, to be written to a new process.
+    pub(super) fn take(&mut self) -> Vec<PendingMessage> {
+        self.retry = None;
+        std::mem::take(&mut self.messages)
+    }
+
+    /// A process started: the next failure starts over, and is told.
+    pub(super) fn started(&mut self) {
+        self.backoff.succeeded();
+        self.told = None;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -173,6 +258,45 @@ mod tests {
         assert_eq!(life.after_exit(false, false, true, 0), AfterExit::Ended { tasks_lost: true });
         assert_eq!(life.after_exit(false, true, false, 1), AfterExit::Restart { backoff: FIRST_CRASH_BACKOFF });
         assert_eq!(life.after_exit(true, true, false, 1), AfterExit::Stopping, "stopping wins");
+    }
+
+    fn waiting(ids: &[i64]) -> Vec<PendingMessage> {
+        let mut pending = crate::session::pending::Pending::default();
+        for id in ids {
+            let voice = crate::session::rights::Voice::Admin;
+            pending.push(crate::domain::InboundId(*id), format!("m{id}"), std::time::Instant::now(), voice);
+        }
+        pending.answer()
+    }
+
+    #[test]
+    fn a_failed_start_is_told_once_per_reason_and_tried_again_less_and_less_often() {
+        let (mut hold, now, mono) = (StartHold::default(), SystemTime::now(), Instant::now());
+        assert!(!hold.holding());
+        assert_eq!(hold.failed(waiting(&[1]), "no bwrap", (now, mono)), Some(FIRST_START_BACKOFF), "told");
+        assert!(hold.holding());
+        assert_eq!((hold.due(), hold.retry_at()), (Some(mono + FIRST_START_BACKOFF), Some(now + FIRST_START_BACKOFF)));
+        hold.wait(waiting(&[2, 3]));
+        let ids: Vec<i64> = hold.take().iter().map(|m| m.id.0).collect();
+        assert_eq!(ids, [1, 2, 3], "every waiting message, in order");
+        assert!(!hold.holding() && hold.take().is_empty());
+
+        assert_eq!(hold.failed(waiting(&[1]), "no bwrap", (now, mono)), None, "the same reason is not told again");
+        assert_eq!(hold.due(), Some(mono + 2 * FIRST_START_BACKOFF), "twice as long");
+        hold.take();
+        assert!(hold.failed(waiting(&[1]), "no credential", (now, mono)).is_some(), "another reason is told");
+        hold.take();
+        for _ in 0..20 {
+            hold.failed(Vec::new(), "no credential", (now, mono));
+        }
+        assert_eq!(hold.due(), Some(mono + MAX_START_BACKOFF), "never further apart than the cap");
+        hold.take();
+        hold.started();
+        assert_eq!(
+            hold.failed(waiting(&[4]), "no credential", (now, mono)),
+            Some(FIRST_START_BACKOFF),
+            "after a start: told, and from the first pause"
+        );
     }
 
     #[test]

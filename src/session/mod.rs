@@ -127,6 +127,17 @@ pub struct SessionStatus {
     pub running_tasks: usize,
     /// Messages a usage limit refused go out again at this time (`/stop` cancels).
     pub resend_at: Option<SystemTime>,
+    /// The group's queue is not taken now, and why. A held group is not busy.
+    pub held: Option<QueueHold>,
+}
+
+/// Why a group's messages wait in its queue, and until when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueHold {
+    /// Its budget is reached until the period turns (or it is raised).
+    Budget { until: SystemTime },
+    /// Its CLI could not start; the next start is tried then.
+    CannotStart { retry_at: SystemTime },
 }
 
 impl SessionStatus {

@@ -110,6 +110,11 @@ impl Pending {
         self.messages.iter()
     }
 
+    /// Takes every message out (to wait for a process that could not start).
+    pub fn take_all(&mut self) -> Vec<PendingMessage> {
+        self.messages.drain(..).collect()
+    }
+
     /// Gives up on every message and returns their ids.
     pub fn drain_ids(&mut self) -> Vec<InboundId> {
         self.messages.drain(..).map(|m| m.id).collect()

@@ -20,7 +20,7 @@ impl Store {
             return Ok(None);
         }
         let periods = Periods::at(now, zone);
-        let spent = self.spent(group, &periods).await?;
+        let spent = self.budget_spent(group, &periods).await?;
         Ok(reached(budget, &spent, &periods))
     }
 

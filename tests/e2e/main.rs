@@ -7,6 +7,7 @@ mod support;
 
 mod attach;
 mod backup;
+mod budget_hold;
 mod chat_commands;
 mod console;
 mod crash;

@@ -256,3 +256,121 @@ async fn a_request_without_a_placeholder_is_refused_whatever_its_path() {
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     assert!(up.seen.lock().unwrap().is_empty());
 }
+
+/// A reply the API streams: its usage said at the start and at the end.
+const METERED: [&str; 4] = [
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-sonnet-4-5\",",
+    "\"usage\":{\"input_tokens\":1000000,\"output_tokens\":1}}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"hi\"}}\n\n",
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":100000}}\n\n",
+];
+
+/// An upstream answering every call with [`METERED`], chunk by chunk, or
+/// holding the rest back after the first two chunks when `hold` is set.
+async fn metered_upstream(hold: bool) -> (String, Arc<Mutex<Vec<HeaderMap>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let app = axum::Router::new().fallback(move |headers: HeaderMap| {
+        record.lock().unwrap().push(headers);
+        async move {
+            let (tx, rx) = mpsc::channel::<Result<&'static str, std::io::Error>>(4);
+            tokio::spawn(async move {
+                for (n, chunk) in METERED.into_iter().enumerate() {
+                    if hold && n == 2 {
+                        // The client goes away before the rest: hold it until then.
+                        tx.closed().await;
+                        return;
+                    }
+                    let _ = tx.send(Ok(chunk)).await;
+                }
+            });
+            let stream = futures_util::stream::unfold(rx, |mut rx| async { rx.recv().await.map(|item| (item, rx)) });
+            Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(stream)).unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+/// Waits until the ledger holds something (the body's end is seen by the
+/// server's side of the connection, a moment after the client's).
+async fn until_counted(proxy: &Proxy) -> Vec<((String, i64), crate::domain::budget::ProxyUse)> {
+    for _ in 0..500 {
+        let pending: Vec<_> = proxy.spend().pending().into_iter().collect();
+        if !pending.is_empty() {
+            return pending;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("nothing was counted");
+}
+
+#[tokio::test]
+async fn a_streamed_replys_usage_is_counted_for_its_group_as_it_passes_unchanged() {
+    let (url, seen) = metered_upstream(false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("api.sock");
+    let proxy = Proxy::start(&url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
+        .await
+        .unwrap();
+    let lease = proxy.lease("alpha");
+    // As code in the sandbox would call it, without the CLI.
+    let body = over(&proxy)
+        .post("http://localhost/v1/messages?beta=true")
+        .header("x-api-key", lease.key())
+        .header("accept-encoding", "gzip, br")
+        .body("{\"stream\":true}")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(body, METERED.concat(), "the body passes unchanged");
+    assert_eq!(seen.lock().unwrap()[0]["accept-encoding"], "identity", "asked uncompressed, to be read");
+    let counted = until_counted(&proxy).await;
+    assert_eq!(counted.len(), 1);
+    let ((group, _), used) = &counted[0];
+    assert_eq!(group, "alpha");
+    assert_eq!((used.calls, used.tokens.input, used.tokens.output), (1, 1_000_000, 100_000));
+    assert!((used.cost_usd - 4.5).abs() < 1e-9, "Sonnet: $3 per million in, $15 out: {}", used.cost_usd);
+
+    // Written to the store by the proxy's writer, where the budget reads it.
+    let group: crate::domain::GroupName = "alpha".parse().unwrap();
+    let (_dir, store) = crate::store::tests::store_with(&group).await;
+    let stop = CancellationToken::new();
+    stop.cancel();
+    super::spend::keep(proxy.spend(), store.clone(), stop).await;
+    let periods = crate::domain::budget::Periods::at(std::time::SystemTime::now(), chrono_tz::UTC);
+    let spent = store.budget_spent(&group, &periods).await.unwrap();
+    assert!((spent.today_usd - 4.5).abs() < 1e-9, "{spent:?}");
+    assert!(proxy.spend().pending().is_empty(), "stored once");
+}
+
+#[tokio::test]
+async fn a_reply_the_client_walks_away_from_is_counted_as_far_as_it_went() {
+    let (url, _) = metered_upstream(true).await;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("api.sock");
+    let proxy = Proxy::start(&url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
+        .await
+        .unwrap();
+    let lease = proxy.lease("alpha");
+    let mut response = over(&proxy)
+        .post("http://localhost/v1/messages")
+        .header("x-api-key", lease.key())
+        .body("{\"stream\":true}")
+        .send()
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < METERED[0].len() + METERED[1].len() {
+        got.extend_from_slice(&response.chunk().await.unwrap().unwrap());
+    }
+    drop(response);
+    let counted = until_counted(&proxy).await;
+    let (_, used) = &counted[0];
+    assert_eq!((used.tokens.input, used.tokens.output), (1_000_000, 1), "the input was billed; what it said so far");
+}

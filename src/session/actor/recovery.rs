@@ -1,7 +1,9 @@
 //! When a process ends or must: its exit (a crash restarts with backoff), a
 //! hung turn (interrupted, stopped, its messages sent again), an idle close
-//! (or yielding the slot to a waiting group), and the resend after a usage
-//! limit. What to do is the parts' decision; this is the I/O it takes.
+//! (or yielding the slot to a waiting group), the resend after a usage
+//! limit, and a process that cannot start (its messages wait, the chat told
+//! once, the start tried again with backoff). What to do is the parts'
+//! decision; this is the I/O it takes.
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use tokio::time::Instant;
 use super::{Live, SessionActor};
 use crate::domain::InboundId;
 use crate::session::activity::Fed;
+use crate::session::cli::StartError;
 use crate::session::hang::{AfterHang, HANG_GRACE};
 use crate::session::lifecycle::AfterExit;
 use crate::store::InboundState;
@@ -204,11 +207,19 @@ impl SessionActor {
         self.turn.forget_process()
     }
 
-    /// The usage limit has reset: the held messages are written again, once.
+    /// The usage limit has reset: the held messages are written again,
+    /// once, unless the group's budget is reached (they go when it opens).
     pub(super) async fn on_resend_due(&mut self) {
         let Some(held) = self.hold.take() else {
             return;
         };
+        if !self.budget_open().await {
+            if let Some(opens) = self.budget_opens() {
+                tracing::info!(group = %self.group, "the usage limit has reset, but the budget is reached; the resend waits for it");
+                self.hold.postpone(held, opens);
+                return;
+            }
+        }
         tracing::info!(group = %self.group, messages = held.messages.len(), "the usage limit has reset; sending held messages again");
         self.log_event("resent_after_limit", self.life.session_id(), None).await;
         let mut lines = Vec::new();
@@ -225,6 +236,59 @@ impl SessionActor {
                 if self.write(&line).await {
                     self.feed_activity(Fed::TurnStarted);
                 }
+            }
+        }
+        self.set_state(&ids, InboundState::Sent).await;
+    }
+
+    /// No process could be started. A scheduled run's messages are given up
+    /// on (the scheduler retries runs by its own rule); the others wait for
+    /// the next try, and the chat is told once, not once per message (again
+    /// only when the start fails for another reason after one succeeded or
+    /// failed differently). The group's queue waits meanwhile.
+    pub(super) async fn start_failed(&mut self, e: StartError) {
+        if let Some(what) = e.log_line() {
+            tracing::error!(group = %self.group, %e, "{what}");
+        }
+        let (watched, waiting): (Vec<_>, Vec<_>) =
+            self.turn.pending.take_all().into_iter().partition(|m| self.intake.is_watched(m.id));
+        if !watched.is_empty() {
+            for m in watched {
+                self.turn.pending.requeue(m);
+            }
+            self.give_up(&e.chat_text()).await;
+        }
+        if waiting.is_empty() {
+            return;
+        }
+        let reason = e.to_string();
+        let now = (std::time::SystemTime::now(), Instant::now());
+        if let Some(retry_in) = self.start.failed(waiting, &reason, now) {
+            self.log_event("start_failed", self.life.session_id(), Some(&reason)).await;
+            self.notice(e.waiting_text(retry_in)).await;
+        }
+    }
+
+    /// A CLI that could not start is tried again; its waiting messages are
+    /// written to it when it starts (or wait for the next try).
+    pub(super) async fn on_start_due(&mut self) {
+        let waiting = self.start.take();
+        if waiting.is_empty() {
+            return;
+        }
+        for m in waiting {
+            self.turn.pending.requeue(m);
+        }
+        if !self.ensure_live().await {
+            return;
+        }
+        self.start.started();
+        tracing::info!(group = %self.group, messages = self.turn.pending.len(), "the CLI starts again; writing the messages that waited for it");
+        let written: Vec<(InboundId, String)> = self.turn.pending.prepare_resend().map(|m| (m.id, m.line())).collect();
+        let ids: Vec<InboundId> = written.iter().map(|(id, _)| *id).collect();
+        for (_, line) in written {
+            if self.write(&line).await {
+                self.feed_activity(Fed::TurnStarted);
             }
         }
         self.set_state(&ids, InboundState::Sent).await;

@@ -11,7 +11,6 @@ use crate::claude::protocol;
 use crate::domain::media::ModelImage;
 use crate::domain::{Inbound, InboundId, Missed};
 use crate::session::activity::Fed;
-use crate::session::budget::Look;
 use crate::session::cli::StartRequest;
 use crate::session::intake::{self, TAKEN_AT_ONCE};
 use crate::session::rights::Voice;
@@ -33,7 +32,12 @@ impl SessionActor {
     pub(super) async fn take_queued(&mut self) {
         loop {
             let room = TAKEN_AT_ONCE.saturating_sub(self.turn.pending.len());
-            if !self.puller.due(room) || !self.budget_open().await {
+            if !self.puller.due(room) {
+                return;
+            }
+            if !self.queue_open().await {
+                // Held: quiet, not busy; the queue is read when the hold ends.
+                self.puller.held(&self.intake);
                 return;
             }
             let taken = self.puller.pull(&self.deps.store, &self.intake, &self.group, room).await;
@@ -106,10 +110,17 @@ impl SessionActor {
     }
 
     /// Starts a CLI process unless one lives. Waits (FIFO) for a free slot.
-    /// Returns false when no process could be started; the chat was told why.
+    /// Returns false when no process could be started: the pending messages
+    /// then wait for the next try (see `start_failed`).
     pub(super) async fn ensure_live(&mut self) -> bool {
         if self.live.is_some() {
             return true;
+        }
+        if self.start.holding() {
+            // A start failed a moment ago: these wait for the next try with the others.
+            let waiting = self.turn.pending.take_all();
+            self.start.wait(waiting);
+            return false;
         }
         let slot = tokio::select! {
             slot = self.deps.slots.acquire() => slot,
@@ -150,25 +161,7 @@ impl SessionActor {
                 true
             }
             Err(e) => {
-                if let Some(what) = e.log_line() {
-                    tracing::error!(group = %self.group, %e, "{what}");
-                }
-                self.give_up(&e.chat_text()).await;
-                false
-            }
-        }
-    }
-
-    /// Whether the group's budget lets it take queued messages now; the
-    /// chat is told once when it does not.
-    async fn budget_open(&mut self) -> bool {
-        let budget = self.policy.budget.over(self.deps.live.budget());
-        match self.budget.look(&self.deps.store, &self.group, budget, self.zone).await {
-            Look::Open => true,
-            Look::Closed { tell } => {
-                if let Some(text) = tell {
-                    self.notice(&text).await;
-                }
+                self.start_failed(e).await;
                 false
             }
         }

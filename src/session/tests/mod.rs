@@ -11,6 +11,7 @@
 
 mod activity;
 mod budget;
+mod held;
 mod recovery;
 mod trust;
 mod turns;

@@ -40,7 +40,7 @@ async fn a_stored_session_is_resumed() {
 }
 
 /// The lines of a turn the account's usage limit refused, resetting in `resets_in`.
-fn usage_limit(resets_in: Duration) -> Reply {
+pub(super) fn usage_limit(resets_in: Duration) -> Reply {
     let resets_at = (SystemTime::now() + resets_in).duration_since(UNIX_EPOCH).unwrap().as_secs();
     Reply::Lines(Box::new(move |said: &Said| {
         let info = json!({"status": "rejected", "resetsAt": resets_at, "rateLimitType": "five_hour"});

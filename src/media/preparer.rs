@@ -3,8 +3,8 @@
 //! so a restart picks up what a previous pincer left half done, and a burst
 //! of photos waits in SQLite, not in memory.
 //!
-//! For each attachment: fetched through its platform's [`Fetch`] (passing
-//! failures tried again), saved in the group's `inbox/`, an image prepared
+//! For each attachment: fetched through its platform's [`Fetch`] into a
+//! sink that stops it at the size limit (passing failures tried again), saved in the group's `inbox/`, an image prepared
 //! for the model, a voice note transcribed when an engine is configured.
 //! Whatever fails becomes a note in the message, never a message held back:
 //! the message is then `queued` with its images in one transaction and its
@@ -22,7 +22,7 @@ use tokio_util::task::TaskTracker;
 
 use super::images::{self, ImageError};
 use super::transcribe::{Engine, Transcriber};
-use super::{folder, Fetch, FetchError};
+use super::{folder, Capped, Fetch, FetchError};
 use crate::config::Live;
 use crate::domain::media::{fetch_limit, human_bytes, safe_file_name, Attachment, MediaKind, ModelImage, Outcome};
 use crate::domain::{GroupName, Inbound, InboundId, Platform, Source};
@@ -310,7 +310,9 @@ async fn prepare_one(
     (outcome, shown)
 }
 
-/// The attachment's bytes, passing failures tried again.
+/// The attachment's bytes, passing failures tried again. Each try streams
+/// into a fresh [`Capped`] sink, so a download is abandoned at the first
+/// byte past `max` whatever the platform said of its size.
 async fn fetch(
     deps: &PreparerDeps,
     fetcher: &dyn Fetch,
@@ -324,12 +326,20 @@ async fn fetch(
     let mut tries = 0;
     loop {
         tries += 1;
-        match fetcher.fetch(attachment, max).await {
+        let sink = Capped::new(max);
+        let overflow = sink.overflow();
+        match fetcher.fetch(attachment, sink).await {
+            Ok(sink) => return Ok(sink.into_bytes()),
+            // Whatever the platform's client made of the refused byte.
+            Err(_) if overflow.happened() => {
+                tracing::info!(max, "a chat's file was larger than its message said; its download was stopped");
+                return Err(FetchError::TooLarge { limit: max });
+            }
             Err(FetchError::Transient(why)) if tries < FETCH_TRIES => {
                 tracing::warn!(tries, %why, "downloading a chat's file failed; trying again");
                 tokio::time::sleep(deps.retry.pause(tries, None)).await;
             }
-            done => return done,
+            Err(e) => return Err(e),
         }
     }
 }

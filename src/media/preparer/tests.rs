@@ -28,12 +28,36 @@ impl Scripted {
 }
 
 impl Fetch for Scripted {
-    fn fetch<'a>(&'a self, attachment: &'a Attachment, _max: u64) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+    fn fetch<'a>(&'a self, attachment: &'a Attachment, mut into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
         self.tries.fetch_add(1, Ordering::SeqCst);
         let mut answers = self.answers.lock().unwrap();
         let list = answers.get_mut(&attachment.fetch).expect("a scripted file");
         let answer = if list.len() > 1 { list.remove(0) } else { list[0].clone() };
-        Box::pin(async move { answer })
+        Box::pin(async move {
+            into.push(&answer?)?;
+            Ok(into)
+        })
+    }
+}
+
+/// A platform whose files come in chunks for as long as anyone takes them
+/// (a file much larger than its message said), counting what it sent.
+#[derive(Default)]
+struct Endless {
+    sent: AtomicUsize,
+}
+
+impl Fetch for Endless {
+    fn fetch<'a>(&'a self, _attachment: &'a Attachment, mut into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
+        Box::pin(async move {
+            let chunk = [7u8; 64 * 1024];
+            loop {
+                into.push(&chunk)?;
+                self.sent.fetch_add(chunk.len(), Ordering::SeqCst);
+                // A network's pace: other tasks run between chunks.
+                tokio::task::yield_now().await;
+            }
+        })
     }
 }
 
@@ -48,7 +72,7 @@ struct Rig {
 }
 
 impl Rig {
-    async fn new(fetch: Arc<Scripted>, config: Config) -> Rig {
+    async fn new(fetch: Arc<dyn Fetch>, config: Config) -> Rig {
         let group: GroupName = "family".parse().unwrap();
         let (dir, store) = crate::store::tests::store_with(&group).await;
         let groups_dir = dir.path().join("groups");
@@ -282,5 +306,24 @@ async fn a_failed_download_is_tried_again_when_a_restart_delivers_its_message_ag
     assert_eq!(rig.saved(path), b"%PDF now it is there");
     assert_eq!(saved(&again.msg.media[0].outcome), saved(&first.msg.media[0].outcome), "the photo as it was");
     assert_eq!(again.images, first.images, "its image still goes with it");
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_file_larger_than_its_message_said_is_abandoned_at_the_limit_not_held_whole() {
+    let fetch = Arc::new(Endless::default());
+    let mut rig = Rig::new(fetch.clone(), Config::default()).await;
+    // No size said: only the bytes as they arrive tell.
+    let doc = Attachment::bounded(MediaKind::Document, "endless").with_name(Some("dump.bin"));
+    rig.store(&rig.message("see attached", vec![doc], None)).await;
+    rig.preparer.wake();
+
+    let pulled = rig.prepared().await;
+    let limit = fetch_limit(Platform::Telegram);
+    assert_eq!(pulled.msg.media[0].outcome, Outcome::TooLarge { limit });
+    assert!(fetch.sent.load(Ordering::SeqCst) as u64 <= limit, "stopped at the limit, and not tried again");
+    let rows = Outbox::new(rig.store.clone(), None).rows_after(&rig.group, OutboxId(0)).await.unwrap();
+    assert_eq!(rows.len(), 1, "the sender is told");
+    assert!(rows[0].text.contains("larger than the 20.0 MB"), "{}", rows[0].text);
     rig.shutdown.cancel();
 }

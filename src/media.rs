@@ -3,6 +3,7 @@
 //! prepares images for the model and asks a transcription engine for the
 //! words of voice notes, before the group's session takes the message.
 
+pub mod budget;
 pub mod capped;
 pub mod folder;
 pub mod images;

@@ -4,8 +4,10 @@
 //! of photos waits in SQLite, not in memory.
 //!
 //! For each attachment: fetched through its platform's [`Fetch`] into a
-//! sink that stops it at the size limit (passing failures tried again), saved in the group's `inbox/`, an image prepared
-//! for the model, a voice note transcribed when an engine is configured.
+//! sink that stops it at the size limit (passing failures tried again),
+//! saved in the group's `inbox/`, an image prepared for the model once the
+//! daemon's decode budget has room for it (`media::budget`), a voice note
+//! transcribed when an engine is configured.
 //! Whatever fails becomes a note in the message, never a message held back:
 //! the message is then `queued` with its images in one transaction and its
 //! session woken. An album waits [`ALBUM_WINDOW`] first, for its other parts.
@@ -20,6 +22,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::budget::DecodeBudget;
 use super::images::{self, ImageError};
 use super::transcribe::{Engine, Transcriber};
 use super::{folder, Capped, Fetch, FetchError};
@@ -33,7 +36,8 @@ use crate::store::{Store, ToPrepare};
 /// How long an album's first part waits for the others (a platform sends
 /// them as separate messages, a moment apart).
 pub const ALBUM_WINDOW: Duration = Duration::from_millis(1500);
-/// Messages prepared at once (each mostly waits on a download).
+/// Messages prepared at once (each mostly waits on a download; what their
+/// images take while decoded is bounded by `media.decode_budget`).
 const AT_ONCE: usize = 4;
 /// Tries per download, the first included.
 const FETCH_TRIES: u32 = 3;
@@ -90,6 +94,7 @@ impl Preparer {
 }
 
 async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken) {
+    let budget = Arc::new(DecodeBudget::new());
     let mut working: HashMap<tokio::task::Id, InboundId> = HashMap::new();
     let mut tasks = JoinSet::new();
     loop {
@@ -120,8 +125,8 @@ async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken)
             if working.len() >= AT_ONCE {
                 break;
             }
-            let deps = deps.clone();
-            let task = tasks.spawn(async move { prepare(&deps, waiting.id, waiting.album).await }).id();
+            let (deps, budget) = (deps.clone(), budget.clone());
+            let task = tasks.spawn(async move { prepare(&deps, &budget, waiting.id, waiting.album).await }).id();
             working.insert(task, waiting.id);
         }
     }
@@ -130,7 +135,7 @@ async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken)
 }
 
 /// Prepares message `id`, then queues it and says its group is ready.
-async fn prepare(deps: &PreparerDeps, id: InboundId, album: bool) {
+async fn prepare(deps: &PreparerDeps, budget: &DecodeBudget, id: InboundId, album: bool) {
     if album {
         tokio::time::sleep(ALBUM_WINDOW).await;
     }
@@ -143,7 +148,7 @@ async fn prepare(deps: &PreparerDeps, id: InboundId, album: bool) {
             return;
         }
     };
-    let (media, images) = prepare_media(deps, id, &msg, observed).await;
+    let (media, images) = prepare_media(deps, budget, id, &msg, observed).await;
     finish(deps, id, &msg.group, &media, &images).await;
 }
 
@@ -181,6 +186,7 @@ async fn finish(deps: &PreparerDeps, id: InboundId, group: &GroupName, media: &[
 /// large is not worth telling its sender about.
 async fn prepare_media(
     deps: &PreparerDeps,
+    budget: &DecodeBudget,
     id: InboundId,
     msg: &Inbound,
     observed: bool,
@@ -209,7 +215,7 @@ async fn prepare_media(
             continue;
         }
         let name = stored_name(&attachment, id, several.then_some(n + 1));
-        let (outcome, image) = prepare_one(deps, platform, &group_dir, &attachment, name, !observed).await;
+        let (outcome, image) = prepare_one(deps, budget, platform, &group_dir, &attachment, name, !observed).await;
         if let (Outcome::TooLarge { limit }, false) = (&outcome, observed) {
             let what = attachment.file_name.as_deref().unwrap_or(attachment.kind.as_str());
             let size = attachment.size.map(|s| format!(" ({})", human_bytes(s))).unwrap_or_default();
@@ -245,6 +251,7 @@ async fn prepare_media(
 /// One attachment: what became of it, and its image for the model if it is shown.
 async fn prepare_one(
     deps: &PreparerDeps,
+    budget: &DecodeBudget,
     platform: Platform,
     group_dir: &Path,
     attachment: &Attachment,
@@ -272,26 +279,32 @@ async fn prepare_one(
     let size = bytes.len() as u64;
     let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let (kind, dir) = (attachment.kind, group_dir.to_owned());
+    let show = show && kind.is_image();
     let saved = tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the group's folder: {e}"))?;
         let path = folder::save_in_inbox(&dir, &day, &name, &bytes).map_err(|e| e.to_string())?;
-        let image = (show && kind.is_image()).then(|| images::prepare(&bytes));
-        Ok::<_, String>((path, image, bytes))
+        let footprint = show.then(|| images::footprint(&bytes));
+        Ok::<_, String>((path, footprint, bytes))
     })
     .await
     .unwrap_or_else(|e| Err(format!("saving it failed: {e}")));
-    let (path, image, bytes) = match saved {
+    let (path, footprint, bytes) = match saved {
         Ok(saved) => saved,
         Err(why) => {
             tracing::error!(why, "cannot save a chat's file in the group's inbox");
             return (Outcome::Failed { why }, None);
         }
     };
+    let (bytes, image) = match footprint {
+        Some(Ok(footprint)) => decode(deps, budget, bytes, footprint).await,
+        Some(Err(e)) => (bytes, Some(Err(e))),
+        None => (bytes, None),
+    };
     let (shown, image_note) = match image {
         Some(Ok(image)) => (Some(image), None),
         Some(Err(e)) => {
             if let ImageError::TooLarge { .. } = e {
-                tracing::warn!(%e, "an image was refused by the decoder's limits");
+                tracing::warn!(%e, "an image was refused by the decoder's limits or the decode budget");
             }
             (None, Some(e.to_string()))
         }
@@ -308,6 +321,37 @@ async fn prepare_one(
         image_note,
     };
     (outcome, shown)
+}
+
+/// An image prepared for the model once the decode budget has room for
+/// what its header says it takes (one larger than the whole budget is
+/// refused as too large); the bytes are handed back.
+async fn decode(
+    deps: &PreparerDeps,
+    budget: &DecodeBudget,
+    bytes: Vec<u8>,
+    footprint: images::Footprint,
+) -> (Vec<u8>, Option<Result<ModelImage, ImageError>>) {
+    let total = deps.live.media().decode_budget.0;
+    let reservation = match budget.reserve(footprint.bytes, total).await {
+        Ok(reservation) => reservation,
+        Err(e) => {
+            tracing::debug!(%e, "an image needs more than the whole decode budget");
+            let refused = ImageError::TooLarge { width: footprint.width, height: footprint.height };
+            return (bytes, Some(Err(refused)));
+        }
+    };
+    let prepared = tokio::task::spawn_blocking(move || {
+        let image = images::prepare(&bytes);
+        drop(reservation);
+        (bytes, image)
+    })
+    .await;
+    match prepared {
+        Ok((bytes, image)) => (bytes, Some(image)),
+        // The decoder panicked: its bytes are gone with it, the file is saved.
+        Err(e) => (Vec::new(), Some(Err(ImageError::Corrupt(format!("the decoder failed: {e}"))))),
+    }
 }
 
 /// The attachment's bytes, passing failures tried again. Each try streams

@@ -327,3 +327,26 @@ async fn a_file_larger_than_its_message_said_is_abandoned_at_the_limit_not_held_
     assert!(rows[0].text.contains("larger than the 20.0 MB"), "{}", rows[0].text);
     rig.shutdown.cancel();
 }
+
+#[tokio::test]
+async fn an_image_that_needs_more_than_the_whole_decode_budget_is_kept_unshown_with_a_note() {
+    let fetch =
+        Arc::new(Scripted::default()).answer("large", vec![Ok(png(1000, 1000))]).answer("small", vec![Ok(png(40, 30))]);
+    let mut config = Config::default();
+    // Below what the config allows, to keep the test's images small: a
+    // 1000 × 1000 RGB image decodes to 3 MB.
+    config.media.decode_budget = crate::config::ByteSize(1024 * 1024);
+    let mut rig = Rig::new(fetch, config).await;
+    let media = vec![Attachment::bounded(MediaKind::Photo, "large"), Attachment::bounded(MediaKind::Photo, "small")];
+    rig.store(&rig.message("two", media, None)).await;
+    rig.preparer.wake();
+
+    let pulled = rig.prepared().await;
+    let (path, shown, note) = saved(&pulled.msg.media[0].outcome);
+    assert!(!shown, "over the budget");
+    assert!(note.unwrap().starts_with("1000 × 1000 pixels is more than pincer decodes"), "{note:?}");
+    assert_eq!(rig.saved(path), png(1000, 1000), "kept as a file");
+    assert!(saved(&pulled.msg.media[1].outcome).1, "the small one fits and is shown");
+    assert_eq!(pulled.images.len(), 1);
+    rig.shutdown.cancel();
+}

@@ -10,6 +10,7 @@ pub mod images;
 pub mod local;
 pub mod outgoing;
 pub mod preparer;
+pub mod priority;
 pub mod transcribe;
 
 use futures_util::future::BoxFuture;

@@ -7,7 +7,9 @@
 //! sink that stops it at the size limit (passing failures tried again),
 //! saved in the group's `inbox/`, an image prepared for the model once the
 //! daemon's decode budget has room for it (`media::budget`), a voice note
-//! transcribed when an engine is configured.
+//! transcribed when an engine is configured. At most [`AT_ONCE`] messages
+//! are in the works, chosen by `media::priority`: those someone waits for
+//! first, a group's context photos one at a time and after them.
 //! Whatever fails becomes a note in the message, never a message held back:
 //! the message is then `queued` with its images in one transaction and its
 //! session woken. An album waits [`ALBUM_WINDOW`] first, for its other parts.
@@ -24,6 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use super::budget::DecodeBudget;
 use super::images::{self, ImageError};
+use super::priority::{self, Running};
 use super::transcribe::{Engine, Transcriber};
 use super::{folder, Capped, Fetch, FetchError};
 use crate::config::Live;
@@ -95,7 +98,7 @@ impl Preparer {
 
 async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken) {
     let budget = Arc::new(DecodeBudget::new());
-    let mut working: HashMap<tokio::task::Id, InboundId> = HashMap::new();
+    let mut working: HashMap<tokio::task::Id, Running> = HashMap::new();
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
@@ -106,9 +109,9 @@ async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken)
                     Ok((task, ())) => (task, false),
                     Err(e) => (e.id(), e.is_panic()),
                 };
-                if let (Some(id), true) = (working.remove(&task), panicked) {
-                    tracing::error!(id = id.0, "preparing a message's media panicked; it goes on without its media");
-                    give_up(&deps, id).await;
+                if let (Some(running), true) = (working.remove(&task), panicked) {
+                    tracing::error!(id = running.id.0, "preparing a message's media panicked; it goes on without its media");
+                    give_up(&deps, running.id).await;
                 }
             }
         }
@@ -120,14 +123,13 @@ async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken)
                 continue;
             }
         };
-        let busy: HashSet<InboundId> = working.values().copied().collect();
-        for waiting in waiting.into_iter().filter(|w| !busy.contains(&w.id)) {
-            if working.len() >= AT_ONCE {
-                break;
-            }
+        let running: Vec<Running> = working.values().cloned().collect();
+        let albums: HashSet<InboundId> = waiting.iter().filter(|w| w.album).map(|w| w.id).collect();
+        for next in priority::pick(&waiting, &running, AT_ONCE) {
             let (deps, budget) = (deps.clone(), budget.clone());
-            let task = tasks.spawn(async move { prepare(&deps, &budget, waiting.id, waiting.album).await }).id();
-            working.insert(task, waiting.id);
+            let (id, album) = (next.id, albums.contains(&next.id));
+            let task = tasks.spawn(async move { prepare(&deps, &budget, id, album).await }).id();
+            working.insert(task, next);
         }
     }
     // Unfinished preparations stay `preparing`: the next start does them again.

@@ -61,6 +61,39 @@ impl Fetch for Endless {
     }
 }
 
+/// Holds each download of a file whose key starts with "held" until the
+/// test releases one, and tells the test of every download that starts.
+struct Gated {
+    started: mpsc::UnboundedSender<String>,
+    gate: tokio::sync::Semaphore,
+    held_now: AtomicUsize,
+    held_most: AtomicUsize,
+    bytes: Vec<u8>,
+}
+
+impl Gated {
+    fn new(started: mpsc::UnboundedSender<String>, bytes: Vec<u8>) -> Arc<Gated> {
+        let (gate, held_now, held_most) = (tokio::sync::Semaphore::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+        Arc::new(Gated { started, gate, held_now, held_most, bytes })
+    }
+}
+
+impl Fetch for Gated {
+    fn fetch<'a>(&'a self, attachment: &'a Attachment, mut into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
+        Box::pin(async move {
+            let _ = self.started.send(attachment.fetch.clone());
+            if attachment.fetch.starts_with("held") {
+                let now = self.held_now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.held_most.fetch_max(now, Ordering::SeqCst);
+                self.gate.acquire().await.expect("open").forget();
+                self.held_now.fetch_sub(1, Ordering::SeqCst);
+            }
+            into.push(&self.bytes)?;
+            Ok(into)
+        })
+    }
+}
+
 struct Rig {
     _dir: tempfile::TempDir,
     store: Store,
@@ -348,5 +381,41 @@ async fn an_image_that_needs_more_than_the_whole_decode_budget_is_kept_unshown_w
     assert_eq!(rig.saved(path), png(1000, 1000), "kept as a file");
     assert!(saved(&pulled.msg.media[1].outcome).1, "the small one fits and is shown");
     assert_eq!(pulled.images.len(), 1);
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_question_in_one_group_is_prepared_before_another_groups_pile_of_context_photos() {
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let fetch = Gated::new(started_tx, png(4, 4));
+    let mut rig = Rig::new(fetch.clone(), Config::default()).await;
+    let club: GroupName = "club".parse().unwrap();
+    rig.store.add_group(&club, &crate::store::GroupSettings::default()).await.unwrap();
+    // Fifty photos nobody asked the agent about, then a question elsewhere.
+    for n in 0..50 {
+        let msg = rig.message("", vec![Attachment::bounded(MediaKind::Photo, format!("held{n}"))], None);
+        assert!(matches!(rig.store.insert_preparing(&msg, true).await.unwrap(), Stored::Preparing(_)));
+    }
+    let mut question = Inbound::new(club.clone(), Source::Chat(Platform::Telegram), "Bo", "@Andy what is this?");
+    question.media = vec![Attachment::bounded(MediaKind::Photo, "asked")];
+    rig.store(&question).await;
+    rig.preparer.wake();
+
+    // No pile photo is let through yet: the question's download must start
+    // while slots are still free.
+    let mut pile = 0;
+    while started.recv().await.expect("a download") != "asked" {
+        pile += 1;
+        assert!(pile < AT_ONCE, "every slot went to the pile: the question waits behind fifty photos");
+    }
+    assert!(pile <= 1, "the pile takes one slot at a time");
+    assert_eq!(rig.ready.recv().await.unwrap(), club, "the question is ready while the pile's first is held");
+
+    fetch.gate.add_permits(50);
+    for _ in 0..50 {
+        assert_eq!(rig.ready.recv().await.unwrap(), rig.group);
+    }
+    assert_eq!(fetch.held_most.load(Ordering::SeqCst), 1, "the pile went one photo at a time");
+    assert!(rig.store.all_preparing().await.unwrap().is_empty());
     rig.shutdown.cancel();
 }

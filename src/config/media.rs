@@ -1,4 +1,4 @@
-//! `[media]` (the inbox's cap) and `[transcription]` (the engine that gives
+//! `[media]` (the inbox's cap, the memory images may take while decoded) and `[transcription]` (the engine that gives
 //! voice notes their words).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -12,11 +12,22 @@ pub struct MediaConfig {
     /// The most a group's `inbox/` holds ("1 GiB", "500 MB", or bytes); the
     /// oldest files go first when a new one would pass it.
     pub max_inbox: ByteSize,
+    /// The most memory all images being prepared for the model may take at
+    /// once, across all groups (their decoded pixels and the copies made to
+    /// turn and scale them); one that would take more than all of it is kept
+    /// as a file but not shown.
+    pub decode_budget: ByteSize,
 }
+
+/// The smallest `media.decode_budget`: a phone's 12-megapixel photo, decoded
+/// and scaled, takes about 110 MiB.
+const MIN_DECODE_BUDGET: u64 = 128 * 1024 * 1024;
 
 impl Default for MediaConfig {
     fn default() -> Self {
-        MediaConfig { max_inbox: ByteSize(1024 * 1024 * 1024) }
+        // 512 MiB: four phone photos at once, and room for the largest image
+        // the decoder's limits let through (about 450 MiB).
+        MediaConfig { max_inbox: ByteSize(1024 * 1024 * 1024), decode_budget: ByteSize(512 * 1024 * 1024) }
     }
 }
 
@@ -26,6 +37,12 @@ impl MediaConfig {
             return Err(ConfigError::Rule {
                 key: "media.max_inbox",
                 problem: "must be at least 1 MiB (e.g. \"1 GiB\")",
+            });
+        }
+        if self.decode_budget.0 < MIN_DECODE_BUDGET {
+            return Err(ConfigError::Rule {
+                key: "media.decode_budget",
+                problem: "must be at least 128 MiB, what a phone's photo takes to prepare (e.g. \"512 MiB\")",
             });
         }
         Ok(())
@@ -141,5 +158,15 @@ mod tests {
         assert_eq!(ByteSize::parse("2048"), Some(ByteSize(2048)));
         assert_eq!(ByteSize::parse("lots"), None);
         assert_eq!(ByteSize::parse("5 parsecs"), None);
+    }
+
+    #[test]
+    fn the_decode_budget_reads_as_a_size_and_is_at_least_a_phone_photos_worth() {
+        let read: MediaConfig = toml::from_str("max_inbox = \"1 GiB\"\ndecode_budget = \"1 GiB\"").unwrap();
+        assert_eq!(read.decode_budget, ByteSize(1 << 30));
+        assert!(read.check().is_ok());
+        let small = MediaConfig { decode_budget: ByteSize(64 << 20), ..MediaConfig::default() };
+        assert!(matches!(small.check(), Err(ConfigError::Rule { key: "media.decode_budget", .. })));
+        assert!(MediaConfig::default().check().is_ok());
     }
 }

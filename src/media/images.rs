@@ -7,12 +7,15 @@
 //! pixel count checked against [`MAX_PIXELS`] before a single pixel is
 //! decoded, and the decoder runs under [`image::Limits`], so a crafted file
 //! (a tiny PNG that claims 100,000 × 100,000 pixels) is refused without
-//! allocating for it.
+//! allocating for it. [`footprint`] reads the same header to say how much
+//! memory preparing it takes, so the caller can reserve that first
+//! (`media::budget`).
 
 use std::io::Cursor;
 
 use image::codecs::jpeg::JpegEncoder;
 use image::imageops::FilterType;
+use image::metadata::Orientation;
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 
 use crate::domain::media::ModelImage;
@@ -37,8 +40,12 @@ const QUALITIES: [u8; 3] = [85, 70, 50];
 pub enum ImageError {
     #[error("not an image pincer can read (JPEG, PNG, GIF or WebP)")]
     Unsupported,
-    /// Its size, or 0 × 0 when the decoder refused it before saying.
-    #[error("{} more than pincer decodes ({MAX_PIXELS} pixels, {MAX_SIDE} a side)", size_words(*width, *height))]
+    /// Its size, or 0 × 0 when the decoder refused it before saying; also
+    /// an image whose decoding needs more than the whole decode budget.
+    #[error(
+        "{} more than pincer decodes (at most {MAX_PIXELS} pixels, {MAX_SIDE} a side, and within its memory budget)",
+        size_words(*width, *height)
+    )]
     TooLarge { width: u32, height: u32 },
     #[error("the image is damaged: {0}")]
     Corrupt(String),
@@ -48,8 +55,106 @@ pub enum ImageError {
 /// does not decode is refused); one already small enough, of a type the API
 /// takes and upright, then goes as it came; any other is turned upright,
 /// scaled to fit [`LONG_EDGE`] and encoded as JPEG (PNG when it has
-/// transparency and fits).
+/// transparency and fits). At most [`footprint`] bytes are taken meanwhile.
 pub fn prepare(bytes: &[u8]) -> Result<ModelImage, ImageError> {
+    let Header { decoder, media_type, width, height, orientation } = header(bytes)?;
+    // Decoded even when it may go as it came: a file the API cannot read
+    // would fail the whole turn, so only one that decodes is shown.
+    let mut image = DynamicImage::from_decoder(decoder).map_err(|e| read_error(&e))?;
+    if as_it_came(bytes, width, height, orientation) {
+        return Ok(ModelImage { media_type: media_type.to_owned(), data: bytes.to_vec() });
+    }
+    image.apply_orientation(orientation);
+    if image.width().max(image.height()) > LONG_EDGE {
+        // Keeps the aspect ratio; Triangle is smooth enough at this scale and quick.
+        image = image.resize(LONG_EDGE, LONG_EDGE, FilterType::Triangle);
+    }
+    encode(&image)
+}
+
+/// What [`prepare`] of `bytes` takes at most, read from the header alone
+/// (nothing decoded): refused as [`prepare`] would refuse it before decoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    pub width: u32,
+    pub height: u32,
+    /// The most bytes its pixels take at once ([`peak_bytes`]).
+    pub bytes: u64,
+}
+
+/// The memory [`prepare`] will take for `bytes`, from its header.
+pub fn footprint(bytes: &[u8]) -> Result<Footprint, ImageError> {
+    let Header { decoder, width, height, orientation, .. } = header(bytes)?;
+    let per_pixel = decoder.color_type().bytes_per_pixel();
+    let work = match as_it_came(bytes, width, height, orientation) {
+        true => Work::DecodeOnly,
+        false => Work::Turn { quarter: turns_a_quarter(orientation) },
+    };
+    Ok(Footprint { width, height, bytes: peak_bytes(width, height, per_pixel, work) })
+}
+
+/// What [`prepare`] does with the decoded pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// Decoded only, to see that it decodes: it goes as it came.
+    DecodeOnly,
+    /// Turned upright (a quarter turn makes a copy; other turns and flips
+    /// are done in place), scaled when larger than [`LONG_EDGE`], encoded.
+    Turn { quarter: bool },
+}
+
+/// The most bytes [`prepare`]'s pixels take at once: the decoded image
+/// (`bytes_per_pixel` each), plus the larger of a quarter turn's copy and
+/// the scaling's working image (the `image` crate samples columns into an
+/// RGBA `f32` image as wide as the source and as high as the result), plus
+/// the result and its RGB copy for the encoder. The decoder's own state and
+/// the encoded bytes are small beside these and not counted.
+pub fn peak_bytes(width: u32, height: u32, bytes_per_pixel: u8, work: Work) -> u64 {
+    let (w, h, per_pixel) = (u64::from(width), u64::from(height), u64::from(bytes_per_pixel));
+    let decoded = w * h * per_pixel;
+    let Work::Turn { quarter } = work else { return decoded };
+    let (w, h) = if quarter { (h, w) } else { (w, h) };
+    let (scaled_w, scaled_h) = scaled(w, h);
+    let copy = if quarter { decoded } else { 0 };
+    let sampling = if (scaled_w, scaled_h) == (w, h) { 0 } else { w * scaled_h * 16 };
+    let result = scaled_w * scaled_h * (per_pixel + 3);
+    decoded + copy.max(sampling) + result
+}
+
+/// `w` × `h` fitted within [`LONG_EDGE`], as `DynamicImage::resize` does
+/// (rounded; at least 1).
+fn scaled(w: u64, h: u64) -> (u64, u64) {
+    let long = w.max(h);
+    let edge = u64::from(LONG_EDGE);
+    if long <= edge {
+        return (w, h);
+    }
+    let fit = |side: u64| ((side * edge + long / 2) / long).max(1);
+    (fit(w), fit(h))
+}
+
+fn turns_a_quarter(orientation: Orientation) -> bool {
+    matches!(
+        orientation,
+        Orientation::Rotate90 | Orientation::Rotate270 | Orientation::Rotate90FlipH | Orientation::Rotate270FlipH
+    )
+}
+
+/// Small enough, upright and of a type the API takes: shown as it came.
+fn as_it_came(bytes: &[u8], width: u32, height: u32, orientation: Orientation) -> bool {
+    orientation == Orientation::NoTransforms && width.max(height) <= LONG_EDGE && bytes.len() <= MAX_BYTES
+}
+
+/// An image's header, read and checked; nothing decoded yet.
+struct Header<'a> {
+    decoder: Box<dyn ImageDecoder + 'a>,
+    media_type: &'static str,
+    width: u32,
+    height: u32,
+    orientation: Orientation,
+}
+
+fn header(bytes: &[u8]) -> Result<Header<'_>, ImageError> {
     let reader = ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| corrupt(&e))?;
     let format = reader.format().ok_or(ImageError::Unsupported)?;
     let media_type = match format {
@@ -66,20 +171,9 @@ pub fn prepare(bytes: &[u8]) -> Result<ModelImage, ImageError> {
     if u64::from(width) * u64::from(height) > MAX_PIXELS || width.max(height) > MAX_SIDE {
         return Err(ImageError::TooLarge { width, height });
     }
-    let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
-    let upright = orientation == image::metadata::Orientation::NoTransforms;
-    // Decoded even when it may go as it came: a file the API cannot read
-    // would fail the whole turn, so only one that decodes is shown.
-    let mut image = DynamicImage::from_decoder(decoder).map_err(|e| read_error(&e))?;
-    if upright && width.max(height) <= LONG_EDGE && bytes.len() <= MAX_BYTES {
-        return Ok(ModelImage { media_type: media_type.to_owned(), data: bytes.to_vec() });
-    }
-    image.apply_orientation(orientation);
-    if image.width().max(image.height()) > LONG_EDGE {
-        // Keeps the aspect ratio; Triangle is smooth enough at this scale and quick.
-        image = image.resize(LONG_EDGE, LONG_EDGE, FilterType::Triangle);
-    }
-    encode(&image)
+    let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
+    let decoder: Box<dyn ImageDecoder + '_> = Box::new(decoder);
+    Ok(Header { decoder, media_type, width, height, orientation })
 }
 
 fn size_words(width: u32, height: u32) -> String {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use futures_util::future::BoxFuture;
 
 use super::outgoing::mime_of;
-use super::{Fetch, FetchError};
+use super::{Capped, Fetch, FetchError};
 use crate::domain::media::{Attachment, MediaKind};
 
 /// A file to attach, checked: absolute, and a regular file now. Says what
@@ -46,21 +46,20 @@ pub fn attachment(path: &Path) -> Result<Attachment, String> {
 pub struct LocalFiles;
 
 impl Fetch for LocalFiles {
-    fn fetch<'a>(&'a self, attachment: &'a Attachment, max: u64) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+    fn fetch<'a>(&'a self, attachment: &'a Attachment, mut into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
         Box::pin(async move {
             let path = PathBuf::from(&attachment.fetch);
             if !path.is_absolute() {
                 return Err(FetchError::Gone(format!("{} is not a file pincer can read", attachment.fetch)));
             }
             tokio::task::spawn_blocking(move || {
-                let file = std::fs::File::open(&path).map_err(|e| FetchError::Gone(e.to_string()))?;
-                let mut bytes = Vec::new();
-                // One byte past the limit tells a file that grew from one that fits.
-                file.take(max + 1).read_to_end(&mut bytes).map_err(|e| FetchError::Transient(e.to_string()))?;
-                if bytes.len() as u64 > max {
-                    return Err(FetchError::TooLarge { limit: max });
+                let mut file = std::fs::File::open(&path).map_err(|e| FetchError::Gone(e.to_string()))?;
+                // The sink refuses the first byte past its limit: a file that grew stops there.
+                match std::io::copy(&mut file, &mut into) {
+                    Ok(_) => Ok(into),
+                    Err(_) if into.overflow().happened() => Err(FetchError::TooLarge { limit: into.limit() }),
+                    Err(e) => Err(FetchError::Transient(e.to_string())),
                 }
-                Ok(bytes)
             })
             .await
             .map_err(|e| FetchError::Transient(e.to_string()))?
@@ -89,9 +88,9 @@ mod tests {
         assert!(checked(&dir.path().join("missing")).unwrap_err().contains("cannot attach"));
 
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        assert_eq!(rt.block_on(LocalFiles.fetch(&a, 100)).unwrap().len(), 21);
-        assert_eq!(rt.block_on(LocalFiles.fetch(&a, 20)), Err(FetchError::TooLarge { limit: 20 }));
+        assert_eq!(rt.block_on(LocalFiles.fetch(&a, Capped::new(100))).unwrap().len(), 21);
+        assert_eq!(rt.block_on(LocalFiles.fetch(&a, Capped::new(20))).unwrap_err(), FetchError::TooLarge { limit: 20 });
         let relative = Attachment::bounded(MediaKind::Document, "notes.txt");
-        assert!(matches!(rt.block_on(LocalFiles.fetch(&relative, 100)), Err(FetchError::Gone(_))));
+        assert!(matches!(rt.block_on(LocalFiles.fetch(&relative, Capped::new(100))), Err(FetchError::Gone(_))));
     }
 }

@@ -3,9 +3,13 @@
 //! so a restart picks up what a previous pincer left half done, and a burst
 //! of photos waits in SQLite, not in memory.
 //!
-//! For each attachment: fetched through its platform's [`Fetch`] (passing
-//! failures tried again), saved in the group's `inbox/`, an image prepared
-//! for the model, a voice note transcribed when an engine is configured.
+//! For each attachment: fetched through its platform's [`Fetch`] into a
+//! sink that stops it at the size limit (passing failures tried again),
+//! saved in the group's `inbox/`, an image prepared for the model once the
+//! daemon's decode budget has room for it (`media::budget`), a voice note
+//! transcribed when an engine is configured. At most [`AT_ONCE`] messages
+//! are in the works, chosen by `media::priority`: those someone waits for
+//! first, a group's context photos one at a time and after them.
 //! Whatever fails becomes a note in the message, never a message held back:
 //! the message is then `queued` with its images in one transaction and its
 //! session woken. An album waits [`ALBUM_WINDOW`] first, for its other parts.
@@ -20,9 +24,11 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::budget::DecodeBudget;
 use super::images::{self, ImageError};
+use super::priority::{self, Running};
 use super::transcribe::{Engine, Transcriber};
-use super::{folder, Fetch, FetchError};
+use super::{folder, Capped, Fetch, FetchError};
 use crate::config::Live;
 use crate::domain::media::{fetch_limit, human_bytes, safe_file_name, Attachment, MediaKind, ModelImage, Outcome};
 use crate::domain::{GroupName, Inbound, InboundId, Platform, Source};
@@ -33,7 +39,8 @@ use crate::store::{Store, ToPrepare};
 /// How long an album's first part waits for the others (a platform sends
 /// them as separate messages, a moment apart).
 pub const ALBUM_WINDOW: Duration = Duration::from_millis(1500);
-/// Messages prepared at once (each mostly waits on a download).
+/// Messages prepared at once (each mostly waits on a download; what their
+/// images take while decoded is bounded by `media.decode_budget`).
 const AT_ONCE: usize = 4;
 /// Tries per download, the first included.
 const FETCH_TRIES: u32 = 3;
@@ -90,7 +97,8 @@ impl Preparer {
 }
 
 async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken) {
-    let mut working: HashMap<tokio::task::Id, InboundId> = HashMap::new();
+    let budget = Arc::new(DecodeBudget::new());
+    let mut working: HashMap<tokio::task::Id, Running> = HashMap::new();
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
@@ -101,9 +109,9 @@ async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken)
                     Ok((task, ())) => (task, false),
                     Err(e) => (e.id(), e.is_panic()),
                 };
-                if let (Some(id), true) = (working.remove(&task), panicked) {
-                    tracing::error!(id = id.0, "preparing a message's media panicked; it goes on without its media");
-                    give_up(&deps, id).await;
+                if let (Some(running), true) = (working.remove(&task), panicked) {
+                    tracing::error!(id = running.id.0, "preparing a message's media panicked; it goes on without its media");
+                    give_up(&deps, running.id).await;
                 }
             }
         }
@@ -115,14 +123,13 @@ async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken)
                 continue;
             }
         };
-        let busy: HashSet<InboundId> = working.values().copied().collect();
-        for waiting in waiting.into_iter().filter(|w| !busy.contains(&w.id)) {
-            if working.len() >= AT_ONCE {
-                break;
-            }
-            let deps = deps.clone();
-            let task = tasks.spawn(async move { prepare(&deps, waiting.id, waiting.album).await }).id();
-            working.insert(task, waiting.id);
+        let running: Vec<Running> = working.values().cloned().collect();
+        let albums: HashSet<InboundId> = waiting.iter().filter(|w| w.album).map(|w| w.id).collect();
+        for next in priority::pick(&waiting, &running, AT_ONCE) {
+            let (deps, budget) = (deps.clone(), budget.clone());
+            let (id, album) = (next.id, albums.contains(&next.id));
+            let task = tasks.spawn(async move { prepare(&deps, &budget, id, album).await }).id();
+            working.insert(task, next);
         }
     }
     // Unfinished preparations stay `preparing`: the next start does them again.
@@ -130,7 +137,7 @@ async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken)
 }
 
 /// Prepares message `id`, then queues it and says its group is ready.
-async fn prepare(deps: &PreparerDeps, id: InboundId, album: bool) {
+async fn prepare(deps: &PreparerDeps, budget: &DecodeBudget, id: InboundId, album: bool) {
     if album {
         tokio::time::sleep(ALBUM_WINDOW).await;
     }
@@ -143,7 +150,7 @@ async fn prepare(deps: &PreparerDeps, id: InboundId, album: bool) {
             return;
         }
     };
-    let (media, images) = prepare_media(deps, id, &msg, observed).await;
+    let (media, images) = prepare_media(deps, budget, id, &msg, observed).await;
     finish(deps, id, &msg.group, &media, &images).await;
 }
 
@@ -181,6 +188,7 @@ async fn finish(deps: &PreparerDeps, id: InboundId, group: &GroupName, media: &[
 /// large is not worth telling its sender about.
 async fn prepare_media(
     deps: &PreparerDeps,
+    budget: &DecodeBudget,
     id: InboundId,
     msg: &Inbound,
     observed: bool,
@@ -209,7 +217,7 @@ async fn prepare_media(
             continue;
         }
         let name = stored_name(&attachment, id, several.then_some(n + 1));
-        let (outcome, image) = prepare_one(deps, platform, &group_dir, &attachment, name, !observed).await;
+        let (outcome, image) = prepare_one(deps, budget, platform, &group_dir, &attachment, name, !observed).await;
         if let (Outcome::TooLarge { limit }, false) = (&outcome, observed) {
             let what = attachment.file_name.as_deref().unwrap_or(attachment.kind.as_str());
             let size = attachment.size.map(|s| format!(" ({})", human_bytes(s))).unwrap_or_default();
@@ -245,6 +253,7 @@ async fn prepare_media(
 /// One attachment: what became of it, and its image for the model if it is shown.
 async fn prepare_one(
     deps: &PreparerDeps,
+    budget: &DecodeBudget,
     platform: Platform,
     group_dir: &Path,
     attachment: &Attachment,
@@ -272,26 +281,32 @@ async fn prepare_one(
     let size = bytes.len() as u64;
     let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
     let (kind, dir) = (attachment.kind, group_dir.to_owned());
+    let show = show && kind.is_image();
     let saved = tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the group's folder: {e}"))?;
         let path = folder::save_in_inbox(&dir, &day, &name, &bytes).map_err(|e| e.to_string())?;
-        let image = (show && kind.is_image()).then(|| images::prepare(&bytes));
-        Ok::<_, String>((path, image, bytes))
+        let footprint = show.then(|| images::footprint(&bytes));
+        Ok::<_, String>((path, footprint, bytes))
     })
     .await
     .unwrap_or_else(|e| Err(format!("saving it failed: {e}")));
-    let (path, image, bytes) = match saved {
+    let (path, footprint, bytes) = match saved {
         Ok(saved) => saved,
         Err(why) => {
             tracing::error!(why, "cannot save a chat's file in the group's inbox");
             return (Outcome::Failed { why }, None);
         }
     };
+    let (bytes, image) = match footprint {
+        Some(Ok(footprint)) => decode(deps, budget, bytes, footprint).await,
+        Some(Err(e)) => (bytes, Some(Err(e))),
+        None => (bytes, None),
+    };
     let (shown, image_note) = match image {
         Some(Ok(image)) => (Some(image), None),
         Some(Err(e)) => {
             if let ImageError::TooLarge { .. } = e {
-                tracing::warn!(%e, "an image was refused by the decoder's limits");
+                tracing::warn!(%e, "an image was refused by the decoder's limits or the decode budget");
             }
             (None, Some(e.to_string()))
         }
@@ -310,7 +325,40 @@ async fn prepare_one(
     (outcome, shown)
 }
 
-/// The attachment's bytes, passing failures tried again.
+/// An image prepared for the model once the decode budget has room for
+/// what its header says it takes (one larger than the whole budget is
+/// refused as too large); the bytes are handed back.
+async fn decode(
+    deps: &PreparerDeps,
+    budget: &DecodeBudget,
+    bytes: Vec<u8>,
+    footprint: images::Footprint,
+) -> (Vec<u8>, Option<Result<ModelImage, ImageError>>) {
+    let total = deps.live.media().decode_budget.0;
+    let reservation = match budget.reserve(footprint.bytes, total).await {
+        Ok(reservation) => reservation,
+        Err(e) => {
+            tracing::debug!(%e, "an image needs more than the whole decode budget");
+            let refused = ImageError::TooLarge { width: footprint.width, height: footprint.height };
+            return (bytes, Some(Err(refused)));
+        }
+    };
+    let prepared = tokio::task::spawn_blocking(move || {
+        let image = images::prepare(&bytes);
+        drop(reservation);
+        (bytes, image)
+    })
+    .await;
+    match prepared {
+        Ok((bytes, image)) => (bytes, Some(image)),
+        // The decoder panicked: its bytes are gone with it, the file is saved.
+        Err(e) => (Vec::new(), Some(Err(ImageError::Corrupt(format!("the decoder failed: {e}"))))),
+    }
+}
+
+/// The attachment's bytes, passing failures tried again. Each try streams
+/// into a fresh [`Capped`] sink, so a download is abandoned at the first
+/// byte past `max` whatever the platform said of its size.
 async fn fetch(
     deps: &PreparerDeps,
     fetcher: &dyn Fetch,
@@ -324,12 +372,20 @@ async fn fetch(
     let mut tries = 0;
     loop {
         tries += 1;
-        match fetcher.fetch(attachment, max).await {
+        let sink = Capped::new(max);
+        let overflow = sink.overflow();
+        match fetcher.fetch(attachment, sink).await {
+            Ok(sink) => return Ok(sink.into_bytes()),
+            // Whatever the platform's client made of the refused byte.
+            Err(_) if overflow.happened() => {
+                tracing::info!(max, "a chat's file was larger than its message said; its download was stopped");
+                return Err(FetchError::TooLarge { limit: max });
+            }
             Err(FetchError::Transient(why)) if tries < FETCH_TRIES => {
                 tracing::warn!(tries, %why, "downloading a chat's file failed; trying again");
                 tokio::time::sleep(deps.retry.pause(tries, None)).await;
             }
-            done => return done,
+            Err(e) => return Err(e),
         }
     }
 }

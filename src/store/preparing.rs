@@ -18,6 +18,10 @@ pub struct Waiting {
     pub group: GroupName,
     /// Part of an album that may still take parts.
     pub album: bool,
+    /// Kept only as context once prepared, and no message for the agent
+    /// waits behind it in its group: nothing is held back while it waits,
+    /// so the preparer takes it when nothing more pressing waits.
+    pub context: bool,
 }
 
 /// A message the preparer takes up.
@@ -167,18 +171,27 @@ impl Store {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    /// Every message still `preparing` (a restart cut its preparation
-    /// short), oldest first: each is prepared again from the start.
+    /// Every message still `preparing` (new, or a restart cut its
+    /// preparation short), oldest first: each is prepared from the start.
     pub async fn all_preparing(&self) -> Result<Vec<Waiting>, StoreError> {
-        let rows: Vec<(i64, String, bool)> = sqlx::query_as(
-            "SELECT id, group_name, album IS NOT NULL FROM inbound WHERE state = 'preparing' ORDER BY id",
+        // A message held back behind a context message is one queued, or
+        // one being prepared that is not context itself (each partial index
+        // answers one half).
+        let rows: Vec<(i64, String, bool, bool)> = sqlx::query_as(
+            "SELECT id, group_name, album IS NOT NULL,
+                    prepared_as IS 'observed'
+                    AND NOT EXISTS (SELECT 1 FROM inbound q WHERE q.group_name = p.group_name
+                                       AND q.state = 'queued' AND q.id > p.id)
+                    AND NOT EXISTS (SELECT 1 FROM inbound q WHERE q.group_name = p.group_name
+                                       AND q.state = 'preparing' AND q.id > p.id AND q.prepared_as IS NULL)
+               FROM inbound p WHERE state = 'preparing' ORDER BY id",
         )
         .fetch_all(&self.pool)
         .await?;
         let mut found = Vec::with_capacity(rows.len());
-        for (id, group, album) in rows {
+        for (id, group, album, context) in rows {
             match group.parse::<GroupName>() {
-                Ok(group) => found.push(Waiting { id: InboundId(id), group, album }),
+                Ok(group) => found.push(Waiting { id: InboundId(id), group, album, context }),
                 Err(e) => {
                     tracing::error!(id, %group, %e, "a message being prepared names no group; marking it failed");
                     self.set_inbound_state(&[InboundId(id)], InboundState::Failed).await?;
@@ -259,6 +272,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_context_photo_waits_as_context_until_a_message_for_the_agent_waits_behind_it() {
+        let group: GroupName = "family".parse().unwrap();
+        let (_dir, store) = store_with(&group).await;
+        let context = |store: Store| async move {
+            store.all_preparing().await.unwrap().into_iter().map(|w| (w.id, w.context)).collect::<Vec<_>>()
+        };
+        let Stored::Preparing(seen) = store.insert_preparing(&photo(&group, "", None, "f1"), true).await.unwrap()
+        else {
+            panic!("no album")
+        };
+        assert_eq!(context(store.clone()).await, [(seen, true)], "nothing waits behind it");
+
+        let Stored::Preparing(asked) =
+            store.insert_preparing(&photo(&group, "@Andy look", None, "f2"), false).await.unwrap()
+        else {
+            panic!("no album")
+        };
+        assert_eq!(context(store.clone()).await, [(seen, false), (asked, false)], "it holds the question back");
+
+        let taken = store.take_preparing(asked).await.unwrap().unwrap();
+        assert!(store.finish_preparing(asked, &taken.msg.media, &[]).await.unwrap());
+        assert_eq!(context(store.clone()).await, [(seen, false)], "the question is queued behind it");
+        store.set_inbound_state(&[asked], InboundState::Sent).await.unwrap();
+        assert_eq!(context(store.clone()).await, [(seen, true)], "nothing waits behind it any more");
+    }
+
+    #[tokio::test]
     async fn a_prepared_message_is_queued_with_its_images_and_holds_back_the_queue_until_then() {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
@@ -269,7 +309,10 @@ mod tests {
         let plain = Inbound::new(group.clone(), Source::Console, "bo", "and then");
         let after = store.insert_inbound(&plain, InboundState::Queued).await.unwrap();
         assert!(store.queued_inbound(&group, InboundId(0), 10).await.unwrap().is_empty(), "nothing passes it");
-        assert_eq!(store.all_preparing().await.unwrap(), [Waiting { id, group: group.clone(), album: false }]);
+        assert_eq!(
+            store.all_preparing().await.unwrap(),
+            [Waiting { id, group: group.clone(), album: false, context: false }]
+        );
 
         let mut msg = store.take_preparing(id).await.unwrap().unwrap().msg;
         msg.media[0].outcome = Outcome::Saved {

@@ -12,7 +12,7 @@ use teloxide::types::{FileId, FileMeta, Message};
 use teloxide::{ApiError, RequestError};
 
 use crate::domain::media::{place_text, Attachment, MediaKind};
-use crate::media::{Fetch, FetchError};
+use crate::media::{Capped, Fetch, FetchError};
 
 /// How much of a poll's or a contact's words the agent is shown.
 const LINE_CHARS: usize = 300;
@@ -114,8 +114,9 @@ pub struct Files {
 }
 
 impl Fetch for Files {
-    fn fetch<'a>(&'a self, attachment: &'a Attachment, max: u64) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+    fn fetch<'a>(&'a self, attachment: &'a Attachment, mut into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
         Box::pin(async move {
+            let max = into.limit();
             let file = self.bot.get_file(FileId(attachment.fetch.clone())).await.map_err(|e| match e {
                 // "Bad Request: file is too big": over the 20 MB a bot may fetch.
                 RequestError::Api(ApiError::Unknown(ref text)) if text.contains("too big") => {
@@ -128,18 +129,14 @@ impl Fetch for Files {
                 return Err(FetchError::TooLarge { limit: max });
             }
             let mut stream = self.bot.download_file_stream(&file.path);
-            let mut bytes = Vec::new();
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| match e.status() {
                     Some(s) if s.is_client_error() => FetchError::Gone(format!("the file server answered {s}")),
                     _ => FetchError::Transient(e.to_string()),
                 })?;
-                if (bytes.len() + chunk.len()) as u64 > max {
-                    return Err(FetchError::TooLarge { limit: max });
-                }
-                bytes.extend_from_slice(&chunk);
+                into.push(&chunk)?;
             }
-            Ok(bytes)
+            Ok(into)
         })
     }
 }

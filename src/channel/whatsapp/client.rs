@@ -19,6 +19,7 @@ use whatsapp_rust::{Client, Jid, RevokeType, SendError};
 
 use crate::domain::media::{FileKind, OutboundFile};
 use crate::media::outgoing::mime_of;
+use crate::media::Capped;
 
 /// Who the linked account is: its phone number and LID (user parts).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -109,8 +110,9 @@ pub trait WaClient: Send + Sync + 'static {
         file: &OutboundFile,
         caption: Option<&str>,
     ) -> impl Future<Output = Result<String, WaError>> + Send;
-    /// Downloads (and decrypts, and checks) a file a message carried.
-    fn download(&self, media: &MediaRef) -> impl Future<Output = Result<Vec<u8>, WaError>> + Send;
+    /// Downloads (and decrypts, and checks) a file a message carried,
+    /// streamed into `into`, which stops it at its limit.
+    fn download(&self, media: &MediaRef, into: Capped) -> impl Future<Output = Result<Capped, WaError>> + Send;
     /// A group's subject (its name), for the log.
     fn group_subject(&self, chat: &str) -> impl Future<Output = Result<String, WaError>> + Send;
     /// The linked account's phone number and LID (empty before pairing).
@@ -120,6 +122,15 @@ pub trait WaClient: Send + Sync + 'static {
 /// The crate's client.
 #[derive(Clone)]
 pub struct Real(pub Arc<Client>);
+
+/// The crate writes a download into it as it decrypts, emptying it between
+/// tries; a byte past its limit fails the download.
+impl whatsapp_rust::download::DownloadWriter for Capped {
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        Capped::truncate(self, len);
+        Ok(())
+    }
+}
 
 fn jid(s: &str) -> Result<Jid, WaError> {
     s.parse().map_err(|e| WaError::Rejected(format!("{s:?} is not a JID: {e}")))
@@ -204,7 +215,7 @@ impl WaClient for Real {
         Ok(sent.message_id)
     }
 
-    async fn download(&self, media: &MediaRef) -> Result<Vec<u8>, WaError> {
+    async fn download(&self, media: &MediaRef, into: Capped) -> Result<Capped, WaError> {
         let kind = match media.kind {
             WaMediaKind::Image => MediaType::Image,
             WaMediaKind::Audio => MediaType::Audio,
@@ -219,7 +230,7 @@ impl WaClient for Real {
             media.length,
             kind,
         );
-        self.0.download_from_params(&params).await.map_err(|e| WaError::Other(format!("{e:#}")))
+        self.0.download_from_params_to_writer(&params, into).await.map_err(|e| WaError::Other(format!("{e:#}")))
     }
 
     async fn group_subject(&self, chat: &str) -> Result<String, WaError> {

@@ -1,7 +1,8 @@
 //! What a WhatsApp message carries besides its text, as pincer's
 //! [`Attachment`]s (images, voice notes, audio, video, documents) or as a
 //! line of text (a sticker, a place, a contact); and [`WaFiles`], which
-//! downloads an attachment through the client, at most [`fetch_limit`] bytes.
+//! downloads an attachment through the client, streamed into the
+//! preparer's sink, which stops it past [`fetch_limit`] bytes.
 //!
 //! A WhatsApp file is fetched with what its message said (the CDN path, the
 //! media key and the hashes the crate checks the bytes against), kept as the
@@ -18,7 +19,7 @@ use whatsapp_rust::waproto::whatsapp as wa;
 
 use super::client::{MediaRef, WaClient, WaError, WaMediaKind};
 use crate::domain::media::{place_text, Attachment, MediaKind};
-use crate::media::{Fetch, FetchError};
+use crate::media::{Capped, Fetch, FetchError};
 
 /// How much of a contact's words the agent is shown.
 const LINE_CHARS: usize = 300;
@@ -141,21 +142,18 @@ pub struct WaFiles<C> {
 }
 
 impl<C: WaClient> Fetch for WaFiles<C> {
-    fn fetch<'a>(&'a self, attachment: &'a Attachment, max: u64) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+    fn fetch<'a>(&'a self, attachment: &'a Attachment, into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
         Box::pin(async move {
             let media: MediaRef = serde_json::from_str(&attachment.fetch)
                 .map_err(|e| FetchError::Gone(format!("the message did not say how to fetch it: {e}")))?;
-            if media.length > max {
-                return Err(FetchError::TooLarge { limit: max });
+            if media.length > into.limit() {
+                return Err(FetchError::TooLarge { limit: into.limit() });
             }
-            let bytes = self.client.download(&media).await.map_err(|e| match e {
+            // The sender's length may lie: the sink stops the download at the limit.
+            self.client.download(&media, into).await.map_err(|e| match e {
                 WaError::Rejected(why) => FetchError::Gone(why),
                 other => FetchError::Transient(other.to_string()),
-            })?;
-            if bytes.len() as u64 > max {
-                return Err(FetchError::TooLarge { limit: max });
-            }
-            Ok(bytes)
+            })
         })
     }
 }

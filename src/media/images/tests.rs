@@ -101,3 +101,49 @@ fn what_is_not_a_readable_image_says_so() {
     let broken = claimed_png(100, 100);
     assert!(matches!(prepare(&broken), Err(ImageError::Corrupt(_))), "pixels missing");
 }
+
+#[test]
+fn the_memory_an_image_takes_is_read_from_its_header() {
+    // Small, upright, of a type the API takes: only decoded (RGB, 3 bytes a pixel).
+    let small = footprint(&png(&DynamicImage::ImageRgb8(gradient(300, 200)))).unwrap();
+    assert_eq!(small, Footprint { width: 300, height: 200, bytes: 300 * 200 * 3 });
+    assert_eq!(small.bytes, peak_bytes(300, 200, 3, Work::DecodeOnly));
+    // Larger than the long edge: scaled.
+    let large = footprint(&jpeg(&gradient(3000, 2000), None)).unwrap();
+    assert_eq!(large.bytes, peak_bytes(3000, 2000, 3, Work::Turn { quarter: false }));
+    // Sideways: a quarter turn, a copy.
+    let sideways = footprint(&jpeg(&gradient(40, 20), Some(orientation_exif(6)))).unwrap();
+    assert_eq!(sideways.bytes, peak_bytes(40, 20, 3, Work::Turn { quarter: true }));
+    // With transparency: 4 bytes a pixel.
+    let rgba = RgbaImage::from_fn(2000, 1000, |x, _| Rgba([0, 0, 0, (x % 256) as u8]));
+    let clear = footprint(&png(&DynamicImage::ImageRgba8(rgba))).unwrap();
+    assert_eq!(clear.bytes, peak_bytes(2000, 1000, 4, Work::Turn { quarter: false }));
+    // A crafted header is refused before anything is counted or decoded.
+    assert!(matches!(footprint(&claimed_png(100_000, 100_000)), Err(ImageError::TooLarge { .. })));
+    assert_eq!(footprint(b"%PDF-1.7 not an image"), Err(ImageError::Unsupported));
+}
+
+#[test]
+fn the_peak_counts_the_decoded_image_the_larger_of_a_turns_copy_and_the_scalings_work_and_the_result() {
+    // A phone's 12-megapixel photo: decoded, sampled into a 4000 × 1176 RGBA
+    // f32 image, scaled to 1568 × 1176 and copied as RGB for the encoder.
+    let (decoded, sampling, result) = (4000 * 3000 * 3, 4000 * 1176 * 16, 1568 * 1176 * (3 + 3));
+    assert_eq!(peak_bytes(4000, 3000, 3, Work::Turn { quarter: false }), decoded + sampling + result);
+    // Turned a quarter first: the copy (as large as the decoded image) is
+    // gone before the scaling starts, which samples the turned image.
+    let sampling = 3000 * 1568 * 16;
+    assert_eq!(peak_bytes(4000, 3000, 3, Work::Turn { quarter: true }), decoded + sampling + result);
+    // Small but turned: the copy is the larger.
+    assert_eq!(peak_bytes(40, 20, 3, Work::Turn { quarter: true }), 2 * 40 * 20 * 3 + 20 * 40 * 6);
+    assert_eq!(peak_bytes(4000, 3000, 3, Work::DecodeOnly), decoded);
+}
+
+#[test]
+fn the_default_decode_budget_holds_the_largest_image_the_limits_let_through() {
+    let budget = crate::config::MediaConfig::default().decode_budget.0;
+    // 50 megapixels, square (the scaling's working image is largest), RGBA, turned.
+    let side = (MAX_PIXELS as f64).sqrt() as u32;
+    assert!(peak_bytes(side, side, 4, Work::Turn { quarter: true }) < budget);
+    // A phone photo fits four times over.
+    assert!(4 * peak_bytes(4000, 3000, 3, Work::Turn { quarter: true }) < budget);
+}

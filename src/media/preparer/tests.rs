@@ -28,12 +28,69 @@ impl Scripted {
 }
 
 impl Fetch for Scripted {
-    fn fetch<'a>(&'a self, attachment: &'a Attachment, _max: u64) -> BoxFuture<'a, Result<Vec<u8>, FetchError>> {
+    fn fetch<'a>(&'a self, attachment: &'a Attachment, mut into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
         self.tries.fetch_add(1, Ordering::SeqCst);
         let mut answers = self.answers.lock().unwrap();
         let list = answers.get_mut(&attachment.fetch).expect("a scripted file");
         let answer = if list.len() > 1 { list.remove(0) } else { list[0].clone() };
-        Box::pin(async move { answer })
+        Box::pin(async move {
+            into.push(&answer?)?;
+            Ok(into)
+        })
+    }
+}
+
+/// A platform whose files come in chunks for as long as anyone takes them
+/// (a file much larger than its message said), counting what it sent.
+#[derive(Default)]
+struct Endless {
+    sent: AtomicUsize,
+}
+
+impl Fetch for Endless {
+    fn fetch<'a>(&'a self, _attachment: &'a Attachment, mut into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
+        Box::pin(async move {
+            let chunk = [7u8; 64 * 1024];
+            loop {
+                into.push(&chunk)?;
+                self.sent.fetch_add(chunk.len(), Ordering::SeqCst);
+                // A network's pace: other tasks run between chunks.
+                tokio::task::yield_now().await;
+            }
+        })
+    }
+}
+
+/// Holds each download of a file whose key starts with "held" until the
+/// test releases one, and tells the test of every download that starts.
+struct Gated {
+    started: mpsc::UnboundedSender<String>,
+    gate: tokio::sync::Semaphore,
+    held_now: AtomicUsize,
+    held_most: AtomicUsize,
+    bytes: Vec<u8>,
+}
+
+impl Gated {
+    fn new(started: mpsc::UnboundedSender<String>, bytes: Vec<u8>) -> Arc<Gated> {
+        let (gate, held_now, held_most) = (tokio::sync::Semaphore::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+        Arc::new(Gated { started, gate, held_now, held_most, bytes })
+    }
+}
+
+impl Fetch for Gated {
+    fn fetch<'a>(&'a self, attachment: &'a Attachment, mut into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
+        Box::pin(async move {
+            let _ = self.started.send(attachment.fetch.clone());
+            if attachment.fetch.starts_with("held") {
+                let now = self.held_now.fetch_add(1, Ordering::SeqCst) + 1;
+                self.held_most.fetch_max(now, Ordering::SeqCst);
+                self.gate.acquire().await.expect("open").forget();
+                self.held_now.fetch_sub(1, Ordering::SeqCst);
+            }
+            into.push(&self.bytes)?;
+            Ok(into)
+        })
     }
 }
 
@@ -48,7 +105,7 @@ struct Rig {
 }
 
 impl Rig {
-    async fn new(fetch: Arc<Scripted>, config: Config) -> Rig {
+    async fn new(fetch: Arc<dyn Fetch>, config: Config) -> Rig {
         let group: GroupName = "family".parse().unwrap();
         let (dir, store) = crate::store::tests::store_with(&group).await;
         let groups_dir = dir.path().join("groups");
@@ -282,5 +339,83 @@ async fn a_failed_download_is_tried_again_when_a_restart_delivers_its_message_ag
     assert_eq!(rig.saved(path), b"%PDF now it is there");
     assert_eq!(saved(&again.msg.media[0].outcome), saved(&first.msg.media[0].outcome), "the photo as it was");
     assert_eq!(again.images, first.images, "its image still goes with it");
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_file_larger_than_its_message_said_is_abandoned_at_the_limit_not_held_whole() {
+    let fetch = Arc::new(Endless::default());
+    let mut rig = Rig::new(fetch.clone(), Config::default()).await;
+    // No size said: only the bytes as they arrive tell.
+    let doc = Attachment::bounded(MediaKind::Document, "endless").with_name(Some("dump.bin"));
+    rig.store(&rig.message("see attached", vec![doc], None)).await;
+    rig.preparer.wake();
+
+    let pulled = rig.prepared().await;
+    let limit = fetch_limit(Platform::Telegram);
+    assert_eq!(pulled.msg.media[0].outcome, Outcome::TooLarge { limit });
+    assert!(fetch.sent.load(Ordering::SeqCst) as u64 <= limit, "stopped at the limit, and not tried again");
+    let rows = Outbox::new(rig.store.clone(), None).rows_after(&rig.group, OutboxId(0)).await.unwrap();
+    assert_eq!(rows.len(), 1, "the sender is told");
+    assert!(rows[0].text.contains("larger than the 20.0 MB"), "{}", rows[0].text);
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn an_image_that_needs_more_than_the_whole_decode_budget_is_kept_unshown_with_a_note() {
+    let fetch =
+        Arc::new(Scripted::default()).answer("large", vec![Ok(png(1000, 1000))]).answer("small", vec![Ok(png(40, 30))]);
+    let mut config = Config::default();
+    // Below what the config allows, to keep the test's images small: a
+    // 1000 × 1000 RGB image decodes to 3 MB.
+    config.media.decode_budget = crate::config::ByteSize(1024 * 1024);
+    let mut rig = Rig::new(fetch, config).await;
+    let media = vec![Attachment::bounded(MediaKind::Photo, "large"), Attachment::bounded(MediaKind::Photo, "small")];
+    rig.store(&rig.message("two", media, None)).await;
+    rig.preparer.wake();
+
+    let pulled = rig.prepared().await;
+    let (path, shown, note) = saved(&pulled.msg.media[0].outcome);
+    assert!(!shown, "over the budget");
+    assert!(note.unwrap().starts_with("1000 × 1000 pixels is more than pincer decodes"), "{note:?}");
+    assert_eq!(rig.saved(path), png(1000, 1000), "kept as a file");
+    assert!(saved(&pulled.msg.media[1].outcome).1, "the small one fits and is shown");
+    assert_eq!(pulled.images.len(), 1);
+    rig.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_question_in_one_group_is_prepared_before_another_groups_pile_of_context_photos() {
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let fetch = Gated::new(started_tx, png(4, 4));
+    let mut rig = Rig::new(fetch.clone(), Config::default()).await;
+    let club: GroupName = "club".parse().unwrap();
+    rig.store.add_group(&club, &crate::store::GroupSettings::default()).await.unwrap();
+    // Fifty photos nobody asked the agent about, then a question elsewhere.
+    for n in 0..50 {
+        let msg = rig.message("", vec![Attachment::bounded(MediaKind::Photo, format!("held{n}"))], None);
+        assert!(matches!(rig.store.insert_preparing(&msg, true).await.unwrap(), Stored::Preparing(_)));
+    }
+    let mut question = Inbound::new(club.clone(), Source::Chat(Platform::Telegram), "Bo", "@Andy what is this?");
+    question.media = vec![Attachment::bounded(MediaKind::Photo, "asked")];
+    rig.store(&question).await;
+    rig.preparer.wake();
+
+    // No pile photo is let through yet: the question's download must start
+    // while slots are still free.
+    let mut pile = 0;
+    while started.recv().await.expect("a download") != "asked" {
+        pile += 1;
+        assert!(pile < AT_ONCE, "every slot went to the pile: the question waits behind fifty photos");
+    }
+    assert!(pile <= 1, "the pile takes one slot at a time");
+    assert_eq!(rig.ready.recv().await.unwrap(), club, "the question is ready while the pile's first is held");
+
+    fetch.gate.add_permits(50);
+    for _ in 0..50 {
+        assert_eq!(rig.ready.recv().await.unwrap(), rig.group);
+    }
+    assert_eq!(fetch.held_most.load(Ordering::SeqCst), 1, "the pile went one photo at a time");
+    assert!(rig.store.all_preparing().await.unwrap().is_empty());
     rig.shutdown.cancel();
 }

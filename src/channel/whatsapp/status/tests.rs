@@ -66,7 +66,11 @@ impl WaClient for Recorder {
     ) -> Result<String, WaError> {
         Err(WaError::Rejected("status messages send no files".into()))
     }
-    async fn download(&self, _media: &crate::channel::whatsapp::MediaRef) -> Result<Vec<u8>, WaError> {
+    async fn download(
+        &self,
+        _media: &crate::channel::whatsapp::MediaRef,
+        _into: crate::media::Capped,
+    ) -> Result<crate::media::Capped, WaError> {
         Err(WaError::Rejected("status messages fetch no files".into()))
     }
     async fn react(&self, _chat: &str, sender: &str, id: &str, emoji: &str) -> Result<(), WaError> {

@@ -27,6 +27,12 @@ impl FileView {
         FileView { workspace, home, private_tmp: false, unconfined: true, mounts: vec![("/".into(), "/".into())] }
     }
 
+    /// A sandbox's view (bwrap or Docker): its own `/tmp`, and `mounts` the
+    /// folders bound in that pincer can look into.
+    pub fn sandboxed(workspace: &str, home: &str, mounts: Vec<(PathBuf, PathBuf)>) -> FileView {
+        FileView { workspace: workspace.into(), home: home.into(), private_tmp: true, unconfined: false, mounts }
+    }
+
     /// Where `inside` (absolute, as the CLI sees it) is on the host, if it is
     /// under one of the known folders (the longest match wins).
     pub fn host_of(&self, inside: &Path) -> Option<PathBuf> {
@@ -44,17 +50,15 @@ mod tests {
 
     #[test]
     fn the_longest_known_folder_maps_a_path() {
-        let view = FileView {
-            workspace: "/workspace/group".into(),
-            home: "/home/agent".into(),
-            private_tmp: true,
-            unconfined: false,
-            mounts: vec![
+        let view = FileView::sandboxed(
+            "/workspace/group",
+            "/home/agent",
+            vec![
                 ("/workspace/group".into(), "/g/alpha".into()),
                 ("/workspace/group/shelf".into(), "/srv/shelf".into()),
                 ("/home/agent".into(), "/d/homes/alpha".into()),
             ],
-        };
+        );
         assert_eq!(view.host_of(Path::new("/workspace/group/a/b")), Some("/g/alpha/a/b".into()));
         assert_eq!(view.host_of(Path::new("/workspace/group/shelf/x")), Some("/srv/shelf/x".into()));
         assert_eq!(view.host_of(Path::new("/home/agent")), Some("/d/homes/alpha".into()));

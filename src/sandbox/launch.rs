@@ -500,13 +500,7 @@ fn sandbox_view(group_dir: &Path, home: &Path, global: Option<&Path>, extra: &[b
         vec![(PathBuf::from(bwrap::WORKSPACE), group_dir.to_owned()), (bwrap::HOME.into(), home.to_owned())];
     mounts.extend(global.map(|g| (PathBuf::from(bwrap::GLOBAL), g.to_owned())));
     mounts.extend(extra.iter().map(|e| (Path::new(bwrap::EXTRA).join(&e.mount.name), e.mount.host.clone())));
-    FileView {
-        workspace: bwrap::WORKSPACE.into(),
-        home: bwrap::HOME.into(),
-        private_tmp: true,
-        unconfined: false,
-        mounts,
-    }
+    FileView::sandboxed(bwrap::WORKSPACE, bwrap::HOME, mounts)
 }
 
 /// `env` with what every session needs ([`crate::claude::SESSION_ENV`]), which

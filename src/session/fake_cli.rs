@@ -221,13 +221,7 @@ impl CliPort for FakeCli {
         state.stdout = Some((process, tx));
         let child = FakeChild { cli: self.clone(), process };
         // A sandbox's layout with no folder pincer looks into: paths are judged as written.
-        let view = crate::domain::files::FileView {
-            workspace: "/workspace/group".into(),
-            home: "/home/agent".into(),
-            private_tmp: true,
-            unconfined: false,
-            mounts: Vec::new(),
-        };
+        let view = crate::domain::files::FileView::sandboxed("/workspace/group", "/home/agent", Vec::new());
         Box::pin(std::future::ready(Ok(Started { child: Box::new(child), lines, view })))
     }
 }

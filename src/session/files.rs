@@ -179,16 +179,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("group")).unwrap();
         std::fs::create_dir_all(dir.path().join("home/.claude")).unwrap();
-        let view = FileView {
-            workspace: "/workspace/group".into(),
-            home: "/home/agent".into(),
-            private_tmp: true,
-            unconfined: false,
-            mounts: vec![
+        let view = FileView::sandboxed(
+            "/workspace/group",
+            "/home/agent",
+            vec![
                 ("/workspace/group".into(), dir.path().join("group")),
                 ("/home/agent".into(), dir.path().join("home")),
             ],
-        };
+        );
         (dir, view)
     }
 

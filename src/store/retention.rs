@@ -9,6 +9,10 @@
 //! still in use is touched: a queued, sent or preparing message, a queued
 //! outbox row, a running schedule run.
 //!
+//! Each group's spend per quarter hour (what budgets sum) goes after `days`
+//! too, but never before [`SPEND_KEPT`], so the current month's is always
+//! whole, however short the retention.
+//!
 //! Each batch is one short statement (its own transaction), so a live turn's
 //! writes wait at most one batch; nothing is held across batches.
 
@@ -41,6 +45,18 @@ impl Pruned {
     pub fn total(&self) -> u64 {
         self.rows.iter().map(|(_, n)| n).sum()
     }
+}
+
+/// How long each group's spend per quarter hour is kept at least, whatever
+/// `days` says: longer than any month plus any time zone's offset, so the
+/// current month's budget always sums all of it.
+pub const SPEND_KEPT: Duration = Duration::from_secs(40 * 24 * 3600);
+
+/// The cutoff for spend rows: `cutoff_us`, or earlier when that would reach
+/// into the last [`SPEND_KEPT`] before `now_us`.
+pub fn spend_cutoff(cutoff_us: i64, now_us: i64) -> i64 {
+    let kept = i64::try_from(SPEND_KEPT.as_micros()).unwrap_or(i64::MAX);
+    cutoff_us.min(now_us.saturating_sub(kept))
 }
 
 /// One kind of row that goes once old: its table and the condition that
@@ -102,6 +118,13 @@ const OPERATIONAL: &[Rule] = &[
     },
 ];
 
+/// Each group's spend per quarter hour, after `days` but never within
+/// [`SPEND_KEPT`] ([`spend_cutoff`]).
+const SPEND: &[Rule] = &[Rule {
+    table: "spend",
+    statement: "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE slot_us < ?1 LIMIT ?2)",
+}];
+
 /// The history people read, after `history_days` (rows that refer to a
 /// message or result go first: their outbox rows, their images).
 const HISTORY: &[Rule] = &[
@@ -129,9 +152,10 @@ const HISTORY: &[Rule] = &[
 ];
 
 impl Store {
-    /// One retention pass: operational rows before `cutoff_us`, history
-    /// before `history_cutoff_us` (when given), `pause` between batches (so
-    /// other writers go between them), then the freed pages given back.
+    /// One retention pass: operational rows before `cutoff_us` (spend rows
+    /// before [`spend_cutoff`]), history before `history_cutoff_us` (when
+    /// given), `pause` between batches (so other writers go between them),
+    /// then the freed pages given back.
     pub async fn prune(
         &self,
         cutoff_us: i64,
@@ -139,7 +163,8 @@ impl Store {
         pause: Duration,
     ) -> Result<Pruned, StoreError> {
         let mut pruned = Pruned::default();
-        let passes = [(OPERATIONAL, Some(cutoff_us)), (HISTORY, history_cutoff_us)];
+        let spend = spend_cutoff(cutoff_us, super::now_us());
+        let passes = [(OPERATIONAL, Some(cutoff_us)), (SPEND, Some(spend)), (HISTORY, history_cutoff_us)];
         for (rules, cutoff) in passes {
             let Some(cutoff) = cutoff else { continue };
             for rule in rules {

@@ -40,7 +40,7 @@ pub use outbox::{DeliveryState, Enqueue, Marked, OutboxId, OutboxRow, Seen};
 pub use overview::{Backlog, GroupView, Overview, PlatformView};
 pub use preparing::{Stored, ToPrepare, Waiting};
 pub use queue::{Pulled, Recovered};
-pub use retention::Pruned;
+pub use retention::{Pruned, SpaceMode};
 pub use schedules::{NewSchedule, RunId, RunRecord};
 pub use status::StatusRecord;
 
@@ -159,6 +159,8 @@ pub struct Store {
     pool: SqlitePool,
     /// The message path's own connection (`hot`).
     hot: hot::Hot,
+    /// The database file, to name it to operators.
+    path: std::sync::Arc<Path>,
 }
 
 /// A result's row, the first statement of [`Store::record_result`]'s list.
@@ -211,7 +213,8 @@ impl Store {
             // A new database gives pages freed by retention back (`store::retention`):
             // the mode is set once, by the connection that creates the file, before
             // any table. Set on every connection it would take the write lock at each
-            // connect; an older database is switched by its first retention pass.
+            // connect. An older database is never switched while pincer runs (a full
+            // VACUUM holds the write lock): `retention.rs`, `SpaceMode`.
             let create = options.clone().auto_vacuum(sqlx::sqlite::SqliteAutoVacuum::Incremental);
             let first = SqlitePoolOptions::new().max_connections(1).connect_with(create).await.map_err(failed)?;
             sqlx::migrate!("./migrations").run(&first).await?;
@@ -229,7 +232,12 @@ impl Store {
             .map_err(failed)?;
         sqlx::migrate!("./migrations").run(&pool).await?;
         let hot = hot::Hot::open(&options).await.map_err(failed)?;
-        Ok(Store { pool, hot })
+        Ok(Store { pool, hot, path: path.into() })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     pub async fn close(&self) {

@@ -4,19 +4,36 @@
 //! agents' conversations, for `--resume`) and the groups' folders, with a
 //! `manifest.json` naming every file with its size and SHA-256.
 //!
-//! Folders are copied without following symlinks (a link is copied as a
-//! link, never what it points to, so a group's link to `/etc` stays a link);
-//! sockets, FIFOs and devices are skipped. Restoring is copying back while
-//! pincer is stopped (README, "Backups").
+//! The homes and folders are the agents' to write, while the backup walks
+//! them: any entry may be a link, a FIFO or a socket, or become one between
+//! a look and a use. So the walk never uses a path twice: like
+//! `media::folder` for `send_file`, it opens each entry from its parent
+//! folder's descriptor with `openat(O_NOFOLLOW | O_NONBLOCK)`, asks the
+//! opened descriptor what it is (`fstat`), copies only regular files, and
+//! goes into folders by descriptor. A link is copied as a link (what it
+//! points to is never read, so a group's link to `/etc` stays a link);
+//! FIFOs, sockets, devices, entries that changed or vanished mid-walk and
+//! unreadable ones are left out and named in the manifest's `skipped`.
+//! Restoring is copying back while pincer is stopped (README, "Backups").
 
-use std::io::Read;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use nix::errno::Errno;
+use nix::fcntl::{openat, readlinkat, AtFlags, OFlag};
+use nix::sys::stat::{fstat, fstatat, mkdirat, FileStat, Mode, SFlag};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
+
+/// Folders inside folders the walk goes into at most (each level holds two
+/// descriptors open); deeper ones are left out and named.
+const MAX_DEPTH: usize = 100;
 
 /// What `manifest.json` says.
 #[derive(Debug, Serialize)]
@@ -30,7 +47,8 @@ pub struct Manifest {
     pub files: Vec<FileEntry>,
     /// Symlinks copied as links: path → target.
     pub links: Vec<(String, String)>,
-    /// What was left out (sockets, FIFOs, devices), by path.
+    /// What was left out, as "path (why)": FIFOs, sockets, devices, entries
+    /// that changed or vanished during the walk, unreadable ones.
     pub skipped: Vec<String>,
 }
 
@@ -50,11 +68,13 @@ pub async fn run(config: &Config, dir: &Path) -> anyhow::Result<Manifest> {
     crate::private::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let database = config.database_path();
     anyhow::ensure!(database.exists(), "no pincer store at {}: nothing to back up", database.display());
-    vacuum_into(&database, &dir.join("data/pincer.db")).await?;
+    let mut databases = vec![PathBuf::from("data/pincer.db")];
+    vacuum_into(&database, &dir.join(&databases[0])).await?;
     let device = config.whatsapp_db_path();
     if device.exists() {
         let name = device.file_name().context("the WhatsApp device store has no file name")?;
-        vacuum_into(&device, &dir.join("data").join(name)).await?;
+        databases.push(Path::new("data").join(name));
+        vacuum_into(&device, &dir.join(&databases[1])).await?;
     }
     let mut manifest = Manifest {
         pincer_version: env!("CARGO_PKG_VERSION"),
@@ -68,13 +88,16 @@ pub async fn run(config: &Config, dir: &Path) -> anyhow::Result<Manifest> {
     let (homes, groups) = (config.data_dir.join("homes"), config.groups_dir.clone());
     let target = dir.to_owned();
     let manifest = tokio::task::spawn_blocking(move || -> anyhow::Result<Manifest> {
+        for database in &databases {
+            let (bytes, sha256) = digest(&target.join(database))?;
+            manifest.files.push(FileEntry { path: database.display().to_string(), bytes, sha256 });
+        }
         if homes.is_dir() {
-            copy_tree(&homes, &target.join("data/homes"), &target, &mut manifest)?;
+            copy_tree(&homes, &target, Path::new("data/homes"), &mut manifest)?;
         }
         if groups.is_dir() {
-            copy_tree(&groups, &target.join("groups"), &target, &mut manifest)?;
+            copy_tree(&groups, &target, Path::new("groups"), &mut manifest)?;
         }
-        list_files(&target, &target.join("data"), &mut manifest)?;
         manifest.files.sort_by(|a, b| a.path.cmp(&b.path));
         let json = serde_json::to_string_pretty(&manifest)?;
         std::fs::write(target.join("manifest.json"), json)?;
@@ -101,66 +124,194 @@ async fn vacuum_into(from: &Path, to: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Copies `from` into `to` without following links; regular files are
-/// entered in the manifest when [`list_files`] runs over `to`'s root.
-fn copy_tree(from: &Path, to: &Path, root: &Path, manifest: &mut Manifest) -> anyhow::Result<()> {
-    crate::private::create_dir(to)?;
-    for entry in std::fs::read_dir(from).with_context(|| format!("cannot read {}", from.display()))? {
-        let entry = entry?;
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?; // never follows a link
-        if kind.is_symlink() {
-            let points_to = std::fs::read_link(&source)?;
-            std::os::unix::fs::symlink(&points_to, &target)?;
-            manifest.links.push((relative(root, &target), points_to.display().to_string()));
-        } else if kind.is_dir() {
-            copy_tree(&source, &target, root, manifest)?;
-        } else if kind.is_file() {
-            std::fs::copy(&source, &target).with_context(|| format!("cannot copy {}", source.display()))?;
-        } else {
-            manifest.skipped.push(source.display().to_string());
+/// Copies the folder `from` (pincer's own, from the config) to
+/// `backup/shown`, entering what it finds in the manifest.
+fn copy_tree(from: &Path, backup: &Path, shown: &Path, manifest: &mut Manifest) -> anyhow::Result<()> {
+    let to = backup.join(shown);
+    crate::private::create_dir(&to).with_context(|| format!("cannot create {}", to.display()))?;
+    let source = open(None, from.as_os_str(), OFlag::O_DIRECTORY)
+        .map_err(|errno| anyhow::anyhow!("cannot read {}: {errno}", from.display()))?;
+    let target = open(None, to.as_os_str(), OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW)
+        .map_err(|errno| anyhow::anyhow!("cannot open {}: {errno}", to.display()))?;
+    copy_dir(&source, &target, shown, 0, manifest)
+}
+
+/// Copies every entry of the open folder `source` into the open folder
+/// `target` (`shown` in the backup). Only writing the backup fails it; an
+/// entry that cannot be read as it was listed is left out and named.
+fn copy_dir(
+    source: &OwnedFd,
+    target: &OwnedFd,
+    shown: &Path,
+    depth: usize,
+    manifest: &mut Manifest,
+) -> anyhow::Result<()> {
+    let names = match names_in(source) {
+        Ok(names) => names,
+        Err(e) => {
+            manifest.skipped.push(format!("{} (cannot be listed: {e})", shown.display()));
+            return Ok(());
+        }
+    };
+    for name in names {
+        let here = shown.join(&name);
+        if let Some(why) = copy_entry(source, target, &name, &here, depth, manifest)? {
+            manifest.skipped.push(format!("{} ({why})", here.display()));
         }
     }
     Ok(())
 }
 
-/// Every regular file under `dir`, with its size and SHA-256, into the manifest.
-fn list_files(root: &Path, dir: &Path, manifest: &mut Manifest) -> anyhow::Result<()> {
-    let mut stack: Vec<PathBuf> = vec![dir.to_owned(), root.join("groups")];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-        for entry in entries {
-            let entry = entry?;
-            let kind = entry.file_type()?;
-            if kind.is_dir() {
-                stack.push(entry.path());
-            } else if kind.is_file() {
-                let path = entry.path();
-                let (bytes, sha256) = digest(&path)?;
-                manifest.files.push(FileEntry { path: relative(root, &path), bytes, sha256 });
+/// Copies the entry `name`; `Some(why)` when it is left out.
+fn copy_entry(
+    source: &OwnedFd,
+    target: &OwnedFd,
+    name: &OsStr,
+    shown: &Path,
+    depth: usize,
+    manifest: &mut Manifest,
+) -> anyhow::Result<Option<String>> {
+    let cannot_write = || format!("cannot write {} into the backup", shown.display());
+    // A first look, to open neither a device nor a FIFO at all; what counts
+    // is what the opened descriptor says.
+    let seen = match fstatat(Some(source.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(stat) => kind(&stat),
+        Err(errno) => return Ok(Some(unreadable(errno))),
+    };
+    match seen {
+        SFlag::S_IFLNK => {
+            let points_to = match readlinkat(Some(source.as_raw_fd()), name) {
+                Ok(points_to) => points_to,
+                // No longer a link.
+                Err(Errno::EINVAL) => return Ok(Some(changed())),
+                Err(errno) => return Ok(Some(unreadable(errno))),
+            };
+            nix::unistd::symlinkat(points_to.as_os_str(), Some(target.as_raw_fd()), name).with_context(cannot_write)?;
+            manifest.links.push((shown.display().to_string(), PathBuf::from(points_to).display().to_string()));
+            Ok(None)
+        }
+        SFlag::S_IFDIR => {
+            if depth >= MAX_DEPTH {
+                return Ok(Some(format!("more than {MAX_DEPTH} folders deep")));
+            }
+            let folder = match open(Some(source), name, OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW) {
+                Ok(folder) => folder,
+                // A link, a FIFO or a file now: O_DIRECTORY | O_NOFOLLOW refuses it.
+                Err(Errno::ENOTDIR | Errno::ELOOP) => return Ok(Some(changed())),
+                Err(errno) => return Ok(Some(unreadable(errno))),
+            };
+            mkdirat(Some(target.as_raw_fd()), name, Mode::S_IRWXU).with_context(cannot_write)?;
+            let copy = open(Some(target), name, OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW)
+                .map_err(std::io::Error::from)
+                .with_context(cannot_write)?;
+            copy_dir(&folder, &copy, shown, depth + 1, manifest)?;
+            Ok(None)
+        }
+        SFlag::S_IFREG => {
+            let file = match open(Some(source), name, OFlag::O_NOFOLLOW) {
+                Ok(file) => file,
+                Err(Errno::ELOOP) => return Ok(Some(changed())),
+                Err(errno) => return Ok(Some(unreadable(errno))),
+            };
+            let stat = match fstat(file.as_raw_fd()) {
+                Ok(stat) => stat,
+                Err(errno) => return Ok(Some(unreadable(errno))),
+            };
+            if kind(&stat) != SFlag::S_IFREG {
+                return Ok(Some(format!("{}, once opened", what(kind(&stat)))));
+            }
+            // Owner-only, like everything pincer makes; the owner's execute bit kept.
+            let mode = Mode::from_bits_truncate(0o600 | (stat.st_mode & 0o100));
+            let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let fd = openat(Some(target.as_raw_fd()), name, flags, mode).map_err(std::io::Error::from);
+            // SAFETY: a fresh descriptor from openat, owned by nothing else.
+            let mut copy = File::from(unsafe { OwnedFd::from_raw_fd(fd.with_context(cannot_write)?) });
+            match copy_and_digest(&mut File::from(file), &mut copy).with_context(cannot_write)? {
+                Ok((bytes, sha256)) => {
+                    manifest.files.push(FileEntry { path: shown.display().to_string(), bytes, sha256 });
+                    Ok(None)
+                }
+                Err(errno) => {
+                    drop(copy);
+                    let _ =
+                        nix::unistd::unlinkat(Some(target.as_raw_fd()), name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+                    Ok(Some(unreadable(errno)))
+                }
             }
         }
+        other => Ok(Some(what(other).to_owned())),
     }
-    Ok(())
 }
 
-fn digest(path: &Path) -> anyhow::Result<(u64, String)> {
-    let mut file = std::fs::File::open(path)?;
+/// Copies `from` to `to`, hashing as it goes: the outer error is writing
+/// (the backup fails), the inner one reading (the file is left out).
+fn copy_and_digest(from: &mut File, to: &mut File) -> std::io::Result<Result<(u64, String), Errno>> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut bytes = 0u64;
     loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        bytes += n as u64;
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Ok(Err(Errno::from_raw(e.raw_os_error().unwrap_or(0)))),
+        };
+        to.write_all(&buf[..n])?;
         hasher.update(&buf[..n]);
+        bytes += n as u64;
     }
-    let hex: String = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok((bytes, hex))
+    Ok(Ok((bytes, hex(hasher))))
 }
 
-fn relative(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root).unwrap_or(path).display().to_string()
+/// `name` opened read-only from the folder `at` (or as a path), never
+/// blocking (a FIFO opens at once) and never becoming a controlling tty.
+fn open(at: Option<&OwnedFd>, name: &OsStr, flags: OFlag) -> Result<OwnedFd, Errno> {
+    let flags = flags | OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+    let fd = openat(at.map(AsRawFd::as_raw_fd), name, flags, Mode::empty())?;
+    // SAFETY: a fresh descriptor from openat, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The names in an open folder, read through its descriptor (not a path).
+fn names_in(dir: &OwnedFd) -> std::io::Result<Vec<OsString>> {
+    std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))?.map(|entry| entry.map(|e| e.file_name())).collect()
+}
+
+fn kind(stat: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits())
+}
+
+/// A kind of entry that is not copied, as the manifest names it.
+fn what(kind: SFlag) -> &'static str {
+    match kind {
+        SFlag::S_IFIFO => "a FIFO",
+        SFlag::S_IFSOCK => "a socket",
+        SFlag::S_IFCHR | SFlag::S_IFBLK => "a device",
+        SFlag::S_IFLNK => "a link",
+        SFlag::S_IFDIR => "a folder",
+        _ => "not a file",
+    }
+}
+
+fn changed() -> String {
+    "changed while the backup read it".to_owned()
+}
+
+fn unreadable(errno: Errno) -> String {
+    match errno {
+        Errno::ENOENT => "gone while the backup read it".to_owned(),
+        errno => format!("cannot be read: {errno}"),
+    }
+}
+
+/// The size and SHA-256 of a file the backup wrote itself.
+fn digest(path: &Path) -> anyhow::Result<(u64, String)> {
+    let mut file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut hasher = Sha256::new();
+    let bytes = std::io::copy(&mut file, &mut hasher)?;
+    Ok((bytes, hex(hasher)))
+}
+
+fn hex(hasher: Sha256) -> String {
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -421,11 +421,27 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
             }
             let whatsapp = link::status(&config).await.unwrap_or_else(|e| format!("cannot tell: {e:#}"));
             println!("whatsapp: {}", whatsapp.replace('\n', "; "));
+            println!("store: {}", store_space(&config).await);
             if !report.ok {
                 bail!("the configured sandbox cannot start agents here (see above)");
             }
             Ok(())
         }
+    }
+}
+
+/// Whether the store gives back the space retention frees (`pincer doctor`).
+async fn store_space(config: &Config) -> String {
+    if !config.database_path().exists() {
+        return "not made yet (the first start makes it; it gives freed space back)".to_owned();
+    }
+    let store = match app::open_store(config).await {
+        Ok(store) => store,
+        Err(e) => return format!("cannot tell: {e:#}"),
+    };
+    match store.space_mode().await {
+        Ok(mode) => mode.describe(store.path()),
+        Err(e) => format!("cannot tell: {e}"),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The retention task: a pass a few minutes after start, then every
-//! `retention.every`, until shutdown (see `store::retention`).
+//! `retention.every`, until shutdown (see `store::retention`). A database
+//! that cannot give space back is named once per run, with how to switch it.
 
 use std::time::{Duration, SystemTime};
 
@@ -7,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RetentionConfig;
 use crate::domain::unix_us;
-use crate::store::Store;
+use crate::store::{SpaceMode, Store};
 
 /// After start: the daemon's first minutes belong to the chats.
 const FIRST_AFTER: Duration = Duration::from_secs(5 * 60);
@@ -19,6 +20,7 @@ const DAY_US: i64 = 86_400_000_000;
 
 pub async fn run(store: Store, config: RetentionConfig, shutdown: CancellationToken) {
     let mut next = tokio::time::Instant::now() + FIRST_AFTER;
+    let mut told = false;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -33,13 +35,18 @@ pub async fn run(store: Store, config: RetentionConfig, shutdown: CancellationTo
             pass = store.prune(cutoff, history, BETWEEN_BATCHES) => pass,
         };
         match pass {
-            Ok(pruned) => tracing::info!(
-                rows = pruned.total(),
-                batches = pruned.batches,
-                freed_bytes = pruned.freed_bytes,
-                tables = ?pruned.rows,
-                "retention pass done"
-            ),
+            Ok(pruned) => {
+                tracing::info!(
+                    rows = pruned.total(),
+                    batches = pruned.batches,
+                    freed_bytes = pruned.freed_bytes,
+                    tables = ?pruned.rows,
+                    "retention pass done"
+                );
+                if pruned.space == SpaceMode::Reused && !std::mem::replace(&mut told, true) {
+                    tracing::warn!("the database {}", pruned.space.describe(store.path()));
+                }
+            }
             Err(e) => tracing::warn!(%e, "a retention pass failed; trying again at the next one"),
         }
     }

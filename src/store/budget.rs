@@ -1,4 +1,6 @@
-//! What a group spent in the current day and month, for its budget.
+//! What a group spent in the current day and month, for its budget: sums of
+//! the `spend` table, which keeps each group's cost and turns per quarter
+//! hour apart from the results retention prunes.
 
 use std::time::SystemTime;
 
@@ -26,13 +28,18 @@ impl Store {
 
     /// The group's spend (the per-turn cost its results report) and turns
     /// (results, follow-up turns of background work included) in `periods`.
-    /// One indexed read (`results_by_group`), made only for a group with a budget.
+    ///
+    /// Read from `spend` (migration 0018), where each stored result adds its
+    /// cost and one turn to its quarter hour in the same statement: results
+    /// themselves go with retention, the spend of the current month never
+    /// does (`store::retention`). One indexed read (its primary key), made
+    /// only for a group with a budget.
     pub async fn spent(&self, group: &GroupName, periods: &Periods) -> Result<Spent, StoreError> {
         let (today, month, turns): (f64, f64, i64) = sqlx::query_as(
-            "SELECT COALESCE(SUM(CASE WHEN at_us >= ?2 THEN cost_usd END), 0.0),
+            "SELECT COALESCE(SUM(CASE WHEN slot_us >= ?2 THEN cost_usd END), 0.0),
                     COALESCE(SUM(cost_usd), 0.0),
-                    COUNT(CASE WHEN at_us >= ?2 THEN 1 END)
-               FROM results WHERE group_name = ?1 AND at_us >= ?3",
+                    COALESCE(SUM(CASE WHEN slot_us >= ?2 THEN turns END), 0)
+               FROM spend WHERE group_name = ?1 AND slot_us >= ?3",
         )
         .bind(group.as_str())
         .bind(periods.day_start_us)
@@ -42,3 +49,6 @@ impl Store {
         Ok(Spent { today_usd: today, month_usd: month, today_turns: u32::try_from(turns).unwrap_or(u32::MAX) })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -42,7 +42,7 @@ pub use overview::{Backlog, GroupView, Overview, PlatformView};
 pub use preparing::{Stored, ToPrepare, Waiting};
 pub use proxy_spend::{bucket_of, BUCKET_US};
 pub use queue::{Pulled, Recovered};
-pub use retention::Pruned;
+pub use retention::{Pruned, SpaceMode};
 pub use schedules::{NewSchedule, RunId, RunRecord};
 pub use status::StatusRecord;
 
@@ -161,6 +161,8 @@ pub struct Store {
     pool: SqlitePool,
     /// The message path's own connection (`hot`).
     hot: hot::Hot,
+    /// The database file, to name it to operators.
+    path: std::sync::Arc<Path>,
 }
 
 /// A result's row, the first statement of [`Store::record_result`]'s list.
@@ -213,7 +215,8 @@ impl Store {
             // A new database gives pages freed by retention back (`store::retention`):
             // the mode is set once, by the connection that creates the file, before
             // any table. Set on every connection it would take the write lock at each
-            // connect; an older database is switched by its first retention pass.
+            // connect. An older database is never switched while pincer runs (a full
+            // VACUUM holds the write lock): `retention.rs`, `SpaceMode`.
             let create = options.clone().auto_vacuum(sqlx::sqlite::SqliteAutoVacuum::Incremental);
             let first = SqlitePoolOptions::new().max_connections(1).connect_with(create).await.map_err(failed)?;
             sqlx::migrate!("./migrations").run(&first).await?;
@@ -224,13 +227,19 @@ impl Store {
             // one does: the ping sqlx sends before lending it out would be one
             // more round trip to the connection's thread.
             .test_before_acquire(false)
+            .after_release(|conn, _| Box::pin(roll_back_what_was_left_open(conn)))
             .max_connections(4)
             .connect_with(options.clone())
             .await
             .map_err(failed)?;
         sqlx::migrate!("./migrations").run(&pool).await?;
         let hot = hot::Hot::open(&options).await.map_err(failed)?;
-        Ok(Store { pool, hot })
+        Ok(Store { pool, hot, path: path.into() })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     pub async fn close(&self) {
@@ -245,13 +254,18 @@ impl Store {
 
     /// Whether a write could start now (`/readyz`): takes the write lock
     /// and lets it go at once, writing nothing.
+    ///
+    /// Cancel-safe: a probe whose client goes away while the database is
+    /// locked drops this future half-way. As a sqlx transaction, a `BEGIN`
+    /// that succeeds after nobody waits for it is rolled back by the
+    /// connection's own thread, and a dropped transaction rolls back too
+    /// (and [`roll_back_what_was_left_open`] catches anything else).
     pub async fn writable(&self) -> bool {
-        let Ok(mut conn) = self.pool.acquire().await else {
+        let Ok(tx) = self.pool.begin_with("BEGIN IMMEDIATE").await else {
             return false;
         };
-        let began = sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await.is_ok();
-        let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-        began
+        let _ = tx.rollback().await;
+        true
     }
 
     /// The outbox now, per platform: rows waiting and the oldest one's `at_us`.
@@ -484,6 +498,31 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         Ok(readable("session_events", &rows, |r| Ok((r.try_get(0)?, r.try_get(1)?))))
+    }
+}
+
+/// The pool's check on every connection given back: a transaction still
+/// open on it is rolled back before anyone else may borrow it.
+///
+/// A borrower that opened a transaction with a raw `BEGIN` and was dropped
+/// (cancelled) before its `COMMIT` or `ROLLBACK` would otherwise give the
+/// connection back inside that transaction: its write lock would refuse
+/// every other writer (after their 5 s busy timeout) for as long as the
+/// connection sits idle, and whatever the next borrower writes there would
+/// never be committed. One round trip per release, off the message path
+/// (which has its own connection, `hot`). A connection that cannot say is
+/// closed, which rolls back too.
+async fn roll_back_what_was_left_open(conn: &mut SqliteConnection) -> Result<bool, sqlx::Error> {
+    match sqlx::Executor::execute(&mut *conn, "ROLLBACK").await {
+        Ok(_) => {
+            tracing::warn!("rolled back a transaction left open on a database connection (its caller was cancelled)");
+            Ok(true)
+        }
+        Err(sqlx::Error::Database(e)) if e.message().contains("no transaction is active") => Ok(true),
+        Err(e) => {
+            tracing::warn!(%e, "closing a database connection that may still be inside a transaction");
+            Ok(false)
+        }
     }
 }
 

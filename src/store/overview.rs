@@ -93,11 +93,12 @@ impl Store {
                         (SELECT MAX(at_us) FROM results r WHERE r.group_name = g.name)) AS last_us,
                     (SELECT COUNT(*) FROM inbound i WHERE i.group_name = g.name
                         AND i.state IN ('queued', 'preparing')) AS waiting,
-                    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM results r WHERE r.group_name = g.name
-                        AND r.at_us >= ?1) AS today,
-                    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM results r WHERE r.group_name = g.name
-                        AND r.at_us >= ?2) AS month,
-                    (SELECT COUNT(*) FROM results r WHERE r.group_name = g.name AND r.at_us >= ?1) AS turns,
+                    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend s WHERE s.group_name = g.name
+                        AND s.slot_us >= ?1) AS today,
+                    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend s WHERE s.group_name = g.name
+                        AND s.slot_us >= ?2) AS month,
+                    (SELECT COALESCE(SUM(turns), 0) FROM spend s WHERE s.group_name = g.name
+                        AND s.slot_us >= ?1) AS turns,
                     (SELECT at_us FROM results r WHERE r.group_name = g.name AND r.is_error
                         ORDER BY r.at_us DESC LIMIT 1) AS error_us,
                     (SELECT text FROM results r WHERE r.group_name = g.name AND r.is_error

@@ -9,8 +9,19 @@
 //! still in use is touched: a queued, sent or preparing message, a queued
 //! outbox row, a running schedule run.
 //!
+//! Each group's spend per quarter hour (what budgets sum) goes after `days`
+//! too, but never before [`SPEND_KEPT`], so the current month's is always
+//! whole, however short the retention.
+//!
 //! Each batch is one short statement (its own transaction), so a live turn's
-//! writes wait at most one batch; nothing is held across batches.
+//! writes wait at most one batch; nothing is held across batches. Freed
+//! pages go back to the file system in chunks (`incremental_vacuum`) when
+//! the database has incremental auto-vacuum, as every database pincer made
+//! since retention came does. An older one is never switched by a full
+//! `VACUUM` here: that rewrites the whole file under the write lock, and
+//! every message would be refused meanwhile. Its freed pages are reused by
+//! later writes instead (the file stops growing but does not shrink), and the
+//! log and `pincer doctor` say how to switch it while pincer is stopped.
 
 use std::time::Duration;
 
@@ -35,12 +46,53 @@ pub struct Pruned {
     pub freed_bytes: u64,
     /// The longest single statement: the longest another writer waited.
     pub longest_batch: Duration,
+    /// Whether the file could give the space back.
+    pub space: SpaceMode,
 }
 
 impl Pruned {
     pub fn total(&self) -> u64 {
         self.rows.iter().map(|(_, n)| n).sum()
     }
+}
+
+/// How the database gives back the pages retention frees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum SpaceMode {
+    /// Incremental auto-vacuum: freed pages go back to the file system.
+    #[default]
+    GivenBack,
+    /// Made before pincer turned auto-vacuum on: freed pages are reused by
+    /// later writes, but the file does not shrink until it is switched.
+    Reused,
+}
+
+impl SpaceMode {
+    /// What `pincer doctor` and the log say about the database at `path`.
+    pub fn describe(self, path: &std::path::Path) -> String {
+        match self {
+            SpaceMode::GivenBack => "space freed by retention is given back to the file system".to_owned(),
+            SpaceMode::Reused => format!(
+                "made before incremental auto-vacuum: space freed by retention is reused, but the file does not \
+                 shrink. To shrink it, stop pincer and run `sqlite3 \"{}\" 'PRAGMA auto_vacuum = INCREMENTAL; \
+                 VACUUM'` once (it rewrites the file: it needs that much free disk and takes a while on a slow \
+                 one); pincer never does it while it runs, as every message would wait for it",
+                path.display()
+            ),
+        }
+    }
+}
+
+/// How long each group's spend per quarter hour is kept at least, whatever
+/// `days` says: longer than any month plus any time zone's offset, so the
+/// current month's budget always sums all of it.
+pub const SPEND_KEPT: Duration = Duration::from_secs(40 * 24 * 3600);
+
+/// The cutoff for spend rows: `cutoff_us`, or earlier when that would reach
+/// into the last [`SPEND_KEPT`] before `now_us`.
+pub fn spend_cutoff(cutoff_us: i64, now_us: i64) -> i64 {
+    let kept = i64::try_from(SPEND_KEPT.as_micros()).unwrap_or(i64::MAX);
+    cutoff_us.min(now_us.saturating_sub(kept))
 }
 
 /// One kind of row that goes once old: its table and the condition that
@@ -102,6 +154,13 @@ const OPERATIONAL: &[Rule] = &[
     },
 ];
 
+/// Each group's spend per quarter hour, after `days` but never within
+/// [`SPEND_KEPT`] ([`spend_cutoff`]).
+const SPEND: &[Rule] = &[Rule {
+    table: "spend",
+    statement: "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE slot_us < ?1 LIMIT ?2)",
+}];
+
 /// The history people read, after `history_days` (rows that refer to a
 /// message or result go first: their outbox rows, their images).
 const HISTORY: &[Rule] = &[
@@ -129,9 +188,10 @@ const HISTORY: &[Rule] = &[
 ];
 
 impl Store {
-    /// One retention pass: operational rows before `cutoff_us`, history
-    /// before `history_cutoff_us` (when given), `pause` between batches (so
-    /// other writers go between them), then the freed pages given back.
+    /// One retention pass: operational rows before `cutoff_us` (spend rows
+    /// before [`spend_cutoff`]), history before `history_cutoff_us` (when
+    /// given), `pause` between batches (so other writers go between them),
+    /// then the freed pages given back where the database can.
     pub async fn prune(
         &self,
         cutoff_us: i64,
@@ -139,7 +199,8 @@ impl Store {
         pause: Duration,
     ) -> Result<Pruned, StoreError> {
         let mut pruned = Pruned::default();
-        let passes = [(OPERATIONAL, Some(cutoff_us)), (HISTORY, history_cutoff_us)];
+        let spend = spend_cutoff(cutoff_us, super::now_us());
+        let passes = [(OPERATIONAL, Some(cutoff_us)), (SPEND, Some(spend)), (HISTORY, history_cutoff_us)];
         for (rules, cutoff) in passes {
             let Some(cutoff) = cutoff else { continue };
             for rule in rules {
@@ -165,28 +226,10 @@ impl Store {
     }
 
     /// Gives freed pages back to the file system (`incremental_vacuum`, a
-    /// chunk per statement). A database made before auto-vacuum was on is
-    /// switched once with a full `VACUUM` when it is small enough to do so
-    /// quickly; a larger one is left as it is, with a warning saying how.
+    /// chunk per statement), when the database has incremental auto-vacuum.
     async fn give_back_space(&self, pause: Duration, pruned: &mut Pruned) -> Result<(), StoreError> {
-        let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum").fetch_one(&self.pool).await?;
-        if mode != 2 {
-            let size = self.database_bytes().await?;
-            if size > VACUUM_AT_MOST {
-                tracing::warn!(
-                    size,
-                    "the database cannot give space back (made before incremental auto-vacuum); stop pincer and run \
-                     `sqlite3 pincer.db 'PRAGMA auto_vacuum = INCREMENTAL; VACUUM'` once"
-                );
-                return Ok(());
-            }
-            let started = std::time::Instant::now();
-            let mut conn = self.pool.acquire().await?;
-            sqlx::query("PRAGMA auto_vacuum = INCREMENTAL").execute(&mut *conn).await?;
-            sqlx::query("VACUUM").execute(&mut *conn).await?;
-            drop(conn);
-            pruned.longest_batch = pruned.longest_batch.max(started.elapsed());
-            pruned.freed_bytes = size.saturating_sub(self.database_bytes().await?);
+        pruned.space = self.space_mode().await?;
+        if pruned.space == SpaceMode::Reused {
             return Ok(());
         }
         let before = self.database_bytes().await?;
@@ -204,6 +247,14 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the database gives freed pages back ([`SpaceMode`]).
+    pub async fn space_mode(&self) -> Result<SpaceMode, StoreError> {
+        let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum").fetch_one(&self.pool).await?;
+        // 0 is NONE; 2 (INCREMENTAL) is pincer's, and 1 (FULL, set by hand)
+        // gives pages back at each commit, leaving no free page to hand back.
+        Ok(if mode == 0 { SpaceMode::Reused } else { SpaceMode::GivenBack })
+    }
+
     /// The database file's size as SQLite counts it (pages × page size).
     pub async fn database_bytes(&self) -> Result<u64, StoreError> {
         let bytes: i64 =
@@ -213,10 +264,6 @@ impl Store {
         Ok(u64::try_from(bytes).unwrap_or(0))
     }
 }
-
-/// The largest database switched to incremental auto-vacuum in place (a
-/// full `VACUUM` holds the write lock while it copies the file).
-const VACUUM_AT_MOST: u64 = 256 * 1024 * 1024;
 
 #[cfg(test)]
 mod tests;

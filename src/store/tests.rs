@@ -579,3 +579,109 @@ async fn a_transaction_left_open_by_a_dropped_borrower_is_rolled_back_at_once() 
     let names: Vec<String> = sqlx::query_scalar("SELECT name FROM groups").fetch_all(&store.pool).await.unwrap();
     assert_eq!(names, ["a"], "the dropped borrower's row is gone");
 }
+
+/// A second connection to the store's file, as another program would open
+/// one (its own 5 s busy timeout).
+async fn other_connection(dir: &tempfile::TempDir) -> SqliteConnection {
+    use sqlx::ConnectOptions;
+    SqliteConnectOptions::new().filename(dir.path().join("pincer.db")).connect().await.unwrap()
+}
+
+async fn names_seen_afresh(dir: &tempfile::TempDir, sql: &str) -> Vec<String> {
+    let mut fresh = other_connection(dir).await;
+    sqlx::query_scalar(sql).fetch_all(&mut fresh).await.unwrap()
+}
+
+/// `/readyz` whose client goes away while another program holds the write
+/// lock: the check is dropped half-way, waiting for the lock. Once the lock
+/// is free, writes through the store go through and are committed (a fresh
+/// connection reads them), instead of waiting behind (or landing inside) a
+/// transaction the check left open on a pooled connection.
+#[tokio::test]
+async fn a_readiness_check_dropped_while_the_database_is_locked_leaves_no_transaction_open() {
+    use sqlx::Executor;
+    let (dir, store) = temp_store().await;
+    let mut locker = other_connection(&dir).await;
+    locker.execute("BEGIN IMMEDIATE").await.unwrap();
+    // The check waits for the lock (up to its 5 s busy timeout): dropped meanwhile.
+    let dropped = tokio::time::timeout(std::time::Duration::from_millis(500), store.writable()).await;
+    assert!(dropped.is_err(), "the check was still waiting for the lock");
+    locker.execute("ROLLBACK").await.unwrap();
+    // The dropped check's connection comes back to the pool once its thread
+    // is done with what the check had sent (its `BEGIN`, which now gets the lock).
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while store.pool.num_idle() < store.pool.size() as usize {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the check's connection came back");
+
+    // Through every pooled connection the next borrowers may get.
+    let g0 = group("g0");
+    for n in 0..4 {
+        writes_go_through(&store, &format!("g{n}")).await;
+        let event = store.record_session_event(&g0, "probe_gone", None, None);
+        tokio::time::timeout(std::time::Duration::from_secs(3), event)
+            .await
+            .expect("no write lock is left held")
+            .expect("the write succeeds");
+    }
+    let groups = names_seen_afresh(&dir, "SELECT name FROM groups ORDER BY name").await;
+    assert_eq!(groups, ["g0", "g1", "g2", "g3"], "committed, not inside a transaction left open");
+    let events = names_seen_afresh(&dir, "SELECT kind FROM session_events").await;
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert!(store.writable().await, "and the next check finds the store writable");
+}
+
+/// Whatever leaves a transaction open on a pooled connection (a borrower
+/// cancelled between its own `BEGIN` and `COMMIT`), the pool rolls it back
+/// as the connection is given back: another program's write goes through at
+/// once, and the half-done transaction's row is gone.
+#[tokio::test]
+async fn a_pooled_connection_given_back_inside_a_transaction_is_rolled_back() {
+    use sqlx::Executor;
+    let (dir, store) = temp_store().await;
+    {
+        let mut conn = store.pool.acquire().await.unwrap();
+        conn.execute("BEGIN IMMEDIATE; INSERT INTO groups (name, created_at_us) VALUES ('half', 0)").await.unwrap();
+    }
+    let mut other = other_connection(&dir).await;
+    let write = other.execute("INSERT INTO groups (name, created_at_us) VALUES ('other', 0)");
+    tokio::time::timeout(std::time::Duration::from_secs(3), write)
+        .await
+        .expect("the write lock was let go")
+        .expect("the write succeeds");
+    let groups = names_seen_afresh(&dir, "SELECT name FROM groups").await;
+    assert_eq!(groups, ["other"], "the dropped borrower's row is gone");
+    writes_go_through(&store, "a").await;
+}
+
+/// The message path's connection has the same hazard: a result's statement
+/// list (`BEGIN IMMEDIATE` … `COMMIT`) dropped while it waits for the write
+/// lock. Its transaction is rolled back once it begins, so later writes go
+/// through and are committed, and nothing of the dropped result is stored.
+#[tokio::test]
+async fn a_result_dropped_while_the_database_is_locked_leaves_no_transaction_open() {
+    use sqlx::Executor;
+    let (dir, store) = temp_store().await;
+    let g = group("a");
+    store.add_group(&g, &GroupSettings::default()).await.unwrap();
+    let mut locker = other_connection(&dir).await;
+    locker.execute("BEGIN IMMEDIATE").await.unwrap();
+    let out = Enqueue { kind: crate::domain::OutboundKind::Reply, text: "dropped", console: true };
+    let result = success("dropped");
+    let storing = store.record_result(&g, &result, None, "{}", Some(out), &[]);
+    let dropped = tokio::time::timeout(std::time::Duration::from_millis(500), storing).await;
+    assert!(dropped.is_err(), "the result was still waiting for the lock");
+    locker.execute("ROLLBACK").await.unwrap();
+
+    let msg = Inbound::new(g.clone(), Source::Console, "ann", "after");
+    let stored =
+        tokio::time::timeout(std::time::Duration::from_secs(3), store.insert_inbound(&msg, InboundState::Queued));
+    stored.await.expect("no write lock is left held").expect("the write succeeds");
+    writes_go_through(&store, "b").await;
+    assert_eq!(names_seen_afresh(&dir, "SELECT text FROM inbound").await, ["after"]);
+    assert!(names_seen_afresh(&dir, "SELECT text FROM results").await.is_empty(), "nothing of the dropped result");
+    assert!(names_seen_afresh(&dir, "SELECT text FROM outbox").await.is_empty());
+}

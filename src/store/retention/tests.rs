@@ -101,14 +101,21 @@ async fn other_writers_go_between_batches_and_the_file_shrinks() {
     let pruned = pass.await.unwrap();
 
     assert_eq!(count(&store, "SELECT COUNT(*) FROM task_frames").await, 1, "only the new frame is left");
-    assert_eq!(pruned.batches, 3 + 7, "three batches of frames, one empty statement for each other kind");
+    assert_eq!(pruned.batches, 3 + 8, "three batches of frames, one empty statement for each other kind");
     let after = store.database_bytes().await.unwrap();
     assert!(after < before / 4, "the file gave the space back: {before} → {after}");
     assert!(pruned.freed_bytes > 0, "{pruned:?}");
 }
 
+/// A database made before auto-vacuum is never rewritten by a pass (a full
+/// `VACUUM` holds the write lock while it copies the whole file, refusing
+/// every message meanwhile): its freed pages stay free for later writes, it
+/// keeps its mode, and the pass says so. A `VACUUM` always empties the free
+/// list and only it can switch the mode, so both tell that none ran. The
+/// switch the log and `pincer doctor` describe, made with pincer stopped,
+/// works.
 #[tokio::test]
-async fn a_database_made_before_auto_vacuum_is_switched_by_its_first_pass() {
+async fn a_database_made_before_auto_vacuum_is_never_vacuumed_whole_by_a_pass() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pincer.db");
     // Made as pincer made it before: no auto-vacuum.
@@ -120,14 +127,53 @@ async fn a_database_made_before_auto_vacuum_is_switched_by_its_first_pass() {
     store.add_group(&"team".parse().unwrap(), &GroupSettings::default()).await.unwrap();
     frames(&store, 500, OLD, 2_000).await;
     let before = store.database_bytes().await.unwrap();
+
     let pruned = store.prune(CUTOFF, None, Duration::ZERO).await.unwrap();
-    assert!(store.database_bytes().await.unwrap() < before / 4, "{pruned:?}");
-    // (Another pooled connection reports the old mode until its next transaction: asked afresh.)
+    assert_eq!(pruned.space, SpaceMode::Reused, "{pruned:?}");
+    assert!(pruned.rows.contains(&("task_frames", 500)), "{pruned:?}");
+    assert!(count(&store, "PRAGMA freelist_count").await > 0, "the freed pages were left free: no VACUUM ran");
+    assert_eq!(count(&store, "PRAGMA auto_vacuum").await, 0, "not switched");
+    assert_eq!(store.database_bytes().await.unwrap(), before, "the file keeps its size");
+    assert_eq!(store.space_mode().await.unwrap(), SpaceMode::Reused);
+    // Later writes reuse the freed pages instead of growing the file.
+    frames(&store, 400, CUTOFF + 1, 2_000).await;
+    assert_eq!(store.database_bytes().await.unwrap(), before, "the free pages were reused");
+
+    // The switch as described, with pincer stopped.
     store.close().await;
+    let offline = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+    sqlx::query("PRAGMA auto_vacuum = INCREMENTAL; VACUUM").execute(&offline).await.unwrap();
+    offline.close().await;
     let store = Store::open(&path).await.unwrap();
-    assert_eq!(count(&store, "PRAGMA auto_vacuum").await, 2, "incremental from now on");
-    frames(&store, 500, OLD, 2_000).await;
+    assert_eq!(store.space_mode().await.unwrap(), SpaceMode::GivenBack);
     let before = store.database_bytes().await.unwrap();
-    store.prune(CUTOFF, None, Duration::ZERO).await.unwrap();
-    assert!(store.database_bytes().await.unwrap() < before / 4, "the next passes give space back incrementally");
+    store.prune(CUTOFF + 2, None, Duration::ZERO).await.unwrap();
+    assert!(store.database_bytes().await.unwrap() < before / 4, "from then on the passes give space back");
+}
+
+/// What budgets sum goes after `days` too, but never within `SPEND_KEPT`:
+/// the current month's spend stays whole however short the retention.
+#[tokio::test]
+async fn spend_goes_after_days_but_never_the_current_months() {
+    let (_dir, store) = store().await;
+    let now = crate::store::now_us();
+    let day = 86_400_000_000;
+    for at in [OLD, now - 41 * day, now - 39 * day, now - day] {
+        exec(&store, &format!(
+            "INSERT INTO results (group_name, at_us, subtype, is_error, raw, cost_usd) VALUES ('team', {at}, 'success', 0, '', 0.5)"
+        )).await;
+    }
+    let pruned = store.prune(now, Some(now), Duration::ZERO).await.unwrap();
+    assert!(pruned.rows.contains(&("spend", 2)), "{pruned:?}");
+    let kept = count(&store, "SELECT COUNT(*) FROM spend").await;
+    assert_eq!(kept, 2, "the last 40 days' spend stays, whatever `days` says");
+    assert!(count(&store, "SELECT MIN(slot_us) FROM spend").await > now - 40 * day, "the older ones went");
+}
+
+#[test]
+fn the_spend_cutoff_never_reaches_into_the_last_forty_days() {
+    let day = 86_400_000_000;
+    let now = 100 * day;
+    assert_eq!(spend_cutoff(now - day, now), now - 40 * day, "a 1-day retention keeps 40 days of spend");
+    assert_eq!(spend_cutoff(now - 90 * day, now), now - 90 * day, "a longer one keeps what it says");
 }

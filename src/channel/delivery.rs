@@ -15,8 +15,9 @@
 //! A file is sent beside its chat's text, in a task of its own (see
 //! [`files`]): its upload may take as long as its size needs
 //! ([`files::transfer_timeout`]), the rows behind it wait for it only
-//! [`files::PATIENCE`], and after [`files::FILE_TRIES`] passing failures (or
-//! a refusal) its row is failed and the chat told, in one transaction.
+//! [`files::PATIENCE`], and after [`files::FILE_TRIES`] passing failures
+//! over [`files::FILE_SPAN`] (or a refusal) its row is failed and the chat
+//! told, in one transaction.
 //!
 //! Work is found in the store, not in memory: the workers are woken when
 //! something is written and rescan now and then, so rows left by a previous
@@ -436,7 +437,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                 Err(DeliveryError::Transient { why, retry_after }) => {
                     counters().delivery_failure(D::PLATFORM.as_str(), "transient");
                     tries.in_a_row += 1;
-                    if let Some(file) = file.filter(|_| tries.file.failed(retry_after.is_some())) {
+                    if let Some(file) = file.filter(|_| tries.file.failed(Instant::now(), retry_after.is_some())) {
                         let notice = files::given_up(D::PLATFORM, file, tries.file.counted());
                         let why = format!("not sent after {} tries; the last: {why}", tries.file.counted());
                         return self.give_up_file(&row, &seen, &why, &notice).await;

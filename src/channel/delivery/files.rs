@@ -1,6 +1,7 @@
 //! Files on their way to or from a chat, the pure part: how long one
 //! transfer may take ([`transfer_timeout`]), how many passing failures a
-//! file's upload gets before its row is given up ([`FileTries`]), what the
+//! file's upload gets, over how long, before its row is given up
+//! ([`FileTries`]), what the
 //! chat is told then ([`given_up`], [`refused`]), and which of a chat's rows
 //! its worker reads next while a file is on its way ([`Lineup`]).
 //!
@@ -37,28 +38,37 @@ pub fn transfer_timeout(bytes: u64) -> Duration {
 }
 
 /// Passing failures of a file's upload (those the platform did not ask to
-/// wait out) after which its row is failed and the chat told.
+/// wait out) after which its row is failed and the chat told, once they
+/// span [`FILE_SPAN`].
 pub const FILE_TRIES: u32 = 5;
+
+/// How long a file's failures must have gone on before it is given up: an
+/// outage that fails every try at once (WhatsApp not connected, Telegram
+/// down) costs no file before this.
+pub const FILE_SPAN: Duration = Duration::from_secs(10 * 60);
 
 /// How long a chat's later rows wait behind a file on its way before they go
 /// on without it.
 pub const PATIENCE: Duration = Duration::from_secs(10);
 
-/// A file's failed uploads, counted toward [`FILE_TRIES`].
+/// A file's failed uploads, counted toward [`FILE_TRIES`] and [`FILE_SPAN`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FileTries {
     counted: u32,
+    first: Option<Instant>,
 }
 
 impl FileTries {
-    /// An upload failed for a passing reason; true when the file has had its
-    /// tries. A rate limit (`asked_to_wait`) says nothing about the file, so
-    /// it is not counted.
-    pub fn failed(&mut self, asked_to_wait: bool) -> bool {
-        if !asked_to_wait {
-            self.counted += 1;
+    /// An upload failed at `now` for a passing reason; true when the file
+    /// has had its tries. A rate limit (`asked_to_wait`) says nothing about
+    /// the file, so it is not counted.
+    pub fn failed(&mut self, now: Instant, asked_to_wait: bool) -> bool {
+        if asked_to_wait {
+            return false;
         }
-        self.counted >= FILE_TRIES
+        self.counted += 1;
+        let first = *self.first.get_or_insert(now);
+        self.counted >= FILE_TRIES && now.saturating_duration_since(first) >= FILE_SPAN
     }
 
     /// The failures counted so far.
@@ -166,15 +176,25 @@ mod tests {
         assert_eq!(transfer_timeout(u64::MAX), TRANSFER_CAP);
     }
 
-    #[test]
-    fn a_file_has_its_tries_and_rate_limits_are_not_counted() {
-        let mut tries = FileTries::default();
-        for _ in 1..FILE_TRIES {
-            assert!(!tries.failed(false));
-            assert!(!tries.failed(true), "a rate limit costs no try");
+    #[tokio::test(start_paused = true)]
+    async fn a_file_has_its_tries_over_its_span_and_rate_limits_are_not_counted() {
+        let start = Instant::now();
+        let minute = Duration::from_secs(60);
+        let mut slow = FileTries::default();
+        for i in 1..FILE_TRIES {
+            assert!(!slow.failed(start + minute * 4 * (i - 1), false));
+            assert!(!slow.failed(start + FILE_SPAN * 2, true), "a rate limit costs no try");
         }
-        assert_eq!(tries.counted(), FILE_TRIES - 1);
-        assert!(tries.failed(false), "the last try");
+        assert_eq!(slow.counted(), FILE_TRIES - 1);
+        assert!(slow.failed(start + FILE_SPAN, false), "the last try");
+
+        // Failing at once, over and over: an outage, waited out for the span.
+        let mut quick = FileTries::default();
+        for i in 0..20 {
+            assert!(!quick.failed(start + Duration::from_secs(i), false));
+        }
+        assert!(!quick.failed(start + FILE_SPAN - Duration::from_millis(1), false));
+        assert!(quick.failed(start + FILE_SPAN, false));
     }
 
     #[tokio::test(start_paused = true)]

@@ -633,6 +633,34 @@ async fn a_file_that_keeps_timing_out_lets_later_text_through_and_is_failed_afte
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_outage_that_fails_every_try_at_once_costs_a_file_nothing_before_its_span() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer(std::iter::repeat_with(|| transient("not connected")).take(8));
+    let file = ledger.add_file("team", -1, "a.pdf", MIB);
+    let (stop, task) = start(&adapter, &ledger);
+    until("delivered", || ledger.row(file).state == DeliveryState::Delivered).await;
+    assert_eq!(ledger.row(file).attempts, 8);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_file_failing_at_once_for_good_is_given_up_after_its_span() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer(std::iter::repeat_with(|| transient("reset")).take(1000));
+    let file = ledger.add_file("team", -1, "a.pdf", MIB);
+    let began = Instant::now();
+    let (stop, task) = start(&adapter, &ledger);
+    until("given up", || ledger.row(file).state == DeliveryState::Failed).await;
+    let took = Instant::now() - began;
+    assert!(took >= files::FILE_SPAN && took < files::FILE_SPAN + Duration::from_secs(61), "{took:?}");
+    until("the chat told", || adapter.landed().len() == 1).await;
+    assert!(adapter.landed()[0].contains("a.pdf"));
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_file_that_lands_quickly_keeps_its_place_before_later_text() {
     let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
     adapter.slow.lock().unwrap().insert("chart.png".into(), Duration::from_secs(3));

@@ -4,12 +4,14 @@
 //! crate's types stay in [`Real`].
 
 use std::future::Future;
+use std::io::{Cursor, Seek, SeekFrom, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
-use whatsapp_rust::download::{DownloadParams, MediaType};
+use whatsapp_rust::download::{DownloadParams, DownloadWriter, MediaType};
 use whatsapp_rust::media::{self, AudioOptions, DocumentOptions, ImageOptions};
 use whatsapp_rust::proto_helpers::MessageBuilderExt;
 use whatsapp_rust::upload::UploadOptions;
@@ -73,6 +75,9 @@ pub enum WaError {
     /// WhatsApp will not take this (a malformed request).
     #[error("WhatsApp refused it: {0}")]
     Rejected(String),
+    /// A download past the most it may be: abandoned.
+    #[error("larger than {limit} bytes")]
+    TooLarge { limit: u64 },
     /// Anything else (network, server): worth trying again.
     #[error("{0}")]
     Other(String),
@@ -111,6 +116,18 @@ pub trait WaClient: Send + Sync + 'static {
     ) -> impl Future<Output = Result<String, WaError>> + Send;
     /// Downloads (and decrypts, and checks) a file a message carried.
     fn download(&self, media: &MediaRef) -> impl Future<Output = Result<Vec<u8>, WaError>> + Send;
+    /// [`WaClient::download`] of at most `max` bytes: past them it is
+    /// abandoned ([`WaError::TooLarge`]). [`Real`] counts them as they
+    /// arrive; this default (the tests' fakes) once they are all in.
+    fn download_at_most(&self, media: &MediaRef, max: u64) -> impl Future<Output = Result<Vec<u8>, WaError>> + Send {
+        async move {
+            let bytes = self.download(media).await?;
+            if bytes.len() as u64 > max {
+                return Err(WaError::TooLarge { limit: max });
+            }
+            Ok(bytes)
+        }
+    }
     /// A group's subject (its name), for the log.
     fn group_subject(&self, chat: &str) -> impl Future<Output = Result<String, WaError>> + Send;
     /// The linked account's phone number and LID (empty before pairing).
@@ -205,21 +222,21 @@ impl WaClient for Real {
     }
 
     async fn download(&self, media: &MediaRef) -> Result<Vec<u8>, WaError> {
-        let kind = match media.kind {
-            WaMediaKind::Image => MediaType::Image,
-            WaMediaKind::Audio => MediaType::Audio,
-            WaMediaKind::Video => MediaType::Video,
-            WaMediaKind::Document => MediaType::Document,
-        };
-        let params = DownloadParams::encrypted(
-            media.direct_path.clone(),
-            &MediaRef::bytes(&media.media_key),
-            &MediaRef::bytes(&media.file_sha256),
-            &MediaRef::bytes(&media.file_enc_sha256),
-            media.length,
-            kind,
-        );
-        self.0.download_from_params(&params).await.map_err(|e| WaError::Other(format!("{e:#}")))
+        self.0.download_from_params(&download_params(media)).await.map_err(|e| WaError::Other(format!("{e:#}")))
+    }
+
+    /// Streamed into a [`Capped`] sink: the crate fetches and decrypts on a
+    /// blocking thread, which the sink stops at `max` bytes, or at its next
+    /// bytes once this future is dropped (a timeout).
+    async fn download_at_most(&self, media: &MediaRef, max: u64) -> Result<Vec<u8>, WaError> {
+        let sink = Capped::new(max, media.length);
+        let state = sink.state.clone();
+        let _abandon_when_dropped = Abandon(state.clone());
+        match self.0.download_from_params_to_writer(&download_params(media), sink).await {
+            Ok(sink) => Ok(sink.into_bytes()),
+            Err(_) if state.over.load(Ordering::SeqCst) => Err(WaError::TooLarge { limit: max }),
+            Err(e) => Err(WaError::Other(format!("{e:#}"))),
+        }
     }
 
     async fn group_subject(&self, chat: &str) -> Result<String, WaError> {
@@ -229,5 +246,123 @@ impl WaClient for Real {
 
     fn own_ids(&self) -> OwnIds {
         OwnIds { number: self.0.pn().map(|j| j.user.to_string()), lid: self.0.lid().map(|j| j.user.to_string()) }
+    }
+}
+
+/// What the crate needs to fetch and check `media`.
+fn download_params(media: &MediaRef) -> DownloadParams {
+    let kind = match media.kind {
+        WaMediaKind::Image => MediaType::Image,
+        WaMediaKind::Audio => MediaType::Audio,
+        WaMediaKind::Video => MediaType::Video,
+        WaMediaKind::Document => MediaType::Document,
+    };
+    DownloadParams::encrypted(
+        media.direct_path.clone(),
+        &MediaRef::bytes(&media.media_key),
+        &MediaRef::bytes(&media.file_sha256),
+        &MediaRef::bytes(&media.file_enc_sha256),
+        media.length,
+        kind,
+    )
+}
+
+/// How much a [`Capped`] sink may keep before it is allocated on demand: a
+/// sender's announced length is not trusted with more.
+const PREALLOCATE_AT_MOST: u64 = 8 * 1024 * 1024;
+
+/// A download's sink that refuses bytes past `max` (and any bytes once the
+/// download is abandoned), so a file larger than it may be is never held
+/// whole, and a download given up on stops as its next bytes come.
+struct Capped {
+    bytes: Cursor<Vec<u8>>,
+    max: u64,
+    state: Arc<CapState>,
+}
+
+/// What a [`Capped`] sink shares with the download's caller.
+#[derive(Default)]
+struct CapState {
+    /// It refused bytes past its `max`.
+    over: AtomicBool,
+    /// The caller gave up: refuse everything.
+    abandoned: AtomicBool,
+}
+
+impl Capped {
+    fn new(max: u64, announced: u64) -> Capped {
+        let room = usize::try_from(announced.min(max).min(PREALLOCATE_AT_MOST)).unwrap_or(0);
+        Capped { bytes: Cursor::new(Vec::with_capacity(room)), max, state: Arc::default() }
+    }
+
+    fn into_bytes(self) -> Vec<u8> {
+        self.bytes.into_inner()
+    }
+}
+
+impl Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.state.abandoned.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("the download was given up"));
+        }
+        if self.bytes.position().saturating_add(buf.len() as u64) > self.max {
+            self.state.over.store(true, Ordering::SeqCst);
+            return Err(std::io::Error::other(format!("larger than {} bytes", self.max)));
+        }
+        self.bytes.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for Capped {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.bytes.seek(to)
+    }
+}
+
+impl DownloadWriter for Capped {
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.bytes.get_mut().truncate(usize::try_from(len).unwrap_or(usize::MAX));
+        Ok(())
+    }
+}
+
+/// Tells a [`Capped`] sink its download was given up, when dropped.
+struct Abandon(Arc<CapState>);
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        self.0.abandoned.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capped_sink_takes_up_to_its_limit_and_refuses_the_byte_past_it() {
+        let mut sink = Capped::new(10, 1_000_000_000);
+        assert!(sink.bytes.get_ref().capacity() <= 10, "an announced length does not size the buffer");
+        sink.write_all(b"0123456789").unwrap();
+        assert!(sink.write_all(b"x").is_err());
+        assert!(sink.state.over.load(Ordering::SeqCst));
+        // A retry on another host starts it over, as the crate does.
+        DownloadWriter::truncate(&mut sink, 0).unwrap();
+        sink.rewind().unwrap();
+        sink.write_all(b"abc").unwrap();
+        assert_eq!(sink.into_bytes(), b"abc");
+    }
+
+    #[test]
+    fn a_given_up_download_stops_at_its_next_bytes() {
+        let mut sink = Capped::new(100, 0);
+        sink.write_all(b"before").unwrap();
+        drop(Abandon(sink.state.clone()));
+        assert!(sink.write_all(b"after").is_err());
+        assert!(!sink.state.over.load(Ordering::SeqCst), "not too large: given up");
     }
 }

@@ -1,7 +1,10 @@
 //! What a WhatsApp message carries besides its text, as pincer's
 //! [`Attachment`]s (images, voice notes, audio, video, documents) or as a
 //! line of text (a sticker, a place, a contact); and [`WaFiles`], which
-//! downloads an attachment through the client, at most [`fetch_limit`] bytes.
+//! downloads an attachment through the client, at most [`fetch_limit`] bytes
+//! (counted as they arrive: a larger file is abandoned, never held whole),
+//! within the time its announced size needs on a slow link
+//! (`delivery::files::transfer_timeout`; the preparer bounds the tries).
 //!
 //! A WhatsApp file is fetched with what its message said (the CDN path, the
 //! media key and the hashes the crate checks the bytes against), kept as the
@@ -17,6 +20,7 @@ use futures_util::future::BoxFuture;
 use whatsapp_rust::waproto::whatsapp as wa;
 
 use super::client::{MediaRef, WaClient, WaError, WaMediaKind};
+use crate::channel::delivery::files::transfer_timeout;
 use crate::domain::media::{place_text, Attachment, MediaKind};
 use crate::media::{Fetch, FetchError};
 
@@ -148,14 +152,18 @@ impl<C: WaClient> Fetch for WaFiles<C> {
             if media.length > max {
                 return Err(FetchError::TooLarge { limit: max });
             }
-            let bytes = self.client.download(&media).await.map_err(|e| match e {
+            // A length the message left out is taken as the most it may be.
+            let announced = if media.length == 0 { max } else { media.length };
+            let limit = transfer_timeout(announced);
+            let fetched = tokio::time::timeout(limit, self.client.download_at_most(&media, max)).await;
+            let fetched = fetched.unwrap_or_else(|_| {
+                Err(WaError::Other(format!("the download did not finish within {}", humantime::format_duration(limit))))
+            });
+            fetched.map_err(|e| match e {
                 WaError::Rejected(why) => FetchError::Gone(why),
+                WaError::TooLarge { limit } => FetchError::TooLarge { limit },
                 other => FetchError::Transient(other.to_string()),
-            })?;
-            if bytes.len() as u64 > max {
-                return Err(FetchError::TooLarge { limit: max });
-            }
-            Ok(bytes)
+            })
         })
     }
 }

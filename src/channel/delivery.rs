@@ -477,7 +477,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                 Err(DeliveryError::Rejected(why)) => {
                     counters().delivery_failure(D::PLATFORM.as_str(), "rejected");
                     if let Some(file) = file {
-                        let notice = files::refused(D::PLATFORM, file, &why);
+                        let notice = files::refused(file, &why);
                         return self.give_up_file(&row, &seen, &why, &notice).await;
                     }
                     return match self.record(|| self.ledger.failed(&seen, &why)).await {

@@ -103,14 +103,13 @@ pub fn given_up(platform: Platform, file: &OutboundFile, tries: u32) -> String {
     )
 }
 
-/// What the chat is told when the platform refused a file for good (`why`,
-/// the platform's words, cut short).
-pub fn refused(platform: Platform, file: &OutboundFile, why: &str) -> String {
+/// What the chat is told when a file was refused for good (`why`: the
+/// platform's words, or the adapter's, cut short).
+pub fn refused(file: &OutboundFile, why: &str) -> String {
     let why: String = why.chars().take(200).collect();
     format!(
-        "{} could not be sent: {} refused it ({why}). Ask for it in another form (smaller, or as a document).",
-        which(file),
-        platform_name(platform),
+        "{} could not be sent: {why}. Ask for it again, or in another form (smaller, or as a document).",
+        which(file)
     )
 }
 
@@ -233,8 +232,8 @@ mod tests {
              parts)."
         );
         assert!(!told.contains("/data/"), "pincer's own copy is not named");
-        let refused = refused(Platform::WhatsApp, &file, &"x".repeat(500));
-        assert!(refused.contains("WhatsApp refused it (xxx"), "{refused}");
+        let refused = refused(&file, &"x".repeat(500));
+        assert!(refused.contains("could not be sent: xxx"), "{refused}");
         assert!(refused.len() < 400, "the platform's words are cut short: {refused}");
     }
 }

@@ -121,6 +121,16 @@ impl Outbox {
         self.store.next_queued(to).await
     }
 
+    /// The oldest reply without a file waiting for `to`.
+    pub async fn next_text(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        self.store.next_queued_text(to).await
+    }
+
+    /// The oldest reply with a file waiting for `to`.
+    pub async fn next_file(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        self.store.next_queued_file(to).await
+    }
+
     /// The newest row's id, whatever its group.
     pub async fn last_id(&self) -> Result<OutboxId, StoreError> {
         self.store.outbox_last_id().await
@@ -144,6 +154,22 @@ impl Outbox {
     /// A try failed for a passing reason; the row stays queued.
     pub async fn attempt_failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
         self.store.outbox_attempt_failed(seen, why).await
+    }
+
+    /// The row's file could not be sent (refused, or out of tries): the row
+    /// failed and `notice` queued for the group's chat, in one transaction
+    /// (if the row is still as `seen`).
+    pub async fn file_failed(
+        &self,
+        group: &GroupName,
+        seen: &Seen,
+        why: &str,
+        notice: &str,
+    ) -> Result<Marked, StoreError> {
+        let notice = self.enqueue(group, OutboundKind::Notice, notice);
+        let marked = self.store.outbox_file_failed(group, seen, why, notice).await?;
+        self.wake();
+        Ok(marked)
     }
 
     /// The platform refused the row for good (if it is still as `seen`).

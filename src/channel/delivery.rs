@@ -12,6 +12,13 @@
 //! ([`RetryPolicy`]); a chat that is gone pauses its group; a
 //! message the platform refuses for good is marked failed and the next goes on.
 //!
+//! A file is sent beside its chat's text, in a task of its own (see
+//! [`files`]): its upload may take as long as its size needs
+//! ([`files::transfer_timeout`]), the rows behind it wait for it only
+//! [`files::PATIENCE`], and after [`files::FILE_TRIES`] passing failures
+//! over [`files::FILE_SPAN`] (or a refusal) its row is failed and the chat
+//! told, in one transaction.
+//!
 //! Work is found in the store, not in memory: the workers are woken when
 //! something is written and rescan now and then, so rows left by a previous
 //! pincer (even one killed mid-send) are delivered too.
@@ -29,6 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -37,31 +46,53 @@ use crate::domain::{ChatAddress, GroupName, Platform};
 use crate::outbox::Outbox;
 use crate::retry::RetryPolicy;
 use crate::store::{Marked, OutboxId, OutboxRow, Seen, StoreError};
+use files::{FileTries, Lineup, Read};
 
 /// How often the outbox is read again without being woken: catches rows
 /// written by another process, and a chat whose group came back.
 const RESCAN: Duration = Duration::from_secs(5);
 
-/// How long one part's send may take. A send that has not answered by then
+pub mod files;
+
+/// How long one text part's send may take. A send that has not answered by then
 /// (a stalled connection, a WhatsApp socket that never acks) counts as a
 /// passing failure and is retried, so one stuck request cannot hold its chat
 /// forever. Generous, because a part that did land but answered later than
-/// this is sent again.
+/// this is sent again. A file's upload gets [`files::transfer_timeout`].
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a chat's worker waits for work before it offers to end.
 const IDLE: Duration = Duration::from_secs(60);
 
+/// Which of a chat's queued rows a read takes (the oldest of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    Any,
+    /// Rows without a file.
+    Texts,
+    /// Rows with a file.
+    Files,
+}
+
 /// Where delivery reads its work and records its progress: the outbox and the
 /// group directory in pincer, a fake in the unit tests.
 pub trait Ledger: Clone + Send + Sync + 'static {
     fn waiting_chats(&self, platform: Platform) -> impl Future<Output = Result<Vec<ChatAddress>, StoreError>> + Send;
-    fn next(&self, to: &ChatAddress) -> impl Future<Output = Result<Option<OutboxRow>, StoreError>> + Send;
+    fn next(&self, to: &ChatAddress, pick: Pick) -> impl Future<Output = Result<Option<OutboxRow>, StoreError>> + Send;
     // Each mark changes the row only while it is as `seen` (see `store::Marked`).
     fn parts_done(&self, seen: &Seen, parts: u32) -> impl Future<Output = Result<Marked, StoreError>> + Send;
     fn delivered(&self, seen: &Seen, parts: u32) -> impl Future<Output = Result<Marked, StoreError>> + Send;
     fn attempt_failed(&self, seen: &Seen, why: &str) -> impl Future<Output = Result<Marked, StoreError>> + Send;
     fn failed(&self, seen: &Seen, why: &str) -> impl Future<Output = Result<Marked, StoreError>> + Send;
+    /// The row's file could not be sent: failed, and `notice` queued for
+    /// `group`'s chat, together.
+    fn file_failed(
+        &self,
+        group: &GroupName,
+        seen: &Seen,
+        why: &str,
+        notice: &str,
+    ) -> impl Future<Output = Result<Marked, StoreError>> + Send;
     fn chat_gone(&self, group: &GroupName, why: &str) -> impl Future<Output = Result<(), StoreError>> + Send;
     fn chat_moved(&self, from: &ChatAddress, to: &ChatAddress) -> impl Future<Output = Result<(), StoreError>> + Send;
     /// Changes when there may be new work.
@@ -79,8 +110,12 @@ impl Ledger for OutboxLedger {
     async fn waiting_chats(&self, platform: Platform) -> Result<Vec<ChatAddress>, StoreError> {
         self.outbox.waiting_chats(platform).await
     }
-    async fn next(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
-        self.outbox.next(to).await
+    async fn next(&self, to: &ChatAddress, pick: Pick) -> Result<Option<OutboxRow>, StoreError> {
+        match pick {
+            Pick::Any => self.outbox.next(to).await,
+            Pick::Texts => self.outbox.next_text(to).await,
+            Pick::Files => self.outbox.next_file(to).await,
+        }
     }
     async fn parts_done(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
         self.outbox.parts_done(seen, parts).await
@@ -93,6 +128,9 @@ impl Ledger for OutboxLedger {
     }
     async fn failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
         self.outbox.failed(seen, why).await
+    }
+    async fn file_failed(&self, group: &GroupName, seen: &Seen, why: &str, notice: &str) -> Result<Marked, StoreError> {
+        self.outbox.file_failed(group, seen, why, notice).await
     }
     async fn chat_gone(&self, group: &GroupName, why: &str) -> Result<(), StoreError> {
         self.directory.set_reachable(group, false, Some(why)).await
@@ -194,7 +232,16 @@ enum Flow {
     Stop,
 }
 
-/// Delivers one chat's rows, in order.
+/// A row's failed tries so far.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tries {
+    /// Passing failures in a row, for the pause before the next try.
+    in_a_row: u32,
+    /// Failed uploads of its file, toward [`files::FILE_TRIES`].
+    file: FileTries,
+}
+
+/// Delivers one chat's rows, in order (a file beside them, see [`files`]).
 struct Worker<D, L> {
     adapter: Arc<D>,
     ledger: L,
@@ -203,30 +250,95 @@ struct Worker<D, L> {
     to: ChatAddress,
 }
 
+impl<D, L: Clone> Clone for Worker<D, L> {
+    fn clone(&self) -> Self {
+        Worker {
+            adapter: self.adapter.clone(),
+            ledger: self.ledger.clone(),
+            policy: self.policy,
+            stop: self.stop.clone(),
+            to: self.to.clone(),
+        }
+    }
+}
+
+/// The task sending the chat's file row, if one is on its way.
+type FileTask = Option<JoinHandle<Flow>>;
+
+/// How the file task ended; never, when there is none.
+async fn file_sent(task: &mut FileTask) -> Flow {
+    let Some(running) = task.as_mut() else {
+        return std::future::pending().await;
+    };
+    let flow = running.await.unwrap_or_else(|e| {
+        // Its row stays queued and is read again.
+        tracing::error!(%e, "a file's delivery task failed");
+        Flow::Next
+    });
+    *task = None;
+    flow
+}
+
 impl<D: Deliver, L: Ledger> Worker<D, L> {
     async fn run(self, duty: Arc<Duty>) {
+        let mut lineup = Lineup::default();
+        let mut file: FileTask = None;
         loop {
             tokio::select! {
                 _ = duty.wake.notified() => {}
-                _ = tokio::time::sleep(IDLE) => {
+                flow = file_sent(&mut file) => {
+                    lineup.ended();
+                    if flow == Flow::Stop {
+                        return;
+                    }
+                }
+                // Never idle with a file on its way: its chat is not done.
+                _ = tokio::time::sleep(IDLE), if file.is_none() => {
                     duty.idle();
                     continue;
                 }
-                _ = self.stop.cancelled() => return,
+                _ = self.stop.cancelled() => break,
             }
-            if !duty.take_up() || self.drain().await == Flow::Stop {
-                return;
+            if !duty.take_up() || self.drain(&mut lineup, &mut file).await == Flow::Stop {
+                break;
             }
+        }
+        // A file task stops by itself at `stop`, leaving its row queued.
+        if file.is_some() {
+            file_sent(&mut file).await;
         }
     }
 
-    /// Delivers rows until none is left (or the chat pauses).
-    async fn drain(&self) -> Flow {
+    /// Delivers rows until none is left that may go now (or the chat pauses).
+    async fn drain(&self, lineup: &mut Lineup, file: &mut FileTask) -> Flow {
         let mut store_failures = 0;
-        // Passing send failures of the row being retried, for its backoff.
-        let mut failures: Option<(OutboxId, u32)> = None;
+        // Passing send failures of the text row being retried, for its backoff.
+        let mut failures: Option<(OutboxId, Tries)> = None;
         loop {
-            let row = match self.ledger.next(&self.to).await {
+            if file.as_ref().is_some_and(JoinHandle::is_finished) {
+                lineup.ended();
+                if file_sent(file).await == Flow::Stop {
+                    return Flow::Stop;
+                }
+            }
+            let pick = match lineup.read(Instant::now()) {
+                Read::Any => Pick::Any,
+                Read::Texts => Pick::Texts,
+                Read::AwaitFile { until } => {
+                    tokio::select! {
+                        flow = file_sent(file) => {
+                            lineup.ended();
+                            if flow == Flow::Stop {
+                                return Flow::Stop;
+                            }
+                        }
+                        _ = tokio::time::sleep_until(until) => {}
+                        _ = self.stop.cancelled() => return Flow::Stop,
+                    }
+                    continue;
+                }
+            };
+            let row = match self.ledger.next(&self.to, pick).await {
                 Ok(Some(row)) => row,
                 Ok(None) => return Flow::Pause,
                 Err(e) => {
@@ -239,9 +351,15 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                 }
             };
             store_failures = 0;
+            if row.file.is_some() {
+                // Only read with `Pick::Any`, so no other file is on its way.
+                lineup.begun(row.id, Instant::now());
+                *file = Some(tokio::spawn(self.clone().send_file(row)));
+                continue;
+            }
             let mut tries = match failures {
-                Some((id, n)) if id == row.id => n,
-                _ => 0,
+                Some((id, tries)) if id == row.id => tries,
+                _ => Tries::default(),
             };
             let id = row.id;
             match self.deliver(row, &mut tries).await {
@@ -257,21 +375,49 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
         }
     }
 
+    /// Sends a row with a file, in its own task beside the chat's text: tried
+    /// again after passing failures until it lands, is failed (refused, or
+    /// out of tries), or leaves the chat.
+    async fn send_file(self, mut row: OutboxRow) -> Flow {
+        let id = row.id;
+        let mut tries = Tries::default();
+        loop {
+            match self.deliver(row, &mut tries).await {
+                Flow::Retry(pause) => {
+                    if !self.nap(pause).await {
+                        return Flow::Stop;
+                    }
+                }
+                other => return other,
+            }
+            // Read again: it may have been rebound, moved or settled meanwhile.
+            row = match self.record(|| self.ledger.next(&self.to, Pick::Files)).await {
+                Some(Some(again)) if again.id == id => again,
+                // Gone from here: the chat's worker reads whatever is next.
+                Some(_) => return Flow::Next,
+                None => return Flow::Stop,
+            };
+        }
+    }
+
     /// Sends the row's parts that are not in the chat yet. Every mark is
     /// guarded by what was read; when one finds the row moved (rebound to
     /// another chat while a part was on its way), the row is dropped here: the
     /// worker of its new address sends it (from its first part when rebound).
-    async fn deliver(&self, row: OutboxRow, failures: &mut u32) -> Flow {
+    async fn deliver(&self, row: OutboxRow, tries: &mut Tries) -> Flow {
         let parts = self.adapter.parts(row.kind, &row.text, row.file.as_ref());
         let total = u32::try_from(parts.len()).unwrap_or(u32::MAX);
         let mut seen = row.seen();
         let mut done = row.parts_done.min(total);
         while let Some(part) = parts.get(done as usize) {
+            // A row's file is its first part (`Deliver::parts`).
+            let file = row.file.as_ref().filter(|_| done == 0);
+            let limit = file.map_or(SEND_TIMEOUT, |file| files::transfer_timeout(file.bytes));
             let sent = tokio::select! {
-                sent = tokio::time::timeout(SEND_TIMEOUT, self.adapter.send(&row.to, part)) => sent.unwrap_or_else(|_| {
+                sent = tokio::time::timeout(limit, self.adapter.send(&row.to, part)) => sent.unwrap_or_else(|_| {
                     Err(DeliveryError::transient(format!(
                         "no answer from the chat's platform within {}",
-                        humantime::format_duration(SEND_TIMEOUT)
+                        humantime::format_duration(limit)
                     )))
                 }),
                 _ = self.stop.cancelled() => return Flow::Stop,
@@ -279,7 +425,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
             match sent {
                 Ok(()) => {
                     done += 1;
-                    *failures = 0;
+                    tries.in_a_row = 0;
                     if done < total {
                         match self.record(|| self.ledger.parts_done(&seen, done)).await {
                             Some(Marked::Recorded) => seen.parts_done = done,
@@ -290,10 +436,15 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                 }
                 Err(DeliveryError::Transient { why, retry_after }) => {
                     counters().delivery_failure(D::PLATFORM.as_str(), "transient");
-                    *failures += 1;
-                    let pause = self.policy.pause(*failures, retry_after);
+                    tries.in_a_row += 1;
+                    if let Some(file) = file.filter(|_| tries.file.failed(Instant::now(), retry_after.is_some())) {
+                        let notice = files::given_up(D::PLATFORM, file, tries.file.counted());
+                        let why = format!("not sent after {} tries; the last: {why}", tries.file.counted());
+                        return self.give_up_file(&row, &seen, &why, &notice).await;
+                    }
+                    let pause = self.policy.pause(tries.in_a_row, retry_after);
                     tracing::warn!(
-                        chat = %self.to, group = %row.group, part = done + 1, parts = total, failures = *failures,
+                        chat = %self.to, group = %row.group, part = done + 1, parts = total, failures = tries.in_a_row,
                         %why, "sending to the chat failed; trying again in {}", humantime::format_duration(pause)
                     );
                     match self.ledger.attempt_failed(&seen, &why).await {
@@ -325,6 +476,10 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                 }
                 Err(DeliveryError::Rejected(why)) => {
                     counters().delivery_failure(D::PLATFORM.as_str(), "rejected");
+                    if let Some(file) = file {
+                        let notice = files::refused(file, &why);
+                        return self.give_up_file(&row, &seen, &why, &notice).await;
+                    }
                     return match self.record(|| self.ledger.failed(&seen, &why)).await {
                         Some(Marked::Recorded) => {
                             let_go(&row);
@@ -348,14 +503,28 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
         Flow::Next
     }
 
+    /// The row's file will not reach the chat: the row is failed and the
+    /// chat told, in one write.
+    async fn give_up_file(&self, row: &OutboxRow, seen: &Seen, why: &str, notice: &str) -> Flow {
+        match self.record(|| self.ledger.file_failed(&row.group, seen, why, notice)).await {
+            Some(Marked::Recorded) => {
+                let_go(row);
+                tracing::error!(chat = %self.to, group = %row.group, %why, "a file could not be sent; it is marked failed and the chat told");
+                Flow::Next
+            }
+            Some(Marked::Moved) => self.moved(row, "its file failed"),
+            None => Flow::Stop,
+        }
+    }
+
     /// The row left this chat while it was being sent: dropped here.
     fn moved(&self, row: &OutboxRow, when: &str) -> Flow {
         tracing::info!(chat = %self.to, group = %row.group, row = row.id.0, "the reply left this chat (rebound or moved) after {when}; the worker of its new address sends it");
         Flow::Next
     }
 
-    /// Records progress, trying until the store takes it: a part counted as
-    /// not sent would be sent again. `None` when stopped first.
+    /// Reads or records in the outbox, trying until the store answers: a
+    /// part counted as not sent would be sent again. `None` when stopped first.
     async fn record<T, F, Fut>(&self, write: F) -> Option<T>
     where
         F: Fn() -> Fut,
@@ -367,7 +536,7 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                 Ok(done) => return Some(done),
                 Err(e) => {
                     failures += 1;
-                    tracing::error!(chat = %self.to, %e, "cannot record a delivery; trying again");
+                    tracing::error!(chat = %self.to, %e, "cannot read or record a delivery in the outbox; trying again");
                     if !self.nap(self.policy.pause(failures, None)).await {
                         return None;
                     }

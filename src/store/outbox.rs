@@ -225,8 +225,23 @@ impl Store {
     /// row that does not read (changed outside pincer) is marked failed, with
     /// why, and the next one is taken: left queued, it would stall the chat.
     pub async fn next_queued(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        self.next_queued_of(to, Carrying::Any).await
+    }
+
+    /// [`Store::next_queued`] among the rows without a file: a chat's text
+    /// goes on while a file is on its way.
+    pub async fn next_queued_text(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        self.next_queued_of(to, Carrying::Text).await
+    }
+
+    /// [`Store::next_queued`] among the rows with a file.
+    pub async fn next_queued_file(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+        self.next_queued_of(to, Carrying::File).await
+    }
+
+    async fn next_queued_of(&self, to: &ChatAddress, carrying: Carrying) -> Result<Option<OutboxRow>, StoreError> {
         loop {
-            let Some(row) = self.oldest_queued(to).await? else {
+            let Some(row) = self.oldest_queued(to, carrying).await? else {
                 return Ok(None);
             };
             match row_from(&row) {
@@ -247,11 +262,16 @@ impl Store {
         }
     }
 
-    async fn oldest_queued(&self, to: &ChatAddress) -> Result<Option<SqliteRow>, StoreError> {
+    async fn oldest_queued(&self, to: &ChatAddress, carrying: Carrying) -> Result<Option<SqliteRow>, StoreError> {
+        let carrying = match carrying {
+            Carrying::Any => "",
+            Carrying::Text => "AND o.file_path IS NULL",
+            Carrying::File => "AND o.file_path IS NOT NULL",
+        };
         let row = sqlx::query(&format!(
             "{SELECT_ROW} JOIN groups g ON g.name = o.group_name
               WHERE o.state = 'queued' AND o.platform = ?1 AND o.chat = ?2 AND o.thread IS ?3
-                AND (g.active OR ?1 = 'console')
+                AND (g.active OR ?1 = 'console') {carrying}
               ORDER BY o.id LIMIT 1"
         ))
         .bind(to.platform.as_str())
@@ -353,6 +373,32 @@ impl Store {
         Ok(Marked::from_rows(done.rows_affected()))
     }
 
+    /// A file the platform would not take (refused, or too many failed
+    /// tries): the row failed, with why, and `notice` queued for the group's
+    /// chat, together (if the row is still as `seen`).
+    pub async fn outbox_file_failed(
+        &self,
+        group: &GroupName,
+        seen: &Seen,
+        why: &str,
+        notice: Enqueue<'_>,
+    ) -> Result<Marked, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(&format!(
+            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ?6 {GUARD}"
+        ))
+        .bind_seen(seen)
+        .bind(why)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Ok(Marked::Moved);
+        }
+        enqueue_in(&mut tx, group, notice, None).await?;
+        tx.commit().await?;
+        Ok(Marked::Recorded)
+    }
+
     /// The platform refused the row for good.
     pub async fn outbox_failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
         let done = sqlx::query(&format!(
@@ -364,6 +410,14 @@ impl Store {
         .await?;
         Ok(Marked::from_rows(done.rows_affected()))
     }
+}
+
+/// Which of a chat's queued rows a read looks at.
+#[derive(Clone, Copy, Debug)]
+enum Carrying {
+    Any,
+    Text,
+    File,
 }
 
 /// Every delivery mark applies only to the row as the worker read it: still

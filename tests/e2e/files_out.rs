@@ -177,3 +177,61 @@ async fn a_file_sent_during_an_outage_arrives_after_it_and_after_a_restart() {
     assert_eq!(files(&bot).len(), 1, "once");
     pincer.stop().await;
 }
+
+/// `(ok, error)` of each `sendDocument` the bot tried.
+fn uploads(bot: &FakeBot) -> Vec<(bool, Option<String>)> {
+    bot.calls_to("sendDocument").into_iter().map(|c| (c.ok, c.error)).collect()
+}
+
+#[tokio::test]
+async fn a_hung_upload_holds_back_neither_the_turns_answer_nor_later_replies_and_goes_once_released() {
+    let api = FakeApi::start(fake_api::scripted(vec![("SENDPDF", send_file("report.pdf", Some("as promised")))])).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.fast_retries();
+    sandbox.serve_telegram_group(&bot, "lab", CHAT).await;
+    std::fs::write(sandbox.group_dir("lab").join("report.pdf"), pdf()).unwrap();
+    let pincer = sandbox.spawn_daemon();
+
+    bot.hang_calls(&["sendDocument"], Duration::from_secs(600));
+    bot.say(&chat(), &bob(), "SENDPDF please");
+    bot.wait_for("the upload to hang", |b| !uploads(b).is_empty()).await;
+    let sent = bot.wait_sent(CHAT, 1).await;
+    assert!(sent[0].text.contains("TOOL_RESULT(err=False)"), "the turn's answer, past the file: {sent:?}");
+    bot.say(&chat(), &bob(), "and a LATER question");
+    let sent = bot.wait_sent(CHAT, 2).await;
+    assert!(sent[1].text.contains("and a LATER question"), "{sent:?}");
+    assert!(files(&bot).is_empty(), "the file is still on its way");
+
+    bot.release_hangs();
+    let sent = bot.wait_sent(CHAT, 3).await;
+    let document = sent[2].file.as_ref().expect("the file, after the text written after it");
+    assert_eq!((document.file_name.as_str(), document.bytes.as_slice()), ("report.pdf", pdf().as_slice()));
+    assert_eq!(sent[2].text, "as promised", "with its caption");
+    bot.wait_for("the copy to go", |_| copies(&sandbox) == 0).await;
+    assert_eq!(files(&bot).len(), 1, "once");
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn an_upload_slower_than_teloxides_17_seconds_goes_through_on_its_first_try() {
+    let api = FakeApi::start(fake_api::scripted(vec![("SENDPDF", send_file("report.pdf", None))])).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.fast_retries();
+    sandbox.serve_telegram_group(&bot, "lab", CHAT).await;
+    std::fs::write(sandbox.group_dir("lab").join("report.pdf"), pdf()).unwrap();
+    let pincer = sandbox.spawn_daemon();
+
+    // A slow uplink: the Bot API answers after 20 s, past teloxide's 17 s limit.
+    bot.slow_calls(&["sendDocument"], Duration::from_secs(20));
+    bot.say(&chat(), &bob(), "SENDPDF please");
+    bot.wait_for("the file to arrive", |b| !files(b).is_empty()).await;
+    // The turn's answer came meanwhile; a reply asked for now comes after
+    // anything still on its way to the chat.
+    bot.say(&chat(), &bob(), "a MARKER after the file");
+    bot.wait_for("the marker's answer", |b| b.sent(CHAT).iter().any(|m| m.text.contains("MARKER"))).await;
+    assert_eq!(uploads(&bot), [(true, None)], "one upload, not cut short and sent again");
+    assert_eq!(files(&bot).len(), 1);
+    pincer.stop().await;
+}

@@ -56,6 +56,10 @@
 //!   timeout (`default_reqwest_settings`), with `RequestError::Network` (a
 //!   timeout), and the fake never learns that it did.
 //!
+//! - [`FakeBot::slow_calls`] answers a call as usual, only after a delay (a
+//!   slow uplink): past 17 s teloxide's default client has given up on it,
+//!   and the call, no longer awaited, has no effect.
+//!
 //! Faults act between the bot and the API only: updates still reach a webhook.
 //!
 //! `sendDocument`, `sendPhoto` and `sendAudio` keep an uploaded file's name
@@ -695,6 +699,8 @@ struct Inner {
     faults: HashMap<String, VecDeque<FakeError>>,
     /// Network faults, the oldest first; the first that hits a call applies.
     net_faults: Vec<FaultRule>,
+    /// Lowercased methods answered only after this delay ([`FakeBot::slow_calls`]).
+    slow: HashMap<String, Duration>,
     /// Bumped by every release, so a hung call knows it may end.
     releases: u64,
     /// Callback query ids, and whether they were answered.
@@ -769,6 +775,7 @@ impl FakeBot {
                 membership: HashMap::new(),
                 faults: HashMap::new(),
                 net_faults: Vec::new(),
+                slow: HashMap::new(),
                 releases: 0,
                 callbacks: HashMap::new(),
                 next_callback: 1,
@@ -1004,6 +1011,16 @@ impl FakeBot {
         self.add_fault(FaultRule::window(NetFault::Hang, methods, window));
     }
 
+    /// Every later call of `methods` is answered as usual, but only after
+    /// `delay`, as over a slow uplink; until [`Self::end_faults`]. A call
+    /// whose client gives up first has no effect.
+    pub fn slow_calls(&self, methods: &[&str], delay: Duration) {
+        let mut inner = self.shared.lock();
+        for method in methods {
+            inner.slow.insert(method.to_ascii_lowercase(), delay);
+        }
+    }
+
     /// Ends the calls hanging now by closing their connections (they stay
     /// without effect), and cancels the hangs still to come, so later calls
     /// get through.
@@ -1022,6 +1039,7 @@ impl FakeBot {
         {
             let mut inner = self.shared.lock();
             inner.net_faults.clear();
+            inner.slow.clear();
             inner.faults.clear();
             inner.releases += 1;
         }
@@ -1928,6 +1946,11 @@ async fn handle(
             return respond(&outcome);
         }
     };
+    let slow = shared.lock().slow.get(&method.to_ascii_lowercase()).copied();
+    if let Some(delay) = slow {
+        // Dropped with the connection when the client gives up first.
+        tokio::time::sleep(delay).await;
+    }
     // Read in one go with the fault, so a release in between is not missed.
     let (fault, releases) = {
         let mut inner = shared.lock();

@@ -1,7 +1,7 @@
 //! Delivery's states and retries with paused time: a scripted platform and an
 //! in-memory ledger, driven through the same `run` pincer uses.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use tokio::time::Instant;
@@ -19,6 +19,10 @@ struct Scripted {
     tries: Mutex<Vec<(Instant, ChatAddress, String, bool)>>,
     /// Sends to this part never answer.
     hang_on: Mutex<Option<String>>,
+    /// Sends of this part fail at once, for a passing reason.
+    failing: Mutex<Option<String>>,
+    /// Sends to these parts take this long before they answer.
+    slow: Mutex<HashMap<String, Duration>>,
     /// The next this many sends never answer.
     hangs: Mutex<u32>,
     /// Sends to this chat wait until the gate opens.
@@ -83,6 +87,10 @@ impl Deliver for Scripted {
         if self.hang_on.lock().unwrap().as_deref() == Some(part.as_str()) {
             std::future::pending::<()>().await;
         }
+        let slow = self.slow.lock().unwrap().get(part).copied();
+        if let Some(takes) = slow {
+            tokio::time::sleep(takes).await;
+        }
         let hang = {
             let mut hangs = self.hangs.lock().unwrap();
             let hang = *hangs > 0;
@@ -92,7 +100,9 @@ impl Deliver for Scripted {
         if hang {
             std::future::pending::<()>().await;
         }
-        let outcome = self.script.lock().unwrap().pop_front().unwrap_or(Ok(()));
+        let failing = self.failing.lock().unwrap().as_deref() == Some(part.as_str());
+        let outcome =
+            if failing { transient("reset") } else { self.script.lock().unwrap().pop_front().unwrap_or(Ok(())) };
         self.tries.lock().unwrap().push((Instant::now(), to.clone(), part.clone(), outcome.is_ok()));
         outcome
     }
@@ -121,6 +131,30 @@ impl Memory {
     }
 
     fn add(&self, group: &str, chat: i64, text: &str) -> OutboxId {
+        self.add_row(group, chat, text, None)
+    }
+
+    /// A row carrying a file of `bytes`: its first part (`name`) is the file,
+    /// the rest (after `|`) its caption's.
+    fn add_file(&self, group: &str, chat: i64, text: &str, bytes: u64) -> OutboxId {
+        let name = text.split('|').next().unwrap().to_owned();
+        let file = crate::domain::media::OutboundFile {
+            path: format!("/nonexistent/outgoing/{name}").into(),
+            name: name.clone(),
+            kind: crate::domain::media::FileKind::Document,
+            bytes,
+            from: format!("out/{name}"),
+        };
+        self.add_row(group, chat, text, Some(file))
+    }
+
+    fn add_row(
+        &self,
+        group: &str,
+        chat: i64,
+        text: &str,
+        file: Option<crate::domain::media::OutboundFile>,
+    ) -> OutboxId {
         let mut state = self.state.lock().unwrap();
         let id = OutboxId(state.rows.len() as i64 + 1);
         state.rows.push(OutboxRow {
@@ -134,7 +168,7 @@ impl Memory {
             parts_done: 0,
             attempts: 0,
             last_error: None,
-            file: None,
+            file,
         });
         drop(state);
         self.written.send_modify(|n| *n += 1);
@@ -200,9 +234,14 @@ impl Ledger for Memory {
         chats.dedup();
         Ok(chats)
     }
-    async fn next(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
+    async fn next(&self, to: &ChatAddress, pick: Pick) -> Result<Option<OutboxRow>, StoreError> {
         let rows = self.state.lock().unwrap().rows.clone();
-        let next = rows.into_iter().find(|r| &r.to == to && self.deliverable(r));
+        let picked = |r: &OutboxRow| match pick {
+            Pick::Any => true,
+            Pick::Texts => r.file.is_none(),
+            Pick::Files => r.file.is_some(),
+        };
+        let next = rows.into_iter().find(|r| &r.to == to && self.deliverable(r) && picked(r));
         if next.is_none() {
             self.state.lock().unwrap().idle.push(to.clone());
         }
@@ -225,6 +264,19 @@ impl Ledger for Memory {
     }
     async fn failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
         Ok(self.mark(seen, format!("{} failed: {why}", seen.id.0), |r| r.state = DeliveryState::Failed))
+    }
+    async fn file_failed(&self, group: &GroupName, seen: &Seen, why: &str, notice: &str) -> Result<Marked, StoreError> {
+        let marked = self.mark(seen, format!("{} file failed: {why}", seen.id.0), |r| {
+            r.state = DeliveryState::Failed;
+            r.attempts += 1;
+        });
+        if marked == Marked::Recorded {
+            // Told where the failed row was going, as the store's notice goes to the group's chat.
+            let chat: i64 = seen.to.chat.parse().unwrap();
+            let id = self.add(group.as_str(), chat, notice);
+            self.update(id, format!("{} notice", id.0), |r| r.kind = OutboundKind::Notice);
+        }
+        Ok(marked)
     }
     async fn chat_gone(&self, group: &GroupName, why: &str) -> Result<(), StoreError> {
         let mut state = self.state.lock().unwrap();
@@ -539,4 +591,161 @@ async fn with_jitter_each_pause_stays_within_its_quarter_and_none_is_skipped() {
     }
     stop.cancel();
     task.await.unwrap();
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// When each part landed, in order.
+fn landed_at(adapter: &Scripted) -> Vec<(String, Instant)> {
+    adapter.tries.lock().unwrap().iter().filter(|t| t.3).map(|t| (t.2.clone(), t.0)).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_file_that_keeps_timing_out_lets_later_text_through_and_is_failed_after_its_tries_with_the_chat_told() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    *adapter.hang_on.lock().unwrap() = Some("big.zip".into());
+    let file = ledger.add_file("team", -1, "big.zip", 40 * MIB);
+    let text = ledger.add("team", -1, "written after the file");
+    let began = Instant::now();
+    let (stop, task) = start(&adapter, &ledger);
+
+    until("the later text delivered", || ledger.row(text).state == DeliveryState::Delivered).await;
+    assert_eq!(ledger.row(file).state, DeliveryState::Queued, "the file is still on its way");
+    assert!(Instant::now() - began <= files::PATIENCE + Duration::from_secs(1), "it waited only a moment");
+    let later = ledger.add("team", -1, "and more text");
+    until("more text delivered while the file is retried", || ledger.row(later).state == DeliveryState::Delivered)
+        .await;
+    assert_eq!(ledger.row(file).state, DeliveryState::Queued);
+
+    until("the file given up", || ledger.row(file).state == DeliveryState::Failed).await;
+    let row = ledger.row(file);
+    assert_eq!(row.attempts, files::FILE_TRIES, "its earlier tries, then the failure");
+    let tries = adapter.begun.lock().unwrap().iter().filter(|(_, part)| part == "big.zip").count();
+    assert_eq!(tries, files::FILE_TRIES as usize, "tried {} times, no more", files::FILE_TRIES);
+    // Each try had its size's time (40 MiB: 60 s + 160 s), with the pauses between.
+    let timeout = files::transfer_timeout(40 * MIB);
+    assert_eq!(timeout, Duration::from_secs(220));
+    assert!(Instant::now() - began >= timeout * files::FILE_TRIES + Duration::from_secs(1 + 2 + 4 + 8));
+
+    until("the chat told", || adapter.landed().len() == 3).await;
+    let landed = adapter.landed();
+    assert_eq!(landed[..2], ["written after the file", "and more text"]);
+    assert!(landed[2].starts_with("The file big.zip (40.0 MB, out/big.zip in the group's folder) could not be sent"));
+    assert!(ledger.log().iter().any(|l| l.starts_with("1 file failed: not sent after 5 tries; the last: no answer")));
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_that_fails_every_try_at_once_costs_a_file_nothing_before_its_span() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer(std::iter::repeat_with(|| transient("not connected")).take(8));
+    let file = ledger.add_file("team", -1, "a.pdf", MIB);
+    let (stop, task) = start(&adapter, &ledger);
+    until("delivered", || ledger.row(file).state == DeliveryState::Delivered).await;
+    assert_eq!(ledger.row(file).attempts, 8);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_file_failing_at_once_for_good_is_given_up_after_its_span() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    *adapter.failing.lock().unwrap() = Some("a.pdf".into());
+    let file = ledger.add_file("team", -1, "a.pdf", MIB);
+    let began = Instant::now();
+    let (stop, task) = start(&adapter, &ledger);
+    until("given up", || ledger.row(file).state == DeliveryState::Failed).await;
+    let took = Instant::now() - began;
+    assert!(took >= files::FILE_SPAN && took < files::FILE_SPAN + Duration::from_secs(61), "{took:?}");
+    until("the chat told", || adapter.landed().len() == 1).await;
+    assert!(adapter.landed()[0].contains("a.pdf"));
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_file_that_lands_quickly_keeps_its_place_before_later_text() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.slow.lock().unwrap().insert("chart.png".into(), Duration::from_secs(3));
+    ledger.add("team", -1, "here it comes");
+    ledger.add_file("team", -1, "chart.png|the caption", MIB);
+    let last = ledger.add("team", -1, "what it shows");
+    let (stop, task) = start(&adapter, &ledger);
+    until("all delivered", || ledger.row(last).state == DeliveryState::Delivered).await;
+    assert_eq!(adapter.landed(), ["here it comes", "chart.png", "the caption", "what it shows"]);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_big_file_gets_the_time_its_size_needs_and_text_goes_on_meanwhile() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    // 50 MiB at a slow uplink: more than a text's minute, less than its own time.
+    adapter.slow.lock().unwrap().insert("video.mp4".into(), Duration::from_secs(200));
+    let file = ledger.add_file("team", -1, "video.mp4", 50 * MIB);
+    let text = ledger.add("team", -1, "meanwhile");
+    let (stop, task) = start(&adapter, &ledger);
+    until("delivered", || ledger.row(file).state == DeliveryState::Delivered).await;
+    assert_eq!(ledger.row(file).attempts, 0, "one try, not cut short");
+    assert_eq!(ledger.row(text).state, DeliveryState::Delivered);
+    assert_eq!(adapter.landed(), ["meanwhile", "video.mp4"], "the text did not wait for the upload");
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limits_cost_a_file_none_of_its_tries() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    let limited = || Err(DeliveryError::Transient { why: "429".into(), retry_after: Some(Duration::from_secs(3)) });
+    adapter.answer(std::iter::repeat_with(limited).take(files::FILE_TRIES as usize + 2));
+    let file = ledger.add_file("team", -1, "a.pdf", MIB);
+    let (stop, task) = start(&adapter, &ledger);
+    until("delivered", || ledger.row(file).state == DeliveryState::Delivered).await;
+    assert_eq!(ledger.row(file).attempts, files::FILE_TRIES + 2);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_file_refused_for_good_is_failed_and_the_chat_told_why() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    adapter.answer([Err(DeliveryError::Rejected("Request Entity Too Large".into()))]);
+    let file = ledger.add_file("team", -1, "huge.iso", 49 * MIB);
+    let (stop, task) = start(&adapter, &ledger);
+    until("the chat told", || adapter.landed().len() == 1).await;
+    assert_eq!(ledger.row(file).state, DeliveryState::Failed);
+    let told = &adapter.landed()[0];
+    assert!(told.contains("huge.iso") && told.contains("could not be sent: Request Entity Too Large."), "{told}");
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn files_keep_their_order_among_themselves_while_text_passes_a_failing_one() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    // The first upload never answers: it is tried again after its time.
+    *adapter.hangs.lock().unwrap() = 1;
+    ledger.add_file("team", -1, "one.pdf", MIB);
+    let second = ledger.add_file("team", -1, "two.pdf", MIB);
+    ledger.add("team", -1, "text");
+    let (stop, task) = start(&adapter, &ledger);
+    until("all delivered", || ledger.row(second).state == DeliveryState::Delivered).await;
+    let landed: Vec<String> = landed_at(&adapter).into_iter().map(|(part, _)| part).collect();
+    assert_eq!(landed, ["text", "one.pdf", "two.pdf"]);
+    stop.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn stopping_while_a_file_is_on_its_way_leaves_it_queued_and_ends_the_worker() {
+    let (adapter, ledger) = (Arc::new(Scripted::default()), Memory::new());
+    *adapter.hang_on.lock().unwrap() = Some("big.zip".into());
+    let file = ledger.add_file("team", -1, "big.zip", MIB);
+    let (stop, task) = start(&adapter, &ledger);
+    until("the upload begun", || !adapter.begun.lock().unwrap().is_empty()).await;
+    stop.cancel();
+    task.await.unwrap();
+    assert_eq!(Arc::strong_count(&adapter), 1, "neither the worker nor its file task is left");
+    assert_eq!(ledger.row(file).state, DeliveryState::Queued, "the next run sends it");
 }

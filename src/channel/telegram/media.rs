@@ -2,7 +2,9 @@
 //! [`Attachment`]s (photos, files, voice notes, audio, video) or as a line
 //! of text (a sticker, a place, a contact, a poll); and [`Files`], which
 //! downloads an attachment through the Bot API (`getFile`, then the file
-//! URL), at most [`fetch_limit`] bytes.
+//! URL), at most [`fetch_limit`] bytes, counted as they arrive, within the
+//! time its size needs on a slow link (`delivery::files::transfer_timeout`;
+//! the preparer bounds the tries).
 
 use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
@@ -11,6 +13,7 @@ use teloxide::prelude::*;
 use teloxide::types::{FileId, FileMeta, Message};
 use teloxide::{ApiError, RequestError};
 
+use crate::channel::delivery::files::transfer_timeout;
 use crate::domain::media::{place_text, Attachment, MediaKind};
 use crate::media::{Capped, Fetch, FetchError};
 
@@ -110,11 +113,13 @@ fn with_file(kind: MediaKind, file: &FileMeta) -> Attachment {
 /// Downloads Telegram files for the preparer. Not rate-limited: Telegram
 /// limits what a bot sends, not what it fetches.
 pub struct Files {
+    /// The bot as configured; the download itself goes through
+    /// [`super::files_bot`], without teloxide's 17 s limit.
     pub bot: Bot,
 }
 
 impl Fetch for Files {
-    fn fetch<'a>(&'a self, attachment: &'a Attachment, mut into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
+    fn fetch<'a>(&'a self, attachment: &'a Attachment, into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>> {
         Box::pin(async move {
             let max = into.limit();
             let file = self.bot.get_file(FileId(attachment.fetch.clone())).await.map_err(|e| match e {
@@ -125,20 +130,36 @@ impl Fetch for Files {
                 RequestError::Api(api) => FetchError::Gone(api.to_string()),
                 other => FetchError::Transient(other.to_string()),
             })?;
-            if file.meta.size != u32::MAX && u64::from(file.meta.size) > max {
+            let announced = (file.meta.size != u32::MAX).then_some(u64::from(file.meta.size)).or(attachment.size);
+            if announced.is_some_and(|size| size > max) {
                 return Err(FetchError::TooLarge { limit: max });
             }
-            let mut stream = self.bot.download_file_stream(&file.path);
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| match e.status() {
-                    Some(s) if s.is_client_error() => FetchError::Gone(format!("the file server answered {s}")),
-                    _ => FetchError::Transient(e.to_string()),
-                })?;
-                into.push(&chunk)?;
-            }
-            Ok(into)
+            // A size Telegram did not give is taken as the most it may be.
+            let limit = transfer_timeout(announced.unwrap_or(max).min(max));
+            let bot = super::files_bot(&self.bot);
+            tokio::time::timeout(limit, download(&bot, &file.path, into)).await.unwrap_or_else(|_| {
+                Err(FetchError::Transient(format!(
+                    "the download did not finish within {}",
+                    humantime::format_duration(limit)
+                )))
+            })
         })
     }
+}
+
+/// The file at `path` on Telegram's file server, at most `max` bytes,
+/// counted as they arrive.
+/// Streams the file into `into`, which refuses the first byte past its limit.
+async fn download(bot: &Bot, path: &str, mut into: Capped) -> Result<Capped, FetchError> {
+    let mut stream = bot.download_file_stream(path);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| match e.status() {
+            Some(s) if s.is_client_error() => FetchError::Gone(format!("the file server answered {s}")),
+            _ => FetchError::Transient(e.to_string()),
+        })?;
+        into.push(&chunk)?;
+    }
+    Ok(into)
 }
 
 #[cfg(test)]

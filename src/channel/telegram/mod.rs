@@ -16,6 +16,11 @@
 //!
 //! Rate limits are teloxide's `Throttle` adaptor, which also waits out and
 //! retries on `RetryAfter`.
+//!
+//! Files go up and come down through a bot of their own ([`files_bot`]):
+//! teloxide's client gives every request 17 s in all, which a big file on a
+//! slow link cannot meet; each file transfer is bounded by its size instead
+//! (`delivery::files::transfer_timeout`).
 
 mod approvals;
 mod commands;
@@ -34,7 +39,7 @@ pub use status::{TelegramStatus, STATUS_TIMEOUT};
 pub use stop::DATA as STOP_BUTTON_DATA;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::Context;
 use teloxide::adaptors::throttle::Limits;
@@ -52,6 +57,22 @@ use crate::retry::{Backoff, RetryPolicy};
 
 /// The bot as pincer uses it: every request goes through the rate limiter.
 type TgBot = Throttle<Bot>;
+
+/// `bot` for uploading and downloading files: the same token and Bot API,
+/// over a client with teloxide's settings but no 17 s limit on the whole
+/// request (only [`delivery::files::TRANSFER_CAP`], a backstop): the caller
+/// bounds each transfer by the file's size. One client for the process, so
+/// its connections are reused.
+fn files_bot(bot: &Bot) -> Bot {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    let client = CLIENT.get_or_init(|| {
+        teloxide::net::default_reqwest_settings().timeout(delivery::files::TRANSFER_CAP).build().unwrap_or_else(|e| {
+            tracing::warn!(%e, "cannot build the Telegram client for files; they share the bot's 17 s limit");
+            bot.client().clone()
+        })
+    });
+    Bot::with_client(bot.token(), client.clone()).set_api_url(bot.api_url())
+}
 
 /// A Telegram chat, or one forum topic of it: a [`ChatAddress`] as the Bot API takes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -248,7 +269,8 @@ impl Telegram {
         stop_delivery: CancellationToken,
     ) -> anyhow::Result<()> {
         let Telegram { shared } = self;
-        let sender = Arc::new(outbound::Sender { bot: shared.bot.clone() });
+        let files = files_bot(shared.bot.inner()).throttle(Limits::default());
+        let sender = Arc::new(outbound::Sender { bot: shared.bot.clone(), files });
         let ledger = OutboxLedger { outbox: shared.ports.outbox.clone(), directory: shared.ports.directory.clone() };
         let delivery = tokio::spawn(delivery::run(sender, ledger, retry, stop_delivery));
         let asking = tokio::spawn(approvals::run(shared.clone(), asks, shutdown.clone()));

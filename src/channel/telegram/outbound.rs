@@ -21,6 +21,9 @@ use crate::domain::{ChatAddress, OutboundKind, Platform};
 /// Delivers the Telegram outbox.
 pub(super) struct Sender {
     pub bot: TgBot,
+    /// For files: no 17 s limit on an upload (delivery bounds it by the
+    /// file's size), see `super::files_bot`.
+    pub files: TgBot,
 }
 
 /// One message of an outbox row in the chat.
@@ -59,7 +62,7 @@ impl Deliver for Sender {
                         file.name
                     )));
                 }
-                send_file(&self.bot, target, file, caption.as_ref()).await
+                send_file(&self.files, target, file, caption.as_ref()).await
             }
         };
         match sent {

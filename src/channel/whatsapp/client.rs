@@ -74,6 +74,9 @@ pub enum WaError {
     /// WhatsApp will not take this (a malformed request).
     #[error("WhatsApp refused it: {0}")]
     Rejected(String),
+    /// A download past the most it may be: abandoned.
+    #[error("larger than {limit} bytes")]
+    TooLarge { limit: u64 },
     /// Anything else (network, server): worth trying again.
     #[error("{0}")]
     Other(String),
@@ -216,21 +219,10 @@ impl WaClient for Real {
     }
 
     async fn download(&self, media: &MediaRef, into: Capped) -> Result<Capped, WaError> {
-        let kind = match media.kind {
-            WaMediaKind::Image => MediaType::Image,
-            WaMediaKind::Audio => MediaType::Audio,
-            WaMediaKind::Video => MediaType::Video,
-            WaMediaKind::Document => MediaType::Document,
-        };
-        let params = DownloadParams::encrypted(
-            media.direct_path.clone(),
-            &MediaRef::bytes(&media.media_key),
-            &MediaRef::bytes(&media.file_sha256),
-            &MediaRef::bytes(&media.file_enc_sha256),
-            media.length,
-            kind,
-        );
-        self.0.download_from_params_to_writer(&params, into).await.map_err(|e| WaError::Other(format!("{e:#}")))
+        self.0
+            .download_from_params_to_writer(&download_params(media), into)
+            .await
+            .map_err(|e| WaError::Other(format!("{e:#}")))
     }
 
     async fn group_subject(&self, chat: &str) -> Result<String, WaError> {
@@ -241,4 +233,22 @@ impl WaClient for Real {
     fn own_ids(&self) -> OwnIds {
         OwnIds { number: self.0.pn().map(|j| j.user.to_string()), lid: self.0.lid().map(|j| j.user.to_string()) }
     }
+}
+
+/// What the crate needs to fetch and check `media`.
+fn download_params(media: &MediaRef) -> DownloadParams {
+    let kind = match media.kind {
+        WaMediaKind::Image => MediaType::Image,
+        WaMediaKind::Audio => MediaType::Audio,
+        WaMediaKind::Video => MediaType::Video,
+        WaMediaKind::Document => MediaType::Document,
+    };
+    DownloadParams::encrypted(
+        media.direct_path.clone(),
+        &MediaRef::bytes(&media.media_key),
+        &MediaRef::bytes(&media.file_sha256),
+        &MediaRef::bytes(&media.file_enc_sha256),
+        media.length,
+        kind,
+    )
 }

@@ -2,7 +2,9 @@
 //! [`Attachment`]s (images, voice notes, audio, video, documents) or as a
 //! line of text (a sticker, a place, a contact); and [`WaFiles`], which
 //! downloads an attachment through the client, streamed into the
-//! preparer's sink, which stops it past [`fetch_limit`] bytes.
+//! preparer's sink, which stops it past [`fetch_limit`] bytes, within the
+//! time its announced size needs on a slow link
+//! (`delivery::files::transfer_timeout`; the preparer bounds the tries).
 //!
 //! A WhatsApp file is fetched with what its message said (the CDN path, the
 //! media key and the hashes the crate checks the bytes against), kept as the
@@ -18,6 +20,7 @@ use futures_util::future::BoxFuture;
 use whatsapp_rust::waproto::whatsapp as wa;
 
 use super::client::{MediaRef, WaClient, WaError, WaMediaKind};
+use crate::channel::delivery::files::transfer_timeout;
 use crate::domain::media::{place_text, Attachment, MediaKind};
 use crate::media::{Capped, Fetch, FetchError};
 
@@ -149,9 +152,18 @@ impl<C: WaClient> Fetch for WaFiles<C> {
             if media.length > into.limit() {
                 return Err(FetchError::TooLarge { limit: into.limit() });
             }
-            // The sender's length may lie: the sink stops the download at the limit.
-            self.client.download(&media, into).await.map_err(|e| match e {
+            // The sender's length may lie: the sink stops the download at the
+            // limit. A length the message left out is taken as the most it may be.
+            let max = into.limit();
+            let announced = if media.length == 0 { max } else { media.length.min(max) };
+            let limit = transfer_timeout(announced);
+            let fetched = tokio::time::timeout(limit, self.client.download(&media, into)).await;
+            let fetched = fetched.unwrap_or_else(|_| {
+                Err(WaError::Other(format!("the download did not finish within {}", humantime::format_duration(limit))))
+            });
+            fetched.map_err(|e| match e {
                 WaError::Rejected(why) => FetchError::Gone(why),
+                WaError::TooLarge { limit } => FetchError::TooLarge { limit },
                 other => FetchError::Transient(other.to_string()),
             })
         })

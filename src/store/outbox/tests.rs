@@ -261,3 +261,37 @@ async fn a_queued_row_changed_outside_pincer_is_failed_and_the_chat_goes_on() {
     let listed: Vec<_> = store.outbox_after(OutboxId(0), 10).await.unwrap().into_iter().map(|r| r.id).collect();
     assert_eq!(listed, [good]);
 }
+
+#[tokio::test]
+async fn text_rows_are_read_past_a_file_and_a_failed_file_tells_the_chat_in_the_same_write() {
+    let (_dir, store) = temp_store().await;
+    let g = group("team");
+    store.add_group(&g, &bound(-100)).await.unwrap();
+    let file = OutboundFile {
+        path: "/data/outgoing/team/1-big.zip".into(),
+        name: "big.zip".into(),
+        kind: FileKind::Document,
+        bytes: 40 << 20,
+        from: "big.zip".into(),
+    };
+    let with_file = store.record_agent_message(&g, &g, reply("the archive"), Some(&file)).await.unwrap();
+    let text = store.enqueue(&g, reply("later")).await.unwrap();
+    let at = ChatAddress::telegram(-100, None);
+    let id = |row: Option<OutboxRow>| row.map(|r| r.id);
+    assert_eq!(id(store.next_queued(&at).await.unwrap()), Some(with_file));
+    assert_eq!(id(store.next_queued_text(&at).await.unwrap()), Some(text));
+    assert_eq!(id(store.next_queued_file(&at).await.unwrap()), Some(with_file));
+
+    let notice = Enqueue { kind: OutboundKind::Notice, text: "The file big.zip could not be sent", console: false };
+    let as_read = seen(&store, with_file).await;
+    let stale = Seen { parts_done: 1, ..as_read.clone() };
+    assert_eq!(store.outbox_file_failed(&g, &stale, "no answer", notice).await.unwrap(), Marked::Moved);
+    assert_eq!(store.outbox_row(OutboxId(text.0 + 1)).await.unwrap(), None, "no notice for a row that moved");
+
+    assert_eq!(store.outbox_file_failed(&g, &as_read, "no answer", notice).await.unwrap(), Marked::Recorded);
+    let failed = store.outbox_row(with_file).await.unwrap().unwrap();
+    assert_eq!((failed.state, failed.last_error.as_deref()), (DeliveryState::Failed, Some("no answer")));
+    assert_eq!(id(store.next_queued_file(&at).await.unwrap()), None);
+    let told = store.outbox_row(OutboxId(text.0 + 1)).await.unwrap().expect("the notice is queued");
+    assert_eq!((told.kind, told.text.as_str(), told.to), (OutboundKind::Notice, notice.text, at));
+}

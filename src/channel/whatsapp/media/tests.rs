@@ -115,3 +115,88 @@ fn stickers_places_and_contacts_read_as_one_line() {
     assert_eq!(text_of(&msg).as_deref(), Some("[contact: Bo Li, +49 30 123]"));
     assert_eq!(text_of(&wa::Message::default()), None);
 }
+
+/// A client whose downloads answer `bytes` after `takes`, or never.
+struct Cdn {
+    bytes: Vec<u8>,
+    takes: Option<std::time::Duration>,
+}
+
+impl WaClient for Cdn {
+    async fn send_text(&self, _chat: &str, _text: &str) -> Result<String, WaError> {
+        Err(WaError::Rejected("downloads only".into()))
+    }
+    async fn composing(&self, _chat: &str, _on: bool) -> Result<(), WaError> {
+        Ok(())
+    }
+    async fn mark_read(&self, _chat: &str, _sender: &str, _id: &str) -> Result<(), WaError> {
+        Ok(())
+    }
+    async fn edit_text(&self, _chat: &str, _id: &str, _text: &str) -> Result<(), WaError> {
+        Err(WaError::Rejected("downloads only".into()))
+    }
+    async fn revoke(&self, _chat: &str, _id: &str) -> Result<(), WaError> {
+        Err(WaError::Rejected("downloads only".into()))
+    }
+    async fn react(&self, _chat: &str, _sender: &str, _id: &str, _emoji: &str) -> Result<(), WaError> {
+        Err(WaError::Rejected("downloads only".into()))
+    }
+    async fn send_file(
+        &self,
+        _chat: &str,
+        _file: &crate::domain::media::OutboundFile,
+        _caption: Option<&str>,
+    ) -> Result<String, WaError> {
+        Err(WaError::Rejected("downloads only".into()))
+    }
+    async fn download(&self, _media: &MediaRef, mut into: Capped) -> Result<Capped, WaError> {
+        match self.takes {
+            Some(takes) => tokio::time::sleep(takes).await,
+            None => std::future::pending().await,
+        }
+        let limit = into.limit();
+        into.push(&self.bytes).map_err(|_| WaError::TooLarge { limit })?;
+        Ok(into)
+    }
+    async fn group_subject(&self, _chat: &str) -> Result<String, WaError> {
+        Ok(String::new())
+    }
+    fn own_ids(&self) -> super::super::client::OwnIds {
+        Default::default()
+    }
+}
+
+/// An attachment of `length` announced bytes, as `attachments` makes it.
+fn document(length: u64) -> Attachment {
+    let doc = wa::message::DocumentMessage {
+        direct_path: Some("/v/t62.7119-24/doc".into()),
+        media_key: Some(vec![7; 32]),
+        file_length: Some(length),
+        ..Default::default()
+    };
+    let msg = wa::Message { document_message: MessageField::some(doc), ..Default::default() };
+    attachments(&msg).pop().expect("a document")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_download_that_never_ends_fails_as_passing_after_its_sizes_time() {
+    let files = WaFiles { client: Arc::new(Cdn { bytes: vec![1; 10], takes: None }) };
+    let began = tokio::time::Instant::now();
+    let big = document(10 << 20);
+    let within_an_hour =
+        tokio::time::timeout(std::time::Duration::from_secs(3600), files.fetch(&big, Capped::new(100 << 20)));
+    let failed = within_an_hour.await.expect("it ends").unwrap_err();
+    // 10 MiB: a minute, and 40 s at 256 KiB/s.
+    assert_eq!(tokio::time::Instant::now() - began, std::time::Duration::from_secs(100));
+    assert_eq!(failed, FetchError::Transient("the download did not finish within 1m 40s".into()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_download_within_its_sizes_time_arrives_and_one_past_the_limit_is_too_large() {
+    let slow =
+        WaFiles { client: Arc::new(Cdn { bytes: vec![1; 10], takes: Some(std::time::Duration::from_secs(90)) }) };
+    assert_eq!(slow.fetch(&document(10 << 20), Capped::new(100 << 20)).await.unwrap().into_bytes(), vec![1; 10]);
+    let lying = WaFiles { client: Arc::new(Cdn { bytes: vec![1; 11], takes: Some(std::time::Duration::ZERO) }) };
+    assert_eq!(lying.fetch(&document(5), Capped::new(10)).await.unwrap_err(), FetchError::TooLarge { limit: 10 });
+    assert_eq!(lying.fetch(&document(11), Capped::new(10)).await.unwrap_err(), FetchError::TooLarge { limit: 10 });
+}

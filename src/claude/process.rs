@@ -172,7 +172,7 @@ impl CliProcess {
         }
         let mut tether = guard::install(&mut cmd).map_err(io)?;
         inherit(&mut cmd, &spec.pass_fds);
-        let mut child = cmd.spawn().map_err(|source| match source.kind() {
+        let child = cmd.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => SpawnError::NotFound(spec.program.clone()),
             io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(spec.program.clone()),
             _ => io(source),

@@ -75,7 +75,8 @@ impl SandboxError {
 /// Said at every start when agents run unconfined: the risk, and the way out.
 pub const UNCONFINED_WARNING: &str = "agents run WITHOUT a sandbox (sandbox.mode resolves to none): each group's \
     agent runs as pincer's user and can read and change every file pincer can, other groups' folders and pincer's \
-    secrets included. Install bubblewrap, or configure docker (see `pincer doctor`)";
+    secrets included, and may reach into the CLI and pincer themselves. Install bubblewrap, or configure docker \
+    (see `pincer doctor`)";
 
 /// What a session actor starts, and what must live as long as the process.
 #[derive(Debug)]
@@ -196,6 +197,15 @@ impl Launcher {
             }
             if let Err(why) = &features.disable_userns {
                 tracing::warn!(%why, "bwrap sandboxes can create user namespaces: this bwrap has no --disable-userns");
+            }
+        }
+        if super::wants_bwrap(sandbox) || super::wants_docker(sandbox) {
+            if let Err(why) = super::confine::landlock_abi() {
+                tracing::error!(
+                    %why,
+                    "no Landlock here: sandboxed agents' commands will be refused, since each would run beside \
+                     the CLI, able to reach into it (see `pincer doctor`)"
+                );
             }
         }
         let unlocking = crate::claude::unlocking_args(&self.config.claude.args);

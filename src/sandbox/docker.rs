@@ -416,6 +416,8 @@ mod tests {
         let pin = crate::claude::install::PINNED_VERSION;
         assert!(dockerfile.contains(&format!("ARG CLAUDE_VERSION={pin}")), "update container/Dockerfile to {pin}");
         assert!(dockerfile.contains("USER agent"), "the image runs as a non-root user");
+        // What pincer's wrappers at /opt/pincer/confine run once confined.
+        assert!(dockerfile.contains(" bash ") && dockerfile.contains(" git "), "the image has bash and git");
         assert!(dockerfile.contains(&format!("COPY forward.mjs {FORWARDER_IN_IMAGE}")), "the image has the forwarder");
     }
 

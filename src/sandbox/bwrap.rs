@@ -21,7 +21,8 @@
 //! | `/opt/pincer/confine/{bash,git}` | pincer's binary again: the CLI's shell and `git`, each confined (`confine.rs`) | ro |
 //! | `/proc`, `/dev` | the sandbox's own | |
 //!
-//! Where the installed bwrap has them ([`Features`], probed once), the agent
+//! Everything else at the top is read-only (`--remount-ro /`). Where the
+//! installed bwrap has them ([`Features`], probed once), the agent
 //! also runs under pincer's seccomp filter (`--add-seccomp-fd`, see
 //! `seccomp.rs`), cannot create user namespaces (`--disable-userns`), and
 //! its allowlisted mounts are bound from descriptors opened at launch
@@ -181,9 +182,11 @@ pub fn args(plan: &Plan) -> Vec<String> {
         a.bind("--ro-bind", &egress.socket, EGRESS_SOCKET);
         a.bind("--ro-bind", &plan.pincer, PINCER_BIN);
     }
-    // Last of the layout: the root's own folders (`/run/pincer`, `/opt`, `/etc`)
-    // become read-only, so nothing inside makes a file there (the CLI's
-    // messaging inbox among them, see `env.rs`); the mounts keep their own.
+    // Last of the layout: the root's own folders (`/etc`, `/opt`, `/run`),
+    // which bwrap made the agent's, become read-only, so nothing inside
+    // plants a file there: the CLI reads `/etc/claude-code` (managed
+    // settings, MCP servers) whatever `--setting-sources` says. The mounts
+    // keep their own access.
     a.push(&["--remount-ro", "/"]);
     a.push(&["--chdir", WORKSPACE, "--clearenv"]);
     for (k, v) in &plan.env {
@@ -419,7 +422,8 @@ mod tests {
         // The command comes last, after `--`.
         assert_eq!(&a[a.len() - 3..], ["--", "/opt/claude/claude", "-p"]);
         // Nothing binds the host's root or the groups folder as a whole.
-        assert!(!a.iter().any(|x| x == "/" || x == "/g"));
+        let whole = |w: &[String]| (w[1] == "/" || w[1] == "/g") && w[0] != "--remount-ro";
+        assert!(!a.windows(2).any(whole), "{a:?}");
     }
 
     #[test]

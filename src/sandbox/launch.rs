@@ -311,7 +311,7 @@ impl Launcher {
         // No network at all: the API through the credential proxy's socket,
         // the tools' internet through the group's egress proxy socket, both
         // bound in.
-        let egress = self.egress.socket(group).map(Some).map_err(io)?;
+        let egress = Some(self.egress.socket(group).map_err(io)?);
         let env = env::agent_env(
             |name| std::env::var(name).ok(),
             &self.config.claude.env,

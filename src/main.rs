@@ -10,6 +10,18 @@ use tokio_util::sync::CancellationToken;
 use pincer::cli::{Cli, Cmd};
 use pincer::config::{Config, LogConfig};
 
+/// Inside a sandbox this binary is also the CLI's shell and `git`
+/// (`sandbox::confine`): started under those names it confines itself and
+/// becomes the real program before `main`, before Rust's runtime ignores
+/// SIGPIPE and `main` sets the umask, so the command inherits neither.
+#[used]
+#[link_section = ".init_array"]
+static CONFINE_IF_ASKED: extern "C" fn() = confine_if_asked;
+
+extern "C" fn confine_if_asked() {
+    pincer::sandbox::confine::enter_if_asked();
+}
+
 fn main() -> ExitCode {
     // Before any thread: what pincer creates is its user's alone.
     pincer::private::restrict_umask();

@@ -36,7 +36,7 @@
 //!
 //! Closing the descriptors matters twice: std's `spawn` returns only when its
 //! close-on-exec error pipe is closed in every copy, and the guard must not
-//! keep any pipe pincer uses open (this CLI's stdin, another CLI's, another
+//! keep any socket or pipe pincer uses open (this CLI's stdin, another CLI's, another
 //! guard's tether), or EOF would never come. The guard blocks the signals
 //! pincer sends the group (SIGTERM when stopping), so they reach the CLI
 //! while the guard waits for its answer. An exec failure in the grandchild

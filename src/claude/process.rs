@@ -7,6 +7,14 @@
 //! The child pincer forks is a guard (`guard.rs`) that runs the CLI and kills
 //! everything it started when pincer dies (even by SIGKILL) or lets go of it;
 //! the guard's pid is the group's id.
+//!
+//! The CLI's stdin, stdout and stderr are Unix socket pairs, not pipes. Any
+//! process that may look into `/proc/PID/fd` of the CLI (its own tools, same
+//! uid) can open a pipe there again and so write frames into the CLI's stdin
+//! or into pincer's reading end of its stdout; a socket cannot be opened that
+//! way (`ENXIO`). Everything else is as with pipes: pincer writes lines to
+//! its end of stdin and drops it to give the CLI EOF, and reads its ends of
+//! stdout and stderr to EOF.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -18,8 +26,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 use super::guard::{self, Tether};
@@ -122,7 +131,8 @@ pub struct CliProcess {
     child: Child,
     /// Dropped to have the guard kill the CLI's tree.
     tether: Option<Tether>,
-    stdin: Option<ChildStdin>,
+    /// pincer's end of the CLI's stdin; dropped to close it.
+    stdin: Option<UnixStream>,
     pid: Option<u32>,
     label: String,
     /// The group was killed after the leader stopped: the pgid may be reused now.
@@ -130,8 +140,8 @@ pub struct CliProcess {
     after_kill: Option<Vec<String>>,
 }
 
-/// How long a write to the CLI's stdin may wait for room in the pipe. A live
-/// CLI reads its input even mid-turn, so a full pipe for this long means a hung one.
+/// How long a write to the CLI's stdin may wait for room in the socket. A live
+/// CLI reads its input even mid-turn, so a full buffer for this long means a hung one.
 const STDIN_WRITE_LIMIT: Duration = Duration::from_secs(30);
 /// How many stdout lines may wait for the session actor.
 const STDOUT_QUEUE: usize = 64;
@@ -142,32 +152,35 @@ impl CliProcess {
     /// Starts the child; its stdout lines arrive on the returned receiver,
     /// which ends when stdout closes.
     pub fn spawn(spec: &SpawnSpec) -> Result<(CliProcess, mpsc::Receiver<StdoutLine>), SpawnError> {
+        let io = |source| SpawnError::Io { program: spec.program.clone(), source };
+        let (stdin, their_stdin) = stdio_pair().map_err(io)?;
+        let (stdout, their_stdout) = stdio_pair().map_err(io)?;
+        let (stderr, their_stderr) = stdio_pair().map_err(io)?;
         #[allow(clippy::disallowed_methods)] // the one place that starts the CLI
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args)
             .current_dir(&spec.cwd)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdin(Stdio::from(their_stdin))
+            .stdout(Stdio::from(their_stdout))
+            .stderr(Stdio::from(their_stderr))
             // Not `kill_on_drop`: a SIGKILL to the guard would leave the
             // CLI's shells running; dropping the tether has it kill them.
             .process_group(0);
         for key in &spec.env_remove {
             cmd.env_remove(key);
         }
-        let io = |source| SpawnError::Io { program: spec.program.clone(), source };
         let mut tether = guard::install(&mut cmd).map_err(io)?;
         inherit(&mut cmd, &spec.pass_fds);
-        let mut child = cmd.spawn().map_err(|source| match source.kind() {
+        let child = cmd.spawn().map_err(|source| match source.kind() {
             io::ErrorKind::NotFound => SpawnError::NotFound(spec.program.clone()),
             io::ErrorKind::PermissionDenied => SpawnError::NotExecutable(spec.program.clone()),
             _ => io(source),
         })?;
         crate::metrics::hop("cli_spawned");
         tether.spawned();
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take().expect("stderr is piped");
+        // The CLI's ends go now: its exit must leave pincer's ends at EOF.
+        drop(cmd);
         let (tx, rx) = mpsc::channel(STDOUT_QUEUE);
         tokio::spawn(read_stdout(stdout, tx, spec.label.clone()));
         tokio::spawn(log_stderr(stderr, spec.label.clone()));
@@ -175,7 +188,7 @@ impl CliProcess {
         tracing::info!(group = %spec.label, pid, "started the Claude Code CLI");
         let label = spec.label.clone();
         let after_kill = spec.after_kill.clone();
-        let stdin = child.stdin.take();
+        let stdin = Some(stdin);
         let tether = Some(tether);
         Ok((CliProcess { child, tether, stdin, pid, label, group_killed: false, after_kill }, rx))
     }
@@ -198,7 +211,7 @@ impl CliProcess {
             stdin.flush().await
         };
         let Ok(written) = tokio::time::timeout(limit, write).await else {
-            // Hung, and part of a line may sit in its pipe now: it cannot go on.
+            // Hung, and part of a line may sit in its socket now: it cannot go on.
             tracing::warn!(group = %self.label, ?limit, "the CLI did not read its input in time; killing it");
             self.close_stdin();
             self.tether = None;
@@ -291,6 +304,15 @@ impl Drop for CliProcess {
     }
 }
 
+/// One of the CLI's stdio sockets: pincer's end, ready for tokio (it must be
+/// called within the runtime), and the CLI's, which becomes its 0, 1 or 2.
+/// Both are close-on-exec in pincer, so no other child inherits them.
+fn stdio_pair() -> io::Result<(UnixStream, OwnedFd)> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    ours.set_nonblocking(true)?;
+    Ok((UnixStream::from_std(ours)?, theirs.into()))
+}
+
 /// Runs a process's `after_kill` command; failures are only logged.
 async fn after_kill(command: Vec<String>, label: String) {
     let Some((program, args)) = command.split_first() else { return };
@@ -327,7 +349,7 @@ pub async fn run_tool_passing(
     }
 }
 
-async fn read_stdout(stdout: tokio::process::ChildStdout, tx: mpsc::Sender<StdoutLine>, label: String) {
+async fn read_stdout(stdout: impl AsyncRead + Unpin, tx: mpsc::Sender<StdoutLine>, label: String) {
     let mut reader = LineReader::new(BufReader::new(stdout), MAX_LINE_BYTES);
     loop {
         match reader.next_line().await {
@@ -351,7 +373,7 @@ async fn read_stdout(stdout: tokio::process::ChildStdout, tx: mpsc::Sender<Stdou
     }
 }
 
-async fn log_stderr(stderr: tokio::process::ChildStderr, label: String) {
+async fn log_stderr(stderr: impl AsyncRead + Unpin, label: String) {
     let mut lines = LineReader::new(BufReader::new(stderr), STDERR_LINE_BYTES);
     while let Ok(Some(line)) = lines.next_line().await {
         match line {
@@ -451,7 +473,25 @@ pub(super) mod tests {
     }
 
     #[tokio::test]
-    async fn lines_go_through_both_pipes_and_closing_stdin_ends_the_cli() {
+    async fn the_clis_stdio_cannot_be_opened_again_through_proc() {
+        let dir = tempfile::tempdir().unwrap();
+        // What code in the CLI's tree tried: a new descriptor on the CLI's
+        // stdin or stdout by its /proc name (`$$`: the CLI, the subshell's parent).
+        let script = "for fd in 0 1 2; do \
+             ( exec 3>/proc/$$/fd/$fd ) 2>/dev/null && echo reopened-$fd || echo refused-$fd; done";
+        let (mut process, mut lines) = CliProcess::spawn(&sh(dir.path(), script)).unwrap();
+        let mut out = Vec::new();
+        while let Some(line) = tokio::time::timeout(LONG, lines.recv()).await.expect("stdout closes") {
+            if let LineRead::Line(l) = line.line {
+                out.push(l);
+            }
+        }
+        assert_eq!(out, ["refused-0", "refused-1", "refused-2"], "sockets, not pipes");
+        assert!(process.wait_for(LONG).await.expect("exited").success());
+    }
+
+    #[tokio::test]
+    async fn lines_go_through_both_sockets_and_closing_stdin_ends_the_cli() {
         let dir = tempfile::tempdir().unwrap();
         let (mut process, mut lines) = CliProcess::spawn(&sh(dir.path(), "cat")).unwrap();
         process.write_line("hello").await.unwrap();
@@ -469,7 +509,7 @@ pub(super) mod tests {
     async fn a_cli_that_never_reads_its_input_is_given_up_on_and_stopped() {
         let dir = tempfile::tempdir().unwrap();
         let (mut process, mut lines) = CliProcess::spawn(&sh(dir.path(), "sleep 600")).unwrap();
-        // Far more than a pipe holds: the write waits for a reader that never comes.
+        // Far more than a socket buffers: the write waits for a reader that never comes.
         let line = "x".repeat(4 << 20);
         let written = tokio::time::timeout(LONG, process.write_line_within(&line, Duration::from_millis(200)))
             .await

@@ -18,9 +18,11 @@
 //! | `/run/pincer/api.sock` | the credential proxy's socket | connect |
 //! | `/run/pincer/egress.sock` | the group's egress proxy socket | connect |
 //! | `/opt/pincer/pincer` | pincer's binary, run as `pincer forward` on `127.0.0.1:3128` | ro |
+//! | `/opt/pincer/confine/{bash,git}` | pincer's binary again: the CLI's shell and `git`, each confined (`confine.rs`) | ro |
 //! | `/proc`, `/dev` | the sandbox's own | |
 //!
-//! Where the installed bwrap has them ([`Features`], probed once), the agent
+//! Everything else at the top is read-only (`--remount-ro /`). Where the
+//! installed bwrap has them ([`Features`], probed once), the agent
 //! also runs under pincer's seccomp filter (`--add-seccomp-fd`, see
 //! `seccomp.rs`), cannot create user namespaces (`--disable-userns`), and
 //! its allowlisted mounts are bound from descriptors opened at launch
@@ -29,6 +31,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::confine;
 use super::mounts::Mount;
 use super::seccomp::Filter;
 use crate::claude::process::{run_tool_passing, PassFd};
@@ -109,6 +112,9 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
     /// The command as seen inside (`/opt/claude/claude …`).
     pub command: Vec<String>,
+    /// pincer's binary: bound read-only under each of [`confine::NAMES`] in
+    /// [`confine::DIR`], and at [`PINCER_BIN`] for the egress forwarder.
+    pub pincer: PathBuf,
     /// The way to the internet, for a group whose policy allows any.
     pub egress: Option<EgressPlan>,
     /// The seccomp programs, one descriptor each (`--add-seccomp-fd`); none: no filter.
@@ -125,13 +131,12 @@ pub struct Extra {
     pub fd: Option<PassFd>,
 }
 
-/// What a sandbox with internet access through the egress proxy adds.
+/// What a sandbox with internet access through the egress proxy adds
+/// (`pincer forward`, from [`Plan::pincer`]).
 #[derive(Clone, Debug)]
 pub struct EgressPlan {
     /// The egress proxy's Unix socket for this group, bound at [`EGRESS_SOCKET`].
     pub socket: PathBuf,
-    /// The pincer binary, bound read-only at [`PINCER_BIN`].
-    pub pincer: PathBuf,
 }
 
 /// The arguments of `bwrap` for `plan` (the program is `bwrap`).
@@ -154,6 +159,10 @@ pub fn args(plan: &Plan) -> Vec<String> {
     a.bind("--ro-bind", &plan.api_socket, API_SOCKET);
     a.bind("--bind", &plan.home, HOME);
     a.bind("--bind", &plan.group_dir, WORKSPACE);
+    // Every shell and git the CLI starts confines itself first (`CLAUDE_CODE_SHELL`, `PATH`).
+    for name in confine::NAMES {
+        a.bind("--ro-bind", &plan.pincer, &format!("{}/{name}", confine::DIR));
+    }
     if let Some((global, writable)) = &plan.global {
         a.bind(if *writable { "--bind" } else { "--ro-bind" }, global, GLOBAL);
     }
@@ -169,6 +178,16 @@ pub fn args(plan: &Plan) -> Vec<String> {
     for fd in &plan.seccomp {
         a.push(&["--add-seccomp-fd", &fd.number().to_string()]);
     }
+    if let Some(egress) = &plan.egress {
+        a.bind("--ro-bind", &egress.socket, EGRESS_SOCKET);
+        a.bind("--ro-bind", &plan.pincer, PINCER_BIN);
+    }
+    // Last of the layout: the root's own folders (`/etc`, `/opt`, `/run`),
+    // which bwrap made the agent's, become read-only, so nothing inside
+    // plants a file there: the CLI reads `/etc/claude-code` (managed
+    // settings, MCP servers) whatever `--setting-sources` says. The mounts
+    // keep their own access.
+    a.push(&["--remount-ro", "/"]);
     a.push(&["--chdir", WORKSPACE, "--clearenv"]);
     for (k, v) in &plan.env {
         a.push(&["--setenv", k, v]);
@@ -178,9 +197,7 @@ pub fn args(plan: &Plan) -> Vec<String> {
             a.push(&["--"]);
             a.0.extend(plan.command.iter().cloned());
         }
-        Some(egress) => {
-            a.bind("--ro-bind", &egress.socket, EGRESS_SOCKET);
-            a.bind("--ro-bind", &egress.pincer, PINCER_BIN);
+        Some(_) => {
             // The forwarder lives in the sandbox's pid namespace, so it ends
             // with the sandbox; the CLI takes the shell's place (and its stdio).
             let script = format!("{PINCER_BIN} forward --listen {EGRESS_LISTEN} --to {EGRESS_SOCKET} & exec \"$@\"");
@@ -359,6 +376,7 @@ mod tests {
             extra: vec![Extra { mount: photos(), fd: None }],
             env: vec![("HOME".into(), HOME.into())],
             command: vec!["/opt/claude/claude".into(), "-p".into()],
+            pincer: "/usr/local/bin/pincer".into(),
             egress: None,
             seccomp: Vec::new(),
             disable_userns: false,
@@ -392,18 +410,26 @@ mod tests {
         assert!(has(&a, &["--ro-bind", "/srv/photos", "/workspace/extra/photos"]));
         assert!(has(&a, &["--symlink", "usr/bin", "/bin"]) && has(&a, &["--ro-bind-try", "/etc/ssl", "/etc/ssl"]));
         assert!(has(&a, &["--tmpfs", "/tmp"]) && has(&a, &["--chdir", WORKSPACE]));
+        // The root's own folders are read-only, after every mount is in place.
+        let ro = a.iter().position(|x| x == "--remount-ro").expect("the root is remounted read-only");
+        assert_eq!(a[ro + 1], "/");
+        let last_mount = a.iter().rposition(|x| x.starts_with("--") && x.contains("bind") || x == "--tmpfs").unwrap();
+        assert!(last_mount < ro, "{a:?}");
         assert!(has(&a, &["--setenv", "HOME", HOME]));
+        // The CLI's shell and git are pincer's binary, which confines each before it runs.
+        assert!(has(&a, &["--ro-bind", "/usr/local/bin/pincer", "/opt/pincer/confine/bash"]), "{a:?}");
+        assert!(has(&a, &["--ro-bind", "/usr/local/bin/pincer", "/opt/pincer/confine/git"]), "{a:?}");
         // The command comes last, after `--`.
         assert_eq!(&a[a.len() - 3..], ["--", "/opt/claude/claude", "-p"]);
         // Nothing binds the host's root or the groups folder as a whole.
-        assert!(!a.iter().any(|x| x == "/" || x == "/g"));
+        let whole = |w: &[String]| (w[1] == "/" || w[1] == "/g") && w[0] != "--remount-ro";
+        assert!(!a.windows(2).any(whole), "{a:?}");
     }
 
     #[test]
     fn a_group_with_internet_access_gets_the_forwarder_in_front_of_the_cli() {
         let mut p = plan();
-        p.egress =
-            Some(EgressPlan { socket: "/d/run/egress/alpha.sock".into(), pincer: "/usr/local/bin/pincer".into() });
+        p.egress = Some(EgressPlan { socket: "/d/run/egress/alpha.sock".into() });
         let a = args(&p);
         assert!(has(&a, &["--unshare-net"]), "still no network of its own");
         assert!(has(&a, &["--ro-bind", "/d/run/egress/alpha.sock", EGRESS_SOCKET]));

@@ -6,8 +6,14 @@
 //! tools the internet through the group's egress proxy socket, both mounted
 //! at the same paths as in bwrap. The forwarder that presents the egress
 //! proxy on the container's loopback is the image's own (`node
-//! /opt/pincer/forward.mjs`, from `container/`): pincer's binary, linked
-//! against the host's libc, need not run in the image.
+//! /opt/pincer/forward.mjs`, from `container/`).
+//!
+//! As in bwrap, pincer's binary is mounted read-only as the CLI's shell and
+//! `git` (`confine.rs`), so every command confines itself from the CLI before
+//! it runs: there the binary does run in the image, so the image's C library
+//! must be as new as the one pincer was built against (`node:22-bookworm-slim`
+//! for a Debian 12 build). A binary that cannot run there runs no command.
+//! Docker's default seccomp profile allows Landlock's calls from Docker 23.0 on.
 //!
 //! Every process gets a container of its own name ([`container_name`]), so
 //! starting one never touches another: an isolated scheduled run beside the
@@ -27,6 +33,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::bwrap::{API_SOCKET, EGRESS_LISTEN, EGRESS_SOCKET, EXTRA, GLOBAL, HOME, WORKSPACE};
+use super::confine;
 use super::mounts::Mount;
 use crate::claude::process::run_tool;
 
@@ -62,6 +69,8 @@ pub struct Plan {
     pub api_socket: PathBuf,
     /// The group's egress proxy socket, mounted at [`EGRESS_SOCKET`].
     pub egress: Option<PathBuf>,
+    /// pincer's binary, mounted read-only under each of [`confine::NAMES`] in [`confine::DIR`].
+    pub pincer: PathBuf,
 }
 
 /// A new container name for one process of `group`: `pincer-<group>-<8 hex>`.
@@ -101,6 +110,10 @@ pub fn run_args(plan: &Plan) -> Vec<String> {
     }
     for m in &plan.extra {
         mounts.push(bind_mount(&m.host, &format!("{EXTRA}/{}", m.name), m.writable));
+    }
+    // Every shell and git the CLI starts confines itself first (`CLAUDE_CODE_SHELL`, `PATH`).
+    for name in confine::NAMES {
+        mounts.push(bind_mount(&plan.pincer, &format!("{}/{name}", confine::DIR), false));
     }
     for m in &mounts {
         push(&["--mount", m]);
@@ -285,6 +298,7 @@ mod tests {
             cli_args: vec!["-p".into(), "--resume=abc".into()],
             api_socket: "/d/run/api.sock".into(),
             egress: None,
+            pincer: "/usr/local/bin/pincer".into(),
         }
     }
 
@@ -307,6 +321,12 @@ mod tests {
         assert!(joined.contains("--mount type=bind,source=/d/homes/alpha,target=/home/agent "), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/g/global,target=/workspace/global,readonly"), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/srv/photos,target=/workspace/extra/photos "), "{joined}");
+        // The CLI's shell and git: pincer's binary, which confines each command from the CLI.
+        for name in ["bash", "git"] {
+            let wrapper =
+                format!("--mount type=bind,source=/usr/local/bin/pincer,target=/opt/pincer/confine/{name},readonly");
+            assert!(joined.contains(&wrapper), "{joined}");
+        }
         assert!(
             joined.contains("--workdir /workspace/group --env-file /d/run/docker-env/pincer-alpha-0a1b2c3d.env "),
             "{joined}"
@@ -396,6 +416,8 @@ mod tests {
         let pin = crate::claude::install::PINNED_VERSION;
         assert!(dockerfile.contains(&format!("ARG CLAUDE_VERSION={pin}")), "update container/Dockerfile to {pin}");
         assert!(dockerfile.contains("USER agent"), "the image runs as a non-root user");
+        // What pincer's wrappers at /opt/pincer/confine run once confined.
+        assert!(dockerfile.contains(" bash ") && dockerfile.contains(" git "), "the image has bash and git");
         assert!(dockerfile.contains(&format!("COPY forward.mjs {FORWARDER_IN_IMAGE}")), "the image has the forwarder");
     }
 

@@ -1,10 +1,12 @@
 //! `pincer doctor`: which sandbox modes work on this machine and why not,
-//! what `auto` picks, the CLI found, and whether the proxy has a credential.
+//! what `auto` picks, the CLI found, and whether the proxy has a credential;
+//! whether the agent's commands are kept out of the CLI (Landlock), and what
+//! an unconfined agent can reach.
 
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::{mounts, seccomp, Availability, Confinement};
+use super::{confine, mounts, seccomp, Availability, Confinement};
 use crate::claude::{self, process::run_tool};
 use crate::config::Config;
 
@@ -44,8 +46,9 @@ fn seccomp_line(config: &Config, availability: &Availability) -> (String, bool) 
         ),
         (Ok(()), true, Ok(_)) => (
             format!(
-                "in force in bwrap sandboxes: {} system calls, and clone with a namespace flag, fail with EPERM; \
-                 clone3 with ENOSYS (so threads fall back to clone)",
+                "in force in bwrap sandboxes: {} system calls (io_uring, ptrace, pidfd_getfd among them), clone \
+                 with a namespace flag and personality other than the default fail with EPERM; clone3 with ENOSYS \
+                 (so threads fall back to clone)",
                 seccomp::denied_count()
             ),
             true,
@@ -69,6 +72,46 @@ fn userns_line(availability: &Availability) -> String {
              CLONE_NEWUSER when it is on"
         ),
     }
+}
+
+/// The Landlock line: what keeps a sandboxed agent's commands out of the CLI.
+fn landlock_line(abi: &Result<i32, String>) -> String {
+    const KEPT_OUT: &str = "every shell and git a sandboxed CLI starts runs in a Landlock domain of its own, so \
+        the agent's code cannot trace the CLI, open its memory or its descriptors";
+    match abi {
+        Ok(1) => format!(
+            "ABI 1: {KEPT_OUT}; there, moving a file between folders fails with EXDEV (most tools copy instead; \
+             Linux 5.19 or later lifts it)"
+        ),
+        Ok(abi) => format!("ABI {abi}: {KEPT_OUT}"),
+        Err(why) => format!(
+            "unavailable: {why}. Sandboxed agents' commands are refused (each would run beside the CLI, able to \
+             reach into it); chat and file tools work. Boot a kernel with Landlock to run them"
+        ),
+    }
+}
+
+/// What code an unconfined agent runs can reach, given Yama's `ptrace_scope` (`None`: no Yama).
+fn unconfined_line(yama: Option<u32>) -> String {
+    let reach = match yama {
+        None | Some(0) => "it can trace the CLI and pincer and read and write their memory through /proc (nothing \
+             here limits that: no Yama ptrace_scope), so forge the CLI's answers and take pincer's credentials"
+            .to_owned(),
+        Some(scope) => format!(
+            "Yama's ptrace_scope {scope} keeps it from tracing the CLI and pincer or opening their memory (they are \
+             not its descendants), but nothing else does"
+        ),
+    };
+    format!(
+        "code the agent runs is pincer's user's, beside the CLI and pincer: {reach}; it reads pincer.toml, the \
+         database and every group's folder, and can message the CLI through the CLI's inbox (2.1.330). Only \
+         reopening the CLI's stdin or stdout through /proc/PID/fd fails (they are sockets)"
+    )
+}
+
+/// Yama's `ptrace_scope`, when the kernel has Yama.
+fn yama_scope() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope").ok()?.trim().parse().ok()
 }
 
 pub async fn report(config: &Config) -> Report {
@@ -99,6 +142,7 @@ pub async fn report(config: &Config) -> Report {
     ok &= seccomp_ok;
     let _ = writeln!(out, "seccomp: {seccomp}");
     let _ = writeln!(out, "userns: {}", userns_line(&availability));
+    let _ = writeln!(out, "landlock: {}", landlock_line(&confine::landlock_abi()));
     let docker = match (&availability.docker, &config.sandbox.docker_image) {
         (Ok(()), None) => "an engine answers, but sandbox.docker_image is not set".to_owned(),
         (Ok(()), Some(image)) => format!("works (image {image})"),
@@ -118,6 +162,9 @@ pub async fn report(config: &Config) -> Report {
             "the host's: without a sandbox the agent reaches whatever pincer can".to_owned()
         }
     };
+    let any_none = std::iter::once(config.sandbox.mode)
+        .chain(config.sandbox.groups.values().filter_map(|g| g.mode))
+        .any(|mode| matches!(availability.resolve(mode, image), Ok(Confinement::None)));
     match availability.resolve(config.sandbox.mode, image) {
         Ok(Confinement::None) => {
             let _ = writeln!(out, "sandbox.mode = {} -> none: {}", config.sandbox.mode, super::UNCONFINED_WARNING);
@@ -131,6 +178,9 @@ pub async fn report(config: &Config) -> Report {
         }
     }
     let _ = writeln!(out, "network: {network}");
+    if any_none {
+        let _ = writeln!(out, "unconfined: {}", unconfined_line(yama_scope()));
+    }
     for (group, settings) in &config.sandbox.groups {
         if let Some(mode) = settings.mode {
             let resolved = availability.resolve(mode, image).map_or_else(|e| e.to_string(), |c| c.to_string());
@@ -168,4 +218,32 @@ pub async fn report(config: &Config) -> Report {
     }
     let _ = writeln!(out, "{}", crate::private::doctor_line(config));
     Report { text: out, ok }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_landlock_line_says_what_it_keeps_out_and_what_is_lost_without_it() {
+        let line = landlock_line(&Ok(7));
+        assert!(line.starts_with("ABI 7: ") && line.contains("cannot trace the CLI, open its memory"), "{line}");
+        assert!(!line.contains("EXDEV"), "{line}");
+        assert!(landlock_line(&Ok(1)).contains("EXDEV"), "ABI 1 cannot allow moves between folders");
+        let line = landlock_line(&Err("this kernel has no Landlock".into()));
+        assert!(line.starts_with("unavailable: this kernel has no Landlock"), "{line}");
+        assert!(line.contains("commands are refused") && line.contains("kernel with Landlock"), "{line}");
+    }
+
+    #[test]
+    fn the_unconfined_line_names_what_the_agent_reaches_by_this_kernels_yama() {
+        for yama in [None, Some(0)] {
+            let line = unconfined_line(yama);
+            assert!(line.contains("can trace the CLI and pincer and read and write their memory"), "{line}");
+            assert!(line.contains("take pincer's credentials") && line.contains("every group's folder"), "{line}");
+        }
+        let line = unconfined_line(Some(1));
+        assert!(line.contains("ptrace_scope 1 keeps it from tracing"), "{line}");
+        assert!(line.contains("inbox") && line.contains("they are sockets"), "{line}");
+    }
 }

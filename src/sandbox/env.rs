@@ -1,8 +1,11 @@
 //! The sandboxed agent's environment, built from an allowlist: nothing of
 //! pincer's own environment (the Telegram token, the API key, `PINCER_*`)
-//! is inherited.
+//! is inherited. Its shell and `PATH` are pincer's confining wrappers
+//! (`confine.rs`).
 
 use std::collections::BTreeMap;
+
+use super::confine;
 
 /// Taken over from pincer's environment when set: locale and time zone only.
 const PASSED_THROUGH: &[&str] = &["LANG", "LC_ALL", "LC_CTYPE", "TZ"];
@@ -16,6 +19,9 @@ pub const RESERVED: &[&str] = &[
     "CLAUDE_CODE_OAUTH_TOKEN",
     "HOME",
     "PATH",
+    "SHELL",
+    "CLAUDE_CODE_SHELL",
+    "XDG_RUNTIME_DIR",
     "USER",
     "LOGNAME",
     "HTTP_PROXY",
@@ -27,6 +33,13 @@ pub const RESERVED: &[&str] = &[
     "ALL_PROXY",
     "all_proxy",
 ];
+
+/// `XDG_RUNTIME_DIR` inside a sandbox, where the CLI cannot open its
+/// messaging inbox: nothing can be made in `/proc`, and the CLI takes that
+/// refusal (`ENOENT`) as final. A folder it merely may not write (`EACCES`,
+/// `EROFS`) makes it fall back to `/tmp/cc-socks-UID`, open to every process
+/// in the sandbox. (Seen on 2.1.330; 2.1.197 has no inbox.)
+pub const NO_INBOX: &str = "/proc";
 
 /// The agent's environment: a fixed base, the locale from `host`, the
 /// operator's `claude.env` (minus [`RESERVED`] names), the credential
@@ -56,10 +69,17 @@ pub fn agent_env(
     }
     let fixed = [
         ("HOME", home),
-        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("PATH", confine::PATH),
         ("USER", "agent"),
         ("LOGNAME", "agent"),
-        ("SHELL", "/bin/bash"),
+        // Every shell the CLI starts, and so every command the agent runs, confines itself first.
+        ("SHELL", confine::SHELL),
+        ("CLAUDE_CODE_SHELL", confine::SHELL),
+        // The CLI (2.1.330) opens a messaging inbox, a Unix socket in
+        // `$XDG_RUNTIME_DIR/cc-socks` (else in `/tmp`), which takes user
+        // messages from any process that can connect, with or without the
+        // token it hands its shells: the agent's own code included.
+        ("XDG_RUNTIME_DIR", NO_INBOX),
         ("TMPDIR", "/tmp"),
         ("ANTHROPIC_API_KEY", placeholder),
     ];
@@ -99,6 +119,7 @@ mod tests {
             ("ANTHROPIC_API_KEY", "sk-real"),
             ("ANTHROPIC_BASE_URL", "https://elsewhere"),
             ("HOME", "/root"),
+            ("CLAUDE_CODE_SHELL", "/bin/bash"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -112,6 +133,10 @@ mod tests {
         assert_eq!(env["ANTHROPIC_API_KEY"], "pincer-placeholder");
         assert_eq!(env["ANTHROPIC_BASE_URL"], "http://localhost", "not the operator's");
         assert_eq!(env["HOME"], "/home/agent");
+        assert_eq!(env["CLAUDE_CODE_SHELL"], "/opt/pincer/confine/bash", "not the operator's");
+        assert_eq!(env["SHELL"], "/opt/pincer/confine/bash");
+        assert_eq!(env["XDG_RUNTIME_DIR"], "/proc", "where the CLI cannot open its messaging inbox");
+        assert!(env["PATH"].starts_with("/opt/pincer/confine:"), "git is found there first");
         assert!(!env.contains_key("PINCER_TELEGRAM__TOKEN"));
         assert!(!env.values().any(|v| v == "secret" || v == "sk-real"), "{env:?}");
         assert_eq!(env["ANTHROPIC_UNIX_SOCKET"], "/run/pincer/api.sock");

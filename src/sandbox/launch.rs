@@ -49,6 +49,13 @@ pub enum SandboxError {
     )]
     Reserved(groups::ReservedName),
     #[error(
+        "cannot start group `{group}` sandboxed: pincer's binary {} is gone (removed while pincer runs?), and \
+         every command of a sandboxed agent runs through it. Restart pincer, or set sandbox.pincer_binary \
+         in pincer.toml to where it is now",
+        path.display()
+    )]
+    NoPincer { group: String, path: PathBuf },
+    #[error(
         "pincer's seccomp filter cannot be applied here: {0}. Groups in bwrap do not start without it; \
          set sandbox.seccomp = false in pincer.toml to run them unfiltered (less confined), see `pincer doctor`"
     )]
@@ -69,7 +76,8 @@ impl SandboxError {
 /// Said at every start when agents run unconfined: the risk, and the way out.
 pub const UNCONFINED_WARNING: &str = "agents run WITHOUT a sandbox (sandbox.mode resolves to none): each group's \
     agent runs as pincer's user and can read and change every file pincer can, other groups' folders and pincer's \
-    secrets included. Install bubblewrap, or configure docker (see `pincer doctor`)";
+    secrets included, and may reach into the CLI and pincer themselves. Install bubblewrap, or configure docker \
+    (see `pincer doctor`)";
 
 /// What a session actor starts, and what must live as long as the process.
 #[derive(Debug)]
@@ -99,10 +107,9 @@ pub struct Launcher {
     docker_data: String,
     /// Each sandboxed group's egress proxy socket.
     egress: EgressService,
-    /// The pincer binary that runs `pincer forward` in bwrap sandboxes.
-    forwarder: PathBuf,
-    /// Said once: the forwarder binary is gone.
-    forwarder_missing: std::sync::Once,
+    /// pincer's binary inside each sandbox: the shell and `git` that confine
+    /// the agent's commands (`confine.rs`), and bwrap's `pincer forward`.
+    pincer: PathBuf,
 }
 
 impl Launcher {
@@ -130,7 +137,7 @@ impl Launcher {
             None => None,
         };
         let docker_data = docker::data_label(&data_dir);
-        let forwarder = sandbox.pincer_binary.clone().unwrap_or_else(own_binary);
+        let pincer = sandbox.pincer_binary.clone().unwrap_or_else(own_binary);
         let launcher = Launcher {
             config,
             program,
@@ -141,8 +148,7 @@ impl Launcher {
             groups_dir,
             docker_data,
             egress,
-            forwarder,
-            forwarder_missing: std::sync::Once::new(),
+            pincer,
         };
         launcher.report();
         // Skipping prompts is only safe confined: refuse to start rather than run such a group unconfined.
@@ -200,6 +206,15 @@ impl Launcher {
             }
             if let Err(why) = &features.disable_userns {
                 tracing::warn!(%why, "bwrap sandboxes can create user namespaces: this bwrap has no --disable-userns");
+            }
+        }
+        if super::wants_bwrap(sandbox) || super::wants_docker(sandbox) {
+            if let Err(why) = super::confine::landlock_abi() {
+                tracing::error!(
+                    %why,
+                    "no Landlock here: sandboxed agents' commands will be refused, since each would run beside \
+                     the CLI, able to reach into it (see `pincer doctor`)"
+                );
             }
         }
         let unlocking = crate::claude::unlocking_args(&self.config.claude.args);
@@ -309,8 +324,7 @@ impl Launcher {
         // No network at all: the API through the credential proxy's socket,
         // the tools' internet through the group's egress proxy socket, both
         // bound in.
-        let forwarder_present = ready.bwrap.as_ref().is_none_or(|b| b.forwarder_present);
-        let egress = self.egress_socket(group, forwarder_present).map_err(io)?;
+        let egress = Some(self.egress.socket(group).map_err(io)?);
         let env = env::agent_env(
             |name| std::env::var(name).ok(),
             &self.config.claude.env,
@@ -354,7 +368,6 @@ impl Launcher {
         let bwrap = match confinement {
             Confinement::Bwrap => Some(prepare::ForBwrap {
                 program: self.program.clone(),
-                forwarder: self.forwarder.clone(),
                 seccomp: self.seccomp_filter()?,
                 by_fd: self.availability.features.bind_fd.is_ok(),
             }),
@@ -367,6 +380,7 @@ impl Launcher {
             data_dir: self.data_dir.clone(),
             global_host,
             extra: self.mounts.for_group(group.as_str()).to_vec(),
+            pincer: self.pincer.clone(),
             bwrap,
         })
     }
@@ -382,31 +396,13 @@ impl Launcher {
         Ok(Some(filter.clone()))
     }
 
-    /// The group's egress proxy socket, served from now on; `None` when the
-    /// sandbox cannot run a forwarder (the pincer binary is gone from disk):
-    /// then its tools get no way out, and the model still works.
-    fn egress_socket(&self, group: &GroupName, forwarder_present: bool) -> std::io::Result<Option<PathBuf>> {
-        if !forwarder_present {
-            self.forwarder_missing.call_once(|| {
-                tracing::warn!(
-                    binary = %self.forwarder.display(),
-                    "the pincer binary that runs the egress forwarder in each sandbox is missing (replaced \
-                     while pincer runs?): agents' tools get no internet until pincer is restarted \
-                     (or set sandbox.pincer_binary)"
-                )
-            });
-            return Ok(None);
-        }
-        self.egress.socket(group).map(Some)
-    }
-
     fn bwrap_spec(&self, group: &GroupName, parts: Parts, files: prepare::BwrapFiles) -> SpawnSpec {
         let Parts { group_dir, global, home, extra, env, args, api_socket, egress } = parts;
         let prepare::BwrapFiles { etc_dir, cli_dir, file, seccomp, .. } = files;
         let extra_fds: Vec<PassFd> = extra.iter().filter_map(|e| e.fd.clone()).collect();
         let mut command = vec![format!("{}/{file}", bwrap::CLI_DIR)];
         command.extend(args);
-        let egress = egress.map(|socket| bwrap::EgressPlan { socket, pincer: self.forwarder.clone() });
+        let egress = egress.map(|socket| bwrap::EgressPlan { socket });
         let plan = bwrap::Plan {
             api_socket,
             system: bwrap::host_system(),
@@ -418,6 +414,7 @@ impl Launcher {
             extra,
             env,
             command,
+            pincer: self.pincer.clone(),
             egress,
             seccomp: seccomp.clone(),
             disable_userns: self.availability.features.disable_userns.is_ok(),
@@ -459,6 +456,7 @@ impl Launcher {
             cli_args,
             api_socket,
             egress,
+            pincer: self.pincer.clone(),
         };
         let spec = SpawnSpec {
             program: PathBuf::from("docker"),

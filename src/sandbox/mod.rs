@@ -11,6 +11,7 @@
 //! [`SpawnSpec`]: crate::claude::process::SpawnSpec
 
 pub mod bwrap;
+pub mod confine;
 pub mod docker;
 pub mod doctor;
 pub mod egress;

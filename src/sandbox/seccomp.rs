@@ -5,13 +5,17 @@
 //! bwrap drops every capability of the sandboxed process, so most of these
 //! calls fail there anyway; the filter closes what capabilities do not cover:
 //! a new user namespace (which hands its creator a full set of capabilities
-//! over it, and with them mounts that rearrange the sandbox), and kernel
-//! interfaces that are rich in bugs and useless to an agent (`bpf`,
-//! `perf_event_open`, keyrings, `userfaultfd`).
+//! over it, and with them mounts that rearrange the sandbox), the ways into
+//! another process of the same uid (the CLI that runs the agent's code:
+//! `ptrace`, `process_vm_*`, `pidfd_getfd`, `kcmp`; `/proc/PID/mem` is a
+//! path, which a filter cannot see: see `confine.rs`), and kernel interfaces
+//! that are rich in bugs and useless to an agent (`bpf`, `perf_event_open`,
+//! keyrings, `userfaultfd`, `io_uring`, whose operations pass no filter, the
+//! kernel's log, and `personality` other than the default persona).
 //!
 //! Two programs, because a `seccompiler` filter has one action on a match:
-//! the first answers [`DENIED`] and `clone` with a namespace flag with
-//! `EPERM`; the second answers `clone3` with `ENOSYS`. `clone3` passes its
+//! the first answers [`DENIED`], `clone` with a namespace flag and
+//! `personality` outside [`PERSONALITIES`] with `EPERM`; the second answers `clone3` with `ENOSYS`. `clone3` passes its
 //! flags in a struct that a filter cannot read, and on `ENOSYS` the C library
 //! falls back to `clone`, whose flags the first program checks (an `EPERM`
 //! would fail every new thread instead). When several filters are loaded the
@@ -58,13 +62,24 @@ pub const DENIED: &[(&str, &[(&str, libc::c_long)])] = &[
         ],
     ),
     (
-        "other processes' memory",
+        "other processes' memory and descriptors (the CLI's among them)",
         &[
             ("ptrace", libc::SYS_ptrace),
             ("process_vm_readv", libc::SYS_process_vm_readv),
             ("process_vm_writev", libc::SYS_process_vm_writev),
+            ("pidfd_getfd", libc::SYS_pidfd_getfd),
+            ("kcmp", libc::SYS_kcmp),
         ],
     ),
+    (
+        "io_uring, whose operations the kernel runs without this filter seeing them",
+        &[
+            ("io_uring_setup", libc::SYS_io_uring_setup),
+            ("io_uring_enter", libc::SYS_io_uring_enter),
+            ("io_uring_register", libc::SYS_io_uring_register),
+        ],
+    ),
+    ("the kernel's log", &[("syslog", libc::SYS_syslog)]),
     (
         "kernel keyrings, which namespaces do not separate",
         &[("keyctl", libc::SYS_keyctl), ("add_key", libc::SYS_add_key), ("request_key", libc::SYS_request_key)],
@@ -104,6 +119,11 @@ pub const NAMESPACE_FLAGS: &[(&str, libc::c_int)] = &[
     ("CLONE_NEWPID", libc::CLONE_NEWPID),
     ("CLONE_NEWNET", libc::CLONE_NEWNET),
 ];
+
+/// The `personality` values allowed: Linux's default persona, and the query
+/// that changes nothing. Any other (`ADDR_NO_RANDOMIZE`, `READ_IMPLIES_EXEC`,
+/// another ABI) is denied: nothing an agent runs needs a weaker address space.
+pub const PERSONALITIES: &[(&str, u32)] = &[("PER_LINUX", 0), ("query", 0xffff_ffff)];
 
 /// The filter cannot be built here.
 #[derive(Debug, thiserror::Error)]
@@ -172,6 +192,18 @@ fn deny_rules() -> Result<Rules, SeccompError> {
     }
     for nr in numbers("clone", libc::SYS_clone) {
         rules.insert(nr, clone.clone());
+    }
+    // `personality` unless its argument (an `unsigned int` to the kernel) is
+    // one allowed: every condition of one rule must hold.
+    let mut other = Vec::new();
+    for (_, value) in PERSONALITIES {
+        let cond = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, u64::from(*value))
+            .map_err(|e| SeccompError::Build(e.to_string()))?;
+        other.push(cond);
+    }
+    let personality = SeccompRule::new(other).map_err(|e| SeccompError::Build(e.to_string()))?;
+    for nr in numbers("personality", libc::SYS_personality) {
+        rules.insert(nr, vec![personality.clone()]);
     }
     Ok(rules)
 }

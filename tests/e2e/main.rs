@@ -16,6 +16,7 @@ mod delivery;
 mod egress;
 mod fake_bot;
 mod faults;
+mod fd_escape;
 mod files_out;
 mod gate;
 mod intake;

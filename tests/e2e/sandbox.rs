@@ -289,6 +289,7 @@ async fn doctor_reports_that_auto_picks_bwrap() {
     assert!(text.contains("network: the host's"), "{text}");
     assert!(text.contains("-> none: agents run WITHOUT a sandbox"), "none names the risk: {text}");
     assert!(text.contains("other groups' folders and pincer's secrets"), "{text}");
+    assert!(text.contains("unconfined: code the agent runs is pincer's user's"), "what it reaches: {text}");
 }
 
 #[tokio::test]

@@ -145,6 +145,9 @@ async fn doctor_shows_seccomp_and_userns_in_force() {
     assert!(text.contains("seccomp: in force in bwrap sandboxes"), "{text}");
     assert!(text.contains("clone3 with ENOSYS"), "{text}");
     assert!(text.contains("userns: disabled in bwrap sandboxes (--disable-userns)"), "{text}");
+    // This kernel has Landlock: each command is kept out of the CLI.
+    assert!(text.contains("landlock: ABI ") && text.contains("cannot trace the CLI"), "{text}");
+    assert!(!text.contains("unconfined:"), "no group runs unconfined: {text}");
     let (ok, text) = doctor(&[("PINCER_SANDBOX__SECCOMP", "false")]).await;
     assert!(ok, "{text}");
     assert!(text.contains("seccomp: off by config (sandbox.seccomp = false)"), "{text}");

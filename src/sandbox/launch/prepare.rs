@@ -27,6 +27,8 @@ pub(super) struct Prepare {
     pub global_host: PathBuf,
     /// The group's extra mounts, each reopened and checked before the start.
     pub extra: Vec<Mount>,
+    /// pincer's binary, which every sandbox binds (it must be there).
+    pub pincer: PathBuf,
     /// What only bwrap needs; `None` for docker.
     pub bwrap: Option<ForBwrap>,
 }
@@ -35,8 +37,6 @@ pub(super) struct Prepare {
 pub(super) struct ForBwrap {
     /// The CLI as configured (maybe a symlink such as `.bin/claude`).
     pub program: PathBuf,
-    /// The pincer binary that runs the egress forwarder inside.
-    pub forwarder: PathBuf,
     /// pincer's filter, when `sandbox.seccomp` is on (and it can be applied here).
     pub seccomp: Option<Filter>,
     /// This bwrap binds the extra mounts by descriptor.
@@ -62,8 +62,6 @@ pub(super) struct BwrapFiles {
     pub cli_dir: PathBuf,
     pub file: String,
     pub seccomp: Vec<PassFd>,
-    /// The forwarder binary is on disk (the tools get internet through it).
-    pub forwarder_present: bool,
 }
 
 impl Prepare {
@@ -78,6 +76,10 @@ impl Prepare {
     /// Does the file work on this thread.
     pub fn run(self) -> Result<Prepared, SandboxError> {
         let io = SandboxError::io(&self.group);
+        // Without it no command could confine itself: no start (never one unconfined).
+        if !self.pincer.is_file() {
+            return Err(SandboxError::NoPincer { group: self.group.to_string(), path: self.pincer });
+        }
         let has_global = self.global_host.join("CLAUDE.md").exists();
         let global_dir = self.global_host.is_dir();
         let home = match self.own_home {
@@ -107,8 +109,7 @@ impl Prepare {
             Pin::Mount(e) => SandboxError::Mounts(e),
             Pin::Io(e) => io(e),
         })?;
-        let forwarder_present = b.forwarder.is_file();
-        let files = BwrapFiles { etc_dir, cli_dir, file, seccomp, forwarder_present };
+        let files = BwrapFiles { etc_dir, cli_dir, file, seccomp };
         Ok(Prepared { has_global, global_dir, home, extra, bwrap: Some(files) })
     }
 }
@@ -164,6 +165,8 @@ mod tests {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         let program = dir.path().join("claude");
         std::fs::write(&program, "").unwrap();
+        let pincer = dir.path().join("pincer");
+        std::fs::write(&pincer, "").unwrap();
 
         let (by_runtime, by_watchdog) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
         let (done, finished) = std::sync::mpsc::channel::<()>();
@@ -193,15 +196,37 @@ mod tests {
             data_dir: dir.path().to_owned(),
             global_host: dir.path().join("groups/global"),
             extra: Vec::new(),
-            bwrap: Some(ForBwrap { program, forwarder: dir.path().join("pincer"), seccomp: None, by_fd: false }),
+            pincer,
+            bwrap: Some(ForBwrap { program, seccomp: None, by_fd: false }),
         };
         let ready = prepare.run_blocking().await.unwrap();
         let _ = done.send(());
         assert!(!by_watchdog.load(Ordering::SeqCst), "the start held the runtime's only thread");
         let files = ready.bwrap.unwrap();
-        assert_eq!((files.file.as_str(), files.forwarder_present), ("claude", false));
+        assert_eq!(files.file, "claude");
         assert!(ready.home.ends_with("homes/team") && ready.home.is_dir());
         drop(reader.await.unwrap());
         watchdog.join().unwrap();
+    }
+
+    #[test]
+    fn a_sandbox_without_pincers_binary_does_not_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let prepare = |bwrap| Prepare {
+            group: "team".parse().unwrap(),
+            own_home: None,
+            data_dir: dir.path().to_owned(),
+            global_host: dir.path().join("groups/global"),
+            extra: Vec::new(),
+            pincer: dir.path().join("gone/pincer"),
+            bwrap,
+        };
+        let for_bwrap = ForBwrap { program: dir.path().join("claude"), seccomp: None, by_fd: false };
+        for p in [prepare(Some(for_bwrap)), prepare(None)] {
+            let err = p.run().err().expect("refused");
+            assert!(matches!(&err, SandboxError::NoPincer { group, .. } if group == "team"), "{err}");
+            let text = err.to_string();
+            assert!(text.contains("gone/pincer") && text.contains("sandbox.pincer_binary"), "{text}");
+        }
     }
 }

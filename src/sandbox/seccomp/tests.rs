@@ -37,11 +37,17 @@ fn the_rule_list_covers_what_an_agent_never_needs() {
         "kexec_load",
         "kexec_file_load",
         "open_by_handle_at",
+        "pidfd_getfd",
+        "kcmp",
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "syslog",
     ] {
         assert!(names.contains(&wanted), "{wanted} is denied");
     }
     // Not denied outright: threads and processes need them (`clone` is checked by its flags).
-    for needed in ["clone", "clone3", "execve", "fork", "vfork"] {
+    for needed in ["clone", "clone3", "execve", "fork", "vfork", "personality", "pidfd_open"] {
         assert!(!names.contains(&needed), "{needed} is not denied outright");
     }
     let flags: i64 = NAMESPACE_FLAGS.iter().map(|(_, f)| i64::from(*f)).sum();
@@ -78,10 +84,10 @@ fn each_descriptor_holds_one_program_from_its_start_and_is_sealed() {
     }
 }
 
-/// What a process under both programs gets, checked in a forked child: bit
-/// `i` of the exit code is set when check `i` failed.
-#[test]
-fn under_the_filter_namespaces_mounts_and_ptrace_fail_with_eperm_and_ordinary_calls_work() {
+/// Runs `checks` in a forked child under both programs, as bwrap loads them,
+/// and returns its exit code: bit `i` set when check `i` failed (bit 0 is
+/// loading the filter, where `checks` does not use it).
+fn failed_under_the_filter(checks: unsafe fn() -> i32) -> i32 {
     let filter = Filter::build().unwrap();
     let programs: Vec<libc::sock_fprog> = filter
         .programs()
@@ -91,7 +97,7 @@ fn under_the_filter_namespaces_mounts_and_ptrace_fail_with_eperm_and_ordinary_ca
     // SAFETY: the child makes raw system calls only, on memory allocated before the fork, then `_exit`s.
     let status = unsafe {
         match libc::fork() {
-            0 => libc::_exit(run_checks(&programs)),
+            0 => libc::_exit(load(&programs).map_or(1, |()| checks())),
             child => {
                 let mut status = 0;
                 assert_eq!(libc::waitpid(child, &mut status, 0), child);
@@ -100,21 +106,75 @@ fn under_the_filter_namespaces_mounts_and_ptrace_fail_with_eperm_and_ordinary_ca
         }
     };
     assert!(libc::WIFEXITED(status), "the child was not killed (status {status:#x})");
-    let failed = libc::WEXITSTATUS(status);
+    libc::WEXITSTATUS(status)
+}
+
+/// # Safety
+/// Only in a forked child.
+unsafe fn load(programs: &[libc::sock_fprog]) -> Result<(), ()> {
+    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    for p in programs {
+        if libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, p as *const libc::sock_fprog) != 0 {
+            return Err(());
+        }
+    }
+    Ok(())
+}
+
+/// # Safety
+/// Only in a forked child.
+unsafe fn errno() -> libc::c_int {
+    *libc::__errno_location()
+}
+
+/// # Safety
+/// Only in a forked child.
+unsafe fn denied(ret: libc::c_long, with: libc::c_int) -> bool {
+    ret == -1 && errno() == with
+}
+
+#[test]
+fn under_the_filter_namespaces_mounts_and_ptrace_fail_with_eperm_and_ordinary_calls_work() {
+    let failed = failed_under_the_filter(run_checks);
+    assert_eq!(failed, 0, "failed checks (bits): {failed:#010b}; 1 = loading the filter");
+}
+
+#[test]
+fn under_the_filter_io_uring_syslog_other_descriptors_and_personas_fail_with_eperm() {
+    let failed = failed_under_the_filter(run_newer_checks);
     assert_eq!(failed, 0, "failed checks (bits): {failed:#010b}; 1 = loading the filter");
 }
 
 /// # Safety
 /// Only in a forked child.
-unsafe fn run_checks(programs: &[libc::sock_fprog]) -> i32 {
-    let errno = || *libc::__errno_location();
-    let denied = |ret: libc::c_long, with: libc::c_int| ret == -1 && errno() == with;
-    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-    for p in programs {
-        if libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, p as *const libc::sock_fprog) != 0 {
-            return 1;
+unsafe fn run_newer_checks() -> i32 {
+    let mut failed = 0;
+    let mut check = |bit: u32, ok: bool| {
+        if !ok {
+            failed |= 1 << bit;
         }
-    }
+    };
+    let mut params = [0u8; 120]; // struct io_uring_params
+    check(1, denied(libc::syscall(libc::SYS_io_uring_setup, 1, params.as_mut_ptr()), libc::EPERM));
+    const SYSLOG_ACTION_SIZE_BUFFER: libc::c_int = 10;
+    check(2, denied(libc::syscall(libc::SYS_syslog, SYSLOG_ACTION_SIZE_BUFFER, 0, 0), libc::EPERM));
+    // The query and the default persona pass; a weaker address space does not.
+    check(3, libc::syscall(libc::SYS_personality, 0xffff_ffff_u32) >= 0);
+    check(4, libc::syscall(libc::SYS_personality, 0) >= 0);
+    const ADDR_NO_RANDOMIZE: libc::c_ulong = 0x0004_0000;
+    check(5, denied(libc::syscall(libc::SYS_personality, ADDR_NO_RANDOMIZE), libc::EPERM));
+    // Another process's descriptor, here its own (a pidfd is still allowed).
+    let pidfd = libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0);
+    check(6, pidfd >= 0 && denied(libc::syscall(libc::SYS_pidfd_getfd, pidfd, 0, 0), libc::EPERM));
+    const KCMP_FILE: libc::c_int = 0;
+    let me = libc::getpid();
+    check(7, denied(libc::syscall(libc::SYS_kcmp, me, me, KCMP_FILE, 0, 0), libc::EPERM));
+    failed
+}
+
+/// # Safety
+/// Only in a forked child.
+unsafe fn run_checks() -> i32 {
     let mut failed = 0;
     let mut check = |bit: u32, ok: bool| {
         if !ok {

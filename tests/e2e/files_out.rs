@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::support::fake_api::{self, FakeApi, Reply};
 use crate::support::fake_bot::{FakeBot, FakeError, Sent, TgChat, TgUser};
-use crate::support::harness::{Sandbox, PATIENCE};
+use crate::support::harness::{Daemon, Sandbox, PATIENCE};
 
 const CHAT: i64 = -100_910;
 
@@ -147,13 +147,7 @@ async fn answered(sandbox: &Sandbox) {
 
 #[tokio::test]
 async fn a_file_sent_during_an_outage_arrives_after_it_and_after_a_restart() {
-    let api = FakeApi::start(fake_api::scripted(vec![("SENDPDF", send_file("report.pdf", Some("as promised")))])).await;
-    let bot = FakeBot::start().await;
-    let mut sandbox = Sandbox::new(&api);
-    sandbox.fast_retries();
-    sandbox.serve_telegram_group(&bot, "lab", CHAT).await;
-    std::fs::write(sandbox.group_dir("lab").join("report.pdf"), pdf()).unwrap();
-    let pincer = sandbox.spawn_daemon();
+    let (_api, bot, sandbox, pincer) = lab_sending_a_pdf(Some("as promised")).await;
 
     bot.outage(&["sendDocument", "sendMessage"], 502, Duration::from_secs(600));
     bot.say(&chat(), &bob(), "SENDPDF please");
@@ -183,15 +177,22 @@ fn uploads(bot: &FakeBot) -> Vec<(bool, Option<String>)> {
     bot.calls_to("sendDocument").into_iter().map(|c| (c.ok, c.error)).collect()
 }
 
-#[tokio::test]
-async fn a_hung_upload_holds_back_neither_the_turns_answer_nor_later_replies_and_goes_once_released() {
-    let api = FakeApi::start(fake_api::scripted(vec![("SENDPDF", send_file("report.pdf", Some("as promised")))])).await;
+/// A daemon serving group `lab` in Telegram, whose agent sends `report.pdf`
+/// (with `caption`) when asked for SENDPDF.
+async fn lab_sending_a_pdf(caption: Option<&str>) -> (FakeApi, FakeBot, Sandbox, Daemon) {
+    let api = FakeApi::start(fake_api::scripted(vec![("SENDPDF", send_file("report.pdf", caption))])).await;
     let bot = FakeBot::start().await;
     let mut sandbox = Sandbox::new(&api);
     sandbox.fast_retries();
     sandbox.serve_telegram_group(&bot, "lab", CHAT).await;
     std::fs::write(sandbox.group_dir("lab").join("report.pdf"), pdf()).unwrap();
     let pincer = sandbox.spawn_daemon();
+    (api, bot, sandbox, pincer)
+}
+
+#[tokio::test]
+async fn a_hung_upload_holds_back_neither_the_turns_answer_nor_later_replies_and_goes_once_released() {
+    let (_api, bot, sandbox, pincer) = lab_sending_a_pdf(Some("as promised")).await;
 
     bot.hang_calls(&["sendDocument"], Duration::from_secs(600));
     bot.say(&chat(), &bob(), "SENDPDF please");
@@ -215,13 +216,7 @@ async fn a_hung_upload_holds_back_neither_the_turns_answer_nor_later_replies_and
 
 #[tokio::test]
 async fn an_upload_slower_than_teloxides_17_seconds_goes_through_on_its_first_try() {
-    let api = FakeApi::start(fake_api::scripted(vec![("SENDPDF", send_file("report.pdf", None))])).await;
-    let bot = FakeBot::start().await;
-    let mut sandbox = Sandbox::new(&api);
-    sandbox.fast_retries();
-    sandbox.serve_telegram_group(&bot, "lab", CHAT).await;
-    std::fs::write(sandbox.group_dir("lab").join("report.pdf"), pdf()).unwrap();
-    let pincer = sandbox.spawn_daemon();
+    let (_api, bot, _sandbox, pincer) = lab_sending_a_pdf(None).await;
 
     // A slow uplink: the Bot API answers after 20 s, past teloxide's 17 s limit.
     bot.slow_calls(&["sendDocument"], Duration::from_secs(20));

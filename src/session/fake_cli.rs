@@ -188,6 +188,12 @@ pub(super) fn pre_tool_use(request_id: &str, tool: &str, input: Value, tool_use_
                      "tool_use_id": tool_use_id, "cwd": "/workspace/group"}}})
 }
 
+/// A background Bash task started in the turn (`task_started`).
+pub(super) fn task_started(said: &Said, task_id: &str, description: &str) -> Value {
+    json!({"type": "system", "subtype": "task_started", "task_id": task_id, "description": description,
+           "task_type": "local_bash", "session_id": said.session})
+}
+
 pub(super) fn result(said: &Said, text: &str) -> Value {
     json!({"type": "result", "subtype": "success", "is_error": false, "result": text,
            "session_id": said.session, "total_cost_usd": 0.001, "num_turns": 1, "duration_ms": 5})

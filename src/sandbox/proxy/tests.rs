@@ -58,6 +58,16 @@ async fn upstream() -> Upstream {
 }
 
 /// A client that speaks HTTP over the proxy's socket, as the sandboxed CLI does.
+/// A proxy to `url` with the real key, on a socket in a temp dir (kept as
+/// long as the dir is).
+async fn api_proxy(url: &str) -> (tempfile::TempDir, Proxy) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("api.sock");
+    let proxy =
+        Proxy::start(url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new()).await.unwrap();
+    (dir, proxy)
+}
+
 fn over(proxy: &Proxy) -> reqwest::Client {
     reqwest::Client::builder().unix_socket(proxy.socket()).build().unwrap()
 }
@@ -102,11 +112,7 @@ async fn streams_the_reply_and_swaps_the_placeholder_for_the_real_key() {
 #[tokio::test]
 async fn refuses_unknown_and_returned_placeholders() {
     let up = upstream().await;
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("api.sock");
-    let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
-        .await
-        .unwrap();
+    let (_dir, proxy) = api_proxy(&up.url).await;
     let client = over(&proxy);
     let url = "http://localhost/v1/messages";
     let wrong = client.post(url).header("x-api-key", "sk-real").send().await.unwrap();
@@ -310,11 +316,7 @@ async fn until_counted(proxy: &Proxy) -> Vec<((String, i64), crate::domain::budg
 #[tokio::test]
 async fn a_streamed_replys_usage_is_counted_for_its_group_as_it_passes_unchanged() {
     let (url, seen) = metered_upstream(false).await;
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("api.sock");
-    let proxy = Proxy::start(&url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
-        .await
-        .unwrap();
+    let (_dir, proxy) = api_proxy(&url).await;
     let lease = proxy.lease("alpha");
     // As code in the sandbox would call it, without the CLI.
     let body = over(&proxy)
@@ -352,11 +354,7 @@ async fn a_streamed_replys_usage_is_counted_for_its_group_as_it_passes_unchanged
 #[tokio::test]
 async fn a_reply_the_client_walks_away_from_is_counted_as_far_as_it_went() {
     let (url, _) = metered_upstream(true).await;
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("api.sock");
-    let proxy = Proxy::start(&url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
-        .await
-        .unwrap();
+    let (_dir, proxy) = api_proxy(&url).await;
     let lease = proxy.lease("alpha");
     let mut response = over(&proxy)
         .post("http://localhost/v1/messages")

@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use super::{test_config, Rig};
 use crate::domain::budget::Budget;
 use crate::session::fake_cli::{self, FakeCli, Reply, Said};
@@ -44,8 +42,7 @@ async fn a_budget_reached_by_a_turn_stops_its_background_work_before_a_follow_up
     let rig = Rig::with(test_config(), one_turn_a_day(), None, FakeCli::default()).await;
     rig.cli.script([Reply::Lines(Box::new(|said: &Said| {
         let mut lines = fake_cli::turn_start(said);
-        lines.push(json!({"type": "system", "subtype": "task_started", "task_id": "b1", "description": "bg loop",
-            "task_type": "local_bash", "session_id": said.session}));
+        lines.push(fake_cli::task_started(said, "b1", "bg loop"));
         lines.push(fake_cli::result(said, "started it"));
         lines
     }))]);

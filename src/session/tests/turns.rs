@@ -137,8 +137,7 @@ async fn an_idle_session_closes_only_after_its_background_task_and_follow_up() {
     let rig = Rig::new().await;
     rig.cli.script([Reply::Lines(Box::new(|said: &Said| {
         let mut lines = fake_cli::turn_start(said);
-        lines.push(json!({"type": "system", "subtype": "task_started", "task_id": "b1", "description": "bg sleep",
-            "task_type": "local_bash", "session_id": said.session}));
+        lines.push(fake_cli::task_started(said, "b1", "bg sleep"));
         lines.push(fake_cli::result(said, "started it"));
         lines
     }))]);

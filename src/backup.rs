@@ -171,7 +171,6 @@ fn copy_entry(
     depth: usize,
     manifest: &mut Manifest,
 ) -> anyhow::Result<Option<String>> {
-    let cannot_write = || format!("cannot write {} into the backup", shown.display());
     // A first look, to open neither a device nor a FIFO at all; what counts
     // is what the opened descriptor says.
     let seen = match fstatat(Some(source.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
@@ -179,67 +178,97 @@ fn copy_entry(
         Err(errno) => return Ok(Some(unreadable(errno))),
     };
     match seen {
-        SFlag::S_IFLNK => {
-            let points_to = match readlinkat(Some(source.as_raw_fd()), name) {
-                Ok(points_to) => points_to,
-                // No longer a link.
-                Err(Errno::EINVAL) => return Ok(Some(changed())),
-                Err(errno) => return Ok(Some(unreadable(errno))),
-            };
-            nix::unistd::symlinkat(points_to.as_os_str(), Some(target.as_raw_fd()), name).with_context(cannot_write)?;
-            manifest.links.push((shown.display().to_string(), PathBuf::from(points_to).display().to_string()));
-            Ok(None)
-        }
-        SFlag::S_IFDIR => {
-            if depth >= MAX_DEPTH {
-                return Ok(Some(format!("more than {MAX_DEPTH} folders deep")));
-            }
-            let folder = match open(Some(source), name, OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW) {
-                Ok(folder) => folder,
-                // A link, a FIFO or a file now: O_DIRECTORY | O_NOFOLLOW refuses it.
-                Err(Errno::ENOTDIR | Errno::ELOOP) => return Ok(Some(changed())),
-                Err(errno) => return Ok(Some(unreadable(errno))),
-            };
-            mkdirat(Some(target.as_raw_fd()), name, Mode::S_IRWXU).with_context(cannot_write)?;
-            let copy = open(Some(target), name, OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW)
-                .map_err(std::io::Error::from)
-                .with_context(cannot_write)?;
-            copy_dir(&folder, &copy, shown, depth + 1, manifest)?;
-            Ok(None)
-        }
-        SFlag::S_IFREG => {
-            let file = match open(Some(source), name, OFlag::O_NOFOLLOW) {
-                Ok(file) => file,
-                Err(Errno::ELOOP) => return Ok(Some(changed())),
-                Err(errno) => return Ok(Some(unreadable(errno))),
-            };
-            let stat = match fstat(file.as_raw_fd()) {
-                Ok(stat) => stat,
-                Err(errno) => return Ok(Some(unreadable(errno))),
-            };
-            if kind(&stat) != SFlag::S_IFREG {
-                return Ok(Some(format!("{}, once opened", what(kind(&stat)))));
-            }
-            // Owner-only, like everything pincer makes; the owner's execute bit kept.
-            let mode = Mode::from_bits_truncate(0o600 | (stat.st_mode & 0o100));
-            let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-            let fd = openat(Some(target.as_raw_fd()), name, flags, mode).map_err(std::io::Error::from);
-            // SAFETY: a fresh descriptor from openat, owned by nothing else.
-            let mut copy = File::from(unsafe { OwnedFd::from_raw_fd(fd.with_context(cannot_write)?) });
-            match copy_and_digest(&mut File::from(file), &mut copy).with_context(cannot_write)? {
-                Ok((bytes, sha256)) => {
-                    manifest.files.push(FileEntry { path: shown.display().to_string(), bytes, sha256 });
-                    Ok(None)
-                }
-                Err(errno) => {
-                    drop(copy);
-                    let _ =
-                        nix::unistd::unlinkat(Some(target.as_raw_fd()), name, nix::unistd::UnlinkatFlags::NoRemoveDir);
-                    Ok(Some(unreadable(errno)))
-                }
-            }
-        }
+        SFlag::S_IFLNK => copy_link(source, target, name, shown, manifest),
+        SFlag::S_IFDIR => copy_folder(source, target, name, shown, depth, manifest),
+        SFlag::S_IFREG => copy_file(source, target, name, shown, manifest),
         other => Ok(Some(what(other).to_owned())),
+    }
+}
+
+/// A link is copied as the link, never followed.
+fn copy_link(
+    source: &OwnedFd,
+    target: &OwnedFd,
+    name: &OsStr,
+    shown: &Path,
+    manifest: &mut Manifest,
+) -> anyhow::Result<Option<String>> {
+    let points_to = match readlinkat(Some(source.as_raw_fd()), name) {
+        Ok(points_to) => points_to,
+        // No longer a link.
+        Err(Errno::EINVAL) => return Ok(Some(changed())),
+        Err(errno) => return Ok(Some(unreadable(errno))),
+    };
+    nix::unistd::symlinkat(points_to.as_os_str(), Some(target.as_raw_fd()), name)
+        .with_context(|| format!("cannot write {} into the backup", shown.display()))?;
+    manifest.links.push((shown.display().to_string(), PathBuf::from(points_to).display().to_string()));
+    Ok(None)
+}
+
+/// A folder, opened without following a link, and copied entry by entry.
+fn copy_folder(
+    source: &OwnedFd,
+    target: &OwnedFd,
+    name: &OsStr,
+    shown: &Path,
+    depth: usize,
+    manifest: &mut Manifest,
+) -> anyhow::Result<Option<String>> {
+    let cannot_write = || format!("cannot write {} into the backup", shown.display());
+    if depth >= MAX_DEPTH {
+        return Ok(Some(format!("more than {MAX_DEPTH} folders deep")));
+    }
+    let folder = match open(Some(source), name, OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW) {
+        Ok(folder) => folder,
+        // A link, a FIFO or a file now: O_DIRECTORY | O_NOFOLLOW refuses it.
+        Err(Errno::ENOTDIR | Errno::ELOOP) => return Ok(Some(changed())),
+        Err(errno) => return Ok(Some(unreadable(errno))),
+    };
+    mkdirat(Some(target.as_raw_fd()), name, Mode::S_IRWXU).with_context(cannot_write)?;
+    let copy = open(Some(target), name, OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW)
+        .map_err(std::io::Error::from)
+        .with_context(cannot_write)?;
+    copy_dir(&folder, &copy, shown, depth + 1, manifest)?;
+    Ok(None)
+}
+
+/// A regular file, as its opened descriptor says, copied and hashed.
+fn copy_file(
+    source: &OwnedFd,
+    target: &OwnedFd,
+    name: &OsStr,
+    shown: &Path,
+    manifest: &mut Manifest,
+) -> anyhow::Result<Option<String>> {
+    let cannot_write = || format!("cannot write {} into the backup", shown.display());
+    let file = match open(Some(source), name, OFlag::O_NOFOLLOW) {
+        Ok(file) => file,
+        Err(Errno::ELOOP) => return Ok(Some(changed())),
+        Err(errno) => return Ok(Some(unreadable(errno))),
+    };
+    let stat = match fstat(file.as_raw_fd()) {
+        Ok(stat) => stat,
+        Err(errno) => return Ok(Some(unreadable(errno))),
+    };
+    if kind(&stat) != SFlag::S_IFREG {
+        return Ok(Some(format!("{}, once opened", what(kind(&stat)))));
+    }
+    // Owner-only, like everything pincer makes; the owner's execute bit kept.
+    let mode = Mode::from_bits_truncate(0o600 | (stat.st_mode & 0o100));
+    let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = openat(Some(target.as_raw_fd()), name, flags, mode).map_err(std::io::Error::from);
+    // SAFETY: a fresh descriptor from openat, owned by nothing else.
+    let mut copy = File::from(unsafe { OwnedFd::from_raw_fd(fd.with_context(cannot_write)?) });
+    match copy_and_digest(&mut File::from(file), &mut copy).with_context(cannot_write)? {
+        Ok((bytes, sha256)) => {
+            manifest.files.push(FileEntry { path: shown.display().to_string(), bytes, sha256 });
+            Ok(None)
+        }
+        Err(errno) => {
+            drop(copy);
+            let _ = nix::unistd::unlinkat(Some(target.as_raw_fd()), name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+            Ok(Some(unreadable(errno)))
+        }
     }
 }
 

@@ -279,18 +279,8 @@ async fn prepare_one(
     };
     counters.media_download(platform.as_str(), "saved");
     let size = bytes.len() as u64;
-    let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
-    let (kind, dir) = (attachment.kind, group_dir.to_owned());
-    let show = show && kind.is_image();
-    let saved = tokio::task::spawn_blocking(move || {
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the group's folder: {e}"))?;
-        let path = folder::save_in_inbox(&dir, &day, &name, &bytes).map_err(|e| e.to_string())?;
-        let footprint = show.then(|| images::footprint(&bytes));
-        Ok::<_, String>((path, footprint, bytes))
-    })
-    .await
-    .unwrap_or_else(|e| Err(format!("saving it failed: {e}")));
-    let (path, footprint, bytes) = match saved {
+    let show = show && attachment.kind.is_image();
+    let (path, footprint, bytes) = match save(group_dir, name, bytes, show).await {
         Ok(saved) => saved,
         Err(why) => {
             tracing::error!(why, "cannot save a chat's file in the group's inbox");
@@ -323,6 +313,25 @@ async fn prepare_one(
         image_note,
     };
     (outcome, shown)
+}
+
+/// What [`save`] hands back: where the file went, the image's footprint if it
+/// is to be shown, and the bytes.
+type Saved = (PathBuf, Option<Result<images::Footprint, ImageError>>, Vec<u8>);
+
+/// The file saved in the group's inbox (off the runtime), and, when it is to
+/// be shown, what its header says decoding it takes.
+async fn save(group_dir: &Path, name: String, bytes: Vec<u8>, show: bool) -> Result<Saved, String> {
+    let day = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    let dir = group_dir.to_owned();
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create the group's folder: {e}"))?;
+        let path = folder::save_in_inbox(&dir, &day, &name, &bytes).map_err(|e| e.to_string())?;
+        let footprint = show.then(|| images::footprint(&bytes));
+        Ok((path, footprint, bytes))
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("saving it failed: {e}")))
 }
 
 /// An image prepared for the model once the decode budget has room for

@@ -142,60 +142,70 @@ impl Counters {
             transcriptions: Family::default(),
             registry: Registry::default(),
         };
-        registry.register("messages_in", "Chat messages stored for an agent, by platform", c.messages_in.clone());
-        registry.register("turns", "CLI turns ended, by group and outcome", c.turns.clone());
+        c.register_turns(&mut registry);
+        c.register_work(&mut registry);
+        Counters { registry, ..c }
+    }
+
+    /// What the agents did: messages in, turns, their time, cost and errors.
+    fn register_turns(&self, registry: &mut Registry) {
+        registry.register("messages_in", "Chat messages stored for an agent, by platform", self.messages_in.clone());
+        registry.register("turns", "CLI turns ended, by group and outcome", self.turns.clone());
         registry.register(
             "turn_seconds",
             "How long a turn took, by group (the CLI's duration)",
-            c.turn_seconds.clone(),
+            self.turn_seconds.clone(),
         );
         registry.register(
             "turn_cost_usd",
             "What turns cost in USD as the CLI reports it, by group",
-            c.turn_cost_usd.clone(),
+            self.turn_cost_usd.clone(),
         );
-        registry.register("api_errors", "Turns that ended in an API error, by kind", c.api_errors.clone());
+        registry.register("api_errors", "Turns that ended in an API error, by kind", self.api_errors.clone());
         registry.register(
             "session_events",
             "Session lifecycle events (started, resumed, crashed, hung, limit_hold, …), by group",
-            c.session_events.clone(),
+            self.session_events.clone(),
         );
         registry.register(
             "delivery_failures",
             "Failed attempts to send to a chat, by platform and kind",
-            c.delivery_failures.clone(),
+            self.delivery_failures.clone(),
         );
-        registry.register("live_sessions", "CLI processes running now", c.live_sessions.clone());
-        registry.register("slot_waits", "Times a group waited for a free CLI slot", c.slot_waits.clone());
+    }
+
+    /// What pincer ran and sent for them: sessions, sandboxes, the outbox, budgets, media.
+    fn register_work(&self, registry: &mut Registry) {
+        registry.register("live_sessions", "CLI processes running now", self.live_sessions.clone());
+        registry.register("slot_waits", "Times a group waited for a free CLI slot", self.slot_waits.clone());
         registry.register(
             "egress_decisions",
             "What the agents' tools asked the egress proxy for, by outcome",
-            c.egress_decisions.clone(),
+            self.egress_decisions.clone(),
         );
-        registry.register("sandbox_launches", "CLI processes started, by confinement", c.sandbox_launches.clone());
-        registry.register("outbox_backlog", "Messages waiting in the outbox, by platform", c.outbox_backlog.clone());
+        registry.register("sandbox_launches", "CLI processes started, by confinement", self.sandbox_launches.clone());
+        registry.register("outbox_backlog", "Messages waiting in the outbox, by platform", self.outbox_backlog.clone());
         registry.register(
             "outbox_oldest_seconds",
             "Age of the oldest message waiting in the outbox, by platform",
-            c.outbox_oldest_seconds.clone(),
+            self.outbox_oldest_seconds.clone(),
         );
-        registry.register("tokens", "Tokens turns used, by group and kind", c.tokens.clone());
+        registry.register("tokens", "Tokens turns used, by group and kind", self.tokens.clone());
         registry.register(
             "budget_used_ratio",
             "What a group with a budget used of each part of it in the current period (1 = reached)",
-            c.budget_used.clone(),
+            self.budget_used.clone(),
         );
         registry.register(
             "media_downloads",
             "Files from the chats fetched (saved), refused for their size (too_large) or not fetched (failed), by platform",
-            c.media_downloads.clone(),
+            self.media_downloads.clone(),
         );
         registry.register(
             "transcriptions",
             "Voice notes and audio sent to the transcription engine, by outcome (ok, failed)",
-            c.transcriptions.clone(),
+            self.transcriptions.clone(),
         );
-        Counters { registry, ..c }
     }
 
     /// The text `/metrics` serves (OpenMetrics text, which Prometheus reads).

@@ -115,8 +115,44 @@ fn yama_scope() -> Option<u32> {
 }
 
 pub async fn report(config: &Config) -> Report {
-    let mut out = String::new();
-    let mut ok = true;
+    let mut out = Lines::default();
+    cli_lines(config, &mut out).await;
+    let availability = Availability::probe(true, true).await;
+    probe_lines(config, &availability, &mut out);
+    mode_lines(config, &availability, &mut out);
+    out.line(format!("proxy credential: {}; upstream {}", credential(config), config.anthropic.upstream()));
+    if let Some(path) = &config.sandbox.mounts_file {
+        mounts_line(config, path, &availability, &mut out);
+    }
+    out.line(crate::private::doctor_line(config));
+    Report { text: out.text, ok: out.ok }
+}
+
+/// The report as it is written: its lines, and whether all is well so far.
+struct Lines {
+    text: String,
+    ok: bool,
+}
+
+impl Default for Lines {
+    fn default() -> Lines {
+        Lines { text: String::new(), ok: true }
+    }
+}
+
+impl Lines {
+    fn line(&mut self, line: impl std::fmt::Display) {
+        let _ = writeln!(self.text, "{line}");
+    }
+
+    fn failed(&mut self, line: impl std::fmt::Display) {
+        self.ok = false;
+        self.line(line);
+    }
+}
+
+/// The CLI found, its version against the tested range, its locked settings.
+async fn cli_lines(config: &Config, out: &mut Lines) {
     match claude::resolve_program(config) {
         Ok(program) => {
             let version = run_tool(&program.display().to_string(), &["--version".to_owned()], Duration::from_secs(30))
@@ -124,31 +160,36 @@ pub async fn report(config: &Config) -> Report {
                 .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
                 .unwrap_or_else(|e| format!("--version failed: {e}"));
             let note = claude::install::range_note(&version);
-            let _ = writeln!(out, "CLI: {} ({version}), {note}", program.display());
-            let _ = writeln!(out, "CLI settings: {}", claude::settings_report(&config.claude));
+            out.line(format!("CLI: {} ({version}), {note}", program.display()));
+            out.line(format!("CLI settings: {}", claude::settings_report(&config.claude)));
         }
-        Err(e) => {
-            ok = false;
-            let _ = writeln!(out, "CLI: not found: {e}");
-        }
+        Err(e) => out.failed(format!("CLI: not found: {e}")),
     }
-    let availability = Availability::probe(true, true).await;
-    let line = |r: &Result<(), String>| match r {
+}
+
+/// What the machine offers: bwrap, seccomp, user namespaces, Landlock, Docker.
+fn probe_lines(config: &Config, availability: &Availability, out: &mut Lines) {
+    let works = |r: &Result<(), String>| match r {
         Ok(()) => "works".to_owned(),
         Err(why) => format!("does not work: {why}"),
     };
-    let _ = writeln!(out, "bwrap: {}", line(&availability.bwrap));
-    let (seccomp, seccomp_ok) = seccomp_line(config, &availability);
-    ok &= seccomp_ok;
-    let _ = writeln!(out, "seccomp: {seccomp}");
-    let _ = writeln!(out, "userns: {}", userns_line(&availability));
-    let _ = writeln!(out, "landlock: {}", landlock_line(&confine::landlock_abi()));
+    out.line(format!("bwrap: {}", works(&availability.bwrap)));
+    let (seccomp, seccomp_ok) = seccomp_line(config, availability);
+    out.ok &= seccomp_ok;
+    out.line(format!("seccomp: {seccomp}"));
+    out.line(format!("userns: {}", userns_line(availability)));
+    out.line(format!("landlock: {}", landlock_line(&confine::landlock_abi())));
     let docker = match (&availability.docker, &config.sandbox.docker_image) {
         (Ok(()), None) => "an engine answers, but sandbox.docker_image is not set".to_owned(),
         (Ok(()), Some(image)) => format!("works (image {image})"),
         (Err(why), _) => format!("does not work: {why}"),
     };
-    let _ = writeln!(out, "docker: {docker}");
+    out.line(format!("docker: {docker}"));
+}
+
+/// What `sandbox.mode` (and each group's own mode) resolves to here, and the
+/// network and reach that leaves the agent.
+fn mode_lines(config: &Config, availability: &Availability, out: &mut Lines) {
     let image = config.sandbox.docker_image.as_deref();
     let network = match availability.resolve(config.sandbox.mode, image) {
         Ok(Confinement::Bwrap | Confinement::Docker) => format!(
@@ -167,27 +208,26 @@ pub async fn report(config: &Config) -> Report {
         .any(|mode| matches!(availability.resolve(mode, image), Ok(Confinement::None)));
     match availability.resolve(config.sandbox.mode, image) {
         Ok(Confinement::None) => {
-            let _ = writeln!(out, "sandbox.mode = {} -> none: {}", config.sandbox.mode, super::UNCONFINED_WARNING);
+            out.line(format!("sandbox.mode = {} -> none: {}", config.sandbox.mode, super::UNCONFINED_WARNING))
         }
-        Ok(c) => {
-            let _ = writeln!(out, "sandbox.mode = {} -> {c}", config.sandbox.mode);
-        }
-        Err(e) => {
-            ok = false;
-            let _ = writeln!(out, "sandbox.mode = {}: {e}", config.sandbox.mode);
-        }
+        Ok(c) => out.line(format!("sandbox.mode = {} -> {c}", config.sandbox.mode)),
+        Err(e) => out.failed(format!("sandbox.mode = {}: {e}", config.sandbox.mode)),
     }
-    let _ = writeln!(out, "network: {network}");
+    out.line(format!("network: {network}"));
     if any_none {
-        let _ = writeln!(out, "unconfined: {}", unconfined_line(yama_scope()));
+        out.line(format!("unconfined: {}", unconfined_line(yama_scope())));
     }
     for (group, settings) in &config.sandbox.groups {
         if let Some(mode) = settings.mode {
             let resolved = availability.resolve(mode, image).map_or_else(|e| e.to_string(), |c| c.to_string());
-            let _ = writeln!(out, "group {group}: mode {mode} -> {resolved}");
+            out.line(format!("group {group}: mode {mode} -> {resolved}"));
         }
     }
-    let credential = if config.anthropic.api_key.is_some() {
+}
+
+/// Where the credential proxy's credential comes from.
+fn credential(config: &Config) -> &'static str {
+    if config.anthropic.api_key.is_some() {
         "anthropic.api_key"
     } else if config.anthropic.oauth_token.is_some() {
         "anthropic.oauth_token"
@@ -197,27 +237,23 @@ pub async fn report(config: &Config) -> Report {
         "CLAUDE_CODE_OAUTH_TOKEN from the environment"
     } else {
         "none: sandboxed agents cannot reach the API (set [anthropic] api_key)"
-    };
-    let _ = writeln!(out, "proxy credential: {credential}; upstream {}", config.anthropic.upstream());
-    if let Some(path) = &config.sandbox.mounts_file {
-        let protected = mounts::Protected(vec![config.data_dir.clone(), config.groups_dir.clone()]);
-        match mounts::load(path, &protected, &config.groups_dir) {
-            Ok(_) => {
-                let how = match (&availability.bwrap, &availability.features.bind_fd) {
-                    (Ok(()), Ok(())) => "bound in bwrap by the descriptor opened at each launch (--bind-fd)".to_owned(),
-                    (Ok(()), Err(why)) => format!("bound in bwrap by path, checked at each launch: {why}"),
-                    (Err(_), _) => "checked at each launch".to_owned(),
-                };
-                let _ = writeln!(out, "mount allowlist {}: valid; {how}", path.display());
-            }
-            Err(e) => {
-                ok = false;
-                let _ = writeln!(out, "mount allowlist: {e}");
-            }
-        }
     }
-    let _ = writeln!(out, "{}", crate::private::doctor_line(config));
-    Report { text: out, ok }
+}
+
+/// Whether the mount allowlist reads, and how its mounts will be bound.
+fn mounts_line(config: &Config, path: &std::path::Path, availability: &Availability, out: &mut Lines) {
+    let protected = mounts::Protected(vec![config.data_dir.clone(), config.groups_dir.clone()]);
+    match mounts::load(path, &protected, &config.groups_dir) {
+        Ok(_) => {
+            let how = match (&availability.bwrap, &availability.features.bind_fd) {
+                (Ok(()), Ok(())) => "bound in bwrap by the descriptor opened at each launch (--bind-fd)".to_owned(),
+                (Ok(()), Err(why)) => format!("bound in bwrap by path, checked at each launch: {why}"),
+                (Err(_), _) => "checked at each launch".to_owned(),
+            };
+            out.line(format!("mount allowlist {}: valid; {how}", path.display()));
+        }
+        Err(e) => out.failed(format!("mount allowlist: {e}")),
+    }
 }
 
 #[cfg(test)]

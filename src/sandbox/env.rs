@@ -90,17 +90,22 @@ pub fn agent_env(
     env.insert("ANTHROPIC_BASE_URL".to_owned(), "http://localhost".to_owned());
     env.insert("ANTHROPIC_UNIX_SOCKET".to_owned(), api_socket.to_owned());
     if let Some(proxy) = egress {
-        // Both spellings: curl takes `http_proxy` only in lower case, most
-        // other tools take either. The sandbox's own loopback stays direct, and
-        // so does the model (`localhost` over the credential proxy's socket).
-        for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-            env.insert(name.to_owned(), proxy.to_owned());
-        }
-        for name in ["NO_PROXY", "no_proxy"] {
-            env.insert(name.to_owned(), "localhost,127.0.0.1,::1".to_owned());
-        }
+        set_egress_proxy(&mut env, proxy);
     }
     env.into_iter().collect()
+}
+
+/// The egress proxy for every tool that reads a proxy variable. Both
+/// spellings: curl takes `http_proxy` only in lower case, most other tools
+/// take either. The sandbox's own loopback stays direct, and so does the
+/// model (`localhost` over the credential proxy's socket).
+fn set_egress_proxy(env: &mut BTreeMap<String, String>, proxy: &str) {
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        env.insert(name.to_owned(), proxy.to_owned());
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.insert(name.to_owned(), "localhost,127.0.0.1,::1".to_owned());
+    }
 }
 
 #[cfg(test)]

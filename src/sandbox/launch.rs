@@ -277,34 +277,45 @@ impl Launcher {
         groups::check_not_reserved(group).map_err(SandboxError::Reserved)?;
         let confinement = self.resolve(group.as_str())?;
         tracing::info!(%group, %confinement, "starting the group's CLI");
-        let label = match confinement {
-            Confinement::Bwrap => "bwrap",
-            Confinement::Docker => "docker",
-            Confinement::None => "none",
-        };
-        crate::metrics::counters::counters()
-            .sandbox_launches
-            .get_or_create(&crate::metrics::counters::ConfinementLabel { confinement: label })
-            .inc();
-        let global_host = self.groups_dir.join(groups::GLOBAL_DIR);
+        count_launch(confinement);
         if confinement == Confinement::None {
-            let global = global_host.join("CLAUDE.md");
-            let has_global = tokio::fs::try_exists(&global).await.unwrap_or(false);
-            let cwd = self.groups_dir.join(group.as_str());
-            let spec = SpawnSpec {
-                program: self.program.clone(),
-                args: session_args(&self.config.claude, resume, has_global.then_some(global.as_path()), &cwd, withheld),
-                cwd,
-                env: session_env(self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
-                env_remove: unconfined_env_remove(),
-                label: group.to_string(),
-                after_kill: None,
-                pass_fds: Vec::new(),
-            };
-            let home = self.config.claude.env.get("HOME").cloned().or_else(|| std::env::var("HOME").ok());
-            let view = FileView::unconfined(spec.cwd.clone(), home.unwrap_or_else(|| "/root".into()).into());
-            return Ok(Launch { spec, confinement, lease: None, env_file: None, view });
+            return Ok(self.launch_unconfined(group, resume, withheld).await);
         }
+        self.launch_sandboxed(group, confinement, resume, main, own_home, withheld).await
+    }
+
+    /// A CLI on the host, in the group's folder, as pincer's user.
+    async fn launch_unconfined(&self, group: &GroupName, resume: Option<&str>, withheld: &[&str]) -> Launch {
+        let global = self.groups_dir.join(groups::GLOBAL_DIR).join("CLAUDE.md");
+        let has_global = tokio::fs::try_exists(&global).await.unwrap_or(false);
+        let cwd = self.groups_dir.join(group.as_str());
+        let spec = SpawnSpec {
+            program: self.program.clone(),
+            args: session_args(&self.config.claude, resume, has_global.then_some(global.as_path()), &cwd, withheld),
+            cwd,
+            env: session_env(self.config.claude.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            env_remove: unconfined_env_remove(),
+            label: group.to_string(),
+            after_kill: None,
+            pass_fds: Vec::new(),
+        };
+        let home = self.config.claude.env.get("HOME").cloned().or_else(|| std::env::var("HOME").ok());
+        let view = FileView::unconfined(spec.cwd.clone(), home.unwrap_or_else(|| "/root".into()).into());
+        Launch { spec, confinement: Confinement::None, lease: None, env_file: None, view }
+    }
+
+    /// A CLI in bwrap or Docker: its files prepared off the runtime, a proxy
+    /// lease, and no network but the two proxies' sockets.
+    async fn launch_sandboxed(
+        &self,
+        group: &GroupName,
+        confinement: Confinement,
+        resume: Option<&str>,
+        main: bool,
+        own_home: Option<&Path>,
+        withheld: &[&str],
+    ) -> Result<Launch, SandboxError> {
+        let global_host = self.groups_dir.join(groups::GLOBAL_DIR);
         let proxy = self.proxy.as_ref().ok_or(SandboxError::NoCredential)?;
         let io = SandboxError::io(group);
         let ready = self.prepare(group, confinement, own_home, global_host.clone())?.run_blocking().await?;
@@ -554,6 +565,19 @@ fn docker_user() -> String {
     } else {
         format!("{uid}:{gid}")
     }
+}
+
+/// One more start in `confinement`, for `/metrics`.
+fn count_launch(confinement: Confinement) {
+    let label = match confinement {
+        Confinement::Bwrap => "bwrap",
+        Confinement::Docker => "docker",
+        Confinement::None => "none",
+    };
+    crate::metrics::counters::counters()
+        .sandbox_launches
+        .get_or_create(&crate::metrics::counters::ConfinementLabel { confinement: label })
+        .inc();
 }
 
 #[cfg(test)]

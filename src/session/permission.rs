@@ -106,40 +106,50 @@ pub fn withheld(allowed: &[String], has_admins: bool) -> Vec<&'static str> {
 }
 
 pub fn decide(group: &GroupName, tool_name: &str, input: &Value, rules: Rules<'_>) -> Verdict {
+    if let Some(verdict) = by_place(group, tool_name, &rules) {
+        return verdict;
+    }
+    by_list(group, tool_name, input, &rules)
+}
+
+/// A file tool's verdict by where it writes (or `send_file`'s, by what it
+/// reads); `None` inside the folder or for a tool without a path, where the
+/// list decides.
+fn by_place(group: &GroupName, tool_name: &str, rules: &Rules<'_>) -> Option<Verdict> {
     // pincer's `send_file` reads a file to send it: only from the folder, whoever asks.
     let sends = tool_name.strip_prefix(TOOL_PREFIX) == Some("send_file");
-    match rules.file {
+    let verdict = match rules.file {
         Some(Place::Forbidden { path, why }) => {
             let verb = if sends { "send" } else { "write" };
-            return Verdict::Deny(format!(
+            Verdict::Deny(format!(
                 "pincer: `{tool_name}` may not {verb} {}: {why}. No setting allows it.",
                 path.display()
-            ));
+            ))
         }
-        Some(Place::Elsewhere(path)) if sends => {
-            return Verdict::Deny(format!(
+        Some(Place::Elsewhere(path)) if sends => Verdict::Deny(format!(
             "pincer: `{tool_name}` sends only files inside the group's folder, and {} is outside the group's folder.",
             path.display()
-        ))
-        }
-        Some(Place::Elsewhere(path)) if rules.unconfined => {
-            return Verdict::Deny(format!(
-                "pincer: `{tool_name}` may write only inside group `{group}`'s folder, and {} is outside it \
+        )),
+        Some(Place::Elsewhere(path)) if rules.unconfined => Verdict::Deny(format!(
+            "pincer: `{tool_name}` may write only inside group `{group}`'s folder, and {} is outside it \
                  (this agent runs unconfined, as pincer's own user). Write inside the folder instead.",
-                path.display()
-            ))
-        }
-        Some(Place::Elsewhere(_)) if rules.has_admins => return Verdict::Ask,
-        Some(Place::Elsewhere(path)) => {
-            return Verdict::Deny(format!(
-                "pincer: `{tool_name}` may write outside group `{group}`'s folder ({}) only with an admin's \
+            path.display()
+        )),
+        Some(Place::Elsewhere(_)) if rules.has_admins => Verdict::Ask,
+        Some(Place::Elsewhere(path)) => Verdict::Deny(format!(
+            "pincer: `{tool_name}` may write outside group `{group}`'s folder ({}) only with an admin's \
                  approval, and the group has no admins. Write inside the folder, or an operator names admins \
                  (`pincer groups set {group} --admin USER_ID`).",
-                path.display()
-            ))
-        }
-        Some(Place::Folder) | None => {}
-    }
+            path.display()
+        )),
+        Some(Place::Folder) | None => return None,
+    };
+    Some(verdict)
+}
+
+/// A call's verdict by the group's list, the read-only set a member's turn is
+/// bound to, and whether there are admins to ask.
+fn by_list(group: &GroupName, tool_name: &str, input: &Value, rules: &Rules<'_>) -> Verdict {
     if INTERNAL_TOOLS.contains(&tool_name) {
         return Verdict::Allow;
     }

@@ -12,18 +12,23 @@ pub fn all() -> Vec<ToolSpec> {
 
 /// Every tool, the schedule's schema stating the `limits` in force.
 pub fn with_limits(limits: &Limits) -> Vec<ToolSpec> {
-    // Said up front, so the agent does not learn the limits only from refusals.
-    let limits_note = format!(
-        "Runs at most once every {} (a shorter interval, or a cron expression that fires more often, is \
-         refused); a group has at most {} active tasks.",
-        humantime::format_duration(limits.min_interval),
-        limits.max_active
-    );
     let group = json!({
         "type": "string",
         "description": "Another group's name. Only the main group may target other groups; leave it out for your own group."
     });
-    let id = json!({ "type": "integer", "description": "The task's id, as list_tasks shows it." });
+    let mut tools = messaging(&group);
+    tools.push(schedule(limits, &group));
+    tools.extend(tasks());
+    tools.push(ToolSpec {
+        name: "list_groups",
+        description: "List every registered group (main group only).",
+        input_schema: json!({ "type": "object", "properties": {} }),
+    });
+    tools
+}
+
+/// What reaches the chat before the turn ends: a message, a file.
+fn messaging(group: &serde_json::Value) -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: "send_message",
@@ -49,27 +54,45 @@ pub fn with_limits(limits: &Limits) -> Vec<ToolSpec> {
                 "required": ["path"],
             }),
         },
-        ToolSpec {
-            name: "schedule_task",
-            description: "Schedule a prompt that pincer sends you later. schedule_type \"cron\": schedule_value is 5 \
-                          fields, e.g. \"0 9 * * 1-5\" (09:00 on weekdays, in the configured time zone unless \
-                          timezone is given); \"interval\": a duration such as \"2h\" or \"30m\"; \"once\": an RFC 3339 \
-                          time, or a local time like \"2026-12-01T09:00\". context_mode \"group\" (default) runs it in \
-                          this conversation; \"isolated\" runs it in a fresh session that does not see or change it. \
-                          The result is posted to the chat.",
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "prompt": { "type": "string", "description": "What you will be asked to do when it runs." },
-                    "schedule_type": { "type": "string", "enum": ["cron", "interval", "once"] },
-                    "schedule_value": { "type": "string", "description": limits_note },
-                    "context_mode": { "type": "string", "enum": ["group", "isolated"] },
-                    "timezone": { "type": "string", "description": "IANA zone for cron and local times, e.g. Europe/Berlin." },
-                    "group": group,
-                },
-                "required": ["prompt", "schedule_type", "schedule_value"],
-            }),
-        },
+    ]
+}
+
+/// `schedule_task`, its schema stating the `limits` in force.
+fn schedule(limits: &Limits, group: &serde_json::Value) -> ToolSpec {
+    // Said up front, so the agent does not learn the limits only from refusals.
+    let limits_note = format!(
+        "Runs at most once every {} (a shorter interval, or a cron expression that fires more often, is \
+         refused); a group has at most {} active tasks.",
+        humantime::format_duration(limits.min_interval),
+        limits.max_active
+    );
+    ToolSpec {
+        name: "schedule_task",
+        description: "Schedule a prompt that pincer sends you later. schedule_type \"cron\": schedule_value is 5 \
+                      fields, e.g. \"0 9 * * 1-5\" (09:00 on weekdays, in the configured time zone unless \
+                      timezone is given); \"interval\": a duration such as \"2h\" or \"30m\"; \"once\": an RFC 3339 \
+                      time, or a local time like \"2026-12-01T09:00\". context_mode \"group\" (default) runs it in \
+                      this conversation; \"isolated\" runs it in a fresh session that does not see or change it. \
+                      The result is posted to the chat.",
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "prompt": { "type": "string", "description": "What you will be asked to do when it runs." },
+                "schedule_type": { "type": "string", "enum": ["cron", "interval", "once"] },
+                "schedule_value": { "type": "string", "description": limits_note },
+                "context_mode": { "type": "string", "enum": ["group", "isolated"] },
+                "timezone": { "type": "string", "description": "IANA zone for cron and local times, e.g. Europe/Berlin." },
+                "group": group,
+            },
+            "required": ["prompt", "schedule_type", "schedule_value"],
+        }),
+    }
+}
+
+/// Listing and changing scheduled tasks.
+fn tasks() -> Vec<ToolSpec> {
+    let id = json!({ "type": "integer", "description": "The task's id, as list_tasks shows it." });
+    vec![
         ToolSpec {
             name: "list_tasks",
             description: "List your group's scheduled tasks (the main group sees every group's).",
@@ -89,11 +112,6 @@ pub fn with_limits(limits: &Limits) -> Vec<ToolSpec> {
             name: "cancel_task",
             description: "Cancel a scheduled task for good.",
             input_schema: json!({ "type": "object", "properties": { "id": id }, "required": ["id"] }),
-        },
-        ToolSpec {
-            name: "list_groups",
-            description: "List every registered group (main group only).",
-            input_schema: json!({ "type": "object", "properties": {} }),
         },
     ]
 }

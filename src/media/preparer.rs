@@ -219,17 +219,7 @@ async fn prepare_media(
         let name = stored_name(&attachment, id, several.then_some(n + 1));
         let (outcome, image) = prepare_one(deps, budget, platform, &group_dir, &attachment, name, !observed).await;
         if let (Outcome::TooLarge { limit }, false) = (&outcome, observed) {
-            let what = attachment.file_name.as_deref().unwrap_or(attachment.kind.as_str());
-            let size = attachment.size.map(|s| format!(" ({})", human_bytes(s))).unwrap_or_default();
-            let text = format!(
-                "{}'s {} \"{}\"{size} is larger than the {} a bot may download, so the agent gets only its name. \
-                 Share it another way (a link) if the agent needs it.",
-                msg.sender,
-                attachment.kind.as_str(),
-                crate::domain::one_line(what, 80),
-                human_bytes(*limit)
-            );
-            deps.outbox.notice(&msg.group, &text).await;
+            tell_too_large(deps, msg, &attachment, *limit).await;
         }
         attachment.outcome = outcome;
         images.extend(image);
@@ -239,15 +229,35 @@ async fn prepare_media(
         // Nothing new in the inbox: no walk of it needed.
         return (media, images);
     }
+    prune_inbox(deps, &msg.group, group_dir).await;
+    (media, images)
+}
+
+/// The sender is told that a file was too large to fetch.
+async fn tell_too_large(deps: &PreparerDeps, msg: &Inbound, attachment: &Attachment, limit: u64) {
+    let what = attachment.file_name.as_deref().unwrap_or(attachment.kind.as_str());
+    let size = attachment.size.map(|s| format!(" ({})", human_bytes(s))).unwrap_or_default();
+    let text = format!(
+        "{}'s {} \"{}\"{size} is larger than the {} a bot may download, so the agent gets only its name. \
+         Share it another way (a link) if the agent needs it.",
+        msg.sender,
+        attachment.kind.as_str(),
+        crate::domain::one_line(what, 80),
+        human_bytes(limit)
+    );
+    deps.outbox.notice(&msg.group, &text).await;
+}
+
+/// The group's inbox kept within `media.max_inbox`, oldest files first out.
+async fn prune_inbox(deps: &PreparerDeps, group: &GroupName, group_dir: PathBuf) {
     let max_inbox = deps.live.media().max_inbox.0;
     match tokio::task::spawn_blocking(move || folder::prune_inbox(&group_dir, max_inbox)).await {
         Ok(Ok(pruned)) if pruned.files > 0 => {
-            tracing::info!(group = %msg.group, files = pruned.files, bytes = pruned.bytes, "the inbox was full; its oldest files were deleted");
+            tracing::info!(group = %group, files = pruned.files, bytes = pruned.bytes, "the inbox was full; its oldest files were deleted");
         }
-        Ok(Err(e)) => tracing::warn!(group = %msg.group, %e, "cannot keep the inbox within media.max_inbox"),
+        Ok(Err(e)) => tracing::warn!(group = %group, %e, "cannot keep the inbox within media.max_inbox"),
         _ => {}
     }
-    (media, images)
 }
 
 /// One attachment: what became of it, and its image for the model if it is shown.
@@ -292,16 +302,7 @@ async fn prepare_one(
         Some(Err(e)) => (bytes, Some(Err(e))),
         None => (bytes, None),
     };
-    let (shown, image_note) = match image {
-        Some(Ok(image)) => (Some(image), None),
-        Some(Err(e)) => {
-            if let ImageError::TooLarge { .. } = e {
-                tracing::warn!(%e, "an image was refused by the decoder's limits or the decode budget");
-            }
-            (None, Some(e.to_string()))
-        }
-        None => (None, None),
-    };
+    let (shown, image_note) = shown_or_why(image);
     let (transcript, transcript_note) =
         if attachment.kind.is_speech() { transcribe(deps, attachment, &bytes).await } else { (None, None) };
     let outcome = Outcome::Saved {
@@ -332,6 +333,20 @@ async fn save(group_dir: &Path, name: String, bytes: Vec<u8>, show: bool) -> Res
     })
     .await
     .unwrap_or_else(|e| Err(format!("saving it failed: {e}")))
+}
+
+/// The image for the model, or why it is not shown.
+fn shown_or_why(image: Option<Result<ModelImage, ImageError>>) -> (Option<ModelImage>, Option<String>) {
+    match image {
+        Some(Ok(image)) => (Some(image), None),
+        Some(Err(e)) => {
+            if let ImageError::TooLarge { .. } = e {
+                tracing::warn!(%e, "an image was refused by the decoder's limits or the decode budget");
+            }
+            (None, Some(e.to_string()))
+        }
+        None => (None, None),
+    }
 }
 
 /// An image prepared for the model once the decode budget has room for

@@ -151,29 +151,40 @@ impl Launcher {
             pincer,
         };
         launcher.report();
-        // Skipping prompts is only safe confined: refuse to start rather than run such a group unconfined.
-        // (A mode that does not work here fails only its group, when it starts.)
-        for name in launcher.config.sandbox.groups.keys() {
-            if let Err(e @ SandboxError::SkipOutsideSandbox(_)) = launcher.resolve(name) {
+        launcher.refuse_skip_outside_sandbox()?;
+        launcher.clear_leftovers(wants_docker).await;
+        Ok(launcher)
+    }
+
+    /// Skipping prompts is only safe confined: refuse to start rather than
+    /// run such a group unconfined. (A mode that does not work here fails
+    /// only its group, when it starts.)
+    fn refuse_skip_outside_sandbox(&self) -> Result<(), SandboxError> {
+        for name in self.config.sandbox.groups.keys() {
+            if let Err(e @ SandboxError::SkipOutsideSandbox(_)) = self.resolve(name) {
                 return Err(e);
             }
         }
+        Ok(())
+    }
+
+    /// What a killed pincer left: isolated runs' homes, Docker env files and containers.
+    async fn clear_leftovers(&self, wants_docker: bool) {
         // Only this data directory's containers and homes: its lock is held
         // (by the caller), so they are a killed pincer's, never a live one's.
-        if let Err(e) = isolated::clear(&launcher.data_dir) {
+        if let Err(e) = isolated::clear(&self.data_dir) {
             tracing::warn!(%e, "cannot remove the CLI homes of isolated runs an earlier pincer left");
         }
         if wants_docker {
-            docker::remove_stale_env_files(&launcher.data_dir.join("run"));
+            docker::remove_stale_env_files(&self.data_dir.join("run"));
         }
-        if wants_docker && launcher.availability.docker.is_ok() {
-            match docker::remove_orphans(&launcher.docker_data).await {
+        if wants_docker && self.availability.docker.is_ok() {
+            match docker::remove_orphans(&self.docker_data).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(removed = n, "removed agent containers left by an earlier pincer"),
                 Err(e) => tracing::warn!(%e, "cannot remove old agent containers"),
             }
         }
-        Ok(launcher)
     }
 
     /// What passed the credential proxy, for the task that stores it
@@ -336,15 +347,7 @@ impl Launcher {
         // the tools' internet through the group's egress proxy socket, both
         // bound in.
         let egress = Some(self.egress.socket(group).map_err(io)?);
-        let env = env::agent_env(
-            |name| std::env::var(name).ok(),
-            &self.config.claude.env,
-            bwrap::HOME,
-            bwrap::API_SOCKET,
-            lease.key(),
-            egress.is_some().then(|| format!("http://{}", bwrap::EGRESS_LISTEN)).as_deref(),
-        );
-        let env = session_env(env);
+        let env = self.sandbox_env(lease.key(), egress.is_some());
         // The main group keeps the memory every group reads; others only read it.
         let global = ready.global_dir.then(|| (global_host.clone(), settings.writes_global || main));
         let group_dir = self.groups_dir.join(group.as_str());
@@ -366,6 +369,21 @@ impl Launcher {
             None => self.docker_spec(group, parts).await.map(|(spec, file)| (spec, Some(file)))?,
         };
         Ok(Launch { spec, confinement, lease: Some(lease), env_file, view })
+    }
+
+    /// The environment inside a sandbox: the API through the credential
+    /// proxy's socket with this lease's placeholder key, and the egress proxy
+    /// when the group has one.
+    fn sandbox_env(&self, placeholder: &str, egress: bool) -> Vec<(String, String)> {
+        let env = env::agent_env(
+            |name| std::env::var(name).ok(),
+            &self.config.claude.env,
+            bwrap::HOME,
+            bwrap::API_SOCKET,
+            placeholder,
+            egress.then(|| format!("http://{}", bwrap::EGRESS_LISTEN)).as_deref(),
+        );
+        session_env(env)
     }
 
     /// The file work of a start in `confinement`, to run off the runtime.

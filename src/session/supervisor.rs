@@ -107,43 +107,50 @@ impl Supervised {
             };
             let backoff = restarts.ended(started.elapsed());
             tracing::error!(group = %group.name, %why, ?backoff, "the session actor ended unexpectedly; starting it again");
-            // Nothing runs for the group until the new actor publishes its own.
-            self.status
-                .send_replace(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
-            // Its process went with it, and everything that ran there.
-            self.activity.send_if_modified(|activity| super::activity::process_ended(activity, Instant::now()));
-            let kind = if self.isolated { "isolated_actor_restarted" } else { "actor_restarted" };
-            crate::metrics::counters::counters().session_event(group.name.as_str(), kind);
-            let store = &self.deps.store;
-            if let Err(e) = store.record_session_event(&group.name, kind, group.session_id.as_deref(), Some(&why)).await
-            {
-                tracing::error!(group = %group.name, %e, "cannot store a session event");
-            }
+            self.record_restart(&group, &why).await;
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = self.deps.shutdown.cancelled() => return,
             }
             if !self.isolated {
-                // What the ended actor had written went with its process: back
-                // in the queue, where the new actor takes it first. (Scheduled
-                // prompts are not among them: an isolated run's look the same
-                // in the store; a lost one's run times out and is retried.)
-                match store.requeue_sent(&group.name).await {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        tracing::info!(group = %group.name, messages = n, "queued again what the ended actor had written")
-                    }
-                    Err(e) => {
-                        tracing::error!(group = %group.name, %e, "cannot queue again what the ended actor had written; the next start does")
-                    }
-                }
-                // The session id and settings the ended actor stored since.
-                match store.group(group.name.as_str()).await {
-                    Ok(record) => group = record,
-                    Err(e) => {
-                        tracing::warn!(group = %group.name, %e, "cannot re-read the group; restarting with what was known")
-                    }
-                }
+                group = self.requeue_and_reload(group).await;
+            }
+        }
+    }
+
+    /// The ended actor's status, activity, metric and stored event.
+    async fn record_restart(&self, group: &GroupRecord, why: &str) {
+        // Nothing runs for the group until the new actor publishes its own.
+        self.status.send_replace(SessionStatus { session_id: group.session_id.clone(), ..SessionStatus::default() });
+        // Its process went with it, and everything that ran there.
+        self.activity.send_if_modified(|activity| super::activity::process_ended(activity, Instant::now()));
+        let kind = if self.isolated { "isolated_actor_restarted" } else { "actor_restarted" };
+        crate::metrics::counters::counters().session_event(group.name.as_str(), kind);
+        let store = &self.deps.store;
+        if let Err(e) = store.record_session_event(&group.name, kind, group.session_id.as_deref(), Some(why)).await {
+            tracing::error!(group = %group.name, %e, "cannot store a session event");
+        }
+    }
+
+    /// What the ended actor had written goes back in the queue, where the new
+    /// actor takes it first (scheduled prompts are not among them: an
+    /// isolated run's look the same in the store; a lost one's run times out
+    /// and is retried); and the group as the ended actor left it stored.
+    async fn requeue_and_reload(&self, group: GroupRecord) -> GroupRecord {
+        let store = &self.deps.store;
+        match store.requeue_sent(&group.name).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(group = %group.name, messages = n, "queued again what the ended actor had written"),
+            Err(e) => {
+                tracing::error!(group = %group.name, %e, "cannot queue again what the ended actor had written; the next start does")
+            }
+        }
+        // The session id and settings the ended actor stored since.
+        match store.group(group.name.as_str()).await {
+            Ok(record) => record,
+            Err(e) => {
+                tracing::warn!(group = %group.name, %e, "cannot re-read the group; restarting with what was known");
+                group
             }
         }
     }

@@ -170,18 +170,7 @@ mod tests {
 
         let (by_runtime, by_watchdog) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
         let (done, finished) = std::sync::mpsc::channel::<()>();
-        let watchdog = {
-            let (fifo, by_runtime, by_watchdog) = (fifo.clone(), by_runtime.clone(), by_watchdog.clone());
-            std::thread::spawn(move || {
-                let timed_out = finished.recv_timeout(Duration::from_secs(10)).is_err();
-                if timed_out && !by_runtime.load(Ordering::SeqCst) {
-                    by_watchdog.store(true, Ordering::SeqCst);
-                    if let Ok(mut reader) = std::fs::File::open(&fifo) {
-                        let _ = std::io::copy(&mut reader, &mut std::io::sink());
-                    }
-                }
-            })
-        };
+        let watchdog = watchdog(fifo.clone(), by_runtime.clone(), by_watchdog.clone(), finished);
         let reader = tokio::spawn({
             let (fifo, by_runtime) = (fifo.clone(), by_runtime.clone());
             async move {
@@ -207,6 +196,25 @@ mod tests {
         assert!(ready.home.ends_with("homes/team") && ready.home.is_dir());
         drop(reader.await.unwrap());
         watchdog.join().unwrap();
+    }
+
+    /// Opens the FIFO's other end after 10 s unless the runtime did or the
+    /// test finished, so a blocked start fails the test rather than hanging it.
+    fn watchdog(
+        fifo: PathBuf,
+        by_runtime: Arc<AtomicBool>,
+        by_watchdog: Arc<AtomicBool>,
+        finished: std::sync::mpsc::Receiver<()>,
+    ) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            let timed_out = finished.recv_timeout(Duration::from_secs(10)).is_err();
+            if timed_out && !by_runtime.load(Ordering::SeqCst) {
+                by_watchdog.store(true, Ordering::SeqCst);
+                if let Ok(mut reader) = std::fs::File::open(&fifo) {
+                    let _ = std::io::copy(&mut reader, &mut std::io::sink());
+                }
+            }
+        })
     }
 
     #[test]

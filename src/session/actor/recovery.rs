@@ -38,6 +38,11 @@ impl SessionActor {
                 self.release(live, "crashed", session, detail).await
             }
         }
+        self.act_after_exit(after, &status_text).await;
+    }
+
+    /// What the chat hears after an exit, and the restart if one is due.
+    async fn act_after_exit(&mut self, after: AfterExit, status_text: &str) {
         match after {
             AfterExit::Stopping => {}
             AfterExit::Fresh { restart } => {

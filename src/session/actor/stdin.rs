@@ -11,9 +11,10 @@ use crate::claude::protocol;
 use crate::domain::media::ModelImage;
 use crate::domain::{Inbound, InboundId, Missed};
 use crate::session::activity::Fed;
-use crate::session::cli::StartRequest;
+use crate::session::cli::{StartRequest, Started};
 use crate::session::intake::{self, TAKEN_AT_ONCE};
 use crate::session::rights::Voice;
+use crate::session::slots::Slot;
 use crate::session::TurnOutcome;
 use crate::store::InboundState;
 
@@ -139,25 +140,7 @@ impl SessionActor {
         };
         match self.deps.cli.start(request).await {
             Ok(started) => {
-                let kind = if resume.is_some() { "resumed" } else { "started" };
-                self.log_event(kind, resume.as_deref(), None).await;
-                let generation = self.life.started();
-                self.live = Some(Live {
-                    child: started.child,
-                    lines: started.lines,
-                    last_activity: Instant::now(),
-                    quiet_since: Instant::now(),
-                    since: SystemTime::now(),
-                    generation,
-                    cost_so_far: 0.0,
-                    _slot: slot,
-                    view: started.view,
-                    trust: Default::default(),
-                    withheld,
-                });
-                // Before any message: pincer's hook sees every tool call from the first.
-                let init = protocol::initialize_line(INIT_REQUEST, HOOK_TIMEOUT_SECS);
-                self.write(&init).await;
+                self.went_live(started, slot, resume.as_deref(), withheld).await;
                 true
             }
             Err(e) => {
@@ -165,6 +148,29 @@ impl SessionActor {
                 false
             }
         }
+    }
+
+    /// A started process becomes the live one; its first line registers pincer's hook.
+    async fn went_live(&mut self, started: Started, slot: Slot, resume: Option<&str>, withheld: Vec<&'static str>) {
+        let kind = if resume.is_some() { "resumed" } else { "started" };
+        self.log_event(kind, resume, None).await;
+        let generation = self.life.started();
+        self.live = Some(Live {
+            child: started.child,
+            lines: started.lines,
+            last_activity: Instant::now(),
+            quiet_since: Instant::now(),
+            since: SystemTime::now(),
+            generation,
+            cost_so_far: 0.0,
+            _slot: slot,
+            view: started.view,
+            trust: Default::default(),
+            withheld,
+        });
+        // Before any message: pincer's hook sees every tool call from the first.
+        let init = protocol::initialize_line(INIT_REQUEST, HOOK_TIMEOUT_SECS);
+        self.write(&init).await;
     }
 
     /// Re-reads the group's tool policy, so `pincer groups set` applies from

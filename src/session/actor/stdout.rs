@@ -30,25 +30,8 @@ impl SessionActor {
             live.last_activity = tokio::time::Instant::now();
             live.quiet_since = live.last_activity;
         }
-        let text = match line.line {
-            LineRead::Line(text) => text,
-            other => {
-                self.deps.metrics.count_skipped_line();
-                tracing::warn!(group = %self.group, ?other, "skipped an unreadable stdout line");
-                return;
-            }
-        };
-        if text.trim().is_empty() {
+        let Some((text, event)) = self.frame(line.line) else {
             return;
-        }
-        let event = match protocol::parse_line(&text) {
-            Ok(event) => event,
-            Err(e) => {
-                self.deps.metrics.count_skipped_line();
-                let head: String = text.chars().take(200).collect();
-                tracing::warn!(group = %self.group, %e, line = %head, "skipped a stdout line that is not a protocol frame");
-                return;
-            }
         };
         if let Err(why) = self.believe(&event) {
             self.keep_as_evidence(why, &text).await;
@@ -164,9 +147,34 @@ impl SessionActor {
         }
     }
 
-    async fn on_result(&mut self, result: TurnResult, end: TurnEnd, raw: &str, read_at: std::time::Instant) {
-        self.turn.result_read();
-        let cost = result.total_cost_usd.map(|total| match self.live.as_mut() {
+    /// A stdout line as a protocol frame, with its text; `None` (counted and
+    /// logged) for a line that is not one.
+    fn frame(&self, line: LineRead) -> Option<(String, CliEvent)> {
+        let text = match line {
+            LineRead::Line(text) => text,
+            other => {
+                self.deps.metrics.count_skipped_line();
+                tracing::warn!(group = %self.group, ?other, "skipped an unreadable stdout line");
+                return None;
+            }
+        };
+        if text.trim().is_empty() {
+            return None;
+        }
+        match protocol::parse_line(&text) {
+            Ok(event) => Some((text, event)),
+            Err(e) => {
+                self.deps.metrics.count_skipped_line();
+                let head: String = text.chars().take(200).collect();
+                tracing::warn!(group = %self.group, %e, line = %head, "skipped a stdout line that is not a protocol frame");
+                None
+            }
+        }
+    }
+
+    /// This process's share of a result's `total_cost_usd`.
+    fn own_cost(&mut self, total: f64) -> f64 {
+        match self.live.as_mut() {
             Some(live) => {
                 // The total only grows within a process; anything else means it restarted counting.
                 let own = if total >= live.cost_so_far { total - live.cost_so_far } else { total };
@@ -174,25 +182,33 @@ impl SessionActor {
                 own
             }
             None => total,
-        });
+        }
+    }
+
+    /// A vanished session's result, or the interrupted result of a hung turn:
+    /// stored only. The chat hears about the fresh start or the restart
+    /// instead, and the messages stay pending.
+    async fn store_only(&mut self, result: &TurnResult, cost: Option<f64>, raw: &str, missing_session: bool) {
+        self.store_result(result, cost, raw, None, &[]).await;
+        self.turn.ended();
+        if missing_session {
+            // The process exits by itself; on_exit starts a fresh one for what is pending.
+            tracing::warn!(group = %self.group, session = ?self.life.session_id(), "the stored session no longer exists; starting fresh");
+            let errors = result.errors.join("; ");
+            self.log_event("resume_failed", self.life.session_id(), Some(&errors)).await;
+            self.life.session_vanished();
+            self.save_session_id().await;
+        }
+    }
+
+    async fn on_result(&mut self, result: TurnResult, end: TurnEnd, raw: &str, read_at: std::time::Instant) {
+        self.turn.result_read();
+        let cost = result.total_cost_usd.map(|total| self.own_cost(total));
         self.feed_activity(Fed::Result { ok: !result.is_error, cost_usd: cost });
         let seen = self.seen.take();
-        // A vanished session's result, and the interrupted result of a turn
-        // pincer stops because it hung, are only stored: the chat hears about
-        // the fresh start or the restart instead, and the messages stay pending.
         let missing_session = protocol::is_missing_session(&result);
         if missing_session || (self.hang.is_stopping() && result.is_error) {
-            self.store_result(&result, cost, raw, None, &[]).await;
-            self.turn.ended();
-            if missing_session {
-                // The process exits by itself; on_exit starts a fresh one for what is pending.
-                tracing::warn!(group = %self.group, session = ?self.life.session_id(), "the stored session no longer exists; starting fresh");
-                let errors = result.errors.join("; ");
-                self.log_event("resume_failed", self.life.session_id(), Some(&errors)).await;
-                self.life.session_vanished();
-                self.save_session_id().await;
-            }
-            return;
+            return self.store_only(&result, cost, raw, missing_session).await;
         }
         let taken = self.turn.pending.answer();
         let failure = api_error::classify(&result, &end, seen.as_ref());

@@ -1,3 +1,5 @@
+//! Tests of the egress rules' words: domain entries, request hosts, and every refused address range in IPv4, IPv6 and IPv4 inside IPv6.
+
 use super::*;
 
 fn pattern(s: &str) -> DomainPattern {

@@ -11,11 +11,11 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 /// The CLI version pincer is tested with. Change it here only.
-pub const PINNED_VERSION: &str = "2.1.330";
+pub const PINNED_VERSION: &str = "2.1.332";
 /// The oldest CLI version pincer is tested with.
 pub const OLDEST_SUPPORTED: &str = "2.1.197";
 
-/// `x.y.z` from what `claude --version` prints (`2.1.330 (Claude Code)`).
+/// `x.y.z` from what `claude --version` prints (`2.1.332 (Claude Code)`).
 fn version_triple(version: &str) -> Option<(u32, u32, u32)> {
     let mut parts = version.split_whitespace().next()?.split('.').map(|p| p.parse::<u32>().ok());
     let triple = (parts.next()??, parts.next()??, parts.next()??);
@@ -99,7 +99,7 @@ pub async fn install(data_dir: &Path, version: &str) -> Result<PathBuf, InstallE
     Ok(binary)
 }
 
-/// What `claude --version` prints, e.g. `2.1.330 (Claude Code)`.
+/// What `claude --version` prints, e.g. `2.1.332 (Claude Code)`.
 pub async fn version_of(binary: &Path) -> Result<String, InstallError> {
     #[allow(clippy::disallowed_methods)] // a one-shot `--version`
     let out = Command::new(binary)
@@ -118,10 +118,12 @@ mod range_tests {
 
     #[test]
     fn versions_are_placed_against_the_tested_range() {
+        assert_eq!(in_tested_range("2.1.332 (Claude Code)"), Some(true));
         assert_eq!(in_tested_range("2.1.330 (Claude Code)"), Some(true));
         assert_eq!(in_tested_range("2.1.197 (Claude Code)"), Some(true));
         assert_eq!(in_tested_range("2.1.250"), Some(true));
         assert_eq!(in_tested_range("2.1.196 (Claude Code)"), Some(false));
+        assert_eq!(in_tested_range("2.1.333 (Claude Code)"), Some(false));
         assert_eq!(in_tested_range("2.2.0 (Claude Code)"), Some(false));
         assert_eq!(in_tested_range("--version failed"), None);
         assert!(range_note("3.0.0").contains("OUTSIDE the tested range"));

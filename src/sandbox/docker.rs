@@ -280,7 +280,7 @@ mod tests {
 
     fn plan() -> Plan {
         Plan {
-            image: "pincer-agent:2.1.330".into(),
+            image: "pincer-agent:2.1.332".into(),
             group: "alpha".into(),
             name: "pincer-alpha-0a1b2c3d".into(),
             data: "00112233deadbeef".into(),
@@ -332,7 +332,7 @@ mod tests {
             "{joined}"
         );
         assert!(!a.iter().any(|x| x == "--env" || x == "-e"), "no variable on the command line: {joined}");
-        assert!(joined.ends_with("pincer-agent:2.1.330 claude -p --resume=abc"), "{joined}");
+        assert!(joined.ends_with("pincer-agent:2.1.332 claude -p --resume=abc"), "{joined}");
         assert!(!joined.contains("--privileged") && !joined.contains("docker.sock"));
         assert!(!joined.contains("egress"), "no egress proxy given: {joined}");
     }
@@ -348,7 +348,7 @@ mod tests {
                 .contains("--mount type=bind,source=/d/run/egress/alpha.sock,target=/run/pincer/egress.sock,readonly"),
             "{joined}"
         );
-        let image = a.iter().position(|x| x == "pincer-agent:2.1.330").unwrap();
+        let image = a.iter().position(|x| x == "pincer-agent:2.1.332").unwrap();
         let script = "node /opt/pincer/forward.mjs 127.0.0.1:3128 /run/pincer/egress.sock & exec \"$@\"";
         assert_eq!(a[image + 1..image + 6], ["/bin/sh", "-c", script, "pincer-sandbox", "claude"]);
         assert!(joined.ends_with("claude -p --resume=abc"), "{joined}");

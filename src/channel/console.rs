@@ -11,6 +11,7 @@
 //! session has nothing in flight, up to a wait limit, so
 //! `printf 'hi\n' | pincer chat NAME` prints the answer and exits.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub mod status;
@@ -22,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{ApprovalAsk, Ports};
 use crate::domain::{ChatAddress, GroupName, Inbound, OutboundKind, Source};
+use crate::session::SessionHandle;
 use crate::store::{OutboxId, OutboxRow};
 
 /// How often a chat whose input ended looks again for messages still being
@@ -62,7 +64,7 @@ pub async fn chat<R, W>(
     mut asks: mpsc::Receiver<ApprovalAsk>,
     opts: &ConsoleOptions,
     input: R,
-    mut output: W,
+    output: W,
     shutdown: CancellationToken,
 ) -> anyhow::Result<ChatEnd>
 where
@@ -70,92 +72,168 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut session = ports.router.session(&opts.group).await?;
-    let progress = ports.progress_for(&ports.directory.group(&opts.group).await?);
     let (status, mut status_lines) = status::ConsoleStatus::new();
-    let status = std::sync::Arc::new(status);
-    // The chat's status lines end with it, however it ends.
-    let showing = scopeguard::guard(super::progress::Progress::default(), |p| p.stop_all());
-    let here = ChatAddress::console(&opts.group);
     let mut written = ports.outbox.subscribe();
-    let mut printer = Printer::new(ports, &opts.group).await?;
-    printer.print_new(ports, &mut output).await?;
+    let mut chat = Chat::open(ports, opts, status, output).await?;
+    chat.print_new().await?;
     let mut lines = input.lines();
     let mut give_up_at: Option<tokio::time::Instant> = None;
-    let mut attach = opts.attach.clone();
     // Messages with files are prepared before the session sees them.
     let mut preparing = false;
     loop {
         if give_up_at.is_some() && !session.busy() {
-            // Messages a held group does not take yet (its budget, a CLI that
-            // cannot start) wait after the chat ends: it was told why.
-            preparing = session.status().held.is_none() && ports.router.untaken(&opts.group).await?;
+            preparing = chat.preparing(&session).await?;
             if !preparing {
                 // Replies are stored before the status says "idle": take the last ones.
-                printer.print_new(ports, &mut output).await?;
+                chat.print_new().await?;
                 return Ok(ChatEnd::Done);
             }
         }
-        let deadline = async {
-            match give_up_at {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(ChatEnd::Shutdown),
-            _ = written.changed() => {
-                crate::metrics::hop("console_woken");
-                printer.print_new(ports, &mut output).await?;
-            }
-            Some(line) = status_lines.recv() => {
-                output.write_all(line.as_bytes()).await?;
-                output.flush().await?;
-            }
-            Some(ask) = asks.recv() => {
-                // The console has no admins: say what was asked, and deny it.
-                let note = format!(
-                    "[pincer] the agent asked to use {} ({}); tools that need an admin's approval are answered \
-                     only in the group's chat, so it was denied\n",
-                    ask.request.tool_name, ask.request.summary
-                );
-                output.write_all(note.as_bytes()).await?;
-                drop(ask);
-            }
+            _ = written.changed() => chat.woken().await?,
+            Some(line) = status_lines.recv() => chat.show(&line).await?,
+            Some(ask) = asks.recv() => chat.deny(ask).await?,
             line = lines.next_line(), if give_up_at.is_none() => match line {
-                Ok(Some(text)) if text.trim().is_empty() => {}
-                Ok(Some(text)) => {
-                    crate::metrics::hop("console_read");
-                    let mut inbound = Inbound::new(opts.group.clone(), Source::Console, &opts.sender, text);
-                    inbound.media = attached(std::mem::take(&mut attach), &mut output).await?;
-                    ports.router.send(inbound).await?;
-                    let (activity, settings) = (session.activity(), progress.clone());
-                    showing.follow(&opts.group, activity, status.clone(), here.clone(), settings, status::Unrecorded);
-                }
+                Ok(Some(text)) => chat.typed(&session, text).await?,
                 Ok(None) | Err(_) => {
-                    if !attach.is_empty() {
-                        // Files and no words: they go on their own.
-                        let mut inbound = Inbound::new(opts.group.clone(), Source::Console, &opts.sender, "");
-                        inbound.media = attached(std::mem::take(&mut attach), &mut output).await?;
-                        ports.router.send(inbound).await?;
-                    }
+                    chat.input_ended().await?;
                     give_up_at = Some(tokio::time::Instant::now() + opts.wait_limit);
                 }
             },
             _ = session.changed(), if give_up_at.is_some() => {}
             // A prepared message wakes the session, but not always before it is looked for.
             _ = tokio::time::sleep(UNTAKEN_LOOK), if preparing => {}
-            _ = deadline => {
-                let fate = if opts.attached { "goes on in the running pincer" } else { "is stopped now" };
-                let note = format!(
-                    "[pincer] stopped waiting after {}; background work was still running and {fate} \
-                     (raise console.wait_limit or pass --wait to wait longer)\n",
-                    humantime::format_duration(opts.wait_limit)
-                );
-                output.write_all(note.as_bytes()).await?;
-                output.flush().await?;
-                return Ok(ChatEnd::WaitLimit);
-            }
+            _ = until(give_up_at) => return chat.gave_up().await,
         }
+    }
+}
+
+/// Sleeps until `at`; forever when there is none.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A console chat while it runs: where it prints, and the status lines it shows.
+struct Chat<'a, W> {
+    ports: &'a Ports,
+    opts: &'a ConsoleOptions,
+    output: W,
+    printer: Printer,
+    /// The group's console address.
+    here: ChatAddress,
+    progress: super::progress::ProgressSettings,
+    status: Arc<status::ConsoleStatus>,
+    showing: super::progress::Progress,
+    /// `--attach`'s files until they are sent.
+    attach: Vec<std::path::PathBuf>,
+}
+
+impl<W> Drop for Chat<'_, W> {
+    fn drop(&mut self) {
+        // The chat's status lines end with it, however it ends.
+        self.showing.stop_all();
+    }
+}
+
+impl<'a, W: AsyncWrite + Unpin> Chat<'a, W> {
+    async fn open(
+        ports: &'a Ports,
+        opts: &'a ConsoleOptions,
+        status: status::ConsoleStatus,
+        output: W,
+    ) -> anyhow::Result<Chat<'a, W>> {
+        let progress = ports.progress_for(&ports.directory.group(&opts.group).await?);
+        Ok(Chat {
+            ports,
+            opts,
+            output,
+            printer: Printer::new(ports, &opts.group).await?,
+            here: ChatAddress::console(&opts.group),
+            progress,
+            status: Arc::new(status),
+            showing: super::progress::Progress::default(),
+            attach: opts.attach.clone(),
+        })
+    }
+
+    async fn print_new(&mut self) -> anyhow::Result<()> {
+        self.printer.print_new(self.ports, &mut self.output).await
+    }
+
+    /// Something was written to the outbox.
+    async fn woken(&mut self) -> anyhow::Result<()> {
+        crate::metrics::hop("console_woken");
+        self.print_new().await
+    }
+
+    /// Input ended and the session is idle: whether messages of the group
+    /// are still being prepared. Those a held group does not take yet (its
+    /// budget, a CLI that cannot start) wait after the chat ends: it was told why.
+    async fn preparing(&self, session: &SessionHandle) -> anyhow::Result<bool> {
+        Ok(session.status().held.is_none() && self.ports.router.untaken(&self.opts.group).await?)
+    }
+
+    /// A status line, shown at once.
+    async fn show(&mut self, line: &str) -> anyhow::Result<()> {
+        self.output.write_all(line.as_bytes()).await?;
+        Ok(self.output.flush().await?)
+    }
+
+    /// The console has no admins: says what was asked, and denies it (by
+    /// dropping the ask).
+    async fn deny(&mut self, ask: ApprovalAsk) -> anyhow::Result<()> {
+        let note = format!(
+            "[pincer] the agent asked to use {} ({}); tools that need an admin's approval are answered only in \
+             the group's chat, so it was denied\n",
+            ask.request.tool_name, ask.request.summary
+        );
+        Ok(self.output.write_all(note.as_bytes()).await?)
+    }
+
+    /// A line typed: sent to the group (with `--attach`'s files, the first
+    /// time), and its turn's status shown.
+    async fn typed(&mut self, session: &SessionHandle, text: String) -> anyhow::Result<()> {
+        if text.trim().is_empty() {
+            return Ok(());
+        }
+        crate::metrics::hop("console_read");
+        self.send(text).await?;
+        let (activity, settings) = (session.activity(), self.progress.clone());
+        let (group, status, here) = (&self.opts.group, self.status.clone(), self.here.clone());
+        self.showing.follow(group, activity, status, here, settings, status::Unrecorded);
+        Ok(())
+    }
+
+    /// Input ended: files and no words go on their own.
+    async fn input_ended(&mut self) -> anyhow::Result<()> {
+        if !self.attach.is_empty() {
+            self.send(String::new()).await?;
+        }
+        Ok(())
+    }
+
+    async fn send(&mut self, text: String) -> anyhow::Result<()> {
+        let opts = self.opts;
+        let mut inbound = Inbound::new(opts.group.clone(), Source::Console, &opts.sender, text);
+        inbound.media = attached(std::mem::take(&mut self.attach), &mut self.output).await?;
+        self.ports.router.send(inbound).await?;
+        Ok(())
+    }
+
+    /// The wait limit passed with work still running.
+    async fn gave_up(&mut self) -> anyhow::Result<ChatEnd> {
+        let fate = if self.opts.attached { "goes on in the running pincer" } else { "is stopped now" };
+        let note = format!(
+            "[pincer] stopped waiting after {}; background work was still running and {fate} (raise \
+             console.wait_limit or pass --wait to wait longer)\n",
+            humantime::format_duration(self.opts.wait_limit)
+        );
+        self.show(&note).await?;
+        Ok(ChatEnd::WaitLimit)
     }
 }
 

@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{Deliver, DeliveryError, Directory};
+use crate::domain::media::OutboundFile;
 use crate::domain::{ChatAddress, GroupName, Platform};
 use crate::outbox::Outbox;
 use crate::retry::RetryPolicy;
@@ -262,6 +263,27 @@ impl<D, L: Clone> Clone for Worker<D, L> {
     }
 }
 
+/// What a chat's worker reads next.
+enum Next {
+    Read(Pick),
+    /// A wait for the file ended: look at the lineup again.
+    LookAgain,
+    Stop,
+}
+
+/// The part of a row whose send failed.
+#[derive(Clone, Copy)]
+struct Part<'a> {
+    row: &'a OutboxRow,
+    /// The row as last recorded.
+    seen: &'a Seen,
+    /// Its file, when this part is the file.
+    file: Option<&'a OutboundFile>,
+    /// Which part (from 1), of how many.
+    number: u32,
+    of: u32,
+}
+
 /// The task sending the chat's file row, if one is on its way.
 type FileTask = Option<JoinHandle<Flow>>;
 
@@ -315,28 +337,10 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
         // Passing send failures of the text row being retried, for its backoff.
         let mut failures: Option<(OutboxId, Tries)> = None;
         loop {
-            if file.as_ref().is_some_and(JoinHandle::is_finished) {
-                lineup.ended();
-                if file_sent(file).await == Flow::Stop {
-                    return Flow::Stop;
-                }
-            }
-            let pick = match lineup.read(Instant::now()) {
-                Read::Any => Pick::Any,
-                Read::Texts => Pick::Texts,
-                Read::AwaitFile { until } => {
-                    tokio::select! {
-                        flow = file_sent(file) => {
-                            lineup.ended();
-                            if flow == Flow::Stop {
-                                return Flow::Stop;
-                            }
-                        }
-                        _ = tokio::time::sleep_until(until) => {}
-                        _ = self.stop.cancelled() => return Flow::Stop,
-                    }
-                    continue;
-                }
+            let pick = match self.pick(lineup, file).await {
+                Next::Read(pick) => pick,
+                Next::LookAgain => continue,
+                Next::Stop => return Flow::Stop,
             };
             let row = match self.ledger.next(&self.to, pick).await {
                 Ok(Some(row)) => row,
@@ -371,6 +375,34 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
                     }
                 }
                 other => return other,
+            }
+        }
+    }
+
+    /// Which rows may be read now, with the chat's file perhaps on its way:
+    /// any, only texts, or none until the file lands or its patience ends.
+    async fn pick(&self, lineup: &mut Lineup, file: &mut FileTask) -> Next {
+        if file.as_ref().is_some_and(JoinHandle::is_finished) {
+            lineup.ended();
+            if file_sent(file).await == Flow::Stop {
+                return Next::Stop;
+            }
+        }
+        match lineup.read(Instant::now()) {
+            Read::Any => Next::Read(Pick::Any),
+            Read::Texts => Next::Read(Pick::Texts),
+            Read::AwaitFile { until } => {
+                tokio::select! {
+                    flow = file_sent(file) => {
+                        lineup.ended();
+                        if flow == Flow::Stop {
+                            return Next::Stop;
+                        }
+                    }
+                    _ = tokio::time::sleep_until(until) => {}
+                    _ = self.stop.cancelled() => return Next::Stop,
+                }
+                Next::LookAgain
             }
         }
     }
@@ -412,83 +444,20 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
         while let Some(part) = parts.get(done as usize) {
             // A row's file is its first part (`Deliver::parts`).
             let file = row.file.as_ref().filter(|_| done == 0);
-            let limit = file.map_or(SEND_TIMEOUT, |file| files::transfer_timeout(file.bytes));
-            let sent = tokio::select! {
-                sent = tokio::time::timeout(limit, self.adapter.send(&row.to, part)) => sent.unwrap_or_else(|_| {
-                    Err(DeliveryError::transient(format!(
-                        "no answer from the chat's platform within {}",
-                        humantime::format_duration(limit)
-                    )))
-                }),
-                _ = self.stop.cancelled() => return Flow::Stop,
+            let Some(sent) = self.send_part(&row.to, part, file).await else {
+                return Flow::Stop;
             };
-            match sent {
-                Ok(()) => {
-                    done += 1;
-                    tries.in_a_row = 0;
-                    if done < total {
-                        match self.record(|| self.ledger.parts_done(&seen, done)).await {
-                            Some(Marked::Recorded) => seen.parts_done = done,
-                            Some(Marked::Moved) => return self.moved(&row, "a part was sent"),
-                            None => return Flow::Stop,
-                        }
-                    }
-                }
-                Err(DeliveryError::Transient { why, retry_after }) => {
-                    counters().delivery_failure(D::PLATFORM.as_str(), "transient");
-                    tries.in_a_row += 1;
-                    if let Some(file) = file.filter(|_| tries.file.failed(Instant::now(), retry_after.is_some())) {
-                        let notice = files::given_up(D::PLATFORM, file, tries.file.counted());
-                        let why = format!("not sent after {} tries; the last: {why}", tries.file.counted());
-                        return self.give_up_file(&row, &seen, &why, &notice).await;
-                    }
-                    let pause = self.policy.pause(tries.in_a_row, retry_after);
-                    tracing::warn!(
-                        chat = %self.to, group = %row.group, part = done + 1, parts = total, failures = tries.in_a_row,
-                        %why, "sending to the chat failed; trying again in {}", humantime::format_duration(pause)
-                    );
-                    match self.ledger.attempt_failed(&seen, &why).await {
-                        Ok(Marked::Recorded) => {}
-                        Ok(Marked::Moved) => return self.moved(&row, "a try failed"),
-                        Err(e) => tracing::error!(chat = %self.to, %e, "cannot record a failed delivery"),
-                    }
-                    return Flow::Retry(pause);
-                }
-                Err(DeliveryError::ChatGone(why)) => {
-                    counters().delivery_failure(D::PLATFORM.as_str(), "chat_gone");
-                    // Only a row still waiting here says this chat is the group's:
-                    // a rebound group must not be paused for its old chat.
-                    if let Ok(Marked::Moved) = self.ledger.attempt_failed(&seen, &why).await {
-                        return self.moved(&row, "its old chat was lost");
-                    }
-                    tracing::warn!(chat = %self.to, group = %row.group, %why, "the bot lost the group's chat; its replies wait until it is back");
-                    if let Err(e) = self.ledger.chat_gone(&row.group, &why).await {
-                        tracing::error!(group = %row.group, %e, "cannot mark the group inactive");
-                    }
-                    return Flow::Pause;
-                }
-                Err(DeliveryError::Moved(to)) => {
-                    tracing::info!(from = %self.to, %to, group = %row.group, "the chat moved; its replies follow");
-                    if self.record(|| self.ledger.chat_moved(&self.to, &to)).await.is_none() {
-                        return Flow::Stop;
-                    }
-                    return Flow::Pause;
-                }
-                Err(DeliveryError::Rejected(why)) => {
-                    counters().delivery_failure(D::PLATFORM.as_str(), "rejected");
-                    if let Some(file) = file {
-                        let notice = files::refused(file, &why);
-                        return self.give_up_file(&row, &seen, &why, &notice).await;
-                    }
-                    return match self.record(|| self.ledger.failed(&seen, &why)).await {
-                        Some(Marked::Recorded) => {
-                            let_go(&row);
-                            tracing::error!(chat = %self.to, group = %row.group, %why, "the chat refused a message for good; it is marked failed");
-                            Flow::Next
-                        }
-                        Some(Marked::Moved) => self.moved(&row, "its old chat refused it"),
-                        None => Flow::Stop,
-                    };
+            if let Err(error) = sent {
+                let at = Part { row: &row, seen: &seen, file, number: done + 1, of: total };
+                return self.part_failed(at, error, tries).await;
+            }
+            done += 1;
+            tries.in_a_row = 0;
+            if done < total {
+                match self.record(|| self.ledger.parts_done(&seen, done)).await {
+                    Some(Marked::Recorded) => seen.parts_done = done,
+                    Some(Marked::Moved) => return self.moved(&row, "a part was sent"),
+                    None => return Flow::Stop,
                 }
             }
         }
@@ -501,6 +470,94 @@ impl<D: Deliver, L: Ledger> Worker<D, L> {
             tracing::info!(chat = %self.to, group = %row.group, "delivered after earlier failures");
         }
         Flow::Next
+    }
+
+    /// Sends one part, within its time (a file's by its size); `None` when
+    /// stopped first.
+    async fn send_part(
+        &self,
+        to: &ChatAddress,
+        part: &D::Part,
+        file: Option<&OutboundFile>,
+    ) -> Option<Result<(), DeliveryError>> {
+        let limit = file.map_or(SEND_TIMEOUT, |file| files::transfer_timeout(file.bytes));
+        tokio::select! {
+            sent = tokio::time::timeout(limit, self.adapter.send(to, part)) => Some(sent.unwrap_or_else(|_| {
+                Err(DeliveryError::transient(format!(
+                    "no answer from the chat's platform within {}",
+                    humantime::format_duration(limit)
+                )))
+            })),
+            _ = self.stop.cancelled() => None,
+        }
+    }
+
+    /// A part did not land: what becomes of its row, by why.
+    async fn part_failed(&self, at: Part<'_>, error: DeliveryError, tries: &mut Tries) -> Flow {
+        let Part { row, seen, file, .. } = at;
+        match error {
+            DeliveryError::Transient { why, retry_after } => self.passing_failure(at, &why, retry_after, tries).await,
+            DeliveryError::ChatGone(why) => {
+                counters().delivery_failure(D::PLATFORM.as_str(), "chat_gone");
+                // Only a row still waiting here says this chat is the group's:
+                // a rebound group must not be paused for its old chat.
+                if let Ok(Marked::Moved) = self.ledger.attempt_failed(seen, &why).await {
+                    return self.moved(row, "its old chat was lost");
+                }
+                tracing::warn!(chat = %self.to, group = %row.group, %why, "the bot lost the group's chat; its replies wait until it is back");
+                if let Err(e) = self.ledger.chat_gone(&row.group, &why).await {
+                    tracing::error!(group = %row.group, %e, "cannot mark the group inactive");
+                }
+                Flow::Pause
+            }
+            DeliveryError::Moved(to) => {
+                tracing::info!(from = %self.to, %to, group = %row.group, "the chat moved; its replies follow");
+                if self.record(|| self.ledger.chat_moved(&self.to, &to)).await.is_none() {
+                    return Flow::Stop;
+                }
+                Flow::Pause
+            }
+            DeliveryError::Rejected(why) => {
+                counters().delivery_failure(D::PLATFORM.as_str(), "rejected");
+                if let Some(file) = file {
+                    let notice = files::refused(file, &why);
+                    return self.give_up_file(row, seen, &why, &notice).await;
+                }
+                match self.record(|| self.ledger.failed(seen, &why)).await {
+                    Some(Marked::Recorded) => {
+                        let_go(row);
+                        tracing::error!(chat = %self.to, group = %row.group, %why, "the chat refused a message for good; it is marked failed");
+                        Flow::Next
+                    }
+                    Some(Marked::Moved) => self.moved(row, "its old chat refused it"),
+                    None => Flow::Stop,
+                }
+            }
+        }
+    }
+
+    /// A passing failure: tried again after a pause, unless it is a file
+    /// that has run out of tries.
+    async fn passing_failure(&self, at: Part<'_>, why: &str, retry_after: Option<Duration>, tries: &mut Tries) -> Flow {
+        let Part { row, seen, file, number, of } = at;
+        counters().delivery_failure(D::PLATFORM.as_str(), "transient");
+        tries.in_a_row += 1;
+        if let Some(file) = file.filter(|_| tries.file.failed(Instant::now(), retry_after.is_some())) {
+            let notice = files::given_up(D::PLATFORM, file, tries.file.counted());
+            let why = format!("not sent after {} tries; the last: {why}", tries.file.counted());
+            return self.give_up_file(row, seen, &why, &notice).await;
+        }
+        let pause = self.policy.pause(tries.in_a_row, retry_after);
+        tracing::warn!(
+            chat = %self.to, group = %row.group, part = number, parts = of, failures = tries.in_a_row,
+            %why, "sending to the chat failed; trying again in {}", humantime::format_duration(pause)
+        );
+        match self.ledger.attempt_failed(seen, why).await {
+            Ok(Marked::Recorded) => {}
+            Ok(Marked::Moved) => return self.moved(row, "a try failed"),
+            Err(e) => tracing::error!(chat = %self.to, %e, "cannot record a failed delivery"),
+        }
+        Flow::Retry(pause)
     }
 
     /// The row's file will not reach the chat: the row is failed and the

@@ -20,6 +20,7 @@ pub mod approvals;
 pub mod console;
 pub mod delivery;
 pub mod group_commands;
+mod intake;
 pub mod progress;
 mod split;
 pub mod telegram;

@@ -19,7 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::format::Chunk;
-use super::{outbound, Shared, TelegramTarget};
+use super::outbound;
+use super::target::{TelegramTarget, TgBot};
 use crate::channel::ApprovalAsk;
 use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest};
 
@@ -112,11 +113,17 @@ impl Waiting {
 }
 
 /// Shows each approval request in its group's chat until pincer stops.
-pub(super) async fn run(shared: Arc<Shared>, asks: mpsc::Receiver<ApprovalAsk>, shutdown: CancellationToken) {
-    crate::channel::approvals::serve_asks(asks, shutdown, |next| ask(shared.clone(), next)).await
+/// `waiting` is the adapter's: the button presses it gets are decided there.
+pub(super) async fn run(
+    bot: TgBot,
+    waiting: Arc<Waiting>,
+    asks: mpsc::Receiver<ApprovalAsk>,
+    shutdown: CancellationToken,
+) {
+    crate::channel::approvals::serve_asks(asks, shutdown, |next| ask(bot.clone(), waiting.clone(), next)).await
 }
 
-async fn ask(shared: Arc<Shared>, ask: ApprovalAsk) {
+async fn ask(bot: TgBot, waiting: Arc<Waiting>, ask: ApprovalAsk) {
     let ApprovalAsk { to, admins, request } = ask;
     let ApprovalRequest { id, group, tool_name, summary, timeout, mut respond } = request;
     let Some(target) = TelegramTarget::from_address(&to) else {
@@ -126,18 +133,18 @@ async fn ask(shared: Arc<Shared>, ask: ApprovalAsk) {
     let view = view::view(id, &tool_name, &summary, timeout);
     let (decide, decided) = oneshot::channel();
     let entry = Entry { chat_id: target.chat_id, admins, offer_always: view.offer_always, decide };
-    shared.approvals.lock().insert(id, entry);
+    waiting.lock().insert(id, entry);
 
     let button = |label: &str, choice| InlineKeyboardButton::callback(label.to_owned(), Press { id, choice }.data());
     let mut rows = vec![vec![button("Allow", Approval::Allow), button("Deny", Approval::Deny)]];
     if view.offer_always {
         rows.push(vec![button("Always allow", Approval::AlwaysAllow)]);
     }
-    let message = match post(&shared, target, &view, InlineKeyboardMarkup::new(rows)).await {
+    let message = match post(&bot, target, &view, InlineKeyboardMarkup::new(rows)).await {
         Ok(message) => message,
         Err(e) => {
             tracing::error!(%group, tool = %tool_name, %e, "cannot post an approval request; denied");
-            shared.approvals.lock().remove(&id);
+            waiting.lock().remove(&id);
             return;
         }
     };
@@ -156,39 +163,39 @@ async fn ask(shared: Arc<Shared>, ask: ApprovalAsk) {
             Err(_) => "⌛ No longer waiting: denied.".to_owned(),
         },
         _ = respond.closed() => {
-            shared.approvals.lock().remove(&id);
+            waiting.lock().remove(&id);
             "⌛ No answer in time: denied.".to_owned()
         }
     };
     let (html, plain) = view.settled(&outcome);
-    settle(&shared, target.chat_id, message, Chunk { html, plain }).await;
+    settle(&bot, target.chat_id, message, Chunk { html, plain }).await;
 }
 
 /// Sends the input's file (if the view has one), then the prompt with its buttons.
 async fn post(
-    shared: &Shared,
+    bot: &TgBot,
     target: TelegramTarget,
     view: &view::View,
     keyboard: InlineKeyboardMarkup,
 ) -> Result<MessageId, teloxide::RequestError> {
     if let Some(doc) = &view.document {
         let file = InputFile::memory(doc.text.clone().into_bytes()).file_name(doc.file_name.clone());
-        let mut request = shared.bot.send_document(ChatId(target.chat_id), file);
+        let mut request = bot.send_document(ChatId(target.chat_id), file);
         if let Some(thread) = target.thread() {
             request = request.message_thread_id(thread);
         }
         request.await?;
     }
     let prompt = Chunk { html: view.html.clone(), plain: view.plain.clone() };
-    outbound::send_chunk(&shared.bot, target, &prompt, Some(keyboard)).await
+    outbound::send_chunk(bot, target, &prompt, Some(keyboard)).await
 }
 
 /// Replaces a prompt's text with its outcome and removes its buttons.
-async fn settle(shared: &Shared, chat_id: i64, message: MessageId, chunk: Chunk) {
-    let edit = shared.bot.edit_message_text(ChatId(chat_id), message, chunk.html).parse_mode(ParseMode::Html).await;
+async fn settle(bot: &TgBot, chat_id: i64, message: MessageId, chunk: Chunk) {
+    let edit = bot.edit_message_text(ChatId(chat_id), message, chunk.html).parse_mode(ParseMode::Html).await;
     if let Err(e) = edit {
         tracing::debug!(chat_id, %e, "cannot update an approval prompt; trying plain text");
-        let _ = shared.bot.edit_message_text(ChatId(chat_id), message, chunk.plain).await;
+        let _ = bot.edit_message_text(ChatId(chat_id), message, chunk.plain).await;
     }
 }
 

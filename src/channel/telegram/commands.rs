@@ -3,7 +3,9 @@
 
 use teloxide::utils::command::BotCommands;
 
-use super::{outbound, Shared, TelegramTarget};
+use super::outbound;
+use super::shared::Shared;
+use super::target::TelegramTarget;
 use crate::channel::group_commands::{BudgetAction, TasksAction};
 use crate::channel::SessionCommand;
 use crate::domain::OutboundKind;
@@ -46,15 +48,16 @@ pub(super) async fn chat_id(shared: &Shared, target: TelegramTarget, sender_id: 
     Ok(())
 }
 
-/// Runs a command sent by `sender_id` in a registered group's chat `target`.
+/// Runs a command sent by `sender_id` (one of the group's admins when
+/// `by_admin`) in a registered group's chat `target`.
 pub(super) async fn run(
     shared: &Shared,
     group: &GroupRecord,
     target: TelegramTarget,
     sender_id: Option<i64>,
+    by_admin: bool,
     cmd: Cmd,
 ) -> anyhow::Result<()> {
-    let by_admin = sender_id.is_some_and(|id| group.settings.admins.contains(&id.to_string()));
     let session = match cmd {
         Cmd::Status => SessionCommand::Status,
         Cmd::Stop => SessionCommand::Stop,

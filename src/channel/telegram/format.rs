@@ -411,23 +411,7 @@ impl Writer {
                 self.item();
                 Closer::Item
             }
-            Tag::Table(_) => {
-                self.block();
-                self.table = Some(Table::default());
-                Closer::Table
-            }
-            Tag::TableHead | Tag::TableRow => {
-                if let Some(table) = &mut self.table {
-                    table.rows.push(Vec::new());
-                }
-                Closer::Nothing
-            }
-            Tag::TableCell => {
-                if let Some(row) = self.table.as_mut().and_then(|table| table.rows.last_mut()) {
-                    row.push(String::new());
-                }
-                Closer::Nothing
-            }
+            Tag::Table(_) | Tag::TableHead | Tag::TableRow | Tag::TableCell => self.table_part(&tag),
             Tag::Emphasis => self.style(Style::Italic),
             Tag::Strong => self.style(Style::Bold),
             Tag::Strikethrough => self.style(Style::Strike),
@@ -460,27 +444,8 @@ impl Writer {
                 self.out.push_str(style.tag());
                 self.out.push('>');
             }
-            Closer::Quote(saved) => {
-                self.quote_depth -= 1;
-                if let Some(saved) = saved {
-                    if self.out.ends_with("<blockquote>") {
-                        self.restore(saved);
-                    } else {
-                        self.out.push_str("</blockquote>");
-                    }
-                }
-            }
-            Closer::Code { close, content_at, saved } => {
-                self.in_code_block = false;
-                if self.out.ends_with('\n') && self.out.len() > content_at {
-                    self.out.pop();
-                }
-                if self.out.len() == content_at {
-                    self.restore(saved);
-                } else {
-                    self.out.push_str(close);
-                }
-            }
+            Closer::Quote(saved) => self.end_quote(saved),
+            Closer::Code { close, content_at, saved } => self.end_code(close, content_at, saved),
             Closer::HtmlBlock => {
                 let end = self.out.trim_end().len();
                 self.out.truncate(end);
@@ -505,6 +470,51 @@ impl Writer {
                 }
             }
             Closer::Link(link) => self.end_link(link),
+        }
+    }
+
+    /// A table, or a row or cell of it: gathered, and written whole at its end.
+    fn table_part(&mut self, tag: &Tag) -> Closer {
+        match tag {
+            Tag::Table(_) => {
+                self.block();
+                self.table = Some(Table::default());
+                return Closer::Table;
+            }
+            Tag::TableCell => {
+                if let Some(row) = self.table.as_mut().and_then(|table| table.rows.last_mut()) {
+                    row.push(String::new());
+                }
+            }
+            _ => {
+                if let Some(table) = &mut self.table {
+                    table.rows.push(Vec::new());
+                }
+            }
+        }
+        Closer::Nothing
+    }
+
+    fn end_quote(&mut self, saved: Option<Saved>) {
+        self.quote_depth -= 1;
+        if let Some(saved) = saved {
+            if self.out.ends_with("<blockquote>") {
+                self.restore(saved);
+            } else {
+                self.out.push_str("</blockquote>");
+            }
+        }
+    }
+
+    fn end_code(&mut self, close: &'static str, content_at: usize, saved: Saved) {
+        self.in_code_block = false;
+        if self.out.ends_with('\n') && self.out.len() > content_at {
+            self.out.pop();
+        }
+        if self.out.len() == content_at {
+            self.restore(saved);
+        } else {
+            self.out.push_str(close);
         }
     }
 

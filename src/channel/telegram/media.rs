@@ -114,7 +114,7 @@ fn with_file(kind: MediaKind, file: &FileMeta) -> Attachment {
 /// limits what a bot sends, not what it fetches.
 pub struct Files {
     /// The bot as configured; the download itself goes through
-    /// [`super::files_bot`], without teloxide's 17 s limit.
+    /// [`super::target::files_bot`], without teloxide's 17 s limit.
     pub bot: Bot,
 }
 
@@ -136,7 +136,7 @@ impl Fetch for Files {
             }
             // A size Telegram did not give is taken as the most it may be.
             let limit = transfer_timeout(announced.unwrap_or(max).min(max));
-            let bot = super::files_bot(&self.bot);
+            let bot = super::target::files_bot(&self.bot);
             tokio::time::timeout(limit, download(&bot, &file.path, into)).await.unwrap_or_else(|_| {
                 Err(FetchError::Transient(format!(
                     "the download did not finish within {}",

@@ -29,8 +29,10 @@ mod inbound;
 mod media;
 mod outbound;
 mod polling;
+mod shared;
 mod status;
 mod stop;
+mod target;
 mod updates;
 mod webhook;
 
@@ -38,123 +40,24 @@ pub use media::Files;
 pub use status::{TelegramStatus, STATUS_TIMEOUT};
 pub use stop::DATA as STOP_BUTTON_DATA;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use anyhow::Context;
 use teloxide::adaptors::throttle::Limits;
-use teloxide::adaptors::Throttle;
 use teloxide::prelude::*;
 use teloxide::utils::command::BotCommands;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::delivery::{self, OutboxLedger};
-use super::{ApprovalAsk, FirstSight, Ports};
+use super::intake::{Intake, Redelivery};
+use super::{ApprovalAsk, Ports};
 use crate::config::TelegramConfig;
-use crate::domain::{ChatAddress, Platform};
+use crate::domain::Platform;
 use crate::retry::{Backoff, RetryPolicy};
-
-/// The bot as pincer uses it: every request goes through the rate limiter.
-type TgBot = Throttle<Bot>;
-
-/// `bot` for uploading and downloading files: the same token and Bot API,
-/// over a client with teloxide's settings but no 17 s limit on the whole
-/// request (only [`delivery::files::TRANSFER_CAP`], a backstop): the caller
-/// bounds each transfer by the file's size. One client for the process, so
-/// its connections are reused.
-fn files_bot(bot: &Bot) -> Bot {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    let client = CLIENT.get_or_init(|| {
-        teloxide::net::default_reqwest_settings().timeout(delivery::files::TRANSFER_CAP).build().unwrap_or_else(|e| {
-            tracing::warn!(%e, "cannot build the Telegram client for files; they share the bot's 17 s limit");
-            bot.client().clone()
-        })
-    });
-    Bot::with_client(bot.token(), client.clone()).set_api_url(bot.api_url())
-}
-
-/// A Telegram chat, or one forum topic of it: a [`ChatAddress`] as the Bot API takes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct TelegramTarget {
-    chat_id: i64,
-    topic_id: Option<i64>,
-}
-
-impl TelegramTarget {
-    fn address(self) -> ChatAddress {
-        ChatAddress::telegram(self.chat_id, self.topic_id)
-    }
-
-    /// `None` for another platform's address, or ids that are not Telegram's.
-    fn from_address(at: &ChatAddress) -> Option<TelegramTarget> {
-        if at.platform != Platform::Telegram {
-            return None;
-        }
-        let topic_id = match &at.thread {
-            Some(thread) => Some(thread.parse().ok()?),
-            None => None,
-        };
-        Some(TelegramTarget { chat_id: at.chat.parse().ok()?, topic_id })
-    }
-
-    /// The forum topic it posts into, as the Bot API takes it. A topic id
-    /// never exceeds a message id, so one that does not fit is no topic.
-    fn thread(self) -> Option<teloxide::types::ThreadId> {
-        let topic = i32::try_from(self.topic_id?).ok()?;
-        Some(teloxide::types::ThreadId(teloxide::types::MessageId(topic)))
-    }
-}
-
-/// What the update handlers and the approval loop share.
-struct Shared {
-    bot: TgBot,
-    me: teloxide::types::Me,
-    ports: Ports,
-    assistant: String,
-    approvals: approvals::Waiting,
-    typing: crate::channel::typing::Typing,
-    /// Status messages and the receipt reaction, outside the rate limiter.
-    status: Arc<TelegramStatus>,
-    /// The groups' status messages being kept up to date.
-    progress: crate::channel::progress::Progress,
-    unknown_chats: FirstSight<i64>,
-    /// Whether updates arrive; false from a failed receive until the next success.
-    receiving: AtomicBool,
-}
-
-impl Shared {
-    /// Receiving failed (the Bot API is unreachable, or refuses the token):
-    /// the poller tries again with backoff; this says so once, with what to do,
-    /// and stores it for `pincer doctor`.
-    async fn receive_failed(&self, error: String) {
-        if self.receiving.swap(false, Ordering::SeqCst) {
-            let hint = if ["Invalid bot token", "Unauthorized"].iter().any(|t| error.contains(t)) {
-                "the bot token was refused (revoked?): get the current one from @BotFather, set [telegram] \
-                 token, and restart pincer"
-            } else {
-                "pincer keeps trying; replies wait in the outbox meanwhile"
-            };
-            tracing::error!("cannot receive Telegram updates: {error}; {hint}");
-            let detail = format!("{error}; {hint}");
-            if let Err(e) = self.ports.directory.set_health(Platform::Telegram, "failing", Some(&detail), None).await {
-                tracing::error!(%e, "cannot store Telegram's connection state");
-            }
-        } else {
-            tracing::debug!("receiving Telegram updates failed again: {error}");
-        }
-    }
-
-    /// A poll succeeded or an update arrived, so receiving works (again).
-    async fn receiving_works(&self) {
-        if !self.receiving.swap(true, Ordering::SeqCst) {
-            tracing::info!("Telegram updates arrive again");
-            if let Err(e) = self.ports.directory.set_health(Platform::Telegram, "connected", None, None).await {
-                tracing::error!(%e, "cannot store Telegram's connection state");
-            }
-        }
-    }
-}
+use shared::Shared;
+use target::files_bot;
 
 /// A connected bot, ready to serve.
 pub struct Telegram {
@@ -235,12 +138,11 @@ impl Telegram {
             bot,
             me,
             ports,
-            assistant: assistant.to_owned(),
-            approvals: approvals::Waiting::default(),
+            intake: Intake::new(assistant, Redelivery::Never),
+            approvals: Arc::default(),
             typing: crate::channel::typing::Typing::default(),
             status,
             progress: crate::channel::progress::Progress::default(),
-            unknown_chats: FirstSight::default(),
             receiving: AtomicBool::new(true),
         });
         Ok(Telegram { shared })
@@ -273,7 +175,7 @@ impl Telegram {
         let sender = Arc::new(outbound::Sender { bot: shared.bot.clone(), files });
         let ledger = OutboxLedger { outbox: shared.ports.outbox.clone(), directory: shared.ports.directory.clone() };
         let delivery = tokio::spawn(delivery::run(sender, ledger, retry, stop_delivery));
-        let asking = tokio::spawn(approvals::run(shared.clone(), asks, shutdown.clone()));
+        let asking = tokio::spawn(approvals::run(shared.bot.clone(), shared.approvals.clone(), asks, shutdown.clone()));
         let (status, directory) = (shared.status.clone(), shared.ports.directory.clone());
         crate::channel::progress::spawn_clean_up(status, directory, Platform::Telegram);
 

@@ -13,7 +13,7 @@ use teloxide::types::{InlineKeyboardMarkup, InputFile, MessageId, ParseMode};
 use teloxide::{ApiError, RequestError};
 
 use super::format::{self, Chunk};
-use super::{TelegramTarget, TgBot};
+use super::target::{TelegramTarget, TgBot};
 use crate::channel::{Deliver, DeliveryError};
 use crate::domain::media::{FileKind, OutboundFile};
 use crate::domain::{ChatAddress, OutboundKind, Platform};
@@ -22,7 +22,7 @@ use crate::domain::{ChatAddress, OutboundKind, Platform};
 pub(super) struct Sender {
     pub bot: TgBot,
     /// For files: no 17 s limit on an upload (delivery bounds it by the
-    /// file's size), see `super::files_bot`.
+    /// file's size), see `super::target::files_bot`.
     pub files: TgBot,
 }
 

@@ -21,8 +21,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::shared::Shared;
 use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
-use super::Shared;
 use crate::retry::{Backoff, RetryPolicy};
 
 /// How long a poll waits for the updates in hand to be handled, so the next
@@ -67,12 +67,7 @@ pub(super) async fn run(
             Ok(updates) => {
                 backoff.succeeded();
                 shared.receiving_works().await;
-                for update in updates {
-                    let id = update.id.0;
-                    if book.take(id, Instant::now()) {
-                        workers.dispatch(update, Handled::new(id, tell.clone())).await;
-                    }
-                }
+                hand_on(updates, &mut book, workers, &tell).await;
             }
             Err(e) => {
                 let asked = match &e {
@@ -88,14 +83,29 @@ pub(super) async fn run(
     }
     settle(&mut book, &mut handled, LAST_WAIT, &CancellationToken::new()).await;
     workers.close();
-    // Confirms what was handled, so the next start does not see it again.
-    if let Some(offset) = book.offset(Instant::now()) {
-        let confirm = shared.bot.get_updates().offset(offset).limit(1).timeout(0).send();
-        match tokio::time::timeout(LAST_WAIT, confirm).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::debug!("cannot confirm the last Telegram updates at the stop: {e}"),
-            Err(_) => tracing::debug!("confirming the last Telegram updates at the stop took too long"),
+    confirm_last(shared, &mut book).await;
+}
+
+/// Hands each update Telegram did not send before to its chat's worker.
+async fn hand_on(updates: Vec<Update>, book: &mut Book, workers: &Arc<Workers>, tell: &mpsc::UnboundedSender<u32>) {
+    for update in updates {
+        let id = update.id.0;
+        if book.take(id, Instant::now()) {
+            workers.dispatch(update, Handled::new(id, tell.clone())).await;
         }
+    }
+}
+
+/// Confirms what was handled at a stop, so the next start does not see it again.
+async fn confirm_last(shared: &Shared, book: &mut Book) {
+    let Some(offset) = book.offset(Instant::now()) else {
+        return;
+    };
+    let confirm = shared.bot.get_updates().offset(offset).limit(1).timeout(0).send();
+    match tokio::time::timeout(LAST_WAIT, confirm).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::debug!("cannot confirm the last Telegram updates at the stop: {e}"),
+        Err(_) => tracing::debug!("confirming the last Telegram updates at the stop took too long"),
     }
 }
 

@@ -15,7 +15,8 @@ use teloxide::prelude::*;
 use teloxide::types::{InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ReactionType};
 use teloxide::{ApiError, RequestError};
 
-use super::{stop, TelegramTarget};
+use super::stop;
+use super::target::TelegramTarget;
 use crate::channel::progress::{StatusError, StatusPort};
 use crate::domain::ChatAddress;
 
@@ -34,7 +35,7 @@ pub struct TelegramStatus {
 }
 
 impl TelegramStatus {
-    /// Over `bot` as [`super::Telegram::client`] builds it (not throttled).
+    /// Over `bot` as [`crate::channel::telegram::Telegram::client`] builds it (not throttled).
     pub fn new(bot: Bot) -> TelegramStatus {
         TelegramStatus { bot }
     }

@@ -9,8 +9,8 @@
 use teloxide::prelude::*;
 use teloxide::types::MaybeInaccessibleMessage;
 
-use super::{Shared, TelegramTarget};
-use crate::channel::SessionCommand;
+use super::target::TelegramTarget;
+use crate::channel::{Ports, SessionCommand};
 use crate::domain::GroupName;
 
 /// The Stop button's `callback_data`.
@@ -52,12 +52,12 @@ pub(super) fn verdict(admins: &[String], presser: i64) -> Verdict {
 }
 
 /// Handles a press of the Stop button; returns what the presser is told.
-pub(super) async fn pressed(shared: &Shared, query: &CallbackQuery) -> String {
+pub(super) async fn pressed(ports: &Ports, query: &CallbackQuery) -> String {
     let Some(message) = &query.message else {
         return "This button is no longer in use.".to_owned();
     };
     let at = pressed_in(message).address();
-    let group = match shared.ports.directory.group_for(&at).await {
+    let group = match ports.directory.group_for(&at).await {
         Ok(group) => group,
         Err(e) => {
             tracing::error!(chat = %at, %e, "cannot look up the group of a pressed Stop button");
@@ -74,24 +74,22 @@ pub(super) async fn pressed(shared: &Shared, query: &CallbackQuery) -> String {
             NOT_ADMIN.to_owned()
         }
         // A button left on an old message: said to the presser alone, not the chat.
-        Verdict::Stop { .. } if idle(shared, &group.name).await => "The agent is not in a turn right now.".to_owned(),
-        Verdict::Stop { by_admin } => {
-            match shared.ports.session_command(&group, SessionCommand::Stop, by_admin).await {
-                Ok(()) => "Stopping the agent.".to_owned(),
-                Err(e) => {
-                    tracing::error!(group = %group.name, %e, "the Stop button could not interrupt the agent");
-                    format!("Cannot stop the agent: {e}. Try /stop.")
-                }
+        Verdict::Stop { .. } if idle(ports, &group.name).await => "The agent is not in a turn right now.".to_owned(),
+        Verdict::Stop { by_admin } => match ports.session_command(&group, SessionCommand::Stop, by_admin).await {
+            Ok(()) => "Stopping the agent.".to_owned(),
+            Err(e) => {
+                tracing::error!(group = %group.name, %e, "the Stop button could not interrupt the agent");
+                format!("Cannot stop the agent: {e}. Try /stop.")
             }
-        }
+        },
     }
 }
 
 /// Whether the group's agent has nothing a stop would end (no turn, no
 /// resend waiting). A session that cannot be reached is not idle: `/stop`'s
 /// path then says what went wrong.
-async fn idle(shared: &Shared, group: &GroupName) -> bool {
-    match shared.ports.router.session(group).await {
+async fn idle(ports: &Ports, group: &GroupName) -> bool {
+    match ports.router.session(group).await {
         Ok(session) => {
             let status = session.status();
             !status.in_turn && status.resend_at.is_none()

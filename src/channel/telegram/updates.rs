@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use teloxide::types::{AllowedUpdate, Update, UpdateKind};
 use tokio::sync::mpsc;
 
-use super::{inbound, Shared};
+use super::inbound;
+use super::shared::Shared;
 
 /// How many updates may wait for one chat's worker; when full, the source
 /// waits, so Telegram keeps what pincer cannot take yet.

@@ -17,8 +17,8 @@ use teloxide::RequestError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::shared::Shared;
 use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
-use super::Shared;
 use crate::config::TelegramConfig;
 use crate::retry::{Backoff, RetryPolicy};
 

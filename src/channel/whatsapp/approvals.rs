@@ -17,9 +17,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::client::WaClient;
-use super::Shared;
 use crate::channel::ApprovalAsk;
 use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest};
+use crate::outbox::Outbox;
 
 /// Letters and digits that cannot be mistaken for each other when typed.
 const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
@@ -132,38 +132,46 @@ fn code() -> String {
     bytes[..4].iter().map(|b| CODE_ALPHABET[usize::from(*b) % CODE_ALPHABET.len()] as char).collect()
 }
 
+/// What showing prompts takes: the client to post them, the outbox for
+/// what is said about them later, and the adapter's prompts waiting.
+pub(super) struct Asker<C> {
+    pub client: Arc<C>,
+    pub outbox: Outbox,
+    pub waiting: Arc<Waiting>,
+}
+
 /// Shows each approval request in its group until pincer stops.
 pub(super) async fn run<C: WaClient>(
-    shared: Arc<Shared<C>>,
+    shared: Arc<Asker<C>>,
     asks: mpsc::Receiver<ApprovalAsk>,
     shutdown: CancellationToken,
 ) {
     crate::channel::approvals::serve_asks(asks, shutdown, |next| ask(shared.clone(), next)).await
 }
 
-async fn ask<C: WaClient>(shared: Arc<Shared<C>>, ask: ApprovalAsk) {
+async fn ask<C: WaClient>(shared: Arc<Asker<C>>, ask: ApprovalAsk) {
     let ApprovalAsk { to, admins, request } = ask;
     let ApprovalRequest { group, tool_name, summary, timeout, mut respond, .. } = request;
     let (decide, decided) = oneshot::channel();
-    let code = shared.approvals.open(&to.chat, admins, decide);
+    let code = shared.waiting.open(&to.chat, admins, decide);
     let view = match view::view(&code, &tool_name, &summary, timeout) {
         Ok(view) => view,
         Err(too_long) => {
             tracing::warn!(%group, tool = %tool_name, "a tool input too long to show on WhatsApp; denied without asking");
-            shared.approvals.forget(&code);
+            shared.waiting.forget(&code);
             let by = "pincer (its input is too long to show the admins in full on WhatsApp; do it in smaller steps)";
             let by = by.to_owned();
             let _ = respond.send(ApprovalAnswer { verdict: Approval::Deny, by });
-            shared.ports.outbox.notice(&group, &too_long.notice).await;
+            shared.outbox.notice(&group, &too_long.notice).await;
             return;
         }
     };
-    shared.approvals.offer_always(&code, view.offer_always);
+    shared.waiting.offer_always(&code, view.offer_always);
     match post(&*shared, &to.chat, &view).await {
-        Ok(id) => shared.approvals.posted(&code, id),
+        Ok(id) => shared.waiting.posted(&code, id),
         Err(e) => {
             tracing::error!(%group, tool = %tool_name, %e, "cannot post an approval request; denied");
-            shared.approvals.forget(&code);
+            shared.waiting.forget(&code);
             return;
         }
     }
@@ -174,22 +182,18 @@ async fn ask<C: WaClient>(shared: Arc<Shared<C>>, ask: ApprovalAsk) {
             Err(_) => false,
         },
         _ = respond.closed() => {
-            shared.approvals.forget(&code);
+            shared.waiting.forget(&code);
             true
         }
     };
     if late {
         let text = format!("⌛ No answer to {code} in time: {tool_name} was denied.");
-        shared.ports.outbox.notice(&group, &text).await;
+        shared.outbox.notice(&group, &text).await;
     }
 }
 
 /// Sends the input's parts (if any), then the prompt; returns the prompt's id.
-async fn post<C: WaClient>(
-    shared: &Shared<C>,
-    chat: &str,
-    view: &view::View,
-) -> Result<String, super::client::WaError> {
+async fn post<C: WaClient>(shared: &Asker<C>, chat: &str, view: &view::View) -> Result<String, super::client::WaError> {
     for part in &view.parts {
         shared.client.send_text(chat, part).await?;
     }

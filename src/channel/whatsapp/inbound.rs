@@ -3,8 +3,9 @@
 //! not registered go nowhere. An engaging message gets the receipt reaction
 //! once it is stored.
 //!
-//! A crate message is turned into [`WaMessage`] first (in `event`); every
-//! decision after that is made on our types.
+//! A crate message is turned into [`WaMessage`] first (in `event`), then
+//! into an intake [`Arrival`]: which group, whether it engages the agent,
+//! and storing it are `channel::intake`'s.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -12,18 +13,17 @@ use std::time::SystemTime;
 use super::approvals::Answerer;
 use super::client::{OwnIds, WaClient};
 use super::commands::{Cmd, HELP};
-use super::Shared;
+use super::shared::Shared;
+use super::status::{STATUS_EVERY, STATUS_TIMEOUT};
 use crate::channel::group_commands::{BudgetAction, TasksAction};
+use crate::channel::intake::{self, Addressed, Arrival, Taken};
 use crate::channel::{text, SessionCommand};
 use crate::domain::activity::ProgressMode;
-use crate::domain::{ChatAddress, Inbound, OutboundKind, Platform, Source};
+use crate::domain::{ChatAddress, OutboundKind, Platform};
 use crate::store::GroupRecord;
 
 /// How often "typing…" is sent again: WhatsApp drops a composing state after a while.
 const TYPING_REPEAT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// How much of a quoted message the agent is shown.
-const QUOTE_CHARS: usize = 80;
 
 /// A text message as pincer reads it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -64,41 +64,46 @@ impl WaMessage {
 
     /// "Name: first words" of the quoted message.
     fn reply_to(&self) -> Option<String> {
-        let said: String = self.quoted_text.as_deref()?.chars().take(QUOTE_CHARS).collect();
-        let who = self.quoted_sender.as_deref().unwrap_or("someone");
-        Some(format!("{who}: {said}"))
+        let said = self.quoted_text.as_deref()?;
+        Some(intake::quote(self.quoted_sender.as_deref().unwrap_or("someone"), said))
+    }
+
+    /// The message as intake takes it. It addresses the bot when it
+    /// @-mentions the linked account (by number or LID), quotes one of its
+    /// messages, or quotes one pincer sent (which only the store knows).
+    fn arrival(&self, me: &OwnIds) -> Arrival {
+        let quotes_me = self.quoted_sender.as_deref().is_some_and(|s| me.is_me(s));
+        Arrival {
+            at: self.address(),
+            external_id: self.id.clone(),
+            sender_id: self.sender_number.clone(),
+            sender_name: self.sender_name.clone(),
+            text: self.text.clone(),
+            sent_at: self.sent_at.unwrap_or_else(SystemTime::now),
+            reply_to: self.reply_to(),
+            addressed: Addressed {
+                mentions_bot: self.mentions.iter().any(|m| me.is_me(m)),
+                replies_to_bot: self.quoted_id.is_some() && quotes_me,
+                replies_to: self.quoted_id.clone().filter(|_| !quotes_me),
+            },
+            private: false,
+            media: self.media.clone(),
+            album: None,
+        }
     }
 }
 
-/// Whether a message wakes the group's agent: in a group without a trigger,
-/// always; otherwise when it starts with the trigger (case-insensitive, as a
-/// whole word), @-mentions the linked account (by number or LID), or replies
-/// to one of the bot's messages.
-pub(super) fn engages(
-    msg: &WaMessage,
-    group: &GroupRecord,
-    assistant: &str,
-    me: &OwnIds,
-    replies_to_bot: bool,
-) -> bool {
-    if !group.settings.requires_trigger || replies_to_bot || msg.mentions.iter().any(|m| me.is_me(m)) {
-        return true;
-    }
-    let trigger = group.settings.trigger.clone().unwrap_or_else(|| format!("@{assistant}"));
-    crate::channel::starts_with_word(msg.text.trim_start(), &trigger)
-}
-
-/// Takes one message: stores it (or refuses a second copy) before returning,
-/// so WhatsApp is acknowledged only for what pincer holds.
+/// Takes one message: hands it to intake, which stores it (or refuses a
+/// second copy) before this returns, so WhatsApp is acknowledged only for
+/// what pincer holds. The bot's own messages, direct chats, `/chatid` and
+/// the answers to approval prompts are WhatsApp's own.
 pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMessage) -> anyhow::Result<()> {
-    let ports = &shared.ports;
     let me = shared.client.own_ids();
-    let here = msg.address();
     // On a personal number the bot's own posts come back: never answer them.
     if msg.from_me || me.number.as_deref().is_some_and(|n| msg.sender_number.as_deref() == Some(n)) {
         return Ok(());
     }
-    if ports.directory.was_sent(&here, &msg.message_id).await? {
+    if shared.ports.directory.was_sent(&msg.address(), &msg.message_id).await? {
         return Ok(());
     }
     if !msg.is_group {
@@ -115,80 +120,63 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
         chat_id(shared, &msg);
         return Ok(());
     }
-    let Some(group) = ports.directory.group_for(&here).await? else {
-        if shared.unknown_chats.first(&msg.chat) {
-            // Asking WhatsApp for the subject must not hold up the receive path.
-            let (client, jid) = (shared.client.clone(), msg.chat.clone());
-            tokio::spawn(async move {
-                let subject = client.group_subject(&jid).await.unwrap_or_default();
-                tracing::warn!(
-                    %jid, %subject,
-                    "a message from a WhatsApp group that is not registered was ignored; register it with \
-                     `pincer groups add NAME --whatsapp {jid}`"
-                );
-            });
+    match shared.intake.take(&shared.ports, msg.arrival(&me), command).await {
+        Ok(Taken::Unregistered { first: true }) => unregistered(shared, &msg),
+        Ok(Taken::Command { group, command, by_admin }) => {
+            return run_command(shared, &group, &msg, command, by_admin, prompt_code).await
         }
-        return Ok(());
-    };
-    if !group.active {
-        tracing::info!(group = %group.name, "the group's WhatsApp chat is reachable again");
-        ports.directory.set_reachable(&group.name, true, None).await?;
-    }
-    if let Some(cmd) = command {
-        return run_command(shared, &group, &msg, cmd, prompt_code).await;
-    }
-    let replies_to_bot = match &msg.quoted_id {
-        Some(quoted) => {
-            msg.quoted_sender.as_deref().is_some_and(|s| me.is_me(s)) || ports.directory.was_sent(&here, quoted).await?
-        }
-        None => false,
-    };
-    let mut inbound = Inbound::new(group.name.clone(), Source::Chat(Platform::WhatsApp), &msg.sender_name, &msg.text);
-    inbound.sender_id = msg.sender_number.clone();
-    inbound.sent_at = msg.sent_at.unwrap_or_else(SystemTime::now);
-    inbound.reply_to = msg.reply_to();
-    inbound.external_id = Some(msg.id.clone());
-    inbound.media = msg.media.clone();
-    let result = if engages(&msg, &group, &shared.assistant, &me, replies_to_bot) {
-        ports.router.send(inbound).await.map(Some)
-    } else {
-        ports.router.observe(&inbound).await.map(|_| None)
-    };
-    match result {
-        Ok(Some(_)) => {
-            let mut progress = ports.progress_for(&group);
-            progress.every = progress.every.max(super::STATUS_EVERY);
-            let session = ports.router.session(&group.name).await?;
-            if progress.mode != ProgressMode::Off {
-                receipt(shared, &msg, &progress.reaction);
-                let (status, directory) = (shared.status.clone(), ports.directory.clone());
-                shared.progress.follow(&group.name, session.activity(), status, here.clone(), progress, directory);
-            }
-            let (client, chat) = (shared.client.clone(), msg.chat.clone());
-            shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
-                let (client, chat) = (client.clone(), chat.clone());
-                async move { client.composing(&chat, on).await.map_err(|e| e.to_string()) }
-            });
-            Ok(())
-        }
-        Ok(None) => Ok(()),
-        Err(e) if e.is_duplicate() => {
-            tracing::debug!(group = %group.name, id = %msg.id, "a WhatsApp message came again; dropped");
-            Ok(())
-        }
-        Err(e) => {
+        Ok(Taken::Engaged { group }) => return engaged(shared, &group, &msg).await,
+        Ok(Taken::Unregistered { first: false } | Taken::Observed | Taken::Duplicate) => {}
+        Err(refused) => {
             // Not stored, so not acked: WhatsApp may bring it again. The chat is
             // told now, from its own task (the hook never waits on a send).
-            let text = text::not_taken(&e);
-            let (client, jid) = (shared.client.clone(), msg.chat.clone());
-            tokio::spawn(async move {
-                if let Err(e) = client.send_text(&jid, &text).await {
-                    tracing::warn!(%jid, %e, "cannot tell the chat that its message was not taken");
-                }
-            });
-            Err(e.into())
+            if refused.tell {
+                let text = text::not_taken(&refused.error);
+                let (client, jid) = (shared.client.clone(), msg.chat.clone());
+                tokio::spawn(async move {
+                    if let Err(e) = client.send_text(&jid, &text).await {
+                        tracing::warn!(%jid, %e, "cannot tell the chat that its message was not taken");
+                    }
+                });
+            }
+            return Err(refused.into());
         }
     }
+    Ok(())
+}
+
+/// Says once how to register a group that is not; asking WhatsApp for the
+/// subject must not hold up the receive path.
+fn unregistered<C: WaClient>(shared: &Shared<C>, msg: &WaMessage) {
+    let (client, jid) = (shared.client.clone(), msg.chat.clone());
+    tokio::spawn(async move {
+        let subject = client.group_subject(&jid).await.unwrap_or_default();
+        tracing::warn!(
+            %jid, %subject,
+            "a message from a WhatsApp group that is not registered was ignored; register it with \
+             `pincer groups add NAME --whatsapp {jid}`"
+        );
+    });
+}
+
+/// A message the agent will answer: the receipt, the status message, and
+/// "composing…" while the turn runs.
+async fn engaged<C: WaClient>(shared: &Arc<Shared<C>>, group: &GroupRecord, msg: &WaMessage) -> anyhow::Result<()> {
+    let ports = &shared.ports;
+    let mut progress = ports.progress_for(group);
+    progress.every = progress.every.max(STATUS_EVERY);
+    let session = ports.router.session(&group.name).await?;
+    if progress.mode != ProgressMode::Off {
+        receipt(shared, msg, &progress.reaction);
+        let (status, directory) = (shared.status.clone(), ports.directory.clone());
+        shared.progress.follow(&group.name, session.activity(), status, msg.address(), progress, directory);
+    }
+    let (client, chat) = (shared.client.clone(), msg.chat.clone());
+    shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
+        let (client, chat) = (client.clone(), chat.clone());
+        async move { client.composing(&chat, on).await.map_err(|e| e.to_string()) }
+    });
+    Ok(())
 }
 
 /// Puts the receipt reaction on a message the agent will answer, from its
@@ -200,7 +188,7 @@ fn receipt<C: WaClient>(shared: &Shared<C>, msg: &WaMessage, emoji: &str) {
     let (client, emoji) = (shared.client.clone(), emoji.to_owned());
     let (chat, sender, id) = (msg.chat.clone(), msg.sender.clone(), msg.message_id.clone());
     tokio::spawn(async move {
-        let reacted = tokio::time::timeout(super::STATUS_TIMEOUT, client.react(&chat, &sender, &id, &emoji)).await;
+        let reacted = tokio::time::timeout(STATUS_TIMEOUT, client.react(&chat, &sender, &id, &emoji)).await;
         match reacted {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::debug!(%chat, %e, "cannot put the receipt reaction on a WhatsApp message"),
@@ -230,9 +218,9 @@ async fn run_command<C: WaClient>(
     group: &GroupRecord,
     msg: &WaMessage,
     cmd: Cmd,
+    by_admin: bool,
     prompt_code: Option<String>,
 ) -> anyhow::Result<()> {
-    let by_admin = msg.sender_number.as_deref().is_some_and(|n| group.settings.admins.iter().any(|a| a == n));
     let session = match cmd {
         Cmd::Status => SessionCommand::Status,
         Cmd::Stop => SessionCommand::Stop,
@@ -278,6 +266,14 @@ mod tests {
         WaMessage { text: text.into(), is_group: true, ..WaMessage::default() }
     }
 
+    /// Whether `msg` engages as intake sees it (`quoted_by_pincer`: the store
+    /// says pincer sent the quoted message).
+    fn engages(msg: &WaMessage, g: &GroupRecord, assistant: &str, me: &OwnIds, quoted_by_pincer: bool) -> bool {
+        let arrival = msg.arrival(me);
+        let replies_to_bot = arrival.addressed.replies_to_bot || quoted_by_pincer;
+        intake::engages(&arrival, &g.settings, assistant, replies_to_bot)
+    }
+
     #[test]
     fn the_trigger_a_mention_or_a_reply_to_the_bot_engages() {
         let me = OwnIds { number: Some("4915100000009".into()), lid: Some("123456789".into()) };
@@ -294,6 +290,21 @@ mod tests {
         assert!(!engages(&someone_else, &g, "Andy", &me, false));
         assert!(engages(&msg("and then?"), &g, "Andy", &me, true));
         assert!(engages(&msg("anything"), &group(false), "Andy", &me, false));
+    }
+
+    #[test]
+    fn a_quote_of_the_bot_addresses_it_and_one_of_anyone_else_asks_the_store() {
+        let me = OwnIds { number: Some("4915100000009".into()), lid: Some("123456789".into()) };
+        let quoting = |sender: &str| WaMessage {
+            quoted_id: Some("3EB0ORIG".into()),
+            quoted_sender: Some(sender.into()),
+            ..msg("and then?")
+        };
+        let of_me = quoting("123456789").arrival(&me).addressed;
+        assert_eq!(of_me, Addressed { replies_to_bot: true, ..Addressed::default() });
+        let of_bob = quoting("4915100000001").arrival(&me).addressed;
+        assert_eq!(of_bob, Addressed { replies_to: Some("3EB0ORIG".into()), ..Addressed::default() });
+        assert_eq!(msg("hi").arrival(&me).addressed, Addressed::default());
     }
 
     #[test]

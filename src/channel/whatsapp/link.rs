@@ -19,7 +19,7 @@ use whatsapp_rust::types::events::{ChannelEventHandler, Event, Subscription};
 use whatsapp_rust::Client;
 use whatsapp_rust_sqlite_storage::SqliteStore;
 
-use super::Hook;
+use super::adapter::Hook;
 use crate::config::Config;
 use crate::domain::Platform;
 use crate::store::Store;
@@ -186,6 +186,25 @@ async fn pair(
     by_code: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<String> {
+    let mut next = reached(config, events).await?;
+    let deadline = tokio::time::Instant::now() + config.whatsapp.pair_timeout;
+    loop {
+        if let Some(number) = pairing(&next, client, by_code, out).await? {
+            return Ok(number);
+        }
+        next = match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Ok(ev)) => ev,
+            Ok(Err(_)) => bail!("the WhatsApp client stopped before the phone paired"),
+            Err(_) => bail!(
+                "no phone paired within {}: run `pincer whatsapp link` again when the phone is at hand",
+                humantime::format_duration(config.whatsapp.pair_timeout)
+            ),
+        };
+    }
+}
+
+/// The first event that answers the connection, within `connect_timeout`.
+async fn reached(config: &Config, events: &async_channel::Receiver<Arc<Event>>) -> anyhow::Result<Arc<Event>> {
     let connect = config.whatsapp.connect_timeout;
     let first = tokio::time::timeout(connect, async {
         loop {
@@ -197,8 +216,8 @@ async fn pair(
         }
     })
     .await;
-    let mut next = match first {
-        Ok(Some(ev)) => ev,
+    match first {
+        Ok(Some(ev)) => Ok(ev),
         Ok(None) => bail!("the WhatsApp client stopped before it reached WhatsApp"),
         Err(_) => bail!(
             "cannot reach WhatsApp within {} ({}): check this machine's internet access (a proxy or firewall may \
@@ -206,56 +225,54 @@ async fn pair(
             humantime::format_duration(connect),
             probe(config).await
         ),
-    };
-    let deadline = tokio::time::Instant::now() + config.whatsapp.pair_timeout;
-    loop {
-        match &*next {
-            Event::PairingQrCode(qr) if !by_code => {
-                writeln!(out, "{}", render_qr(&qr.code)?)?;
-                writeln!(
-                    out,
-                    "Scan this with the phone of the account pincer should use: WhatsApp → Settings → Linked \
-                     devices → Link a device (this code is valid for {}s; a new one follows).",
-                    qr.timeout.as_secs()
-                )?;
-            }
-            Event::PairingCode(code) => writeln!(
-                out,
-                "On the phone: WhatsApp → Settings → Linked devices → Link a device → Link with phone number \
-                 instead, and enter {} (valid for {}s).",
-                code.code,
-                code.timeout.as_secs()
-            )?,
-            Event::PairingCodeError(e) => bail!("WhatsApp refused to send a pairing code: {}", e.error),
-            Event::PairSuccess(ok) => {
-                let number = ok.id.user.to_string();
-                writeln!(out, "Paired; finishing the link ...")?;
-                // The client reconnects once after pairing; the link is complete when that connection is up.
-                let _ = client.wait_for_connected(Duration::from_secs(20)).await;
-                return Ok(number);
-            }
-            Event::PairError(e) => bail!("the pairing failed: {}", e.error),
-            Event::PairingQrCodesExhausted(_) => {
-                bail!(
-                    "no phone scanned the QR code in time: run `pincer whatsapp link` again when the phone is at hand"
-                )
-            }
-            Event::LoggedOut(_) | Event::ConnectFailure(_) => {
-                bail!("WhatsApp refused the connection; wait a while, then run `pincer whatsapp link` again")
-            }
-            Event::ClientOutdated(_) => bail!("WhatsApp refuses this client version: upgrade pincer"),
-            Event::TemporaryBan(_) => bail!("WhatsApp has temporarily banned this number"),
-            _ => {}
-        }
-        next = match tokio::time::timeout_at(deadline, events.recv()).await {
-            Ok(Ok(ev)) => ev,
-            Ok(Err(_)) => bail!("the WhatsApp client stopped before the phone paired"),
-            Err(_) => bail!(
-                "no phone paired within {}: run `pincer whatsapp link` again when the phone is at hand",
-                humantime::format_duration(config.whatsapp.pair_timeout)
-            ),
-        };
     }
+}
+
+/// One event while pairing: a code shown, the pairing's end (the linked
+/// number), or why it failed; `None` to wait for the next.
+async fn pairing(
+    event: &Event,
+    client: &Client,
+    by_code: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<Option<String>> {
+    match event {
+        Event::PairingQrCode(qr) if !by_code => {
+            writeln!(out, "{}", render_qr(&qr.code)?)?;
+            writeln!(
+                out,
+                "Scan this with the phone of the account pincer should use: WhatsApp → Settings → Linked \
+                 devices → Link a device (this code is valid for {}s; a new one follows).",
+                qr.timeout.as_secs()
+            )?;
+        }
+        Event::PairingCode(code) => writeln!(
+            out,
+            "On the phone: WhatsApp → Settings → Linked devices → Link a device → Link with phone number \
+             instead, and enter {} (valid for {}s).",
+            code.code,
+            code.timeout.as_secs()
+        )?,
+        Event::PairingCodeError(e) => bail!("WhatsApp refused to send a pairing code: {}", e.error),
+        Event::PairSuccess(ok) => {
+            let number = ok.id.user.to_string();
+            writeln!(out, "Paired; finishing the link ...")?;
+            // The client reconnects once after pairing; the link is complete when that connection is up.
+            let _ = client.wait_for_connected(Duration::from_secs(20)).await;
+            return Ok(Some(number));
+        }
+        Event::PairError(e) => bail!("the pairing failed: {}", e.error),
+        Event::PairingQrCodesExhausted(_) => {
+            bail!("no phone scanned the QR code in time: run `pincer whatsapp link` again when the phone is at hand")
+        }
+        Event::LoggedOut(_) | Event::ConnectFailure(_) => {
+            bail!("WhatsApp refused the connection; wait a while, then run `pincer whatsapp link` again")
+        }
+        Event::ClientOutdated(_) => bail!("WhatsApp refuses this client version: upgrade pincer"),
+        Event::TemporaryBan(_) => bail!("WhatsApp has temporarily banned this number"),
+        _ => {}
+    }
+    Ok(None)
 }
 
 /// A QR code as text for a terminal (two rows of modules per line).

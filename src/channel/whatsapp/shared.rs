@@ -1,0 +1,27 @@
+//! What the WhatsApp message handlers hold in common: the client, the
+//! ports, intake, and the state of prompts, typing, status messages and the
+//! connection's health. Touches nothing itself.
+
+use std::sync::Arc;
+
+use super::approvals;
+use super::health::Health;
+use super::status::WhatsAppStatus;
+use crate::channel::intake::Intake;
+use crate::channel::Ports;
+
+/// What the message handlers, the hook and the approval loop share.
+pub(super) struct Shared<C> {
+    pub client: Arc<C>,
+    pub ports: Ports,
+    pub intake: Intake,
+    pub approvals: Arc<approvals::Waiting>,
+    pub typing: crate::channel::typing::Typing,
+    /// Status messages and the receipt reaction.
+    pub status: Arc<WhatsAppStatus<C>>,
+    /// The groups' status messages being kept up to date.
+    pub progress: crate::channel::progress::Progress,
+    /// Whether the status messages a stopped pincer left were cleaned up.
+    pub cleaned: std::sync::atomic::AtomicBool,
+    pub health: Health,
+}

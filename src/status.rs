@@ -190,7 +190,7 @@ fn spending(out: &mut String, g: &GroupView) {
 #[cfg(test)]
 mod tests {
     use super::*;
-        use crate::store::{Backlog, PlatformView};
+    use crate::store::{Backlog, PlatformView};
 
     fn status(daemon: Option<LiveView>) -> Status {
         Status {

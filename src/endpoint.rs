@@ -19,20 +19,19 @@ use tokio_util::sync::CancellationToken;
 use crate::config::HttpConfig;
 use crate::domain::{unix_us, Platform};
 use crate::metrics::counters::{classic_text, counters};
-use crate::router::Router;
+use crate::status::{self, LiveSource};
 use crate::store::Store;
 
 /// What the endpoint reads.
 #[derive(Clone)]
 struct Shared {
     store: Store,
-    /// The sessions, for the status page.
-    router: Router,
+    /// What runs now, for the status page.
+    live_view: LiveSource,
     /// `timezone`: where today and this month begin on the status page.
     zone: Arc<str>,
     /// `[budget]` as reloaded, the groups' default.
     live: crate::config::Live,
-    started: SystemTime,
     /// The platforms this pincer serves: each must be connected to be ready.
     served: Arc<Vec<Platform>>,
     token: Option<Arc<str>>,
@@ -46,27 +45,32 @@ pub struct EndpointError {
     source: std::io::Error,
 }
 
-/// Binds `[http] listen` now (a taken port stops pincer at start, with why)
-/// and serves until `stop`.
-pub async fn spawn(
+/// The endpoint, bound and not serving yet.
+pub struct Endpoint {
+    at: std::net::SocketAddr,
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+}
+
+/// Binds `[http] listen` now (a taken port stops pincer at start, with
+/// why); `None` when it is not set.
+pub async fn bind(
     config: &HttpConfig,
     zone: &str,
     live: crate::config::Live,
     store: Store,
-    router: Router,
+    live_view: LiveSource,
     served: Vec<Platform>,
-    stop: CancellationToken,
-) -> Result<Option<tokio::task::JoinHandle<()>>, EndpointError> {
+) -> Result<Option<Endpoint>, EndpointError> {
     let Some(at) = config.listen else {
         return Ok(None);
     };
     let listener = tokio::net::TcpListener::bind(at).await.map_err(|source| EndpointError { at, source })?;
     let shared = Shared {
         store,
-        router,
+        live_view,
         zone: Arc::from(zone),
         live,
-        started: SystemTime::now(),
         served: Arc::new(served),
         token: config.token.as_ref().map(|t| Arc::from(t.expose())),
     };
@@ -76,13 +80,18 @@ pub async fn spawn(
         .route("/metrics", get(metrics))
         .route("/", get(page))
         .with_state(shared);
-    tracing::info!(%at, "serving /metrics, /healthz and /readyz");
-    Ok(Some(tokio::spawn(async move {
-        let served = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await });
+    Ok(Some(Endpoint { at, listener, app }))
+}
+
+impl Endpoint {
+    /// Serves until `stop`, then lets the requests under way finish.
+    pub async fn serve(self, stop: CancellationToken) {
+        tracing::info!(at = %self.at, "serving /metrics, /healthz and /readyz");
+        let served = axum::serve(self.listener, self.app).with_graceful_shutdown(async move { stop.cancelled().await });
         if let Err(e) = served.await {
             tracing::error!(%e, "the HTTP endpoint stopped");
         }
-    })))
+    }
 }
 
 /// The bearer token, compared in constant time; `None` when it may pass.
@@ -188,13 +197,12 @@ async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let now = SystemTime::now();
-    let store = match crate::status_cli::overview(&shared.store, &shared.zone, shared.live.budget(), now).await {
+    let store = match status::overview(&shared.store, &shared.zone, shared.live.budget(), now).await {
         Ok(store) => store,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the store: {e:#}\n")).into_response(),
     };
-    let daemon = Some(crate::control::server::live_view(&shared.router, shared.started));
-    let status = crate::status_cli::Status { daemon, store };
-    let text = crate::status_cli::render(&status, crate::status_cli::unix(now));
+    let screen = status::Status { daemon: Some((shared.live_view)()), store };
+    let text = status::render(&screen, status::unix(now));
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html(&text)).into_response()
 }
 

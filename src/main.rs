@@ -31,14 +31,7 @@ fn main() -> ExitCode {
     // Inside a sandbox: no config to read (the cwd is the agent's to write).
     if let Cmd::Forward { listen, to } = &cli.command {
         pincer::logging::init(default_level, &LogConfig::default());
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime starts");
-        return match runtime.block_on(pincer::sandbox::forward::run(*listen, to.clone())) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("pincer forward: {e}");
-                ExitCode::FAILURE
-            }
-        };
+        return forward(*listen, to.clone());
     }
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
@@ -65,6 +58,18 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pincer: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `pincer forward`, inside a sandbox, on a runtime of one thread.
+fn forward(listen: std::net::SocketAddr, to: std::path::PathBuf) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime starts");
+    match runtime.block_on(pincer::sandbox::forward::run(listen, to)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pincer forward: {e}");
             ExitCode::FAILURE
         }
     }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::error::ConfigError;
 use crate::domain::budget::{cents, Budget};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigError, Secret};
+use super::error::ConfigError;
+use super::secret::Secret;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{BudgetConfig, Config, MediaConfig, ProgressConfig, TranscriptionConfig};
+use super::budget::BudgetConfig;
+use super::media::{MediaConfig, TranscriptionConfig};
+use super::progress::ProgressConfig;
+use super::root::Config;
 use crate::domain::budget::Budget;
 
 /// The part of the config a reload changes in place.

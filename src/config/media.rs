@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{ConfigError, Secret};
+use super::error::ConfigError;
+use super::secret::Secret;
 
 /// `[media]`: what pincer keeps of the files chats send.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::ConfigError;
+use super::error::ConfigError;
 use crate::domain::activity::{ProgressMode, WhenDone};
 
 /// The longest `after` or `every` may be: a status message that late or that

@@ -9,7 +9,8 @@
 
 use serde_json::Value;
 
-use super::{Config, GroupSandbox};
+use super::root::Config;
+use super::sandbox::GroupSandbox;
 
 /// The keys a reload found changed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

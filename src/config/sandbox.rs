@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::Secret;
+use super::secret::Secret;
 use crate::domain::net::{DomainPattern, NetworkPolicy};
 
 /// What an operator asks for.

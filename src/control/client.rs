@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
-use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{self, Change, ClientFrame, End, Request, ServerFrame};
@@ -21,7 +21,7 @@ const MAX_FRAME: usize = 64 << 20;
 
 /// Connects to the daemon serving `data_dir`.
 pub async fn connect(data_dir: &Path) -> std::io::Result<UnixStream> {
-    UnixStream::connect(super::socket_path(data_dir)).await
+    UnixStream::connect(super::path::socket_path(data_dir)).await
 }
 
 /// Chats with a group through the daemon on `stream`: typed lines go to the
@@ -50,23 +50,8 @@ where
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(ChatEnd::Shutdown),
             frame = frames.next() => {
-                let frame = match frame {
-                    Some(Ok(line)) => serde_json::from_str::<ServerFrame>(&line)?,
-                    Some(Err(e)) => return Err(e.into()),
-                    None => anyhow::bail!("the running pincer closed the chat (did it stop?)"),
-                };
-                match frame {
-                    ServerFrame::Out { text } => {
-                        output.write_all(text.as_bytes()).await?;
-                        output.flush().await?;
-                    }
-                    ServerFrame::End { end } => return Ok(match end {
-                        End::Done => ChatEnd::Done,
-                        End::WaitLimit => ChatEnd::WaitLimit,
-                        End::Shutdown => ChatEnd::Shutdown,
-                    }),
-                    ServerFrame::Error { message } => anyhow::bail!("{message}"),
-                    ServerFrame::Ok | ServerFrame::Status { .. } => {}
+                if let Some(end) = on_frame(frame, &mut output).await? {
+                    return Ok(end);
                 }
             }
             line = lines.next_line(), if typing => {
@@ -80,6 +65,32 @@ where
                 write.write_all(wire::line(&frame).as_bytes()).await?;
             }
         }
+    }
+}
+
+/// Prints what the daemon sent; how the chat ended, once it did.
+async fn on_frame<W: AsyncWrite + Unpin>(
+    frame: Option<Result<String, LinesCodecError>>,
+    output: &mut W,
+) -> anyhow::Result<Option<ChatEnd>> {
+    let frame = match frame {
+        Some(Ok(line)) => serde_json::from_str::<ServerFrame>(&line)?,
+        Some(Err(e)) => return Err(e.into()),
+        None => anyhow::bail!("the running pincer closed the chat (did it stop?)"),
+    };
+    match frame {
+        ServerFrame::Out { text } => {
+            output.write_all(text.as_bytes()).await?;
+            output.flush().await?;
+            Ok(None)
+        }
+        ServerFrame::End { end } => Ok(Some(match end {
+            End::Done => ChatEnd::Done,
+            End::WaitLimit => ChatEnd::WaitLimit,
+            End::Shutdown => ChatEnd::Shutdown,
+        })),
+        ServerFrame::Error { message } => anyhow::bail!("{message}"),
+        ServerFrame::Ok | ServerFrame::Status { .. } => Ok(None),
     }
 }
 

@@ -9,15 +9,8 @@
 //! change is in the store before the daemon is told.
 
 pub mod client;
+mod path;
 pub mod server;
 pub mod wire;
 
-use std::path::{Path, PathBuf};
-
-/// The socket's file name, in the data directory.
-const SOCKET_FILE: &str = "pincer.sock";
-
-/// Where the daemon of `data_dir` listens.
-pub fn socket_path(data_dir: &Path) -> PathBuf {
-    data_dir.join(SOCKET_FILE)
-}
+pub use path::socket_path;

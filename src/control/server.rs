@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::codec::{FramedRead, LinesCodec};
@@ -52,7 +52,7 @@ impl ControlSocket {
     /// The caller holds the data directory's lock, so a file already there is
     /// a dead pincer's and is replaced.
     pub fn bind(data_dir: &Path) -> Result<ControlSocket, ControlError> {
-        let path = super::socket_path(data_dir);
+        let path = super::path::socket_path(data_dir);
         let error = |source| ControlError::Bind { path: path.clone(), source };
         match std::fs::remove_file(&path) {
             Ok(()) => {}
@@ -219,16 +219,7 @@ async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationTok
             changed(control, change).await;
             send(&mut write, &ServerFrame::Ok).await
         }
-        Ok(Request::Reload) => {
-            let answer = match &control.reloader {
-                None => ServerFrame::Error { message: "this pincer cannot reload its config".into() },
-                Some(reloader) => match reloader.reload().await {
-                    Ok(said) => ServerFrame::Out { text: said },
-                    Err(message) => ServerFrame::Error { message },
-                },
-            };
-            send(&mut write, &answer).await
-        }
+        Ok(Request::Reload) => send(&mut write, &reload(control).await).await,
         Ok(Request::Status) => {
             let status = live_view(&control.ports.router, control.started);
             send(&mut write, &ServerFrame::Status { status }).await
@@ -247,6 +238,17 @@ async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationTok
             };
             chat(frames, write, control, opts, shutdown).await
         }
+    }
+}
+
+/// `pincer reload`: what changed, or why nothing did.
+async fn reload(control: &Control) -> ServerFrame {
+    match &control.reloader {
+        None => ServerFrame::Error { message: "this pincer cannot reload its config".into() },
+        Some(reloader) => match reloader.reload().await {
+            Ok(said) => ServerFrame::Out { text: said },
+            Err(message) => ServerFrame::Error { message },
+        },
     }
 }
 
@@ -287,7 +289,6 @@ async fn changed(control: &Control, change: Change) {
         Change::Schedules => control.scheduler.poke(),
         Change::Group { group } => {
             // A new binding: waiting replies follow it (in the store); wake the deliverers.
-            // A new binding: waiting replies follow it (in the store); wake the deliverers.
             control.ports.outbox.wake();
             control.scheduler.poke();
             match group.parse::<GroupName>() {
@@ -301,63 +302,24 @@ async fn changed(control: &Control, change: Change) {
 /// Runs a console chat for an attached terminal: its lines in, what the
 /// console prints out, then how it ended.
 async fn chat(
-    mut frames: FramedRead<tokio::net::unix::OwnedReadHalf, LinesCodec>,
-    mut write: OwnedWriteHalf,
+    frames: FramedRead<OwnedReadHalf, LinesCodec>,
+    write: OwnedWriteHalf,
     control: &Control,
     opts: ConsoleOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let (mut typed, input) = tokio::io::duplex(64 * 1024);
-    let (output, mut printed) = tokio::io::duplex(64 * 1024);
+    let (typed, input) = tokio::io::duplex(64 * 1024);
+    let (output, printed) = tokio::io::duplex(64 * 1024);
     let (asks, _detach) = control.attached.attach(&opts.group);
     // The terminal going away ends the chat (the daemon's session goes on).
     let gone = shutdown.child_token();
-    let lines_in = {
-        let gone = gone.clone();
-        async move {
-            while let Some(Ok(line)) = frames.next().await {
-                match serde_json::from_str::<ClientFrame>(&line) {
-                    Ok(ClientFrame::Line { text }) => {
-                        // One typed line is one message, whatever it carries.
-                        let text = text.replace(['\n', '\r'], " ");
-                        if typed.write_all(format!("{text}\n").as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                    // `typed` is dropped on return: the console reads the end of input.
-                    Ok(ClientFrame::Eof) | Err(_) => return,
-                }
-            }
-            gone.cancel();
-        }
-    };
-    let text_out = {
-        let gone = gone.clone();
-        async move {
-            let mut buf = vec![0; 16 * 1024];
-            let mut pending = Vec::new();
-            loop {
-                match printed.read(&mut buf).await {
-                    Ok(0) | Err(_) => return Ok(write),
-                    Ok(n) => {
-                        pending.extend_from_slice(&buf[..n]);
-                        let text = whole_chars(&mut pending);
-                        if let Err(e) = send(&mut write, &ServerFrame::Out { text }).await {
-                            gone.cancel();
-                            return Err(e);
-                        }
-                    }
-                }
-            }
-        }
-    };
     let console = console::chat(&control.ports, asks, &opts, BufReader::new(input), output, gone.clone());
     let input_then_wait = async {
-        lines_in.await;
+        lines_in(frames, typed, gone.clone()).await;
         std::future::pending::<()>().await
     };
     let (end, write) = tokio::select! {
-        both = async { tokio::join!(console, text_out) } => both,
+        both = async { tokio::join!(console, text_out(printed, write, gone.clone())) } => both,
         () = input_then_wait => unreachable!("never ends"),
     };
     let mut write = write?;
@@ -371,6 +333,51 @@ async fn chat(
     send(&mut write, &frame).await?;
     write.shutdown().await?;
     Ok(())
+}
+
+/// The terminal's lines, into the console's input; `gone` once the terminal is.
+async fn lines_in(
+    mut frames: FramedRead<OwnedReadHalf, LinesCodec>,
+    mut typed: tokio::io::DuplexStream,
+    gone: CancellationToken,
+) {
+    while let Some(Ok(line)) = frames.next().await {
+        match serde_json::from_str::<ClientFrame>(&line) {
+            Ok(ClientFrame::Line { text }) => {
+                // One typed line is one message, whatever it carries.
+                let text = text.replace(['\n', '\r'], " ");
+                if typed.write_all(format!("{text}\n").as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            // `typed` is dropped on return: the console reads the end of input.
+            Ok(ClientFrame::Eof) | Err(_) => return,
+        }
+    }
+    gone.cancel();
+}
+
+/// What the console prints, out to the terminal as frames, until it ends.
+async fn text_out(
+    mut printed: tokio::io::DuplexStream,
+    mut write: OwnedWriteHalf,
+    gone: CancellationToken,
+) -> anyhow::Result<OwnedWriteHalf> {
+    let mut buf = vec![0; 16 * 1024];
+    let mut pending = Vec::new();
+    loop {
+        match printed.read(&mut buf).await {
+            Ok(0) | Err(_) => return Ok(write),
+            Ok(n) => {
+                pending.extend_from_slice(&buf[..n]);
+                let text = whole_chars(&mut pending);
+                if let Err(e) = send(&mut write, &ServerFrame::Out { text }).await {
+                    gone.cancel();
+                    return Err(e);
+                }
+            }
+        }
+    }
 }
 
 /// Takes the text in `bytes` up to a character cut by a read, which stays

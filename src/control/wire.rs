@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::status::{LiveGroup, LiveView};
+
 /// What a client asks for, in its first line.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -28,33 +30,6 @@ pub enum Request {
     /// Read pincer.toml again (`pincer reload`): answered with
     /// [`ServerFrame::Out`] saying what changed, or [`ServerFrame::Error`].
     Reload,
-}
-
-/// The running daemon's part of `pincer status`: what only it knows.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveView {
-    pub pid: u32,
-    /// When this daemon started serving (unix seconds).
-    pub up_since: u64,
-    /// CLI processes running now, and how many may.
-    pub live_sessions: usize,
-    pub max_live_sessions: usize,
-    /// The groups with a session actor now.
-    pub groups: Vec<LiveGroup>,
-}
-
-/// One group's session as the daemon sees it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveGroup {
-    pub name: String,
-    /// A CLI process runs for it.
-    pub live: bool,
-    pub in_turn: bool,
-    /// Messages written and not answered yet.
-    pub pending: usize,
-    pub background_tasks: usize,
-    /// A usage limit holds its messages until then (unix seconds).
-    pub held_until: Option<u64>,
 }
 
 /// What another `pincer` command changed in the store.

@@ -1,17 +1,50 @@
-//! `pincer status`: one screen for the operator, from the store (which any
-//! `pincer` may read) and, when a daemon runs, from its control socket.
+//! What the status page (`endpoint`) and `pincer status` (`cli::status`)
+//! both show: the store's overview and the daemon's live view, and the one
+//! screen of text made of them. A leaf: it reads the store and domain types
+//! only, so neither the HTTP endpoint nor the CLI reaches the chat adapters
+//! through it.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use chrono::{Datelike, TimeZone};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
-use crate::control::wire::LiveView;
 use crate::domain::budget::Budget;
 use crate::domain::media::human_bytes;
-use crate::store::Overview;
+use crate::store::{GroupView, Overview};
+
+/// The running daemon's part of `pincer status`: what only it knows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveView {
+    pub pid: u32,
+    /// When this daemon started serving (unix seconds).
+    pub up_since: u64,
+    /// CLI processes running now, and how many may.
+    pub live_sessions: usize,
+    pub max_live_sessions: usize,
+    /// The groups with a session actor now.
+    pub groups: Vec<LiveGroup>,
+}
+
+/// One group's session as the daemon sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveGroup {
+    pub name: String,
+    /// A CLI process runs for it.
+    pub live: bool,
+    pub in_turn: bool,
+    /// Messages written and not answered yet.
+    pub pending: usize,
+    pub background_tasks: usize,
+    /// A usage limit holds its messages until then (unix seconds).
+    pub held_until: Option<u64>,
+}
+
+/// What runs now, asked each time the page is drawn (the wiring reads the
+/// router; the page does not name it).
+pub type LiveSource = Arc<dyn Fn() -> LiveView + Send + Sync>;
 
 /// Both halves, as `--json` prints them.
 #[derive(Debug, Serialize)]
@@ -37,27 +70,6 @@ pub async fn overview(
         view.budget = own.over(default);
     }
     Ok(overview)
-}
-
-/// Prints the status of the pincer of `config`.
-pub async fn run(config: &Config, json: bool) -> anyhow::Result<()> {
-    let path = config.database_path();
-    anyhow::ensure!(
-        path.exists(),
-        "no pincer store at {} (run `pincer setup`, or give the --config of the pincer to look at)",
-        path.display()
-    );
-    let store = crate::store::Store::open(&path).await?;
-    let now = SystemTime::now();
-    let overview = overview(&store, &config.timezone, config.budget.budget(), now).await?;
-    store.close().await;
-    let status = Status { daemon: crate::control::client::live_view(&config.data_dir).await, store: overview };
-    if json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
-    } else {
-        print!("{}", render(&status, unix(now)));
-    }
-    Ok(())
 }
 
 pub fn unix(t: SystemTime) -> i64 {
@@ -88,19 +100,32 @@ fn ago(now: i64, then: i64) -> String {
 
 /// The screen.
 pub fn render(status: &Status, now: i64) -> String {
-    let s = &status.store;
-    let mut out = String::new();
-    match &status.daemon {
-        Some(d) => out.push_str(&format!(
+    let mut out = daemon_line(status.daemon.as_ref(), now);
+    store_lines(&mut out, &status.store, now);
+    out.push_str("\ngroups:\n");
+    for g in &status.store.groups {
+        let live = status.daemon.as_ref().and_then(|d| d.groups.iter().find(|l| l.name == g.name));
+        group_lines(&mut out, g, live, now);
+    }
+    out
+}
+
+fn daemon_line(daemon: Option<&LiveView>, now: i64) -> String {
+    match daemon {
+        Some(d) => format!(
             "daemon: running (pid {}), up since {} ({}); {} of {} CLI slots in use\n",
             d.pid,
             crate::domain::printable_time(UNIX_EPOCH + Duration::from_secs(d.up_since)),
             ago(now, i64::try_from(d.up_since).unwrap_or(0)),
             d.live_sessions,
             d.max_live_sessions
-        )),
-        None => out.push_str("daemon: not running (start it with `pincer run`)\n"),
+        ),
+        None => "daemon: not running (start it with `pincer run`)\n".to_owned(),
     }
+}
+
+/// The platforms, what waits, and the database's size.
+fn store_lines(out: &mut String, s: &Overview, now: i64) {
     for p in &s.platforms {
         let detail = p.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
         out.push_str(&format!("{}: {} ({}){detail}\n", p.platform, p.state, ago(now, p.since)));
@@ -118,51 +143,54 @@ pub fn render(status: &Status, now: i64) -> String {
         ));
     }
     out.push_str(&format!("database: {}\n", human_bytes(s.db_bytes)));
-    out.push_str("\ngroups:\n");
-    for g in &s.groups {
-        let live = status.daemon.as_ref().and_then(|d| d.groups.iter().find(|l| l.name == g.name));
-        let state = match (g.active, live) {
-            (false, _) => format!("inactive ({})", g.inactive_reason.as_deref().unwrap_or("no reason stored")),
-            (true, Some(l)) if l.held_until.is_some() => "held by a usage limit".to_owned(),
-            (true, Some(l)) if l.in_turn => format!("in a turn ({} pending)", l.pending),
-            (true, Some(l)) if l.live => "live, idle".to_owned(),
-            (true, _) => "idle".to_owned(),
-        };
-        out.push_str(&format!("  {}: {state}", g.name));
-        if let Some(tasks) = live.map(|l| l.background_tasks).filter(|n| *n > 0) {
-            out.push_str(&format!(", {tasks} background task(s)"));
-        }
-        if g.waiting_messages > 0 {
-            out.push_str(&format!(", {} waiting", g.waiting_messages));
-        }
-        let of = |cents: Option<u64>| cents.map(|c| format!(" of ${}.{:02}", c / 100, c % 100)).unwrap_or_default();
-        out.push_str(&format!(
-            "; ${:.2}{} today, ${:.2}{} this month",
-            g.cost_today_usd,
-            of(g.budget.daily_cents),
-            g.cost_month_usd,
-            of(g.budget.monthly_cents)
-        ));
-        if let Some(turns) = g.budget.daily_turns {
-            out.push_str(&format!(", {} of {turns} turns today", g.turns_today));
-        }
-        match g.last_activity {
-            Some(at) => out.push_str(&format!("; last activity {}", ago(now, at))),
-            None => out.push_str("; no activity yet"),
-        }
-        out.push('\n');
-        if let Some((at, text)) = &g.last_error {
-            out.push_str(&format!("    last error {}: {text}\n", ago(now, *at)));
-        }
+}
+
+/// One group: its state, what waits, what it spent, when it last did anything.
+fn group_lines(out: &mut String, g: &GroupView, live: Option<&LiveGroup>, now: i64) {
+    let state = match (g.active, live) {
+        (false, _) => format!("inactive ({})", g.inactive_reason.as_deref().unwrap_or("no reason stored")),
+        (true, Some(l)) if l.held_until.is_some() => "held by a usage limit".to_owned(),
+        (true, Some(l)) if l.in_turn => format!("in a turn ({} pending)", l.pending),
+        (true, Some(l)) if l.live => "live, idle".to_owned(),
+        (true, _) => "idle".to_owned(),
+    };
+    out.push_str(&format!("  {}: {state}", g.name));
+    if let Some(tasks) = live.map(|l| l.background_tasks).filter(|n| *n > 0) {
+        out.push_str(&format!(", {tasks} background task(s)"));
     }
-    out
+    if g.waiting_messages > 0 {
+        out.push_str(&format!(", {} waiting", g.waiting_messages));
+    }
+    spending(out, g);
+    match g.last_activity {
+        Some(at) => out.push_str(&format!("; last activity {}", ago(now, at))),
+        None => out.push_str("; no activity yet"),
+    }
+    out.push('\n');
+    if let Some((at, text)) = &g.last_error {
+        out.push_str(&format!("    last error {}: {text}\n", ago(now, *at)));
+    }
+}
+
+/// `; $0.31 of $5.00 today, $4.50 this month, 3 of 10 turns today`.
+fn spending(out: &mut String, g: &GroupView) {
+    let of = |cents: Option<u64>| cents.map(|c| format!(" of ${}.{:02}", c / 100, c % 100)).unwrap_or_default();
+    out.push_str(&format!(
+        "; ${:.2}{} today, ${:.2}{} this month",
+        g.cost_today_usd,
+        of(g.budget.daily_cents),
+        g.cost_month_usd,
+        of(g.budget.monthly_cents)
+    ));
+    if let Some(turns) = g.budget.daily_turns {
+        out.push_str(&format!(", {} of {turns} turns today", g.turns_today));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::wire::LiveGroup;
-    use crate::store::{Backlog, GroupView, PlatformView};
+    use crate::store::{Backlog, PlatformView};
 
     fn status(daemon: Option<LiveView>) -> Status {
         Status {

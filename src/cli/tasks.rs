@@ -11,7 +11,7 @@ use crate::control::wire::Change;
 use crate::domain::schedule::{ContextMode, ScheduleId, Trigger};
 use crate::scheduler::limits::Limits;
 use crate::scheduler::manage;
-use crate::store::{NewSchedule, RunRecord};
+use crate::store::{NewSchedule, RunRecord, Store};
 
 #[derive(Debug, Subcommand)]
 pub enum TasksCmd {
@@ -59,59 +59,66 @@ pub async fn execute(command: TasksCmd, config: &Config) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
     let limits = Limits::from(&config.scheduler);
     let changed = match command {
-        TasksCmd::Add(args) => {
-            if args.every.is_some() && args.tz.is_some() {
-                anyhow::bail!("--tz applies to --cron and --at; an --every interval needs no time zone");
-            }
-            let tz = args.tz.as_deref().unwrap_or(&config.timezone);
-            let trigger = match (&args.cron, &args.every, &args.at) {
-                (Some(cron), _, _) => Trigger::cron(cron, tz)?,
-                (_, Some(every), _) => Trigger::interval(every)?,
-                (_, _, Some(at)) => Trigger::once(at, tz)?,
-                _ => unreachable!("clap requires one of --cron, --every, --at"),
-            };
-            let group = store.group(&args.group).await?.name;
-            let context = if args.isolated { ContextMode::Isolated } else { ContextMode::Group };
-            let new = NewSchedule { group, prompt: args.prompt, trigger, context };
-            let schedule = manage::add(&store, new, &limits).await?;
-            println!("scheduled {}", schedule.describe());
-            true
-        }
-        TasksCmd::List { group } => {
-            let group = match group {
-                Some(name) => Some(store.group(&name).await?.name),
-                None => None,
-            };
-            let tasks = store.schedules(group.as_ref()).await?;
-            if tasks.is_empty() {
-                println!("no scheduled tasks: add one with `pincer tasks add GROUP --every 1d --prompt \"...\"`");
-            }
-            for t in tasks {
-                println!("{}", t.describe());
-            }
-            false
-        }
+        TasksCmd::Add(args) => add(&store, args, config, &limits).await?,
+        TasksCmd::List { group } => list(&store, group).await?,
         TasksCmd::Pause { id } => print(manage::pause(&store, ScheduleId(id)).await?),
         TasksCmd::Resume { id } => print(manage::resume(&store, ScheduleId(id), &limits).await?),
         TasksCmd::Cancel { id } => print(manage::cancel(&store, ScheduleId(id)).await?),
         TasksCmd::RunNow { id } => print(manage::run_now(&store, ScheduleId(id)).await?),
-        TasksCmd::Runs { id } => {
-            store.schedule(ScheduleId(id)).await?;
-            let runs = store.runs(ScheduleId(id)).await?;
-            if runs.is_empty() {
-                println!("task #{id} has not run yet");
-            }
-            for run in runs {
-                println!("{}", render_run(&run));
-            }
-            false
-        }
+        TasksCmd::Runs { id } => runs(&store, id).await?,
     };
     store.close().await;
     if changed {
         crate::control::client::tell(config, Change::Schedules).await;
     }
     Ok(())
+}
+
+/// `tasks add`; true: a schedule changed.
+async fn add(store: &Store, args: AddArgs, config: &Config, limits: &Limits) -> anyhow::Result<bool> {
+    if args.every.is_some() && args.tz.is_some() {
+        anyhow::bail!("--tz applies to --cron and --at; an --every interval needs no time zone");
+    }
+    let tz = args.tz.as_deref().unwrap_or(&config.timezone);
+    let trigger = match (&args.cron, &args.every, &args.at) {
+        (Some(cron), _, _) => Trigger::cron(cron, tz)?,
+        (_, Some(every), _) => Trigger::interval(every)?,
+        (_, _, Some(at)) => Trigger::once(at, tz)?,
+        _ => unreachable!("clap requires one of --cron, --every, --at"),
+    };
+    let group = store.group(&args.group).await?.name;
+    let context = if args.isolated { ContextMode::Isolated } else { ContextMode::Group };
+    let new = NewSchedule { group, prompt: args.prompt, trigger, context };
+    let schedule = manage::add(store, new, limits).await?;
+    println!("scheduled {}", schedule.describe());
+    Ok(true)
+}
+
+async fn list(store: &Store, group: Option<String>) -> anyhow::Result<bool> {
+    let group = match group {
+        Some(name) => Some(store.group(&name).await?.name),
+        None => None,
+    };
+    let tasks = store.schedules(group.as_ref()).await?;
+    if tasks.is_empty() {
+        println!("no scheduled tasks: add one with `pincer tasks add GROUP --every 1d --prompt \"...\"`");
+    }
+    for t in tasks {
+        println!("{}", t.describe());
+    }
+    Ok(false)
+}
+
+async fn runs(store: &Store, id: i64) -> anyhow::Result<bool> {
+    store.schedule(ScheduleId(id)).await?;
+    let runs = store.runs(ScheduleId(id)).await?;
+    if runs.is_empty() {
+        println!("task #{id} has not run yet");
+    }
+    for run in runs {
+        println!("{}", render_run(&run));
+    }
+    Ok(false)
 }
 
 fn print(schedule: crate::domain::schedule::Schedule) -> bool {

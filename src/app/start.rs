@@ -1,0 +1,129 @@
+//! Starting each of the daemon's services around the engine, each with its
+//! own section of the config; [`Services`] hands them the shutdown token.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tokio::sync::mpsc;
+
+use super::engine::Engine;
+use super::sections::AdapterSection;
+use super::services::Services;
+use super::whatsapp::WhatsAppSource;
+use crate::channel::telegram::{self, Telegram};
+use crate::channel::whatsapp::{ServeOptions, WaClient, WaFiles, WhatsApp};
+use crate::channel::ApprovalAsk;
+use crate::claude;
+use crate::config::{Config, HttpConfig, TelegramConfig};
+use crate::control::server::{self, Control, ControlSocket};
+use crate::domain::Platform;
+
+/// `pincer chat NAME` attaches here; other commands say what they changed.
+/// Without a socket pincer still serves the chats (said in the log); the
+/// console's approval queue is asked for only once the socket is bound.
+pub fn control(
+    engine: &Engine,
+    services: &Services,
+    data_dir: &std::path::Path,
+    console_asks: impl FnOnce() -> mpsc::Receiver<ApprovalAsk>,
+) {
+    let socket = match ControlSocket::bind(data_dir) {
+        Ok(socket) => socket,
+        Err(e) => return tracing::warn!("{e}"),
+    };
+    let mut control = Control::new(engine.ports(), engine.scheduler.clone(), console_asks());
+    control.reloader = Some(engine.reloader.clone());
+    services.intake(|stop| server::serve(socket, control, stop));
+}
+
+/// Serves Telegram. A setting that can never work stops pincer here; an
+/// unreachable Bot API does not (the adapter keeps trying).
+pub fn telegram(
+    engine: &Engine,
+    services: &mut Services,
+    config: TelegramConfig,
+    section: AdapterSection,
+    asks: impl FnOnce() -> mpsc::Receiver<ApprovalAsk>,
+) -> anyhow::Result<()> {
+    let bot = Telegram::client(&config)?;
+    engine.router.register_fetch(Platform::Telegram, Arc::new(telegram::Files { bot: bot.clone() }));
+    let (asks, ports) = (asks(), engine.ports());
+    let AdapterSection { assistant, retry } = section;
+    services.adapter(Platform::Telegram, |shutdown, stop_delivery| async move {
+        let Some(channel) = Telegram::connect_until_up(bot, ports, &assistant, retry, &shutdown).await else {
+            return Ok(());
+        };
+        tracing::info!(bot = %channel.username(), "serving Telegram");
+        channel.serve(config, asks, retry, shutdown, stop_delivery).await
+    });
+    Ok(())
+}
+
+/// Serves WhatsApp through `source`, starting the linked device's client
+/// once the adapter can take its messages.
+pub fn whatsapp<C: WaClient>(
+    engine: &Engine,
+    services: &mut Services,
+    source: WhatsAppSource<C>,
+    section: AdapterSection,
+    silence_warning: std::time::Duration,
+    asks: mpsc::Receiver<ApprovalAsk>,
+) {
+    engine.router.register_fetch(Platform::WhatsApp, Arc::new(WaFiles { client: source.client.clone() }));
+    let adapter = WhatsApp::new(source.client, engine.ports(), &section.assistant);
+    let running = source.start.map(|start| start(&adapter));
+    let options = ServeOptions { retry: section.retry, silence_warning };
+    services.adapter(Platform::WhatsApp, |shutdown, stop_delivery| {
+        let serving = adapter.serve(source.events, asks, options, shutdown, stop_delivery);
+        async move {
+            serving.await;
+            if let Some(running) = running {
+                running.stop().await;
+            }
+            Ok(())
+        }
+    });
+    tracing::info!("serving WhatsApp");
+}
+
+/// `[http] listen`: binds now (a taken port stops pincer at start) and
+/// serves the platforms served so far.
+pub async fn endpoint(engine: &Engine, services: &Services, config: &HttpConfig, zone: &str) -> anyhow::Result<()> {
+    let (router, started) = (engine.router.clone(), SystemTime::now());
+    let live_view = Arc::new(move || server::live_view(&router, started));
+    let (live, store) = (engine.live.clone(), engine.store.clone());
+    if let Some(endpoint) = crate::endpoint::bind(config, zone, live, store, live_view, services.served()).await? {
+        services.intake(|stop| endpoint.serve(stop));
+    }
+    Ok(())
+}
+
+/// Says which chats are served, and how many groups.
+pub async fn say_what_is_served(engine: &Engine, services: &Services) -> anyhow::Result<()> {
+    let groups = engine.store.groups().await?;
+    if services.served().is_empty() {
+        tracing::warn!(
+            "no chat channel is configured, so replies wait in the outbox (`pincer history NAME` shows them): \
+             set [telegram] token in pincer.toml (or PINCER_TELEGRAM__TOKEN), or link WhatsApp with \
+             `pincer whatsapp link`"
+        );
+    }
+    tracing::info!(groups = groups.len(), "pincer is running; stop it with Ctrl-C or SIGTERM");
+    Ok(())
+}
+
+/// Warns (from the background: the answer takes the CLI's startup) when the
+/// CLI is not a version pincer is tested with.
+pub fn warn_if_untested(config: &Config) {
+    let Ok(program) = claude::resolve_program(config) else {
+        return;
+    };
+    tokio::spawn(async move {
+        if let Ok(version) = claude::install::version_of(&program).await {
+            if claude::install::in_tested_range(&version) != Some(true) {
+                let note = claude::install::range_note(&version);
+                tracing::warn!(cli = %program.display(), %version, "the Claude Code CLI is {note}");
+            }
+        }
+    });
+}

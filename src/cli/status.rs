@@ -1,0 +1,29 @@
+//! `pincer status`: one screen for the operator, from the store (which any
+//! `pincer` may read) and, when a daemon runs, from its control socket. The
+//! screen itself is drawn by [`crate::status`], as on the status page.
+
+use std::time::SystemTime;
+
+use crate::config::Config;
+use crate::status::{overview, render, unix, Status};
+
+/// Prints the status of the pincer of `config`.
+pub async fn run(config: &Config, json: bool) -> anyhow::Result<()> {
+    let path = config.database_path();
+    anyhow::ensure!(
+        path.exists(),
+        "no pincer store at {} (run `pincer setup`, or give the --config of the pincer to look at)",
+        path.display()
+    );
+    let store = crate::store::Store::open(&path).await?;
+    let now = SystemTime::now();
+    let overview = overview(&store, &config.timezone, config.budget.budget(), now).await?;
+    store.close().await;
+    let status = Status { daemon: crate::control::client::live_view(&config.data_dir).await, store: overview };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", render(&status, unix(now)));
+    }
+    Ok(())
+}

@@ -112,8 +112,8 @@ impl Engine {
         // Once the store (and a linked device's) is open: an install made
         // before pincer kept its files private is fixed before any agent runs.
         crate::private::tighten(&config);
-        let outbox = Outbox::new(store.clone(), console);
-        let directory = Directory::new(store.clone(), outbox.clone());
+        let outbox = Outbox::new(store.outbox(), console);
+        let directory = Directory::new(&store, outbox.clone());
         let (approvals_tx, approvals) = async_channel::bounded(APPROVALS);
         let metrics = Arc::new(Metrics::default());
         let config = Arc::new(config);
@@ -123,7 +123,7 @@ impl Engine {
         // Until the engine is built: a start that fails stops what it started.
         let proxies_started = stop_proxies.clone().drop_guard();
         let egress = EgressService::new(
-            store.clone(),
+            store.egress(),
             resolver,
             config.sandbox.clone(),
             data_dir.join("run"),
@@ -131,14 +131,14 @@ impl Engine {
         );
         let launcher = Launcher::start(config.clone(), program, egress.clone(), stop_proxies.clone()).await?;
         let spend_writer = launcher.proxy_spend().map(|ledger| {
-            tokio::spawn(crate::sandbox::proxy::spend::keep(ledger, store.clone(), stop_proxies.clone()))
+            tokio::spawn(crate::sandbox::proxy::spend::keep(ledger, store.budgets(), stop_proxies.clone()))
         });
         let (scheduler, inbox) = scheduler::channel();
         let limits = Limits::from(&config.scheduler);
         let outgoing = Outgoing::new(&config.groups_dir, &data_dir);
         sweep_outgoing(&store, &outgoing).await;
         let tools = Arc::new(Toolbox::new(
-            store.clone(),
+            &store,
             outbox.clone(),
             scheduler.clone(),
             config.timezone.clone(),
@@ -148,7 +148,11 @@ impl Engine {
         let zone = config.timezone.parse().unwrap_or(chrono_tz::UTC);
         let unstarted = Some((inbox, config.scheduler.clone(), zone));
         let deps = Arc::new(SessionDeps {
-            store: store.clone(),
+            queue: store.queue(),
+            preparing: store.preparing(),
+            journal: store.journal(),
+            groups: store.groups(),
+            budgets: store.budgets(),
             slots: Slots::new(config.claude.max_live_sessions),
             cli: Arc::new(crate::session::RealCli::new(config.clone(), launcher)),
             config: config.clone(),
@@ -215,7 +219,10 @@ impl Engine {
             return;
         };
         let deps = SchedulerDeps {
-            store: self.store.clone(),
+            schedules: self.store.schedules(),
+            groups: self.store.groups(),
+            budgets: self.store.budgets(),
+            queue: self.store.queue(),
             submit: Arc::new(self.router.clone()),
             outbox: self.outbox.clone(),
             config,
@@ -253,7 +260,7 @@ impl Engine {
 /// Removes the copies of sent files that no queued message holds (left by a
 /// pincer stopped between a delivery and the copy's removal).
 async fn sweep_outgoing(store: &Store, outgoing: &Outgoing) {
-    let keep = match store.queued_files().await {
+    let keep = match store.outbox().queued_files().await {
         Ok(paths) => paths.into_iter().collect(),
         Err(e) => return tracing::warn!(%e, "cannot read which sent files are still queued; none is removed"),
     };
@@ -293,7 +300,7 @@ pub async fn register_group(
     settings: &GroupSettings,
 ) -> anyhow::Result<()> {
     groups::check_not_reserved(name)?;
-    store.add_group(name, settings).await?;
+    store.groups().add_group(name, settings).await?;
     groups::create(&config.groups_dir, name, &config.assistant_name)
         .with_context(|| format!("cannot create the folder of group `{name}` in {}", config.groups_dir.display()))?;
     Ok(())
@@ -392,8 +399,8 @@ async fn serve<C: WaClient>(
         }
         engine.start_scheduler();
         let reloading = tokio::spawn(reload::on_sighup(engine.reloader.clone(), shutdown.clone()));
-        let pruning = tokio::spawn(retention::run(engine.store.clone(), retention, shutdown.clone()));
-        let groups = engine.store.groups().await?;
+        let pruning = tokio::spawn(retention::run(engine.store.retention(), retention, shutdown.clone()));
+        let groups = engine.store.groups().groups().await?;
         let mut askers = Askers::default();
         // `pincer chat NAME` attaches here; other commands say what they changed.
         let control = match ControlSocket::bind(&data_dir) {
@@ -456,7 +463,7 @@ async fn serve<C: WaClient>(
             &http_config,
             &timezone,
             engine.live.clone(),
-            store,
+            &store,
             router,
             served.clone(),
             shutdown.clone(),
@@ -518,7 +525,7 @@ async fn watch_until(systemd: &crate::service::Notifier, store: &Store, shutdown
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {
-                if store.answers().await {
+                if store.health().answers().await {
                     systemd.alive();
                 } else {
                     tracing::warn!("the store does not answer; not pinging systemd's watchdog");

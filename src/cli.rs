@@ -390,19 +390,19 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
                 }
             })?;
             println!("registered group `{name}` with its folder {}", config.groups_dir.join(name.as_str()).display());
-            println!("{}", describe(&store.group(name.as_str()).await?, &config));
+            println!("{}", describe(&store.groups().group(name.as_str()).await?, &config));
             control::client::tell(&config, Change::Group { group: name.to_string() }).await;
             Ok(())
         }
         Cmd::Groups { command: GroupsCmd::Set { name, options, no_chat } } => {
             let store = app::open_store(&config).await?;
-            let mut record = store.group(&name).await?;
+            let mut record = store.groups().group(&name).await?;
             options.apply(&mut record.settings)?;
             if no_chat {
                 record.settings.chat = None;
             }
-            store.save_group_settings(&record.name, &record.settings).await?;
-            println!("{}", describe(&store.group(&name).await?, &config));
+            store.groups().save_group_settings(&record.name, &record.settings).await?;
+            println!("{}", describe(&store.groups().group(&name).await?, &config));
             control::client::tell(&config, Change::Group { group: record.name.to_string() }).await;
             Ok(())
         }
@@ -439,7 +439,7 @@ async fn store_space(config: &Config) -> String {
         Ok(store) => store,
         Err(e) => return format!("cannot tell: {e:#}"),
     };
-    match store.space_mode().await {
+    match store.retention().space_mode().await {
         Ok(mode) => mode.describe(store.path()),
         Err(e) => format!("cannot tell: {e}"),
     }
@@ -448,7 +448,7 @@ async fn store_space(config: &Config) -> String {
 /// Telegram's connection as the running (or last) pincer saw it.
 async fn telegram_health(config: &Config) -> String {
     let health = match app::open_store(config).await {
-        Ok(store) => store.channel_health(crate::domain::Platform::Telegram).await,
+        Ok(store) => store.channels().channel_health(crate::domain::Platform::Telegram).await,
         Err(e) => return format!("cannot tell: {e:#}"),
     };
     match health {
@@ -525,7 +525,7 @@ fn progress_word(mode: ProgressMode) -> &'static str {
 
 async fn list_groups(config: &Config) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
-    let groups = store.groups().await?;
+    let groups = store.groups().groups().await?;
     if groups.is_empty() {
         println!("no groups yet: add one with `pincer groups add NAME`");
     }
@@ -589,8 +589,8 @@ async fn chat(
 
 async fn history(config: &Config, group: &str, json: bool, limit: u32) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
-    let record = store.group(group).await?;
-    for entry in store.history(&record.name, limit).await? {
+    let record = store.groups().group(group).await?;
+    for entry in store.history().history(&record.name, limit).await? {
         if json {
             println!("{}", serde_json::to_string(&entry)?);
         } else {

@@ -20,12 +20,15 @@ use crate::config::HttpConfig;
 use crate::domain::{unix_us, Platform};
 use crate::metrics::counters::{classic_text, counters};
 use crate::router::Router;
-use crate::store::Store;
+use crate::store::{Budgets, Channels, Groups, Health, Store};
 
 /// What the endpoint reads.
 #[derive(Clone)]
 struct Shared {
-    store: Store,
+    health: Health,
+    groups: Groups,
+    budgets: Budgets,
+    channels: Channels,
     /// The sessions, for the status page.
     router: Router,
     /// `timezone`: where today and this month begin on the status page.
@@ -52,7 +55,7 @@ pub async fn spawn(
     config: &HttpConfig,
     zone: &str,
     live: crate::config::Live,
-    store: Store,
+    store: &Store,
     router: Router,
     served: Vec<Platform>,
     stop: CancellationToken,
@@ -62,7 +65,10 @@ pub async fn spawn(
     };
     let listener = tokio::net::TcpListener::bind(at).await.map_err(|source| EndpointError { at, source })?;
     let shared = Shared {
-        store,
+        health: store.health(),
+        groups: store.groups(),
+        budgets: store.budgets(),
+        channels: store.channels(),
         router,
         zone: Arc::from(zone),
         live,
@@ -104,7 +110,7 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let now = unix_us(SystemTime::now());
-    match shared.store.outbox_backlog().await {
+    match shared.health.outbox_backlog().await {
         Ok(rows) => {
             // Platforms with nothing waiting read 0, not their last value.
             for platform in [Platform::Console, Platform::Telegram, Platform::WhatsApp] {
@@ -132,7 +138,7 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
 
 /// Sets the budget gauges from the store: one read per group with a budget.
 async fn budget_use(shared: &Shared) {
-    let groups = match shared.store.groups().await {
+    let groups = match shared.groups.groups().await {
         Ok(groups) => groups,
         Err(e) => return tracing::warn!(%e, "cannot read the groups for /metrics"),
     };
@@ -145,7 +151,7 @@ async fn budget_use(shared: &Shared) {
         if !budget.is_set() {
             continue;
         }
-        match shared.store.budget_spent(&group.name, &periods).await {
+        match shared.budgets.budget_spent(&group.name, &periods).await {
             Ok(spent) => used.extend(
                 crate::domain::budget::used(&budget, &spent)
                     .into_iter()
@@ -162,11 +168,11 @@ async fn readyz(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let mut problems = Vec::new();
-    if !shared.store.writable().await {
+    if !shared.health.writable().await {
         problems.push("the store takes no writes".to_owned());
     }
     for platform in shared.served.iter() {
-        match shared.store.channel_health(*platform).await {
+        match shared.channels.channel_health(*platform).await {
             Ok(Some(health)) if health.state == "connected" => {}
             Ok(Some(health)) => problems.push(format!("{platform} is {}", health.state)),
             Ok(None) => problems.push(format!("{platform} has not connected yet")),
@@ -188,7 +194,15 @@ async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let now = SystemTime::now();
-    let store = match crate::status_cli::overview(&shared.store, &shared.zone, shared.live.budget(), now).await {
+    let store = match crate::status_cli::overview(
+        &shared.health,
+        &shared.groups,
+        &shared.zone,
+        shared.live.budget(),
+        now,
+    )
+    .await
+    {
         Ok(store) => store,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the store: {e:#}\n")).into_response(),
     };

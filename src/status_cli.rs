@@ -24,14 +24,15 @@ pub struct Status {
 /// The store's half now, with today and this month in `zone`, and each
 /// group's budget over the `default` one.
 pub async fn overview(
-    store: &crate::store::Store,
+    health: &crate::store::Health,
+    groups: &crate::store::Groups,
     zone: &str,
     default: Budget,
     now: SystemTime,
 ) -> anyhow::Result<Overview> {
     let (day, month) = period_starts(now, zone)?;
-    let mut overview = store.overview(crate::domain::unix_us(now), day, month).await?;
-    let groups = store.groups().await?;
+    let mut overview = health.overview(crate::domain::unix_us(now), day, month).await?;
+    let groups = groups.groups().await?;
     for view in &mut overview.groups {
         let own = groups.iter().find(|g| g.name.as_str() == view.name).map(|g| g.settings.budget).unwrap_or_default();
         view.budget = own.over(default);
@@ -49,7 +50,7 @@ pub async fn run(config: &Config, json: bool) -> anyhow::Result<()> {
     );
     let store = crate::store::Store::open(&path).await?;
     let now = SystemTime::now();
-    let overview = overview(&store, &config.timezone, config.budget.budget(), now).await?;
+    let overview = overview(&store.health(), &store.groups(), &config.timezone, config.budget.budget(), now).await?;
     store.close().await;
     let status = Status { daemon: crate::control::client::live_view(&config.data_dir).await, store: overview };
     if json {

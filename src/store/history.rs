@@ -5,8 +5,11 @@
 use serde::Serialize;
 use sqlx::Row;
 
+use super::clock::now_us;
+use super::error::{readable, StoreError};
+use super::handles::{History, OutboxLog};
 use super::outbox::{enqueue_in, Enqueue, OutboxId};
-use super::{Store, StoreError};
+use super::rows;
 use crate::domain::media::OutboundFile;
 use crate::domain::GroupName;
 
@@ -133,7 +136,7 @@ SELECT * FROM (
     LIMIT ?2
 ) ORDER BY at_us ASC, id ASC";
 
-impl Store {
+impl OutboxLog {
     /// Stores a message an agent posts to `group`'s chat with `send_message`
     /// (or a file with `send_file`, `out.text` its caption), and its outbox
     /// row, in one transaction.
@@ -144,10 +147,10 @@ impl Store {
         out: Enqueue<'_>,
         file: Option<&OutboundFile>,
     ) -> Result<OutboxId, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         let done = sqlx::query("INSERT INTO agent_messages (group_name, at_us, sent_by, text) VALUES (?, ?, ?, ?)")
             .bind(group.as_str())
-            .bind(super::now_us())
+            .bind(now_us())
             .bind(sent_by.as_str())
             .bind(out.text)
             .execute(&mut *tx)
@@ -162,18 +165,21 @@ impl Store {
             .bind(file.kind.as_str())
             .bind(i64::try_from(file.bytes).unwrap_or(i64::MAX))
             .bind(&file.from)
-                .bind(id.0)
-                .execute(&mut *tx)
-                .await?;
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(id)
     }
+}
 
+impl History {
     /// The newest `limit` entries of a group's history, oldest first.
     pub async fn history(&self, group: &GroupName, limit: u32) -> Result<Vec<HistoryEntry>, StoreError> {
-        let rows = sqlx::query(HISTORY_SQL).bind(group.as_str()).bind(i64::from(limit)).fetch_all(&self.pool).await?;
-        Ok(super::readable("history", &rows, entry_from_row))
+        let rows =
+            sqlx::query(HISTORY_SQL).bind(group.as_str()).bind(i64::from(limit)).fetch_all(&self.db.pool).await?;
+        Ok(readable("history", &rows, entry_from_row))
     }
 }
 
@@ -200,7 +206,7 @@ fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<HistoryEntry, sqlx::E
             text: c.unwrap_or_default(),
             state: d.unwrap_or_default(),
             // History shows what it can: media that does not read is left out.
-            media: super::rows::read_media(row.try_get::<Option<String>, _>("e")?.as_deref()).unwrap_or_default(),
+            media: rows::read_media(row.try_get::<Option<String>, _>("e")?.as_deref()).unwrap_or_default(),
         },
         "result" => HistoryEntry::Result {
             at_us,

@@ -4,7 +4,8 @@
 use serde::Serialize;
 use sqlx::Row;
 
-use super::{Store, StoreError};
+use super::error::StoreError;
+use super::handles::{Channels, Health};
 use crate::domain::budget::Budget;
 use crate::domain::Platform;
 
@@ -54,17 +55,17 @@ pub struct GroupView {
     pub last_error: Option<(i64, String)>,
 }
 
-impl Store {
+impl Health {
     /// The overview now; `day_start_us` and `month_start_us` are where today
     /// and this month begin (in the operator's time zone, as unix µs).
     pub async fn overview(&self, now_us: i64, day_start_us: i64, month_start_us: i64) -> Result<Overview, StoreError> {
         let pages: i64 =
             sqlx::query_scalar("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()")
-                .fetch_one(&self.pool)
+                .fetch_one(&self.db.pool)
                 .await?;
         let mut platforms = Vec::new();
         for platform in [Platform::Telegram, Platform::WhatsApp] {
-            if let Some(h) = self.channel_health(platform).await? {
+            if let Some(h) = Channels::new(self.db.clone()).channel_health(platform).await? {
                 platforms.push(PlatformView {
                     platform: platform.to_string(),
                     state: h.state,
@@ -75,7 +76,7 @@ impl Store {
         }
         let waiting_messages: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM inbound WHERE state IN ('queued', 'preparing')")
-                .fetch_one(&self.pool)
+                .fetch_one(&self.db.pool)
                 .await?;
         let outbox = self
             .outbox_backlog()
@@ -107,7 +108,7 @@ impl Store {
         )
         .bind(day_start_us)
         .bind(month_start_us)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db.pool)
         .await?;
         let mut groups = Vec::with_capacity(rows.len());
         for r in &rows {

@@ -4,7 +4,7 @@
 //! `queued` (or `observed`, for context) with their prepared media and
 //! images in one transaction.
 
-use sqlx::{FromRow, Row};
+use sqlx::{FromRow, Row, SqliteConnection};
 
 use super::error::StoreError;
 use super::handles::{Preparing, Queue};
@@ -57,63 +57,16 @@ impl Preparing {
         // the album read below sees the newest state (a deferred transaction
         // that read first could not write after another writer committed).
         let mut tx = self.db.pool.begin().await?;
-        let done = insert_inbound_row(&mut tx, msg, InboundState::Preparing).await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
-        }
-        let part = InboundId(done.last_insert_rowid());
-        if observed {
-            sqlx::query("UPDATE inbound SET prepared_as = 'observed' WHERE id = ?")
-                .bind(part.0)
-                .execute(&mut *tx)
-                .await?;
-        }
-        let Some(album) = &msg.album else {
-            tx.commit().await?;
-            return Ok(Stored::Preparing(part));
+        let part = insert_part(&mut tx, msg, observed).await?;
+        let merged = match &msg.album {
+            Some(album) => merge_into_album(&mut tx, msg, album, part, observed).await?,
+            None => None,
         };
-        let first = sqlx::query(
-            "SELECT id, text, media FROM inbound
-              WHERE group_name = ? AND album = ? AND state = 'preparing' AND id < ? ORDER BY id LIMIT 1",
-        )
-        .bind(msg.group.as_str())
-        .bind(album)
-        .bind(part.0)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(first) = first else {
-            tx.commit().await?;
-            return Ok(Stored::Preparing(part));
-        };
-        let into = InboundId(first.try_get("id")?);
-        let mut media = rows::read_media(first.try_get::<Option<String>, _>("media")?.as_deref())?;
-        if media.len() + msg.media.len() > MAX_ATTACHMENTS {
-            // A full album goes on as a message of its own.
-            tx.commit().await?;
-            return Ok(Stored::Preparing(part));
-        }
-        media.extend(msg.media.iter().cloned());
-        let mut text: String = first.try_get("text")?;
-        if !msg.text.trim().is_empty() {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(&msg.text);
-        }
-        // A part that engages makes the album engage (the caption that
-        // names the agent may be on any photo).
-        sqlx::query(
-            "UPDATE inbound SET text = ?, media = ?, prepared_as = CASE WHEN ? THEN prepared_as END WHERE id = ?",
-        )
-        .bind(&text)
-        .bind(media_json(&media))
-        .bind(observed)
-        .bind(into.0)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE inbound SET state = 'merged' WHERE id = ?").bind(part.0).execute(&mut *tx).await?;
         tx.commit().await?;
-        Ok(Stored::Merged { into, part })
+        Ok(match merged {
+            Some(into) => Stored::Merged { into, part },
+            None => Stored::Preparing(part),
+        })
     }
 
     /// The message `id` as the preparer starts on it, if it is still
@@ -202,6 +155,72 @@ impl Preparing {
         }
         Ok(found)
     }
+}
+
+/// Writes `msg` as a part `preparing` (its own row; context once prepared
+/// when `observed`); a second copy is [`StoreError::Duplicate`].
+async fn insert_part(conn: &mut SqliteConnection, msg: &Inbound, observed: bool) -> Result<InboundId, StoreError> {
+    let done = insert_inbound_row(conn, msg, InboundState::Preparing).await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
+    }
+    let part = InboundId(done.last_insert_rowid());
+    if observed {
+        sqlx::query("UPDATE inbound SET prepared_as = 'observed' WHERE id = ?")
+            .bind(part.0)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(part)
+}
+
+/// Merges `part` into the first part of `album` still `preparing`, if there
+/// is one with room for its media: the part is then `merged`, and the id it
+/// went into comes back. `None` leaves the part a message of its own.
+async fn merge_into_album(
+    conn: &mut SqliteConnection,
+    msg: &Inbound,
+    album: &str,
+    part: InboundId,
+    observed: bool,
+) -> Result<Option<InboundId>, StoreError> {
+    let first = sqlx::query(
+        "SELECT id, text, media FROM inbound
+          WHERE group_name = ? AND album = ? AND state = 'preparing' AND id < ? ORDER BY id LIMIT 1",
+    )
+    .bind(msg.group.as_str())
+    .bind(album)
+    .bind(part.0)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(first) = first else {
+        return Ok(None);
+    };
+    let into = InboundId(first.try_get("id")?);
+    let mut media = rows::read_media(first.try_get::<Option<String>, _>("media")?.as_deref())?;
+    if media.len() + msg.media.len() > MAX_ATTACHMENTS {
+        // A full album goes on as a message of its own.
+        return Ok(None);
+    }
+    media.extend(msg.media.iter().cloned());
+    let mut text: String = first.try_get("text")?;
+    if !msg.text.trim().is_empty() {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&msg.text);
+    }
+    // A part that engages makes the album engage (the caption that
+    // names the agent may be on any photo).
+    sqlx::query("UPDATE inbound SET text = ?, media = ?, prepared_as = CASE WHEN ? THEN prepared_as END WHERE id = ?")
+        .bind(&text)
+        .bind(media_json(&media))
+        .bind(observed)
+        .bind(into.0)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("UPDATE inbound SET state = 'merged' WHERE id = ?").bind(part.0).execute(&mut *conn).await?;
+    Ok(Some(into))
 }
 
 #[cfg(test)]

@@ -36,17 +36,7 @@ impl OutboxLog {
     ) -> Result<Option<OutboxId>, StoreError> {
         crate::metrics::hop("result_storing");
         let at_us = now_us();
-        let sql = [
-            Some("BEGIN IMMEDIATE"),
-            Some(RESULT_SQL),
-            out.is_some().then_some(outbox::ENQUEUE_AFTER_RESULT_SQL),
-            (!settles.is_empty()).then_some(SETTLE_SQL),
-            Some("COMMIT"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(";\n");
+        let sql = statements(out.is_some(), !settles.is_empty());
         let mut query = sqlx::query_scalar::<_, i64>(&sql)
             .bind(group.as_str())
             .bind(at_us)
@@ -81,4 +71,21 @@ impl OutboxLog {
             (Some(_), None) => Err(StoreError::UnknownGroup(group.to_string())),
         }
     }
+}
+
+/// [`OutboxLog::record_result`]'s statement list: the result's row, its
+/// reply's outbox row (`with_reply`), the settled messages' states
+/// (`with_settles`), in one transaction.
+fn statements(with_reply: bool, with_settles: bool) -> String {
+    [
+        Some("BEGIN IMMEDIATE"),
+        Some(RESULT_SQL),
+        with_reply.then_some(outbox::ENQUEUE_AFTER_RESULT_SQL),
+        with_settles.then_some(SETTLE_SQL),
+        Some("COMMIT"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(";\n")
 }

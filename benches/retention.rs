@@ -15,7 +15,7 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pincer.db");
     let store = Store::open(&path).await.unwrap();
-    store.add_group(&"team".parse().unwrap(), &GroupSettings::default()).await.unwrap();
+    store.groups().add_group(&"team".parse().unwrap(), &GroupSettings::default()).await.unwrap();
     store.close().await;
 
     // Seeded directly: a million task frames from 1970 (each with a 300-byte raw line).
@@ -33,7 +33,7 @@ async fn main() {
     println!("seeded {rows} old task frames in {:.1} s", started.elapsed().as_secs_f64());
 
     let store = Store::open(&path).await.unwrap();
-    let before = store.database_bytes().await.unwrap();
+    let before = store.retention().database_bytes().await.unwrap();
     let writer = tokio::spawn({
         let store = store.clone();
         async move {
@@ -46,7 +46,7 @@ async fn main() {
             );
             loop {
                 let at = Instant::now();
-                if store.insert_inbound(&msg, pincer::store::InboundState::Observed).await.is_err() {
+                if store.queue().insert_inbound(&msg, pincer::store::InboundState::Observed).await.is_err() {
                     return waits;
                 }
                 waits.push(at.elapsed());
@@ -56,9 +56,9 @@ async fn main() {
     });
     let started = Instant::now();
     let cutoff = 2_000_000_000_000_000; // after every seeded row
-    let pruned = store.prune(cutoff, None, Duration::from_millis(20)).await.unwrap();
+    let pruned = store.retention().prune(cutoff, None, Duration::from_millis(20)).await.unwrap();
     let took = started.elapsed();
-    let after = store.database_bytes().await.unwrap();
+    let after = store.retention().database_bytes().await.unwrap();
     store.close().await;
     let mut waits = writer.await.unwrap();
     waits.sort();

@@ -101,9 +101,9 @@ async fn start_services<C: WaClient>(
         tracing::error!(%e, "cannot queue again the messages left unanswered before the restart");
     }
     engine.start_scheduler();
-    let (reloader, store) = (engine.reloader.clone(), engine.store.clone());
+    let (reloader, retention) = (engine.reloader.clone(), engine.store.retention());
     services.intake(|stop| reload::on_sighup(reloader, stop));
-    services.intake(|stop| retention::run(store, s.retention, stop));
+    services.intake(|stop| retention::run(retention, s.retention, stop));
     let mut askers = Askers::default();
     start::control(engine, services, &s.data_dir, || askers.register(Platform::Console));
     if let Some(config) = s.telegram {

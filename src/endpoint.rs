@@ -20,12 +20,15 @@ use crate::config::HttpConfig;
 use crate::domain::{unix_us, Platform};
 use crate::metrics::counters::{classic_text, counters};
 use crate::status::{self, LiveSource};
-use crate::store::Store;
+use crate::store::{Budgets, Channels, Groups, Health, Store};
 
 /// What the endpoint reads.
 #[derive(Clone)]
 struct Shared {
-    store: Store,
+    health: Health,
+    groups: Groups,
+    budgets: Budgets,
+    channels: Channels,
     /// What runs now, for the status page.
     live_view: LiveSource,
     /// `timezone`: where today and this month begin on the status page.
@@ -58,7 +61,7 @@ pub async fn bind(
     config: &HttpConfig,
     zone: &str,
     live: crate::config::Live,
-    store: Store,
+    store: &Store,
     live_view: LiveSource,
     served: Vec<Platform>,
 ) -> Result<Option<Endpoint>, EndpointError> {
@@ -67,7 +70,10 @@ pub async fn bind(
     };
     let listener = tokio::net::TcpListener::bind(at).await.map_err(|source| EndpointError { at, source })?;
     let shared = Shared {
-        store,
+        health: store.health(),
+        groups: store.groups(),
+        budgets: store.budgets(),
+        channels: store.channels(),
         live_view,
         zone: Arc::from(zone),
         live,
@@ -113,7 +119,7 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let now = unix_us(SystemTime::now());
-    match shared.store.outbox_backlog().await {
+    match shared.health.outbox_backlog().await {
         Ok(rows) => {
             // Platforms with nothing waiting read 0, not their last value.
             for platform in [Platform::Console, Platform::Telegram, Platform::WhatsApp] {
@@ -141,7 +147,7 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
 
 /// Sets the budget gauges from the store: one read per group with a budget.
 async fn budget_use(shared: &Shared) {
-    let groups = match shared.store.groups().await {
+    let groups = match shared.groups.groups().await {
         Ok(groups) => groups,
         Err(e) => return tracing::warn!(%e, "cannot read the groups for /metrics"),
     };
@@ -154,7 +160,7 @@ async fn budget_use(shared: &Shared) {
         if !budget.is_set() {
             continue;
         }
-        match shared.store.budget_spent(&group.name, &periods).await {
+        match shared.budgets.budget_spent(&group.name, &periods).await {
             Ok(spent) => used.extend(
                 crate::domain::budget::used(&budget, &spent)
                     .into_iter()
@@ -171,11 +177,11 @@ async fn readyz(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let mut problems = Vec::new();
-    if !shared.store.writable().await {
+    if !shared.health.writable().await {
         problems.push("the store takes no writes".to_owned());
     }
     for platform in shared.served.iter() {
-        match shared.store.channel_health(*platform).await {
+        match shared.channels.channel_health(*platform).await {
             Ok(Some(health)) if health.state == "connected" => {}
             Ok(Some(health)) => problems.push(format!("{platform} is {}", health.state)),
             Ok(None) => problems.push(format!("{platform} has not connected yet")),
@@ -197,7 +203,7 @@ async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let now = SystemTime::now();
-    let store = match status::overview(&shared.store, &shared.zone, shared.live.budget(), now).await {
+    let store = match status::overview(&shared.health, &shared.groups, &shared.zone, shared.live.budget(), now).await {
         Ok(store) => store,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the store: {e:#}\n")).into_response(),
     };

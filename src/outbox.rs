@@ -12,12 +12,12 @@ use tokio::sync::watch;
 
 use crate::domain::media::OutboundFile;
 use crate::domain::{ChatAddress, GroupName, InboundId, OutboundKind, Platform, TurnResult};
-use crate::store::{Enqueue, GroupRecord, InboundState, Marked, OutboxId, OutboxRow, Seen, Store, StoreError};
+use crate::store::{Enqueue, GroupRecord, InboundState, Marked, OutboxId, OutboxLog, OutboxRow, Seen, StoreError};
 
 /// Cloneable handle to the outbox; every clone wakes the same deliverers.
 #[derive(Clone, Debug)]
 pub struct Outbox {
-    store: Store,
+    store: OutboxLog,
     /// `pincer chat NAME`: this group's replies go to the terminal, not its chat.
     console: Option<GroupName>,
     /// Bumped after every write; deliverers and the console watch it.
@@ -25,7 +25,7 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    pub fn new(store: Store, console: Option<GroupName>) -> Outbox {
+    pub fn new(store: OutboxLog, console: Option<GroupName>) -> Outbox {
         Outbox { store, console, written: Arc::new(watch::channel(0).0) }
     }
 

@@ -71,7 +71,8 @@ impl Router {
         let (ready_tx, mut ready) = tokio::sync::mpsc::channel(64);
         let delivery = &deps.config.delivery;
         let preparer_deps = PreparerDeps {
-            store: deps.store.clone(),
+            queue: deps.queue.clone(),
+            preparing: deps.preparing.clone(),
             outbox: deps.outbox.clone(),
             groups_dir: std::path::absolute(&deps.config.groups_dir).unwrap_or_else(|_| deps.config.groups_dir.clone()),
             fetchers: fetchers.clone(),
@@ -119,7 +120,7 @@ impl Router {
     /// Whether the group has messages its session has not taken yet (one
     /// with media is prepared first, out of the session's sight).
     pub async fn untaken(&self, group: &GroupName) -> Result<bool, StoreError> {
-        Ok(self.inner.deps.store.not_taken(group).await? > 0)
+        Ok(self.inner.deps.preparing.not_taken(group).await? > 0)
     }
 
     /// Stores `msg` in its group's queue and wakes the group's session,
@@ -134,7 +135,7 @@ impl Router {
         let handle = self.session(&msg.group).await?;
         if msg.media.iter().any(|a| a.outcome == Outcome::Waiting) {
             // Its session takes it once the preparer queued it.
-            let id = match self.inner.deps.store.insert_preparing(&msg, false).await? {
+            let id = match self.inner.deps.preparing.insert_preparing(&msg, false).await? {
                 Stored::Preparing(id) => id,
                 Stored::Merged { part, .. } => part,
             };
@@ -142,7 +143,7 @@ impl Router {
             self.inner.preparer.wake();
             return Ok(id);
         }
-        let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Queued).await?;
+        let id = self.inner.deps.queue.insert_inbound(&msg, InboundState::Queued).await?;
         crate::metrics::hop("stored");
         self.wake(&msg.group, handle).await?;
         Ok(id)
@@ -163,7 +164,7 @@ impl Router {
         msg: Inbound,
         done: oneshot::Sender<TurnOutcome>,
     ) -> Result<InboundId, RouteError> {
-        let store = &self.inner.deps.store;
+        let store = &self.inner.deps.queue;
         let mut done = done;
         loop {
             let handle = self.session(&msg.group).await?;
@@ -182,11 +183,11 @@ impl Router {
         msg: Inbound,
         done: oneshot::Sender<TurnOutcome>,
     ) -> Result<(InboundId, SessionHandle), RouteError> {
-        let record = self.inner.deps.store.group(msg.group.as_str()).await?;
+        let record = self.inner.deps.groups.group(msg.group.as_str()).await?;
         let handle = SessionHandle::spawn_isolated(&record, self.inner.deps.clone(), &self.inner.tracker);
         // Stored as taken (`sent`), not queued: the group's own session, which
         // takes the queue, must never see it. A restart fails it (its run is rerun).
-        let id = self.inner.deps.store.insert_inbound(&msg, InboundState::Sent).await?;
+        let id = self.inner.deps.queue.insert_inbound(&msg, InboundState::Sent).await?;
         // The chat's unread messages stay for the group's own session.
         handle.send(Command::Message { id, msg, missed: Missed::default(), done: Some(done) }).await?;
         Ok((id, handle))
@@ -200,7 +201,7 @@ impl Router {
     /// served (deleted by hand) has its messages failed, and costs the others
     /// nothing. Returns how many messages wait again.
     pub async fn recover(&self) -> Result<usize, RouteError> {
-        let store = &self.inner.deps.store;
+        let store = &self.inner.deps.queue;
         let mut waiting = 0;
         for Recovered { group, messages } in store.recover_unanswered().await? {
             let handle = match group.parse::<GroupName>() {
@@ -230,14 +231,14 @@ impl Router {
         if msg.media.iter().any(|a| a.outcome == Outcome::Waiting) {
             // Its files are fetched too, so a later "what is in that photo?"
             // finds them; the queue waits behind it, keeping the order.
-            let id = match self.inner.deps.store.insert_preparing(msg, true).await? {
+            let id = match self.inner.deps.preparing.insert_preparing(msg, true).await? {
                 Stored::Preparing(id) => id,
                 Stored::Merged { part, .. } => part,
             };
             self.inner.preparer.wake();
             return Ok(id);
         }
-        Ok(self.inner.deps.store.insert_inbound(msg, InboundState::Observed).await?)
+        Ok(self.inner.deps.queue.insert_inbound(msg, InboundState::Observed).await?)
     }
 
     /// Interrupts the group's current turn, if its session is live.
@@ -254,7 +255,7 @@ impl Router {
     /// have cost so far, and how many replies wait for its chat.
     pub async fn status(&self, group: &GroupName) -> Result<GroupStatus, RouteError> {
         let session = self.session(group).await?.status();
-        let cost_usd = self.inner.deps.store.group_cost(group).await?;
+        let cost_usd = self.inner.deps.budgets.group_cost(group).await?;
         let waiting_replies = self.inner.deps.outbox.waiting(group).await?;
         Ok(GroupStatus { session, cost_usd, waiting_replies })
     }
@@ -265,7 +266,7 @@ impl Router {
         if let Some(handle) = self.lock().get(group).filter(|h| !h.is_retired()) {
             return Ok(handle.clone());
         }
-        let record = self.inner.deps.store.group(group.as_str()).await?;
+        let record = self.inner.deps.groups.group(group.as_str()).await?;
         let mut sessions = self.lock();
         // Another caller may have started it while the store was asked.
         if let Some(handle) = sessions.get(group).filter(|h| !h.is_retired()) {
@@ -333,7 +334,7 @@ mod tests {
     }
 
     async fn answered(store: &Store, group: &GroupName) -> usize {
-        let history = store.history(group, 100).await.unwrap();
+        let history = store.history().history(group, 100).await.unwrap();
         history
             .iter()
             .filter(|e| matches!(e, crate::store::HistoryEntry::Inbound { state, .. } if state == "answered"))
@@ -357,7 +358,7 @@ mod tests {
         let groups: Vec<GroupName> = ["one", "two", "three"].iter().map(|n| n.parse().unwrap()).collect();
         let mut handles = Vec::new();
         for group in &groups {
-            store.add_group(group, &GroupSettings::default()).await.unwrap();
+            store.groups().add_group(group, &GroupSettings::default()).await.unwrap();
             router.send(Inbound::new(group.clone(), Source::Console, "ann", "hello")).await.unwrap();
             handles.push(router.session(group).await.unwrap());
         }

@@ -57,14 +57,15 @@ pub struct Status {
 /// The store's half now, with today and this month in `zone`, and each
 /// group's budget over the `default` one.
 pub async fn overview(
-    store: &crate::store::Store,
+    health: &crate::store::Health,
+    groups: &crate::store::Groups,
     zone: &str,
     default: Budget,
     now: SystemTime,
 ) -> anyhow::Result<Overview> {
     let (day, month) = period_starts(now, zone)?;
-    let mut overview = store.overview(crate::domain::unix_us(now), day, month).await?;
-    let groups = store.groups().await?;
+    let mut overview = health.overview(crate::domain::unix_us(now), day, month).await?;
+    let groups = groups.groups().await?;
     for view in &mut overview.groups {
         let own = groups.iter().find(|g| g.name.as_str() == view.name).map(|g| g.settings.budget).unwrap_or_default();
         view.budget = own.over(default);

@@ -54,10 +54,10 @@ async fn rig(policy: Policy, resolver: Arc<dyn Resolve>) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("data")).unwrap();
     let store = Store::open(&dir.path().join("data/pincer.db")).await.unwrap();
-    store.add_group(&team(), &GroupSettings::default()).await.unwrap();
+    store.groups().add_group(&team(), &GroupSettings::default()).await.unwrap();
     let socket = dir.path().join("egress.sock");
     let listener = UnixListener::bind(&socket).unwrap();
-    let proxy = EgressProxy::new(store.clone(), resolver);
+    let proxy = EgressProxy::new(store.egress(), resolver);
     let shutdown = CancellationToken::new();
     let served = tokio::spawn({
         let (proxy, shutdown) = (proxy.clone(), shutdown.clone());
@@ -71,7 +71,7 @@ impl Rig {
     async fn decisions(&self, n: usize) -> Vec<EgressDecision> {
         let wait = async {
             loop {
-                let found = self.store.egress_decisions(&team(), 1000).await.unwrap();
+                let found = self.store.egress().egress_decisions(&team(), 1000).await.unwrap();
                 if found.len() >= n {
                     return found;
                 }
@@ -375,7 +375,7 @@ async fn requests_that_are_not_proxy_requests_get_a_400_and_a_huge_head_is_cut()
     let head = read_head(&mut stream).await;
     assert_eq!(status(&head), 431, "{head}");
     // Nothing here was a connection attempt.
-    assert!(rig.store.egress_decisions(&team(), 10).await.unwrap().is_empty());
+    assert!(rig.store.egress().egress_decisions(&team(), 10).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -393,7 +393,7 @@ async fn shutdown_ends_open_tunnels_and_their_decisions_are_stored_before_close_
     rig.shutdown.cancel();
     tokio::time::timeout(PATIENCE, rig.served).await.expect("serve_group returns after shutdown").unwrap();
     rig.proxy.close().await;
-    let found = rig.store.egress_decisions(&team(), 10).await.unwrap();
+    let found = rig.store.egress().egress_decisions(&team(), 10).await.unwrap();
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!((found[0].bytes_up, found[0].bytes_down), (3, 4 + 3));
     assert_eq!(found[0].reason.as_deref(), Some("cut by pincer's shutdown"));

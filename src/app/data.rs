@@ -24,7 +24,7 @@ pub async fn register_group(
     settings: &GroupSettings,
 ) -> anyhow::Result<()> {
     groups::check_not_reserved(name)?;
-    store.add_group(name, settings).await?;
+    store.groups().add_group(name, settings).await?;
     groups::create(&config.groups_dir, name, &config.assistant_name)
         .with_context(|| format!("cannot create the folder of group `{name}` in {}", config.groups_dir.display()))?;
     Ok(())

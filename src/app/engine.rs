@@ -98,7 +98,7 @@ impl Engine {
         // Once the store (and a linked device's) is open: an install made
         // before pincer kept its files private is fixed before any agent runs.
         crate::private::tighten(&config);
-        let outbox = Outbox::new(store.clone(), console);
+        let outbox = Outbox::new(store.outbox(), console);
         let config = Arc::new(config);
         let (proxies, launcher) = Proxies::start(&config, program, &store, resolver).await?;
         // Until the engine is built: a start that fails stops what it started.
@@ -125,7 +125,11 @@ impl Engine {
         let (approvals_tx, approvals) = async_channel::bounded(APPROVALS);
         let metrics = Arc::new(Metrics::default());
         let deps = Arc::new(SessionDeps {
-            store: store.clone(),
+            queue: store.queue(),
+            preparing: store.preparing(),
+            journal: store.journal(),
+            groups: store.groups(),
+            budgets: store.budgets(),
             slots: Slots::new(config.claude.max_live_sessions),
             cli: Arc::new(crate::session::RealCli::new(config.clone(), launcher)),
             config: config.clone(),
@@ -144,7 +148,7 @@ impl Engine {
         let zone = config.timezone.parse().unwrap_or(chrono_tz::UTC);
         Engine {
             router,
-            directory: Directory::new(store.clone(), outbox.clone()),
+            directory: Directory::new(&store, outbox.clone()),
             outbox,
             approvals,
             store,
@@ -189,7 +193,10 @@ impl Engine {
             return;
         };
         let deps = SchedulerDeps {
-            store: self.store.clone(),
+            schedules: self.store.schedules(),
+            groups: self.store.groups(),
+            budgets: self.store.budgets(),
+            queue: self.store.queue(),
             submit: Arc::new(self.router.clone()),
             outbox: self.outbox.clone(),
             config,
@@ -221,7 +228,7 @@ impl Engine {
 /// Removes the copies of sent files that no queued message holds (left by a
 /// pincer stopped between a delivery and the copy's removal).
 async fn sweep_outgoing(store: &Store, outgoing: &Outgoing) {
-    let keep = match store.queued_files().await {
+    let keep = match store.outbox().queued_files().await {
         Ok(paths) => paths.into_iter().collect(),
         Err(e) => return tracing::warn!(%e, "cannot read which sent files are still queued; none is removed"),
     };
@@ -254,14 +261,14 @@ impl Proxies {
         let stop = CancellationToken::new();
         let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
         let run_dir = data_dir.join("run");
-        let egress = EgressService::new(store.clone(), resolver, config.sandbox.clone(), run_dir, stop.clone());
+        let egress = EgressService::new(store.egress(), resolver, config.sandbox.clone(), run_dir, stop.clone());
         // A launcher that fails to start stops the egress proxy started for it.
         let started = stop.clone().drop_guard();
         let launcher = Launcher::start(config.clone(), program, egress.clone(), stop.clone()).await?;
         started.disarm();
         let spend_writer = launcher
             .proxy_spend()
-            .map(|ledger| tokio::spawn(crate::sandbox::proxy::spend::keep(ledger, store.clone(), stop.clone())));
+            .map(|ledger| tokio::spawn(crate::sandbox::proxy::spend::keep(ledger, store.budgets(), stop.clone())));
         Ok((Proxies { egress, stop, spend_writer: std::sync::Mutex::new(spend_writer) }, launcher))
     }
 
@@ -289,5 +296,5 @@ async fn toolbox(
     let data_dir = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
     let outgoing = Outgoing::new(&config.groups_dir, &data_dir);
     sweep_outgoing(store, &outgoing).await;
-    Arc::new(Toolbox::new(store.clone(), outbox.clone(), scheduler.clone(), config.timezone.clone(), limits, outgoing))
+    Arc::new(Toolbox::new(store, outbox.clone(), scheduler.clone(), config.timezone.clone(), limits, outgoing))
 }

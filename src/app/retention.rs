@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::RetentionConfig;
 use crate::domain::unix_us;
-use crate::store::{SpaceMode, Store};
+use crate::store::{Retention, SpaceMode};
 
 /// After start: the daemon's first minutes belong to the chats.
 const FIRST_AFTER: Duration = Duration::from_secs(5 * 60);
@@ -18,7 +18,7 @@ const BETWEEN_BATCHES: Duration = Duration::from_millis(20);
 
 const DAY_US: i64 = 86_400_000_000;
 
-pub async fn run(store: Store, config: RetentionConfig, shutdown: CancellationToken) {
+pub async fn run(store: Retention, config: RetentionConfig, shutdown: CancellationToken) {
     let mut next = tokio::time::Instant::now() + FIRST_AFTER;
     let mut told = false;
     loop {

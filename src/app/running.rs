@@ -79,7 +79,7 @@ async fn watch_until(systemd: &crate::service::Notifier, store: &Store, shutdown
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {
-                if store.answers().await {
+                if store.health().answers().await {
                     systemd.alive();
                 } else {
                     tracing::warn!("the store does not answer; not pinging systemd's watchdog");

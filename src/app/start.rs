@@ -91,8 +91,10 @@ pub fn whatsapp<C: WaClient>(
 pub async fn endpoint(engine: &Engine, services: &Services, config: &HttpConfig, zone: &str) -> anyhow::Result<()> {
     let (router, started) = (engine.router.clone(), SystemTime::now());
     let live_view = Arc::new(move || server::live_view(&router, started));
-    let (live, store) = (engine.live.clone(), engine.store.clone());
-    if let Some(endpoint) = crate::endpoint::bind(config, zone, live, store, live_view, services.served()).await? {
+    let live = engine.live.clone();
+    if let Some(endpoint) =
+        crate::endpoint::bind(config, zone, live, &engine.store, live_view, services.served()).await?
+    {
         services.intake(|stop| endpoint.serve(stop));
     }
     Ok(())
@@ -100,7 +102,7 @@ pub async fn endpoint(engine: &Engine, services: &Services, config: &HttpConfig,
 
 /// Says which chats are served, and how many groups.
 pub async fn say_what_is_served(engine: &Engine, services: &Services) -> anyhow::Result<()> {
-    let groups = engine.store.groups().await?;
+    let groups = engine.store.groups().groups().await?;
     if services.served().is_empty() {
         tracing::warn!(
             "no chat channel is configured, so replies wait in the outbox (`pincer history NAME` shows them): \

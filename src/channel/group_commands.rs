@@ -102,7 +102,7 @@ pub(super) async fn tasks(ports: &Ports, group: &GroupRecord, action: TasksActio
     if action.changes() && !group.settings.admins.is_empty() && !by_admin {
         return "Only this group's admins can run, pause or resume its tasks.".to_owned();
     }
-    let store = &ports.directory.store;
+    let store = &ports.directory.schedules;
     let done = match action {
         TasksAction::List => return list(ports, &group.name).await,
         TasksAction::Run(id) | TasksAction::Pause(id) | TasksAction::Resume(id) => {
@@ -137,7 +137,7 @@ pub(super) async fn tasks(ports: &Ports, group: &GroupRecord, action: TasksActio
 }
 
 async fn list(ports: &Ports, group: &GroupName) -> String {
-    let tasks = match ports.directory.store.schedules(Some(group)).await {
+    let tasks = match ports.directory.schedules.schedules(Some(group)).await {
         Ok(tasks) => tasks,
         Err(e) => return failed(group, e),
     };
@@ -162,7 +162,7 @@ fn line(s: &Schedule) -> String {
 
 /// Carries out `/budget` for `group`: the answer for its chat.
 pub(super) async fn budget(ports: &Ports, group: &GroupRecord, action: BudgetAction, by_admin: bool) -> String {
-    let store = &ports.directory.store;
+    let store = &ports.directory.groups;
     let default = ports.live.budget();
     if action != BudgetAction::Show {
         if group.settings.admins.is_empty() {
@@ -203,7 +203,7 @@ fn parts(budget: Budget) -> String {
 /// "Spent today: $1.20 and 4 turns; this month: $9.80."
 async fn spent_line(ports: &Ports, group: &GroupName, budget: Budget) -> String {
     let periods = Periods::at(SystemTime::now(), ports.zone);
-    match ports.directory.store.budget_spent(group, &periods).await {
+    match ports.directory.budgets.budget_spent(group, &periods).await {
         Ok(spent) => {
             let state = match crate::domain::budget::reached(&budget, &spent, &periods) {
                 Some(_) => " It is reached: messages wait until it opens again or is raised.",

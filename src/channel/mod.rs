@@ -35,7 +35,7 @@ use crate::domain::media::OutboundFile;
 use crate::domain::{ApprovalRequest, ChatAddress, GroupName, OutboundKind, Platform};
 use crate::outbox::Outbox;
 use crate::router::Router;
-use crate::store::{GroupRecord, StatusRecord, Store, StoreError};
+use crate::store::{Budgets, Channels, GroupRecord, Groups, Schedules, StatusRecord, Store, StoreError};
 
 pub use text::{describe_status, starts_with_word, FirstSight};
 
@@ -182,32 +182,43 @@ impl Ports {
 /// Which group lives where, and whether its chat still has the bot.
 #[derive(Clone, Debug)]
 pub struct Directory {
-    store: Store,
+    groups: Groups,
+    channels: Channels,
+    /// The chat commands' (`group_commands`): `/tasks`, `/budget`.
+    schedules: Schedules,
+    budgets: Budgets,
     outbox: Outbox,
 }
 
 impl Directory {
-    pub fn new(store: Store, outbox: Outbox) -> Directory {
-        Directory { store, outbox }
+    /// The directory, holding the store's roles it and the chat commands use.
+    pub fn new(store: &Store, outbox: Outbox) -> Directory {
+        Directory {
+            groups: store.groups(),
+            channels: store.channels(),
+            schedules: store.schedules(),
+            budgets: store.budgets(),
+            outbox,
+        }
     }
 
     /// The group bound to a chat (or to the thread of it the message came from).
     pub async fn group_for(&self, at: &ChatAddress) -> Result<Option<GroupRecord>, StoreError> {
-        self.store.group_for_chat(at).await
+        self.groups.group_for_chat(at).await
     }
 
     pub async fn group(&self, name: &GroupName) -> Result<GroupRecord, StoreError> {
-        self.store.group(name.as_str()).await
+        self.groups.group(name.as_str()).await
     }
 
     pub async fn groups(&self) -> Result<Vec<GroupRecord>, StoreError> {
-        self.store.groups().await
+        self.groups.groups().await
     }
 
     /// The group's chat has the bot again (its replies go out now), or lost
     /// it (`why`): its replies then wait.
     pub async fn set_reachable(&self, group: &GroupName, reachable: bool, why: Option<&str>) -> Result<(), StoreError> {
-        self.store.set_group_active(group, reachable, why).await?;
+        self.groups.set_group_active(group, reachable, why).await?;
         if reachable {
             self.outbox.wake();
         }
@@ -216,12 +227,12 @@ impl Directory {
 
     /// Remembers a message pincer sent (its platform id).
     pub async fn record_sent(&self, to: &ChatAddress, message_id: &str) -> Result<(), StoreError> {
-        self.store.record_sent(to, message_id).await
+        self.channels.record_sent(to, message_id).await
     }
 
     /// Whether pincer sent the message with this id to this chat.
     pub async fn was_sent(&self, at: &ChatAddress, message_id: &str) -> Result<bool, StoreError> {
-        self.store.was_sent(at, message_id).await
+        self.channels.was_sent(at, message_id).await
     }
 
     /// Records how a platform's connection is doing, for `status` and `doctor`.
@@ -232,17 +243,17 @@ impl Directory {
         detail: Option<&str>,
         linked_as: Option<&str>,
     ) -> Result<(), StoreError> {
-        self.store.set_channel_health(platform, state, detail, linked_as).await
+        self.channels.set_channel_health(platform, state, detail, linked_as).await
     }
 
     /// A message came in from the platform just now.
     pub async fn note_inbound(&self, platform: Platform) -> Result<(), StoreError> {
-        self.store.note_inbound(platform).await
+        self.channels.note_inbound(platform).await
     }
 
     /// A chat got a new id on its platform; bindings and waiting replies follow.
     pub async fn chat_moved(&self, platform: Platform, from: &str, to: &str) -> Result<(), StoreError> {
-        self.store.move_chat(platform, from, to).await?;
+        self.groups.move_chat(platform, from, to).await?;
         self.outbox.wake();
         Ok(())
     }
@@ -250,17 +261,17 @@ impl Directory {
     /// Remembers a status message as it is shown, so a restart finds it if
     /// it is left behind ([`progress::clean_up_left_behind`]).
     pub async fn remember_status(&self, record: &StatusRecord) -> Result<(), StoreError> {
-        self.store.remember_status(record).await
+        self.channels.remember_status(record).await
     }
 
     /// Forgets a status message that was deleted or finished.
     pub async fn forget_status(&self, at: &ChatAddress, message_id: &str) -> Result<(), StoreError> {
-        self.store.forget_status(at, message_id).await
+        self.channels.forget_status(at, message_id).await
     }
 
     /// The status messages still remembered on a platform: at a start, those
     /// the last run left behind.
     pub async fn status_messages(&self, platform: Platform) -> Result<Vec<StatusRecord>, StoreError> {
-        self.store.status_messages(platform).await
+        self.channels.status_messages(platform).await
     }
 }

@@ -32,7 +32,7 @@ async fn store_space(config: &Config) -> String {
         Ok(store) => store,
         Err(e) => return format!("cannot tell: {e:#}"),
     };
-    match store.space_mode().await {
+    match store.retention().space_mode().await {
         Ok(mode) => mode.describe(store.path()),
         Err(e) => format!("cannot tell: {e}"),
     }
@@ -41,7 +41,7 @@ async fn store_space(config: &Config) -> String {
 /// Telegram's connection as the running (or last) pincer saw it.
 async fn telegram_health(config: &Config) -> String {
     let health = match app::open_store(config).await {
-        Ok(store) => store.channel_health(crate::domain::Platform::Telegram).await,
+        Ok(store) => store.channels().channel_health(crate::domain::Platform::Telegram).await,
         Err(e) => return format!("cannot tell: {e:#}"),
     };
     match health {

@@ -7,8 +7,8 @@ use crate::store::EgressDecision;
 
 pub async fn execute(config: &Config, group: &str, json: bool, limit: u32) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
-    let record = store.group(group).await?;
-    let decisions = store.egress_decisions(&record.name, limit).await?;
+    let record = store.groups().group(group).await?;
+    let decisions = store.egress().egress_decisions(&record.name, limit).await?;
     if decisions.is_empty() && !json {
         println!("no egress decisions for `{group}` yet: its agent has asked the egress proxy for nothing");
     }

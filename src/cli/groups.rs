@@ -199,20 +199,20 @@ async fn add(config: &Config, name: &str, options: &GroupOptions) -> anyhow::Res
         _ => e,
     })?;
     println!("registered group `{name}` with its folder {}", config.groups_dir.join(name.as_str()).display());
-    println!("{}", describe(&store.group(name.as_str()).await?, config));
+    println!("{}", describe(&store.groups().group(name.as_str()).await?, config));
     control::client::tell(config, Change::Group { group: name.to_string() }).await;
     Ok(())
 }
 
 async fn set(config: &Config, name: &str, options: &GroupOptions, no_chat: bool) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
-    let mut record = store.group(name).await?;
+    let mut record = store.groups().group(name).await?;
     options.apply(&mut record.settings)?;
     if no_chat {
         record.settings.chat = None;
     }
-    store.save_group_settings(&record.name, &record.settings).await?;
-    println!("{}", describe(&store.group(name).await?, config));
+    store.groups().save_group_settings(&record.name, &record.settings).await?;
+    println!("{}", describe(&store.groups().group(name).await?, config));
     control::client::tell(config, Change::Group { group: record.name.to_string() }).await;
     Ok(())
 }
@@ -270,7 +270,7 @@ fn progress_word(mode: ProgressMode) -> &'static str {
 
 async fn list(config: &Config) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
-    let groups = store.groups().await?;
+    let groups = store.groups().groups().await?;
     if groups.is_empty() {
         println!("no groups yet: add one with `pincer groups add NAME`");
     }

@@ -7,8 +7,8 @@ use crate::store::{Delivery, HistoryEntry};
 
 pub async fn execute(config: &Config, group: &str, json: bool, limit: u32) -> anyhow::Result<()> {
     let store = app::open_store(config).await?;
-    let record = store.group(group).await?;
-    for entry in store.history(&record.name, limit).await? {
+    let record = store.groups().group(group).await?;
+    for entry in store.history().history(&record.name, limit).await? {
         if json {
             println!("{}", serde_json::to_string(&entry)?);
         } else {

@@ -17,7 +17,7 @@ pub async fn run(config: &Config, json: bool) -> anyhow::Result<()> {
     );
     let store = crate::store::Store::open(&path).await?;
     let now = SystemTime::now();
-    let overview = overview(&store, &config.timezone, config.budget.budget(), now).await?;
+    let overview = overview(&store.health(), &store.groups(), &config.timezone, config.budget.budget(), now).await?;
     store.close().await;
     let status = Status { daemon: crate::control::client::live_view(&config.data_dir).await, store: overview };
     if json {

@@ -61,10 +61,10 @@ pub async fn execute(command: TasksCmd, config: &Config) -> anyhow::Result<()> {
     let changed = match command {
         TasksCmd::Add(args) => add(&store, args, config, &limits).await?,
         TasksCmd::List { group } => list(&store, group).await?,
-        TasksCmd::Pause { id } => print(manage::pause(&store, ScheduleId(id)).await?),
-        TasksCmd::Resume { id } => print(manage::resume(&store, ScheduleId(id), &limits).await?),
-        TasksCmd::Cancel { id } => print(manage::cancel(&store, ScheduleId(id)).await?),
-        TasksCmd::RunNow { id } => print(manage::run_now(&store, ScheduleId(id)).await?),
+        TasksCmd::Pause { id } => print(manage::pause(&store.schedules(), ScheduleId(id)).await?),
+        TasksCmd::Resume { id } => print(manage::resume(&store.schedules(), ScheduleId(id), &limits).await?),
+        TasksCmd::Cancel { id } => print(manage::cancel(&store.schedules(), ScheduleId(id)).await?),
+        TasksCmd::RunNow { id } => print(manage::run_now(&store.schedules(), ScheduleId(id)).await?),
         TasksCmd::Runs { id } => runs(&store, id).await?,
     };
     store.close().await;
@@ -86,20 +86,20 @@ async fn add(store: &Store, args: AddArgs, config: &Config, limits: &Limits) -> 
         (_, _, Some(at)) => Trigger::once(at, tz)?,
         _ => unreachable!("clap requires one of --cron, --every, --at"),
     };
-    let group = store.group(&args.group).await?.name;
+    let group = store.groups().group(&args.group).await?.name;
     let context = if args.isolated { ContextMode::Isolated } else { ContextMode::Group };
     let new = NewSchedule { group, prompt: args.prompt, trigger, context };
-    let schedule = manage::add(store, new, limits).await?;
+    let schedule = manage::add(&store.schedules(), new, limits).await?;
     println!("scheduled {}", schedule.describe());
     Ok(true)
 }
 
 async fn list(store: &Store, group: Option<String>) -> anyhow::Result<bool> {
     let group = match group {
-        Some(name) => Some(store.group(&name).await?.name),
+        Some(name) => Some(store.groups().group(&name).await?.name),
         None => None,
     };
-    let tasks = store.schedules(group.as_ref()).await?;
+    let tasks = store.schedules().schedules(group.as_ref()).await?;
     if tasks.is_empty() {
         println!("no scheduled tasks: add one with `pincer tasks add GROUP --every 1d --prompt \"...\"`");
     }
@@ -110,8 +110,8 @@ async fn list(store: &Store, group: Option<String>) -> anyhow::Result<bool> {
 }
 
 async fn runs(store: &Store, id: i64) -> anyhow::Result<bool> {
-    store.schedule(ScheduleId(id)).await?;
-    let runs = store.runs(ScheduleId(id)).await?;
+    store.schedules().schedule(ScheduleId(id)).await?;
+    let runs = store.schedules().runs(ScheduleId(id)).await?;
     if runs.is_empty() {
         println!("task #{id} has not run yet");
     }

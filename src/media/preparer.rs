@@ -34,7 +34,7 @@ use crate::domain::media::{fetch_limit, human_bytes, safe_file_name, Attachment,
 use crate::domain::{GroupName, Inbound, InboundId, Platform, Source};
 use crate::outbox::Outbox;
 use crate::retry::RetryPolicy;
-use crate::store::{Store, ToPrepare};
+use crate::store::{Preparing, Queue, ToPrepare};
 
 /// How long an album's first part waits for the others (a platform sends
 /// them as separate messages, a moment apart).
@@ -62,7 +62,8 @@ impl Fetchers {
 /// What the preparer works with.
 #[derive(Clone)]
 pub struct PreparerDeps {
-    pub store: Store,
+    pub queue: Queue,
+    pub preparing: Preparing,
     /// Tells a sender when a file could not be taken (too large).
     pub outbox: Outbox,
     /// The groups' folders (`groups/`): a group's inbox is `<name>/inbox`.
@@ -115,7 +116,7 @@ async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken)
                 }
             }
         }
-        let waiting = match deps.store.all_preparing().await {
+        let waiting = match deps.preparing.all_preparing().await {
             Ok(waiting) => waiting,
             Err(e) => {
                 // Looked at again at the next wake or finished preparation.
@@ -141,12 +142,12 @@ async fn prepare(deps: &PreparerDeps, budget: &DecodeBudget, id: InboundId, albu
     if album {
         tokio::time::sleep(ALBUM_WINDOW).await;
     }
-    let ToPrepare { msg, observed } = match deps.store.take_preparing(id).await {
+    let ToPrepare { msg, observed } = match deps.preparing.take_preparing(id).await {
         Ok(Some(taken)) => taken,
         Ok(None) => return,
         Err(e) => {
             tracing::error!(id = id.0, %e, "cannot read a message waiting for its media; it is failed");
-            let _ = deps.store.set_inbound_state(&[id], crate::store::InboundState::Failed).await;
+            let _ = deps.queue.set_inbound_state(&[id], crate::store::InboundState::Failed).await;
             return;
         }
     };
@@ -156,7 +157,7 @@ async fn prepare(deps: &PreparerDeps, budget: &DecodeBudget, id: InboundId, albu
 
 /// A preparation that panicked: the message goes on with its media unfetched.
 async fn give_up(deps: &PreparerDeps, id: InboundId) {
-    let msg = match deps.store.take_preparing(id).await {
+    let msg = match deps.preparing.take_preparing(id).await {
         Ok(Some(taken)) => taken.msg,
         _ => return,
     };
@@ -172,7 +173,7 @@ async fn give_up(deps: &PreparerDeps, id: InboundId) {
 }
 
 async fn finish(deps: &PreparerDeps, id: InboundId, group: &GroupName, media: &[Attachment], images: &[ModelImage]) {
-    match deps.store.finish_preparing(id, media, images).await {
+    match deps.preparing.finish_preparing(id, media, images).await {
         Ok(true) => {
             let _ = deps.ready.send(group.clone()).await;
         }
@@ -204,7 +205,7 @@ async fn prepare_media(
     // Prepared before (a message whose failed downloads are tried again):
     // the images of what was shown then go with it as they were.
     let mut earlier = match msg.media.iter().any(|a| matches!(a.outcome, Outcome::Saved { shown: true, .. })) {
-        true => deps.store.inbound_images(id).await.unwrap_or_default().into_iter(),
+        true => deps.queue.inbound_images(id).await.unwrap_or_default().into_iter(),
         false => Vec::new().into_iter(),
     };
     for (n, attachment) in msg.media.iter().enumerate() {

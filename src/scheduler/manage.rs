@@ -9,7 +9,7 @@ use chrono::Utc;
 
 use super::limits::{self, LimitError, Limits};
 use crate::domain::schedule::{Schedule, ScheduleId, ScheduleStatus, TriggerError};
-use crate::store::{NewSchedule, Store, StoreError};
+use crate::store::{NewSchedule, Schedules, StoreError};
 
 /// A change that was refused; the text says why and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +27,7 @@ pub enum ManageError {
 }
 
 /// Stores a new schedule, due at its first run, within `limits`.
-pub async fn add(store: &Store, new: NewSchedule, limits: &Limits) -> Result<Schedule, ManageError> {
+pub async fn add(store: &Schedules, new: NewSchedule, limits: &Limits) -> Result<Schedule, ManageError> {
     if new.prompt.trim().is_empty() {
         return Err(ManageError::EmptyPrompt);
     }
@@ -44,7 +44,7 @@ pub async fn add(store: &Store, new: NewSchedule, limits: &Limits) -> Result<Sch
 // read before another one landed cannot undo it: a cancelled task stays
 // cancelled); the schedule is read only afterwards, to show it or say why not.
 
-pub async fn pause(store: &Store, id: ScheduleId) -> Result<Schedule, ManageError> {
+pub async fn pause(store: &Schedules, id: ScheduleId) -> Result<Schedule, ManageError> {
     let paused = store.pause_schedule(id).await?;
     settled(store, id, paused, "paused", "").await
 }
@@ -53,7 +53,7 @@ pub async fn pause(store: &Store, id: ScheduleId) -> Result<Schedule, ManageErro
 /// up. The limits apply as to a new one, so pausing never makes room to add
 /// more, and a schedule stored before a limit was lowered must be changed to
 /// run again.
-pub async fn resume(store: &Store, id: ScheduleId, limits: &Limits) -> Result<Schedule, ManageError> {
+pub async fn resume(store: &Schedules, id: ScheduleId, limits: &Limits) -> Result<Schedule, ManageError> {
     let s = store.schedule(id).await?;
     require(&s, &[ScheduleStatus::Paused, ScheduleStatus::Active], "resumed", "")?;
     if s.status == ScheduleStatus::Active {
@@ -73,21 +73,21 @@ pub async fn resume(store: &Store, id: ScheduleId, limits: &Limits) -> Result<Sc
     Ok(now_stored)
 }
 
-pub async fn cancel(store: &Store, id: ScheduleId) -> Result<Schedule, ManageError> {
+pub async fn cancel(store: &Schedules, id: ScheduleId) -> Result<Schedule, ManageError> {
     let cancelled = store.cancel_schedule(id).await?;
     settled(store, id, cancelled, "cancelled", "").await
 }
 
 /// Makes an active schedule due now; its regular times stay as they were
 /// computed after this run.
-pub async fn run_now(store: &Store, id: ScheduleId) -> Result<Schedule, ManageError> {
+pub async fn run_now(store: &Schedules, id: ScheduleId) -> Result<Schedule, ManageError> {
     let due = store.make_due(id, Utc::now()).await?;
     settled(store, id, due, "run now", ": resume it first (`pincer tasks resume ID`)").await
 }
 
 /// The schedule after a guarded change: as it is now if `changed`, else why not.
 async fn settled(
-    store: &Store,
+    store: &Schedules,
     id: ScheduleId,
     changed: bool,
     action: &'static str,
@@ -134,25 +134,25 @@ mod tests {
         let g: GroupName = "team".parse().unwrap();
         let other: GroupName = "other".parse().unwrap();
         let (_dir, store) = store_with(&g).await;
-        store.add_group(&other, &GroupSettings::default()).await.unwrap();
+        store.groups().add_group(&other, &GroupSettings::default()).await.unwrap();
         let limits = Limits { min_interval: Duration::from_secs(300), max_active: 3 };
         let mut added = Vec::new();
         for _ in 0..3 {
-            added.push(add(&store, daily(&g), &limits).await.unwrap());
+            added.push(add(&store.schedules(), daily(&g), &limits).await.unwrap());
         }
-        let err = add(&store, daily(&g), &limits).await.unwrap_err();
+        let err = add(&store.schedules(), daily(&g), &limits).await.unwrap_err();
         assert!(matches!(err, ManageError::Limit(LimitError::TooMany { active: 3, .. })), "{err:?}");
-        assert_eq!(store.active_schedule_count(&g).await.unwrap(), 3, "nothing was stored");
-        add(&store, daily(&other), &limits).await.expect("the cap is per group");
+        assert_eq!(store.schedules().active_schedule_count(&g).await.unwrap(), 3, "nothing was stored");
+        add(&store.schedules(), daily(&other), &limits).await.expect("the cap is per group");
 
         // Pause one, add another in its place: the paused one cannot come back.
-        pause(&store, added[0].id).await.unwrap();
-        add(&store, daily(&g), &limits).await.unwrap();
-        let err = resume(&store, added[0].id, &limits).await.unwrap_err();
+        pause(&store.schedules(), added[0].id).await.unwrap();
+        add(&store.schedules(), daily(&g), &limits).await.unwrap();
+        let err = resume(&store.schedules(), added[0].id, &limits).await.unwrap_err();
         assert!(matches!(err, ManageError::Limit(LimitError::TooMany { .. })), "{err:?}");
-        assert_eq!(store.schedule(added[0].id).await.unwrap().status, ScheduleStatus::Paused);
-        cancel(&store, added[1].id).await.unwrap();
-        let back = resume(&store, added[0].id, &limits).await.unwrap();
+        assert_eq!(store.schedules().schedule(added[0].id).await.unwrap().status, ScheduleStatus::Paused);
+        cancel(&store.schedules(), added[1].id).await.unwrap();
+        let back = resume(&store.schedules(), added[0].id, &limits).await.unwrap();
         assert_eq!(back.status, ScheduleStatus::Active);
     }
 
@@ -162,15 +162,15 @@ mod tests {
         let (_dir, store) = store_with(&g).await;
         let limits = Limits::default();
         let fast = NewSchedule { trigger: Trigger::interval("1s").unwrap(), ..daily(&g) };
-        let err = add(&store, fast.clone(), &limits).await.unwrap_err();
+        let err = add(&store.schedules(), fast.clone(), &limits).await.unwrap_err();
         assert!(err.to_string().contains("shorter than the minimum of 5m"), "{err}");
         let cron = NewSchedule { trigger: Trigger::cron("* * * * *", "UTC").unwrap(), ..daily(&g) };
-        assert!(matches!(add(&store, cron, &limits).await, Err(ManageError::Limit(_))));
-        assert!(store.schedules(Some(&g)).await.unwrap().is_empty());
+        assert!(matches!(add(&store.schedules(), cron, &limits).await, Err(ManageError::Limit(_))));
+        assert!(store.schedules().schedules(Some(&g)).await.unwrap().is_empty());
 
         // One stored before the minimum was raised keeps its place, paused, until it is changed.
-        let old = store.add_schedule(&fast, None).await.unwrap();
-        pause(&store, old.id).await.unwrap();
-        assert!(matches!(resume(&store, old.id, &limits).await, Err(ManageError::Limit(_))));
+        let old = store.schedules().add_schedule(&fast, None).await.unwrap();
+        pause(&store.schedules(), old.id).await.unwrap();
+        assert!(matches!(resume(&store.schedules(), old.id, &limits).await, Err(ManageError::Limit(_))));
     }
 }

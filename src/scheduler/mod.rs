@@ -29,7 +29,7 @@ use crate::config::SchedulerConfig;
 use crate::domain::schedule::{Schedule, ScheduleId};
 use crate::domain::GroupName;
 use crate::outbox::Outbox;
-use crate::store::Store;
+use crate::store::{Budgets, Groups, Queue, Schedules};
 use run::{RunDone, RunEnd};
 use submit::Submit;
 
@@ -58,7 +58,11 @@ pub fn channel() -> (SchedulerHandle, SchedulerInbox) {
 
 /// What the scheduler and its runs need.
 pub struct SchedulerDeps {
-    pub store: Store,
+    pub schedules: Schedules,
+    pub groups: Groups,
+    pub budgets: Budgets,
+    /// To withdraw a run's prompt that its session has not taken yet.
+    pub queue: Queue,
     /// Where runs hand their prompts: the router, in pincer.
     pub submit: Arc<dyn Submit>,
     /// Where notices about failed runs go.
@@ -105,7 +109,7 @@ struct Scheduler {
 impl Scheduler {
     async fn run(mut self) {
         tracing::info!(poll = ?self.deps.config.poll_interval, "scheduler started");
-        if let Err(e) = recover(&self.deps.store, Utc::now()).await {
+        if let Err(e) = recover(&self.deps.schedules, Utc::now()).await {
             tracing::error!(%e, "cannot check for runs a previous pincer left unfinished");
         }
         loop {
@@ -123,7 +127,7 @@ impl Scheduler {
     /// Fires every due schedule and returns when to look again.
     async fn fire_due(&mut self) -> Instant {
         let poll = Instant::now() + self.deps.config.poll_interval;
-        let schedules = match self.deps.store.active_schedules().await {
+        let schedules = match self.deps.schedules.active_schedules().await {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(%e, "cannot read the schedules; trying again at the next poll");
@@ -158,10 +162,10 @@ impl Scheduler {
     /// chat is told once per period that its scheduled runs wait.
     async fn budget_closed(&mut self, s: &Schedule) -> Option<DateTime<Utc>> {
         let deps = &self.deps;
-        let reached = match deps.store.group(s.group.as_str()).await {
+        let reached = match deps.groups.group(s.group.as_str()).await {
             Ok(group) => {
                 let budget = group.settings.budget.over(deps.live.budget());
-                deps.store.budget_reached(&s.group, &budget, std::time::SystemTime::now(), deps.zone).await
+                deps.budgets.budget_reached(&s.group, &budget, std::time::SystemTime::now(), deps.zone).await
             }
             Err(e) => Err(e),
         };
@@ -194,7 +198,7 @@ impl Scheduler {
         // The next run counts from now, so runs missed while pincer was down
         // are made up once, not one by one; and never sooner than the minimum.
         let next = limits::next_run(&s.trigger, now, self.deps.config.min_interval);
-        let run = match self.deps.store.fire_schedule(s.id, now, next).await {
+        let run = match self.deps.schedules.fire_schedule(s.id, now, next).await {
             Ok(Some(run)) => run,
             Ok(None) => {
                 return tracing::info!(schedule = %s.id, "a schedule changed as it came due; not running it now")
@@ -217,7 +221,7 @@ impl Scheduler {
     async fn on_done(&mut self, done: RunDone) {
         self.running.remove(&done.id);
         let result = match done.end {
-            RunEnd::Ok => self.deps.store.schedule_succeeded(done.id).await,
+            RunEnd::Ok => self.deps.schedules.schedule_succeeded(done.id).await,
             RunEnd::Failed(why) => self.failed(done.id, &why).await,
             RunEnd::Stopped => Ok(()),
         };
@@ -229,7 +233,7 @@ impl Scheduler {
     /// A failed run is retried with backoff ([`outcome::after_failure`]);
     /// the chat is told once per streak of failures, at its first.
     async fn failed(&self, id: ScheduleId, why: &str) -> Result<(), crate::store::StoreError> {
-        let (s, after) = outcome::record_failure(&self.deps.store, &self.deps.config, id, why, Utc::now()).await?;
+        let (s, after) = outcome::record_failure(&self.deps.schedules, &self.deps.config, id, why, Utc::now()).await?;
         tracing::warn!(schedule = %id, group = %s.group, in_a_row = s.failures.saturating_add(1), "a scheduled run failed");
         if let Some(notice) = &after.notice {
             self.deps.outbox.notice(&s.group, notice).await;
@@ -240,7 +244,7 @@ impl Scheduler {
 
 /// Runs a killed pincer left unfinished are logged as failed, and their
 /// schedules (if still active) run again now: a run is never lost silently.
-async fn recover(store: &Store, now: DateTime<Utc>) -> Result<(), crate::store::StoreError> {
+async fn recover(store: &Schedules, now: DateTime<Utc>) -> Result<(), crate::store::StoreError> {
     for id in store.abandon_unfinished_runs(now).await? {
         tracing::warn!(schedule = %id, "a run was cut off when pincer last stopped; running it again if still active");
     }

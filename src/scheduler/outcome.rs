@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use crate::config::SchedulerConfig;
 use crate::domain::schedule::{Schedule, ScheduleId, ScheduleStatus, Trigger};
 use crate::retry::RetryPolicy;
-use crate::store::{Store, StoreError};
+use crate::store::{Schedules, StoreError};
 
 /// Retries never wait longer than this.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
@@ -86,7 +86,7 @@ fn decide(s: &Schedule, why: &str, config: &SchedulerConfig, now: DateTime<Utc>)
 /// and writes the decision if the schedule is still as read, else reads and
 /// decides again. Returns the schedule as the decision saw it, and the decision.
 pub(super) async fn record_failure(
-    store: &Store,
+    store: &Schedules,
     config: &SchedulerConfig,
     id: ScheduleId,
     why: &str,

@@ -37,7 +37,7 @@ pub(super) async fn execute(deps: &SchedulerDeps, s: Schedule, run: RunId) -> Ru
     let id = s.id;
     let (end, text, cost) = deliver(deps, &s).await;
     let ok = matches!(end, RunEnd::Ok);
-    if let Err(e) = deps.store.finish_run(run, ok, &text, cost).await {
+    if let Err(e) = deps.schedules.finish_run(run, ok, &text, cost).await {
         tracing::error!(schedule = %id, %e, "cannot log the end of a scheduled run");
     }
     if matches!(end, RunEnd::Stopped) {
@@ -79,7 +79,7 @@ async fn deliver(deps: &SchedulerDeps, s: &Schedule) -> (RunEnd, String, Option<
             // turn_timeout watches it), and a later answer still reaches the chat.
             let then = match session {
                 Session::Isolated(_) => "; its isolated session was stopped",
-                Session::Group(id) => match deps.store.withdraw_queued(id).await {
+                Session::Group(id) => match deps.queue.withdraw_queued(id).await {
                     Ok(true) => "; no session had taken the prompt yet, so it was withdrawn",
                     Ok(false) => "; the agent may still be working on it",
                     Err(e) => {
@@ -98,7 +98,7 @@ async fn deliver(deps: &SchedulerDeps, s: &Schedule) -> (RunEnd, String, Option<
 /// A run cut off by shutdown is due again (if still active), so the next
 /// start makes it up.
 async fn run_again_at_start(deps: &SchedulerDeps, id: ScheduleId) {
-    if let Err(e) = deps.store.make_due(id, Utc::now()).await {
+    if let Err(e) = deps.schedules.make_due(id, Utc::now()).await {
         tracing::error!(schedule = %id, %e, "cannot mark a cut-off run to run again");
     }
 }

@@ -9,7 +9,7 @@ use super::*;
 use crate::config::SchedulerConfig;
 use crate::domain::schedule::{ContextMode, Schedule, ScheduleStatus, Trigger};
 use crate::domain::GroupName;
-use crate::store::{GroupSettings, NewSchedule};
+use crate::store::{GroupSettings, NewSchedule, Store};
 
 struct Db {
     _dir: tempfile::TempDir,
@@ -21,14 +21,14 @@ async fn db() -> Db {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pincer.db");
     let store = Store::open(&path).await.unwrap();
-    store.add_group(&"g".parse::<GroupName>().unwrap(), &GroupSettings::default()).await.unwrap();
+    store.groups().add_group(&"g".parse::<GroupName>().unwrap(), &GroupSettings::default()).await.unwrap();
     Db { _dir: dir, path, store }
 }
 
 impl Db {
     async fn add(&self, trigger: Trigger, next_run: DateTime<Utc>) -> Schedule {
         let new = NewSchedule { group: "g".parse().unwrap(), prompt: "p".into(), trigger, context: ContextMode::Group };
-        self.store.add_schedule(&new, Some(next_run)).await.unwrap()
+        self.store.schedules().add_schedule(&new, Some(next_run)).await.unwrap()
     }
 
     /// From now on pincer dies where `statement` (e.g. `INSERT ON schedule_runs`) would run.
@@ -50,13 +50,13 @@ impl Db {
     }
 
     async fn get(&self, s: &Schedule) -> Schedule {
-        self.store.schedule(s.id).await.unwrap()
+        self.store.schedules().schedule(s.id).await.unwrap()
     }
 
     /// What `Scheduler::fire` does with a due schedule.
     async fn fire(&self, s: &Schedule, now: DateTime<Utc>) -> Result<Option<crate::store::RunId>, StoreError> {
         let next = limits::next_run(&s.trigger, now, SchedulerConfig::default().min_interval);
-        self.store.fire_schedule(s.id, now, next).await
+        self.store.schedules().fire_schedule(s.id, now, next).await
     }
 }
 
@@ -78,14 +78,14 @@ async fn a_once_killed_as_it_fires_is_still_due_and_runs_after_the_restart() {
     db.kill_at("INSERT ON schedule_runs").await;
     assert!(db.fire(&once, now).await.is_err());
     db.restart().await;
-    recover(&db.store, now).await.unwrap();
+    recover(&db.store.schedules(), now).await.unwrap();
 
     let after = db.get(&once).await;
     assert!(after.is_due(now), "neither run nor next run left: {after:?}");
     assert_eq!(after.last_run, None);
-    assert!(db.store.runs(once.id).await.unwrap().is_empty());
+    assert!(db.store.schedules().runs(once.id).await.unwrap().is_empty());
     assert!(db.fire(&after, now).await.unwrap().is_some(), "the restarted scheduler runs it");
-    let runs = db.store.runs(once.id).await.unwrap();
+    let runs = db.store.schedules().runs(once.id).await.unwrap();
     assert_eq!(runs.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>(), ["running"]);
     assert_eq!(db.get(&once).await.next_run, None, "fired: nothing else due");
 }
@@ -100,18 +100,18 @@ async fn a_run_cut_off_by_a_kill_is_logged_as_failed_and_due_again_even_if_recov
     // The next pincer is killed while it recovers that run, before the schedule is due again.
     let now = now();
     db.kill_at("UPDATE OF next_run_us ON schedules").await;
-    assert!(recover(&db.store, now).await.is_err());
+    assert!(recover(&db.store.schedules(), now).await.is_err());
     db.restart().await;
-    recover(&db.store, now).await.unwrap();
+    recover(&db.store.schedules(), now).await.unwrap();
 
-    let runs = db.store.runs(once.id).await.unwrap();
+    let runs = db.store.schedules().runs(once.id).await.unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].outcome, "error");
     assert!(runs[0].text.as_deref().unwrap().contains("killed or crashed"));
     let after = db.get(&once).await;
     assert!(after.is_due(now), "{after:?}");
-    recover(&db.store, now).await.unwrap();
-    assert_eq!(db.store.runs(once.id).await.unwrap().len(), 1, "recovered once");
+    recover(&db.store.schedules(), now).await.unwrap();
+    assert_eq!(db.store.schedules().runs(once.id).await.unwrap().len(), 1, "recovered once");
 }
 
 #[tokio::test]
@@ -124,11 +124,11 @@ async fn a_failure_and_its_retry_are_written_together() {
     db.fire(&daily, now).await.unwrap().unwrap();
 
     db.kill_at("UPDATE OF next_run_us ON schedules").await;
-    assert!(outcome::record_failure(&db.store, &config, daily.id, "boom", now).await.is_err());
+    assert!(outcome::record_failure(&db.store.schedules(), &config, daily.id, "boom", now).await.is_err());
     assert_eq!(db.get(&daily).await.failures, 0, "no failure counted without its retry");
     db.restart().await;
 
-    let (_, after) = outcome::record_failure(&db.store, &config, daily.id, "boom", now).await.unwrap();
+    let (_, after) = outcome::record_failure(&db.store.schedules(), &config, daily.id, "boom", now).await.unwrap();
     let stored = db.get(&daily).await;
     assert_eq!((stored.failures, stored.next_run), (1, Some(now + chrono::Duration::minutes(1))));
     assert_eq!(after.next_run, stored.next_run);
@@ -144,25 +144,25 @@ async fn changes_decided_before_a_cancel_leave_it_cancelled() {
     // Every racing change has read the task active and due; then the cancel lands.
     let seen = db.get(&task).await;
     assert!(seen.is_due(now));
-    manage::cancel(&db.store, task.id).await.unwrap();
+    manage::cancel(&db.store.schedules(), task.id).await.unwrap();
 
     // ... and then their writes.
-    assert!(!db.store.pause_schedule(task.id).await.unwrap(), "pause");
-    assert!(!db.store.make_due(task.id, now).await.unwrap(), "run-now, or a run cut off by shutdown");
+    assert!(!db.store.schedules().pause_schedule(task.id).await.unwrap(), "pause");
+    assert!(!db.store.schedules().make_due(task.id, now).await.unwrap(), "run-now, or a run cut off by shutdown");
     assert!(db.fire(&seen, now).await.unwrap().is_none(), "the scheduler firing it");
-    let failed = !db.store.change_schedule_if(&seen, ScheduleStatus::Active, 1, Some(now)).await.unwrap();
+    let failed = !db.store.schedules().change_schedule_if(&seen, ScheduleStatus::Active, 1, Some(now)).await.unwrap();
     assert!(failed, "a failed run's retry");
-    let (_, after) = outcome::record_failure(&db.store, &config, task.id, "boom", now).await.unwrap();
+    let (_, after) = outcome::record_failure(&db.store.schedules(), &config, task.id, "boom", now).await.unwrap();
     let told = after.notice.expect("the first failure is told");
     assert!(told.contains("It is cancelled now, so it is not retried"), "{told}");
-    let resumed = manage::resume(&db.store, task.id, &limits::Limits::default()).await.unwrap_err();
+    let resumed = manage::resume(&db.store.schedules(), task.id, &limits::Limits::default()).await.unwrap_err();
     assert!(resumed.to_string().contains("is cancelled, so it cannot be resumed"), "{resumed}");
-    let err = manage::pause(&db.store, task.id).await.unwrap_err();
+    let err = manage::pause(&db.store.schedules(), task.id).await.unwrap_err();
     assert!(err.to_string().contains("is cancelled, so it cannot be paused"), "{err}");
 
     let after = db.get(&task).await;
     assert_eq!((after.status, after.next_run, after.failures), (ScheduleStatus::Cancelled, None, 0));
-    assert!(db.store.runs(task.id).await.unwrap().is_empty());
+    assert!(db.store.schedules().runs(task.id).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -174,14 +174,19 @@ async fn a_run_now_that_lands_while_a_failure_is_recorded_is_kept() {
     let now = now();
     db.fire(&task, now).await.unwrap().unwrap();
     let seen = db.get(&task).await;
-    manage::run_now(&db.store, task.id).await.unwrap();
+    manage::run_now(&db.store.schedules(), task.id).await.unwrap();
 
     // The failure decided on what it read before the run-now is not written ...
     let stale = outcome::after_failure(&seen, "boom", &config, now);
-    assert!(!db.store.change_schedule_if(&seen, stale.status, stale.failures, stale.next_run).await.unwrap());
+    assert!(!db
+        .store
+        .schedules()
+        .change_schedule_if(&seen, stale.status, stale.failures, stale.next_run)
+        .await
+        .unwrap());
     // ... it is decided again: the run-now's time is sooner than the retry, so it stays.
     let due_now = db.get(&task).await.next_run;
-    outcome::record_failure(&db.store, &config, task.id, "boom", now).await.unwrap();
+    outcome::record_failure(&db.store.schedules(), &config, task.id, "boom", now).await.unwrap();
     let after = db.get(&task).await;
     assert_eq!((after.failures, after.next_run), (1, due_now));
 }

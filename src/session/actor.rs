@@ -397,7 +397,7 @@ impl SessionActor {
     }
 
     async fn set_state(&self, ids: &[InboundId], state: InboundState) {
-        if let Err(e) = self.deps.store.set_inbound_state(ids, state).await {
+        if let Err(e) = self.deps.queue.set_inbound_state(ids, state).await {
             tracing::error!(group = %self.group, %e, "cannot update inbound state");
         }
     }
@@ -406,7 +406,7 @@ impl SessionActor {
         // A throwaway session's events must not read as the group's own session's.
         let kind = if self.isolated { format!("isolated_{kind}") } else { kind.to_owned() };
         crate::metrics::counters::counters().session_event(self.group.as_str(), &kind);
-        if let Err(e) = self.deps.store.record_session_event(&self.group, &kind, session_id, detail).await {
+        if let Err(e) = self.deps.journal.record_session_event(&self.group, &kind, session_id, detail).await {
             tracing::error!(group = %self.group, %e, "cannot store a session event");
         }
     }

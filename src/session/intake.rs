@@ -23,7 +23,7 @@ use tokio::sync::{oneshot, Notify};
 use super::TurnOutcome;
 use crate::domain::media::ModelImage;
 use crate::domain::{GroupName, Inbound, InboundId, Missed};
-use crate::store::{Store, StoreError, TakenContext};
+use crate::store::{Queue, StoreError, TakenContext};
 
 /// At most this many messages of one group are taken from the queue and not
 /// yet answered; the rest wait in the store until results settle some.
@@ -186,7 +186,7 @@ impl Puller {
     /// lines said before it that no earlier message took. A context that
     /// cannot be read is left for the next message; a queue that cannot be
     /// read is tried again at the next wake or result.
-    pub(super) async fn pull(&mut self, store: &Store, intake: &Intake, group: &GroupName, room: usize) -> Vec<Taken> {
+    pub(super) async fn pull(&mut self, store: &Queue, intake: &Intake, group: &GroupName, room: usize) -> Vec<Taken> {
         let pulled = {
             let _registered = intake.registering.lock().await;
             store.queued_inbound(group, self.after, room).await
@@ -257,24 +257,28 @@ mod tests {
         let group: GroupName = "team".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
         let intake = Intake::default();
-        store.insert_inbound(&said(&group, "before one"), InboundState::Observed).await.unwrap();
+        store.queue().insert_inbound(&said(&group, "before one"), InboundState::Observed).await.unwrap();
         for text in ["one", "two", "three"] {
-            store.insert_inbound(&said(&group, text), InboundState::Queued).await.unwrap();
-            store.insert_inbound(&said(&group, &format!("after {text}")), InboundState::Observed).await.unwrap();
+            store.queue().insert_inbound(&said(&group, text), InboundState::Queued).await.unwrap();
+            store
+                .queue()
+                .insert_inbound(&said(&group, &format!("after {text}")), InboundState::Observed)
+                .await
+                .unwrap();
         }
         let mut puller = Puller::default();
         assert!(puller.due(2), "a fresh session looks at the queue once");
-        let first = puller.pull(&store, &intake, &group, 2).await;
+        let first = puller.pull(&store.queue(), &intake, &group, 2).await;
         let texts: Vec<&str> = first.iter().map(|t| t.msg.text.as_str()).collect();
         assert_eq!(texts, ["one", "two"]);
         assert_eq!(first[0].missed.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["before one"]);
         assert_eq!(first[1].missed.lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(), ["after one"]);
         assert!(puller.due(1), "a full pull may have left more");
         assert!(!puller.due(0), "no room, no pull");
-        let rest = puller.pull(&store, &intake, &group, 2).await;
+        let rest = puller.pull(&store.queue(), &intake, &group, 2).await;
         assert_eq!(rest.iter().map(|t| t.msg.text.as_str()).collect::<Vec<_>>(), ["three"]);
         assert!(!puller.due(2), "a short pull emptied the queue");
-        assert!(puller.pull(&store, &intake, &group, 2).await.is_empty(), "nothing is taken twice");
+        assert!(puller.pull(&store.queue(), &intake, &group, 2).await.is_empty(), "nothing is taken twice");
     }
 
     #[tokio::test]
@@ -283,24 +287,24 @@ mod tests {
         let (_dir, store) = store_with(&group).await;
         let intake = Intake::default();
         let mut puller = Puller::default();
-        puller.pull(&store, &intake, &group, 4).await;
+        puller.pull(&store.queue(), &intake, &group, 4).await;
         puller.settle(&intake);
 
-        store.insert_inbound(&said(&group, "one"), InboundState::Queued).await.unwrap();
+        store.queue().insert_inbound(&said(&group, "one"), InboundState::Queued).await.unwrap();
         intake.wake();
         intake.woken().await;
         puller.woken(intake.wakes());
-        assert_eq!(puller.pull(&store, &intake, &group, 1).await.len(), 1);
+        assert_eq!(puller.pull(&store.queue(), &intake, &group, 1).await.len(), 1);
         puller.settle(&intake);
         assert_eq!(intake.wakes(), 1, "a full pull may have left more: still owed");
         // A wake meanwhile is kept for the next round, not lost.
         intake.wake();
-        assert!(puller.pull(&store, &intake, &group, 1).await.is_empty());
+        assert!(puller.pull(&store.queue(), &intake, &group, 1).await.is_empty());
         puller.settle(&intake);
         assert_eq!(intake.wakes(), 1, "only the wakes seen were answered");
         intake.woken().await;
         puller.woken(intake.wakes());
-        puller.pull(&store, &intake, &group, 1).await;
+        puller.pull(&store.queue(), &intake, &group, 1).await;
         puller.settle(&intake);
         assert_eq!(intake.wakes(), 0);
     }
@@ -312,14 +316,14 @@ mod tests {
         let intake = std::sync::Arc::new(Intake::default());
         // The router's side: pulls held, the message stored, then its watcher.
         let held = intake.hold_pulls().await.expect("a running session has not retired");
-        let id = store.insert_inbound(&said(&group, "report"), InboundState::Queued).await.unwrap();
+        let id = store.queue().insert_inbound(&said(&group, "report"), InboundState::Queued).await.unwrap();
         let pulling = {
             let (store, intake, group) = (store.clone(), intake.clone(), group.clone());
-            tokio::spawn(async move { Puller::default().pull(&store, &intake, &group, 4).await.len() })
+            tokio::spawn(async move { Puller::default().pull(&store.queue(), &intake, &group, 4).await.len() })
         };
         // Store round trips in which an unheld pull (one read, one write) would finish.
         for text in ["a", "b", "c", "d"] {
-            store.insert_inbound(&said(&group, text), InboundState::Observed).await.unwrap();
+            store.queue().insert_inbound(&said(&group, text), InboundState::Observed).await.unwrap();
         }
         assert!(!pulling.is_finished(), "the message was taken before its watcher was registered");
         let (done, outcome) = oneshot::channel();

@@ -53,7 +53,7 @@ use crate::domain::activity::Activity;
 use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId, Missed};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
-use crate::store::{GroupRecord, Store};
+use crate::store::{Budgets, GroupRecord, Groups, Journal, Preparing, Queue};
 use crate::tools::Toolbox;
 
 /// How many commands may wait for one group's actor.
@@ -61,7 +61,14 @@ const COMMAND_QUEUE: usize = 64;
 
 /// What every session actor needs, bundled once.
 pub struct SessionDeps {
-    pub store: Store,
+    /// The groups' inbound queue: the router stores, the sessions pull.
+    pub queue: Queue,
+    /// Messages whose media is still prepared (the router's side of the queue).
+    pub preparing: Preparing,
+    /// What sessions did besides their results: events, task frames, decisions.
+    pub journal: Journal,
+    pub groups: Groups,
+    pub budgets: Budgets,
     pub config: Arc<Config>,
     /// What a reload changes: the budget default is read from here.
     pub live: crate::config::Live,

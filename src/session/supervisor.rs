@@ -126,8 +126,9 @@ impl Supervised {
         self.activity.send_if_modified(|activity| super::activity::process_ended(activity, Instant::now()));
         let kind = if self.isolated { "isolated_actor_restarted" } else { "actor_restarted" };
         crate::metrics::counters::counters().session_event(group.name.as_str(), kind);
-        let store = &self.deps.store;
-        if let Err(e) = store.record_session_event(&group.name, kind, group.session_id.as_deref(), Some(why)).await {
+        if let Err(e) =
+            self.deps.journal.record_session_event(&group.name, kind, group.session_id.as_deref(), Some(why)).await
+        {
             tracing::error!(group = %group.name, %e, "cannot store a session event");
         }
     }
@@ -137,8 +138,7 @@ impl Supervised {
     /// isolated run's look the same in the store; a lost one's run times out
     /// and is retried); and the group as the ended actor left it stored.
     async fn requeue_and_reload(&self, group: GroupRecord) -> GroupRecord {
-        let store = &self.deps.store;
-        match store.requeue_sent(&group.name).await {
+        match self.deps.queue.requeue_sent(&group.name).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(group = %group.name, messages = n, "queued again what the ended actor had written"),
             Err(e) => {
@@ -146,7 +146,7 @@ impl Supervised {
             }
         }
         // The session id and settings the ended actor stored since.
-        match store.group(group.name.as_str()).await {
+        match self.deps.groups.group(group.name.as_str()).await {
             Ok(record) => record,
             Err(e) => {
                 tracing::warn!(group = %group.name, %e, "cannot re-read the group; restarting with what was known");

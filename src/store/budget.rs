@@ -4,11 +4,12 @@
 
 use std::time::SystemTime;
 
-use super::{Store, StoreError};
+use super::error::StoreError;
+use super::handles::Budgets;
 use crate::domain::budget::{reached, Budget, Periods, Reached, Spent};
 use crate::domain::GroupName;
 
-impl Store {
+impl Budgets {
     /// Whether `group` has reached `budget` at `now` (days and months in
     /// `zone`); no read at all for a budget that is not set.
     pub async fn budget_reached(
@@ -44,11 +45,17 @@ impl Store {
         .bind(group.as_str())
         .bind(periods.day_start_us)
         .bind(periods.month_start_us.min(periods.day_start_us))
-        .fetch_one(&self.pool)
+        .fetch_one(&self.db.pool)
         .await?;
         Ok(Spent { today_usd: today, month_usd: month, today_turns: u32::try_from(turns).unwrap_or(u32::MAX) })
     }
-}
 
-#[cfg(test)]
-mod tests;
+    /// What the group's turns have cost so far, in USD.
+    pub async fn group_cost(&self, group: &GroupName) -> Result<f64, StoreError> {
+        let total: Option<f64> = sqlx::query_scalar("SELECT SUM(cost_usd) FROM results WHERE group_name = ?")
+            .bind(group.as_str())
+            .fetch_one(&self.db.pool)
+            .await?;
+        Ok(total.unwrap_or(0.0))
+    }
+}

@@ -5,7 +5,9 @@
 
 use sqlx::FromRow;
 
-use super::{now_us, Store, StoreError};
+use super::clock::now_us;
+use super::error::StoreError;
+use super::handles::Channels;
 use crate::domain::{ChatAddress, Platform};
 
 /// A platform's connection as the running pincer last saw it (a
@@ -21,7 +23,7 @@ pub struct ChannelHealth {
     pub last_inbound_us: Option<i64>,
 }
 
-impl Store {
+impl Channels {
     /// Remembers a message pincer sent to a chat.
     pub async fn record_sent(&self, to: &ChatAddress, message_id: &str) -> Result<(), StoreError> {
         sqlx::query(
@@ -31,7 +33,7 @@ impl Store {
         .bind(&to.chat)
         .bind(message_id)
         .bind(now_us())
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(())
     }
@@ -43,7 +45,7 @@ impl Store {
                 .bind(at.platform.as_str())
                 .bind(&at.chat)
                 .bind(message_id)
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.db.pool)
                 .await?;
         Ok(found.is_some())
     }
@@ -66,7 +68,7 @@ impl Store {
         .bind(detail)
         .bind(linked_as)
         .bind(now_us())
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(())
     }
@@ -76,7 +78,7 @@ impl Store {
         sqlx::query("UPDATE channel_health SET last_inbound_us = ? WHERE platform = ?")
             .bind(now_us())
             .bind(platform.as_str())
-            .execute(&self.pool)
+            .execute(&self.db.pool)
             .await?;
         Ok(())
     }
@@ -86,7 +88,7 @@ impl Store {
             "SELECT state, detail, linked_as, changed_at_us, last_inbound_us FROM channel_health WHERE platform = ?",
         )
         .bind(platform.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db.pool)
         .await?;
         let bad = |source| StoreError::BadRow { table: "channel_health", key: platform.to_string(), source };
         row.map(|r| ChannelHealth::from_row(&r).map_err(bad)).transpose()

@@ -5,7 +5,8 @@
 use serde::Serialize;
 use sqlx::Row;
 
-use super::{Store, StoreError};
+use super::error::{readable, StoreError};
+use super::handles::EgressLog;
 use crate::domain::GroupName;
 
 /// How the agent asked.
@@ -83,7 +84,7 @@ pub struct EgressDecision {
     pub bytes_down: u64,
 }
 
-impl Store {
+impl EgressLog {
     pub async fn record_egress(&self, d: &EgressDecision) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO egress_decisions (group_name, at_us, closed_at_us, via, host, port, verdict, reason, address, bytes_up, bytes_down)
@@ -100,7 +101,7 @@ impl Store {
         .bind(&d.address)
         .bind(i64::try_from(d.bytes_up).unwrap_or(i64::MAX))
         .bind(i64::try_from(d.bytes_down).unwrap_or(i64::MAX))
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(())
     }
@@ -115,9 +116,9 @@ impl Store {
         )
         .bind(group.as_str())
         .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db.pool)
         .await?;
-        Ok(super::readable("egress_decisions", &rows, |r| {
+        Ok(readable("egress_decisions", &rows, |r| {
             Ok(EgressDecision {
                 group: group.clone(),
                 at_us: r.try_get("at_us")?,
@@ -159,22 +160,22 @@ mod tests {
     #[tokio::test]
     async fn decisions_come_back_newest_last_limited_to_the_newest() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("p.db")).await.unwrap();
+        let store = crate::store::Store::open(&dir.path().join("p.db")).await.unwrap();
         let team: GroupName = "team".parse().unwrap();
         let other: GroupName = "other".parse().unwrap();
-        store.add_group(&team, &GroupSettings::default()).await.unwrap();
-        store.add_group(&other, &GroupSettings::default()).await.unwrap();
+        store.groups().add_group(&team, &GroupSettings::default()).await.unwrap();
+        store.groups().add_group(&other, &GroupSettings::default()).await.unwrap();
         // Written when each closed, so not in the order they came in.
-        store.record_egress(&decision(&team, 30, "c.test", EgressVerdict::Failed)).await.unwrap();
-        store.record_egress(&decision(&team, 10, "a.test", EgressVerdict::Allowed)).await.unwrap();
-        store.record_egress(&decision(&other, 15, "x.test", EgressVerdict::Allowed)).await.unwrap();
-        store.record_egress(&decision(&team, 20, "b.test", EgressVerdict::Refused)).await.unwrap();
+        store.egress().record_egress(&decision(&team, 30, "c.test", EgressVerdict::Failed)).await.unwrap();
+        store.egress().record_egress(&decision(&team, 10, "a.test", EgressVerdict::Allowed)).await.unwrap();
+        store.egress().record_egress(&decision(&other, 15, "x.test", EgressVerdict::Allowed)).await.unwrap();
+        store.egress().record_egress(&decision(&team, 20, "b.test", EgressVerdict::Refused)).await.unwrap();
 
-        let all = store.egress_decisions(&team, 10).await.unwrap();
+        let all = store.egress().egress_decisions(&team, 10).await.unwrap();
         let hosts: Vec<&str> = all.iter().map(|d| d.host.as_str()).collect();
         assert_eq!(hosts, ["a.test", "b.test", "c.test"]);
         assert_eq!(all[1], decision(&team, 20, "b.test", EgressVerdict::Refused));
-        let newest = store.egress_decisions(&team, 2).await.unwrap();
+        let newest = store.egress().egress_decisions(&team, 2).await.unwrap();
         assert_eq!(newest.iter().map(|d| d.host.as_str()).collect::<Vec<_>>(), ["b.test", "c.test"]);
     }
 }

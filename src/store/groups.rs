@@ -4,7 +4,9 @@
 use sqlx::sqlite::SqliteRow;
 use sqlx::FromRow;
 
-use super::{bad_row, now_us, readable, Store, StoreError};
+use super::clock::now_us;
+use super::error::{bad_row, readable, row_key, StoreError};
+use super::handles::Groups;
 use crate::domain::activity::ProgressMode;
 use crate::domain::budget::Budget;
 use crate::domain::{ChatAddress, GroupName, Platform, ToolsFor};
@@ -67,10 +69,10 @@ SELECT g.name, g.created_at_us, g.session_id, g.allowed_tools, g.trigger, g.requ
        g.budget_daily_cents, g.budget_monthly_cents, g.budget_daily_turns
   FROM groups g LEFT JOIN chat_bindings b ON b.group_name = g.name";
 
-impl Store {
+impl Groups {
     /// Registers a group. Fails if the name or its chat is taken.
     pub async fn add_group(&self, name: &GroupName, settings: &GroupSettings) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         let done = sqlx::query("INSERT INTO groups (name, created_at_us) VALUES (?, ?) ON CONFLICT DO NOTHING")
             .bind(name.as_str())
             .bind(now_us())
@@ -87,7 +89,7 @@ impl Store {
     /// Replaces a registered group's settings.
     pub async fn save_group_settings(&self, name: &GroupName, settings: &GroupSettings) -> Result<(), StoreError> {
         self.group(name.as_str()).await?;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         write_settings(&mut tx, name, settings).await?;
         tx.commit().await?;
         Ok(())
@@ -95,14 +97,14 @@ impl Store {
 
     pub async fn group(&self, name: &str) -> Result<GroupRecord, StoreError> {
         let row =
-            sqlx::query(&format!("{SELECT_GROUP} WHERE g.name = ?")).bind(name).fetch_optional(&self.pool).await?;
+            sqlx::query(&format!("{SELECT_GROUP} WHERE g.name = ?")).bind(name).fetch_optional(&self.db.pool).await?;
         let row = row.ok_or_else(|| StoreError::UnknownGroup(name.to_owned()))?;
         group_from_row(&row).map_err(|source| bad_group(&row, source))
     }
 
     /// Every group that reads; a row that does not is logged and left out.
     pub async fn groups(&self) -> Result<Vec<GroupRecord>, StoreError> {
-        let rows = sqlx::query(&format!("{SELECT_GROUP} ORDER BY g.name")).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(&format!("{SELECT_GROUP} ORDER BY g.name")).fetch_all(&self.db.pool).await?;
         Ok(readable("groups", &rows, group_from_row))
     }
 
@@ -116,7 +118,7 @@ impl Store {
         .bind(at.platform.as_str())
         .bind(&at.chat)
         .bind(&at.thread)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db.pool)
         .await?;
         row.map(|row| group_from_row(&row).map_err(|source| bad_group(&row, source))).transpose()
     }
@@ -124,7 +126,7 @@ impl Store {
     /// A chat got a new id on its platform (a Telegram group that became a
     /// supergroup): its bindings and the replies waiting for it follow.
     pub async fn move_chat(&self, platform: Platform, from: &str, to: &str) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         for table in ["chat_bindings", "outbox"] {
             sqlx::query(&format!("UPDATE {table} SET chat = ?1 WHERE platform = ?2 AND chat = ?3"))
                 .bind(to)
@@ -148,7 +150,7 @@ impl Store {
             .bind(active)
             .bind(if active { None } else { reason })
             .bind(name.as_str())
-            .execute(&self.pool)
+            .execute(&self.db.pool)
             .await?;
         Ok(())
     }
@@ -168,7 +170,7 @@ impl Store {
         .bind(name.as_str())
         .bind(default)
         .bind(tool)
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::UnknownGroup(name.to_string()));
@@ -180,7 +182,7 @@ impl Store {
         sqlx::query("UPDATE groups SET session_id = ? WHERE name = ?")
             .bind(session_id)
             .bind(group.as_str())
-            .execute(&self.pool)
+            .execute(&self.db.pool)
             .await?;
         Ok(())
     }
@@ -235,7 +237,7 @@ async fn write_settings(
 }
 
 fn bad_group(row: &SqliteRow, source: sqlx::Error) -> StoreError {
-    StoreError::BadRow { table: "groups", key: super::row_key(row), source }
+    StoreError::BadRow { table: "groups", key: row_key(row), source }
 }
 
 /// A [`SELECT_GROUP`] row, by column name.

@@ -3,10 +3,14 @@
 //! pincer's own notices, and how far each message for the chat got.
 
 use serde::Serialize;
+use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
+use super::clock::now_us;
+use super::error::{readable, StoreError};
+use super::handles::{History, OutboxLog};
 use super::outbox::{enqueue_in, Enqueue, OutboxId};
-use super::{Store, StoreError};
+use super::rows;
 use crate::domain::media::OutboundFile;
 use crate::domain::GroupName;
 
@@ -133,7 +137,7 @@ SELECT * FROM (
     LIMIT ?2
 ) ORDER BY at_us ASC, id ASC";
 
-impl Store {
+impl OutboxLog {
     /// Stores a message an agent posts to `group`'s chat with `send_message`
     /// (or a file with `send_file`, `out.text` its caption), and its outbox
     /// row, in one transaction.
@@ -144,10 +148,10 @@ impl Store {
         out: Enqueue<'_>,
         file: Option<&OutboundFile>,
     ) -> Result<OutboxId, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         let done = sqlx::query("INSERT INTO agent_messages (group_name, at_us, sent_by, text) VALUES (?, ?, ?, ?)")
             .bind(group.as_str())
-            .bind(super::now_us())
+            .bind(now_us())
             .bind(sent_by.as_str())
             .bind(out.text)
             .execute(&mut *tx)
@@ -162,80 +166,122 @@ impl Store {
             .bind(file.kind.as_str())
             .bind(i64::try_from(file.bytes).unwrap_or(i64::MAX))
             .bind(&file.from)
-                .bind(id.0)
-                .execute(&mut *tx)
-                .await?;
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(id)
     }
+}
 
+impl History {
     /// The newest `limit` entries of a group's history, oldest first.
     pub async fn history(&self, group: &GroupName, limit: u32) -> Result<Vec<HistoryEntry>, StoreError> {
-        let rows = sqlx::query(HISTORY_SQL).bind(group.as_str()).bind(i64::from(limit)).fetch_all(&self.pool).await?;
-        Ok(super::readable("history", &rows, entry_from_row))
+        let rows =
+            sqlx::query(HISTORY_SQL).bind(group.as_str()).bind(i64::from(limit)).fetch_all(&self.db.pool).await?;
+        Ok(readable("history", &rows, entry_from_row))
     }
 }
 
-fn entry_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<HistoryEntry, sqlx::Error> {
+/// The generic columns every kind of history row fills (`a` to `d`), as
+/// [`HISTORY_SQL`] names them.
+struct Columns {
+    at_us: i64,
+    a: Option<String>,
+    b: Option<String>,
+    c: Option<String>,
+    d: Option<String>,
+    /// How far the row's message for the chat got, if it has one.
+    delivery: Option<Delivery>,
+}
+
+fn entry_from_row(row: &SqliteRow) -> Result<HistoryEntry, sqlx::Error> {
     let kind: String = row.try_get("kind")?;
-    let at_us: i64 = row.try_get("at_us")?;
-    let a: Option<String> = row.try_get("a")?;
-    let b: Option<String> = row.try_get("b")?;
-    let c: Option<String> = row.try_get("c")?;
-    let d: Option<String> = row.try_get("d")?;
-    let delivery = match row.try_get::<Option<String>, _>("ds")? {
+    let cols = Columns {
+        at_us: row.try_get("at_us")?,
+        a: row.try_get("a")?,
+        b: row.try_get("b")?,
+        c: row.try_get("c")?,
+        d: row.try_get("d")?,
+        delivery: delivery(row)?,
+    };
+    Ok(match kind.as_str() {
+        "inbound" => inbound_entry(row, cols)?,
+        "result" => result_entry(row, cols)?,
+        "message" => message_entry(row, cols)?,
+        "notice" => {
+            HistoryEntry::Notice { at_us: cols.at_us, text: cols.a.unwrap_or_default(), delivery: cols.delivery }
+        }
+        _ => task_entry(row, cols)?,
+    })
+}
+
+/// The delivery columns (`ds`, `dt`, `de`).
+fn delivery(row: &SqliteRow) -> Result<Option<Delivery>, sqlx::Error> {
+    Ok(match row.try_get::<Option<String>, _>("ds")? {
         Some(state) => Some(Delivery {
             state,
             to: row.try_get::<Option<String>, _>("dt")?.unwrap_or_default(),
             error: row.try_get("de")?,
         }),
         None => None,
-    };
-    Ok(match kind.as_str() {
-        "inbound" => HistoryEntry::Inbound {
-            at_us,
-            source: a.unwrap_or_default(),
-            sender: b.unwrap_or_default(),
-            text: c.unwrap_or_default(),
-            state: d.unwrap_or_default(),
-            // History shows what it can: media that does not read is left out.
-            media: super::rows::read_media(row.try_get::<Option<String>, _>("e")?.as_deref()).unwrap_or_default(),
-        },
-        "result" => HistoryEntry::Result {
-            at_us,
-            session_id: a,
-            subtype: b.unwrap_or_default(),
-            text: c,
-            origin: d,
-            is_error: row.try_get::<Option<bool>, _>("is_error")?.unwrap_or(false),
-            cost_usd: row.try_get("cost")?,
-            duration_ms: row.try_get("dur")?,
-            delivery,
-        },
-        "message" => {
-            let bytes = row.try_get::<Option<String>, _>("e")?.and_then(|b| b.parse().ok()).unwrap_or(0);
-            let from = row.try_get::<Option<String>, _>("f")?.unwrap_or_default();
-            let file = c.map(|kind| FileEntry { kind, name: d.unwrap_or_default(), bytes, from });
-            HistoryEntry::Message { at_us, sent_by: a.unwrap_or_default(), text: b.unwrap_or_default(), file, delivery }
-        }
-        "notice" => HistoryEntry::Notice { at_us, text: a.unwrap_or_default(), delivery },
-        _ => {
-            let e: Option<String> = row.try_get("e")?;
-            let f: Option<String> = row.try_get("f")?;
-            // summary and description travel in one column, split by a unit separator.
-            let (summary, description) = f.as_deref().and_then(|f| f.split_once('\u{1f}')).unwrap_or_default();
-            let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-            HistoryEntry::Task {
-                at_us,
-                session_id: a,
-                subtype: b.unwrap_or_default(),
-                task_id: c,
-                task_type: d,
-                status: e,
-                summary: non_empty(summary),
-                description: non_empty(description),
-            }
-        }
+    })
+}
+
+fn inbound_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
+    Ok(HistoryEntry::Inbound {
+        at_us: cols.at_us,
+        source: cols.a.unwrap_or_default(),
+        sender: cols.b.unwrap_or_default(),
+        text: cols.c.unwrap_or_default(),
+        state: cols.d.unwrap_or_default(),
+        // History shows what it can: media that does not read is left out.
+        media: rows::read_media(row.try_get::<Option<String>, _>("e")?.as_deref()).unwrap_or_default(),
+    })
+}
+
+fn result_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
+    Ok(HistoryEntry::Result {
+        at_us: cols.at_us,
+        session_id: cols.a,
+        subtype: cols.b.unwrap_or_default(),
+        text: cols.c,
+        origin: cols.d,
+        is_error: row.try_get::<Option<bool>, _>("is_error")?.unwrap_or(false),
+        cost_usd: row.try_get("cost")?,
+        duration_ms: row.try_get("dur")?,
+        delivery: cols.delivery,
+    })
+}
+
+fn message_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
+    let bytes = row.try_get::<Option<String>, _>("e")?.and_then(|b| b.parse().ok()).unwrap_or(0);
+    let from = row.try_get::<Option<String>, _>("f")?.unwrap_or_default();
+    let file = cols.c.map(|kind| FileEntry { kind, name: cols.d.unwrap_or_default(), bytes, from });
+    Ok(HistoryEntry::Message {
+        at_us: cols.at_us,
+        sent_by: cols.a.unwrap_or_default(),
+        text: cols.b.unwrap_or_default(),
+        file,
+        delivery: cols.delivery,
+    })
+}
+
+fn task_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
+    let e: Option<String> = row.try_get("e")?;
+    let f: Option<String> = row.try_get("f")?;
+    // summary and description travel in one column, split by a unit separator.
+    let (summary, description) = f.as_deref().and_then(|f| f.split_once('\u{1f}')).unwrap_or_default();
+    let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    Ok(HistoryEntry::Task {
+        at_us: cols.at_us,
+        session_id: cols.a,
+        subtype: cols.b.unwrap_or_default(),
+        task_id: cols.c,
+        task_type: cols.d,
+        status: e,
+        summary: non_empty(summary),
+        description: non_empty(description),
     })
 }

@@ -17,7 +17,7 @@ use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection, SqliteConnection};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// The connection, or nothing once the store has closed.
 #[derive(Clone)]

@@ -12,7 +12,9 @@
 use sqlx::sqlite::SqliteRow;
 use sqlx::{FromRow, Row, Sqlite, Transaction};
 
-use super::{bad_row, now_us, Store, StoreError};
+use super::clock::now_us;
+use super::error::{bad_row, readable, StoreError};
+use super::handles::OutboxLog;
 use crate::domain::media::{FileKind, OutboundFile};
 use crate::domain::{ChatAddress, GroupName, OutboundKind, Platform};
 
@@ -142,7 +144,7 @@ SELECT g.name, v.at_us, v.kind, v.text,
 const ENQUEUE_SQL: &str = enqueue_sql!("NULL", "?");
 
 /// [`ENQUEUE_SQL`] for a result's reply, written right after the result in
-/// one statement list (`Store::record_result`), returning the row's id.
+/// one statement list (`OutboxLog::record_result`), returning the row's id.
 pub(super) const ENQUEUE_AFTER_RESULT_SQL: &str = concat!(enqueue_sql!("last_insert_rowid()", "NULL"), " RETURNING id");
 
 const SELECT_ROW: &str = "
@@ -152,7 +154,7 @@ SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread
 
 /// Writes one outbox row inside `tx`, carrying the agent's message
 /// `agent_message_id` if it is one. (A result's reply, which carries its
-/// result, is written by `Store::record_result`'s statement list.)
+/// result, is written by `OutboxLog::record_result`'s statement list.)
 pub(super) async fn enqueue_in(
     tx: &mut Transaction<'_, Sqlite>,
     group: &GroupName,
@@ -199,10 +201,10 @@ pub(super) async fn follow_binding(tx: &mut Transaction<'_, Sqlite>, group: &Gro
     Ok(())
 }
 
-impl Store {
+impl OutboxLog {
     /// Puts a message (a notice, or anything not stored elsewhere) in the outbox.
     pub async fn enqueue(&self, group: &GroupName, out: Enqueue<'_>) -> Result<OutboxId, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         let id = enqueue_in(&mut tx, group, out, None).await?;
         tx.commit().await?;
         Ok(id)
@@ -216,7 +218,7 @@ impl Store {
               WHERE o.state = 'queued' AND o.platform = ?1 AND (g.active OR ?1 = 'console')",
         )
         .bind(platform.as_str())
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db.pool)
         .await?;
         Ok(rows.into_iter().map(|(chat, thread)| ChatAddress { platform, chat, thread }).collect())
     }
@@ -228,13 +230,13 @@ impl Store {
         self.next_queued_of(to, Carrying::Any).await
     }
 
-    /// [`Store::next_queued`] among the rows without a file: a chat's text
+    /// [`OutboxLog::next_queued`] among the rows without a file: a chat's text
     /// goes on while a file is on its way.
     pub async fn next_queued_text(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
         self.next_queued_of(to, Carrying::Text).await
     }
 
-    /// [`Store::next_queued`] among the rows with a file.
+    /// [`OutboxLog::next_queued`] among the rows with a file.
     pub async fn next_queued_file(&self, to: &ChatAddress) -> Result<Option<OutboxRow>, StoreError> {
         self.next_queued_of(to, Carrying::File).await
     }
@@ -255,7 +257,7 @@ impl Store {
                     sqlx::query("UPDATE outbox SET state = 'failed', last_error = ? WHERE id = ? AND state = 'queued'")
                         .bind(format!("unreadable row: {e}"))
                         .bind(id)
-                        .execute(&self.pool)
+                        .execute(&self.db.pool)
                         .await?;
                 }
             }
@@ -277,7 +279,7 @@ impl Store {
         .bind(to.platform.as_str())
         .bind(&to.chat)
         .bind(&to.thread)
-        .fetch_optional(&mut *self.hot.lock().await?)
+        .fetch_optional(&mut *self.db.hot.lock().await?)
         .await?;
         Ok(row)
     }
@@ -287,9 +289,9 @@ impl Store {
         let rows = sqlx::query(&format!("{SELECT_ROW} WHERE o.id > ? ORDER BY o.id LIMIT ?"))
             .bind(after.0)
             .bind(i64::from(limit))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db.pool)
             .await?;
-        Ok(super::readable("outbox", &rows, row_from))
+        Ok(readable("outbox", &rows, row_from))
     }
 
     /// The group's outbox rows after `after` (any chat, any state), oldest first, at most `limit`.
@@ -303,21 +305,21 @@ impl Store {
             .bind(group.as_str())
             .bind(after.0)
             .bind(i64::from(limit))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db.pool)
             .await?;
-        Ok(super::readable("outbox", &rows, row_from))
+        Ok(readable("outbox", &rows, row_from))
     }
 
     /// One outbox row, whatever its state.
     pub async fn outbox_row(&self, id: OutboxId) -> Result<Option<OutboxRow>, StoreError> {
-        let row = sqlx::query(&format!("{SELECT_ROW} WHERE o.id = ?")).bind(id.0).fetch_optional(&self.pool).await?;
+        let row = sqlx::query(&format!("{SELECT_ROW} WHERE o.id = ?")).bind(id.0).fetch_optional(&self.db.pool).await?;
         let bad = |source| StoreError::BadRow { table: "outbox", key: id.0.to_string(), source };
         row.map(|row| row_from(&row).map_err(bad)).transpose()
     }
 
     /// The newest outbox row's id (`OutboxId(0)` when there is none).
     pub async fn outbox_last_id(&self) -> Result<OutboxId, StoreError> {
-        let id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM outbox").fetch_one(&self.pool).await?;
+        let id: Option<i64> = sqlx::query_scalar("SELECT MAX(id) FROM outbox").fetch_one(&self.db.pool).await?;
         Ok(OutboxId(id.unwrap_or(0)))
     }
 
@@ -325,7 +327,7 @@ impl Store {
     pub async fn queued_count(&self, group: &GroupName) -> Result<u64, StoreError> {
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE group_name = ? AND state = 'queued'")
             .bind(group.as_str())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.db.pool)
             .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
@@ -335,7 +337,7 @@ impl Store {
     pub async fn queued_files(&self) -> Result<Vec<std::path::PathBuf>, StoreError> {
         let paths: Vec<String> =
             sqlx::query_scalar("SELECT file_path FROM outbox WHERE state = 'queued' AND file_path IS NOT NULL")
-                .fetch_all(&self.pool)
+                .fetch_all(&self.db.pool)
                 .await?;
         Ok(paths.into_iter().map(Into::into).collect())
     }
@@ -345,7 +347,7 @@ impl Store {
         let done = sqlx::query(&format!("UPDATE outbox SET parts_done = ?6, last_error = NULL {GUARD}"))
             .bind_seen(seen)
             .bind(i64::from(parts))
-            .execute(&self.pool)
+            .execute(&self.db.pool)
             .await?;
         Ok(Marked::from_rows(done.rows_affected()))
     }
@@ -358,7 +360,7 @@ impl Store {
         .bind_seen(seen)
         .bind(i64::from(parts))
         .bind(now_us())
-        .execute(&mut *self.hot.lock().await?)
+        .execute(&mut *self.db.hot.lock().await?)
         .await?;
         Ok(Marked::from_rows(done.rows_affected()))
     }
@@ -368,7 +370,7 @@ impl Store {
         let done = sqlx::query(&format!("UPDATE outbox SET attempts = attempts + 1, last_error = ?6 {GUARD}"))
             .bind_seen(seen)
             .bind(why)
-            .execute(&self.pool)
+            .execute(&self.db.pool)
             .await?;
         Ok(Marked::from_rows(done.rows_affected()))
     }
@@ -383,7 +385,7 @@ impl Store {
         why: &str,
         notice: Enqueue<'_>,
     ) -> Result<Marked, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         let done = sqlx::query(&format!(
             "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ?6 {GUARD}"
         ))
@@ -406,7 +408,7 @@ impl Store {
         ))
         .bind_seen(seen)
         .bind(why)
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(Marked::from_rows(done.rows_affected()))
     }

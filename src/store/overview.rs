@@ -2,9 +2,11 @@
 //! while the daemon runs (WAL lets it), without asking the daemon.
 
 use serde::Serialize;
+use sqlx::sqlite::SqliteRow;
 use sqlx::Row;
 
-use super::{Store, StoreError};
+use super::error::StoreError;
+use super::handles::{Channels, Health};
 use crate::domain::budget::Budget;
 use crate::domain::Platform;
 
@@ -54,28 +56,38 @@ pub struct GroupView {
     pub last_error: Option<(i64, String)>,
 }
 
-impl Store {
+/// Every group's line of the overview: activity, queue, spend since `?1`
+/// (today) and `?2` (this month), and its newest error.
+const GROUPS_SQL: &str = "
+SELECT g.name, g.active, g.inactive_reason,
+       MAX((SELECT MAX(at_us) FROM inbound i WHERE i.group_name = g.name),
+           (SELECT MAX(at_us) FROM results r WHERE r.group_name = g.name)) AS last_us,
+       (SELECT COUNT(*) FROM inbound i WHERE i.group_name = g.name
+           AND i.state IN ('queued', 'preparing')) AS waiting,
+       (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend s WHERE s.group_name = g.name
+           AND s.slot_us >= ?1) AS today,
+       (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend s WHERE s.group_name = g.name
+           AND s.slot_us >= ?2) AS month,
+       (SELECT COALESCE(SUM(turns), 0) FROM spend s WHERE s.group_name = g.name
+           AND s.slot_us >= ?1) AS turns,
+       (SELECT at_us FROM results r WHERE r.group_name = g.name AND r.is_error
+           ORDER BY r.at_us DESC LIMIT 1) AS error_us,
+       (SELECT text FROM results r WHERE r.group_name = g.name AND r.is_error
+           ORDER BY r.at_us DESC LIMIT 1) AS error_text
+  FROM groups g ORDER BY g.name";
+
+impl Health {
     /// The overview now; `day_start_us` and `month_start_us` are where today
     /// and this month begin (in the operator's time zone, as unix µs).
     pub async fn overview(&self, now_us: i64, day_start_us: i64, month_start_us: i64) -> Result<Overview, StoreError> {
         let pages: i64 =
             sqlx::query_scalar("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()")
-                .fetch_one(&self.pool)
+                .fetch_one(&self.db.pool)
                 .await?;
-        let mut platforms = Vec::new();
-        for platform in [Platform::Telegram, Platform::WhatsApp] {
-            if let Some(h) = self.channel_health(platform).await? {
-                platforms.push(PlatformView {
-                    platform: platform.to_string(),
-                    state: h.state,
-                    detail: h.detail,
-                    since: h.changed_at_us / 1_000_000,
-                });
-            }
-        }
+        let platforms = self.platforms().await?;
         let waiting_messages: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM inbound WHERE state IN ('queued', 'preparing')")
-                .fetch_one(&self.pool)
+                .fetch_one(&self.db.pool)
                 .await?;
         let outbox = self
             .outbox_backlog()
@@ -87,48 +99,51 @@ impl Store {
                 oldest_seconds: (now_us - oldest).max(0) / 1_000_000,
             })
             .collect();
-        let rows = sqlx::query(
-            "SELECT g.name, g.active, g.inactive_reason,
-                    MAX((SELECT MAX(at_us) FROM inbound i WHERE i.group_name = g.name),
-                        (SELECT MAX(at_us) FROM results r WHERE r.group_name = g.name)) AS last_us,
-                    (SELECT COUNT(*) FROM inbound i WHERE i.group_name = g.name
-                        AND i.state IN ('queued', 'preparing')) AS waiting,
-                    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend s WHERE s.group_name = g.name
-                        AND s.slot_us >= ?1) AS today,
-                    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend s WHERE s.group_name = g.name
-                        AND s.slot_us >= ?2) AS month,
-                    (SELECT COALESCE(SUM(turns), 0) FROM spend s WHERE s.group_name = g.name
-                        AND s.slot_us >= ?1) AS turns,
-                    (SELECT at_us FROM results r WHERE r.group_name = g.name AND r.is_error
-                        ORDER BY r.at_us DESC LIMIT 1) AS error_us,
-                    (SELECT text FROM results r WHERE r.group_name = g.name AND r.is_error
-                        ORDER BY r.at_us DESC LIMIT 1) AS error_text
-               FROM groups g ORDER BY g.name",
-        )
-        .bind(day_start_us)
-        .bind(month_start_us)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut groups = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let error_us: Option<i64> = r.try_get("error_us")?;
-            let error_text: Option<String> = r.try_get("error_text")?;
-            groups.push(GroupView {
-                name: r.try_get("name")?,
-                active: r.try_get("active")?,
-                inactive_reason: r.try_get("inactive_reason")?,
-                last_activity: r.try_get::<Option<i64>, _>("last_us")?.map(|us| us / 1_000_000),
-                waiting_messages: r.try_get("waiting")?,
-                cost_today_usd: r.try_get("today")?,
-                cost_month_usd: r.try_get("month")?,
-                turns_today: r.try_get("turns")?,
-                budget: Budget::default(),
-                last_error: error_us.map(|us| {
-                    let text = error_text.as_deref().unwrap_or("an error");
-                    (us / 1_000_000, crate::domain::one_line(text, 120))
-                }),
-            });
-        }
+        let groups = self.group_views(day_start_us, month_start_us).await?;
         Ok(Overview { db_bytes: u64::try_from(pages).unwrap_or(0), platforms, waiting_messages, outbox, groups })
     }
+
+    /// The platforms that ever told their health.
+    async fn platforms(&self) -> Result<Vec<PlatformView>, StoreError> {
+        let mut platforms = Vec::new();
+        for platform in [Platform::Telegram, Platform::WhatsApp] {
+            if let Some(h) = Channels::new(self.db.clone()).channel_health(platform).await? {
+                platforms.push(PlatformView {
+                    platform: platform.to_string(),
+                    state: h.state,
+                    detail: h.detail,
+                    since: h.changed_at_us / 1_000_000,
+                });
+            }
+        }
+        Ok(platforms)
+    }
+
+    /// Every group's line ([`GROUPS_SQL`]), its budget left to the caller.
+    async fn group_views(&self, day_start_us: i64, month_start_us: i64) -> Result<Vec<GroupView>, StoreError> {
+        let rows = sqlx::query(GROUPS_SQL).bind(day_start_us).bind(month_start_us).fetch_all(&self.db.pool).await?;
+        let views: Result<Vec<GroupView>, sqlx::Error> = rows.iter().map(group_view).collect();
+        Ok(views?)
+    }
+}
+
+/// One row of [`GROUPS_SQL`] as the status page shows it.
+fn group_view(r: &SqliteRow) -> Result<GroupView, sqlx::Error> {
+    let error_us: Option<i64> = r.try_get("error_us")?;
+    let error_text: Option<String> = r.try_get("error_text")?;
+    Ok(GroupView {
+        name: r.try_get("name")?,
+        active: r.try_get("active")?,
+        inactive_reason: r.try_get("inactive_reason")?,
+        last_activity: r.try_get::<Option<i64>, _>("last_us")?.map(|us| us / 1_000_000),
+        waiting_messages: r.try_get("waiting")?,
+        cost_today_usd: r.try_get("today")?,
+        cost_month_usd: r.try_get("month")?,
+        turns_today: r.try_get("turns")?,
+        budget: Budget::default(),
+        last_error: error_us.map(|us| {
+            let text = error_text.as_deref().unwrap_or("an error");
+            (us / 1_000_000, crate::domain::one_line(text, 120))
+        }),
+    })
 }

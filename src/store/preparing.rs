@@ -4,10 +4,12 @@
 //! `queued` (or `observed`, for context) with their prepared media and
 //! images in one transaction.
 
-use sqlx::{FromRow, Row};
+use sqlx::{FromRow, Row, SqliteConnection};
 
-use super::rows::InboundRow;
-use super::{InboundState, Store, StoreError};
+use super::error::StoreError;
+use super::handles::{Preparing, Queue};
+use super::inbound::{insert_images, insert_inbound_row, media_json, InboundState};
+use super::rows::{self, InboundRow};
 use crate::domain::media::{Attachment, ModelImage, MAX_ATTACHMENTS};
 use crate::domain::{GroupName, Inbound, InboundId};
 
@@ -43,7 +45,7 @@ pub enum Stored {
     Merged { into: InboundId, part: InboundId },
 }
 
-impl Store {
+impl Preparing {
     /// Stores `msg` (which carries media) `preparing`, or, when an earlier
     /// part of its album still takes parts, merges it into that one. With
     /// `observed`, it becomes context once prepared, not a message for the
@@ -54,64 +56,17 @@ impl Store {
         // The part's own row first: the write takes the database's lock, so
         // the album read below sees the newest state (a deferred transaction
         // that read first could not write after another writer committed).
-        let mut tx = self.pool.begin().await?;
-        let done = super::insert_inbound_row(&mut tx, msg, InboundState::Preparing).await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
-        }
-        let part = InboundId(done.last_insert_rowid());
-        if observed {
-            sqlx::query("UPDATE inbound SET prepared_as = 'observed' WHERE id = ?")
-                .bind(part.0)
-                .execute(&mut *tx)
-                .await?;
-        }
-        let Some(album) = &msg.album else {
-            tx.commit().await?;
-            return Ok(Stored::Preparing(part));
+        let mut tx = self.db.pool.begin().await?;
+        let part = insert_part(&mut tx, msg, observed).await?;
+        let merged = match &msg.album {
+            Some(album) => merge_into_album(&mut tx, msg, album, part, observed).await?,
+            None => None,
         };
-        let first = sqlx::query(
-            "SELECT id, text, media FROM inbound
-              WHERE group_name = ? AND album = ? AND state = 'preparing' AND id < ? ORDER BY id LIMIT 1",
-        )
-        .bind(msg.group.as_str())
-        .bind(album)
-        .bind(part.0)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(first) = first else {
-            tx.commit().await?;
-            return Ok(Stored::Preparing(part));
-        };
-        let into = InboundId(first.try_get("id")?);
-        let mut media = super::rows::read_media(first.try_get::<Option<String>, _>("media")?.as_deref())?;
-        if media.len() + msg.media.len() > MAX_ATTACHMENTS {
-            // A full album goes on as a message of its own.
-            tx.commit().await?;
-            return Ok(Stored::Preparing(part));
-        }
-        media.extend(msg.media.iter().cloned());
-        let mut text: String = first.try_get("text")?;
-        if !msg.text.trim().is_empty() {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(&msg.text);
-        }
-        // A part that engages makes the album engage (the caption that
-        // names the agent may be on any photo).
-        sqlx::query(
-            "UPDATE inbound SET text = ?, media = ?, prepared_as = CASE WHEN ? THEN prepared_as END WHERE id = ?",
-        )
-        .bind(&text)
-        .bind(super::media_json(&media))
-        .bind(observed)
-        .bind(into.0)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE inbound SET state = 'merged' WHERE id = ?").bind(part.0).execute(&mut *tx).await?;
         tx.commit().await?;
-        Ok(Stored::Merged { into, part })
+        Ok(match merged {
+            Some(into) => Stored::Merged { into, part },
+            None => Stored::Preparing(part),
+        })
     }
 
     /// The message `id` as the preparer starts on it, if it is still
@@ -124,7 +79,7 @@ impl Store {
                        album, prepared_as",
         )
         .bind(id.0)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.db.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
         let (_, msg) = InboundRow::from_row(&row)?.message()?;
@@ -141,11 +96,11 @@ impl Store {
         media: &[Attachment],
         images: &[ModelImage],
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         let done = sqlx::query(
             "UPDATE inbound SET state = COALESCE(prepared_as, 'queued'), media = ? WHERE id = ? AND state = 'preparing'",
         )
-            .bind(super::media_json(media))
+            .bind(media_json(media))
             .bind(id.0)
             .execute(&mut *tx)
             .await?;
@@ -154,7 +109,7 @@ impl Store {
         }
         // A preparation cut short by a restart may have left none, or some.
         sqlx::query("DELETE FROM inbound_images WHERE inbound_id = ?").bind(id.0).execute(&mut *tx).await?;
-        super::insert_images(&mut tx, id, images).await?;
+        insert_images(&mut tx, id, images).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -166,7 +121,7 @@ impl Store {
             "SELECT COUNT(*) FROM inbound WHERE group_name = ? AND state IN ('preparing', 'queued')",
         )
         .bind(group.as_str())
-        .fetch_one(&self.pool)
+        .fetch_one(&self.db.pool)
         .await?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
@@ -186,7 +141,7 @@ impl Store {
                                        AND q.state = 'preparing' AND q.id > p.id AND q.prepared_as IS NULL)
                FROM inbound p WHERE state = 'preparing' ORDER BY id",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db.pool)
         .await?;
         let mut found = Vec::with_capacity(rows.len());
         for (id, group, album, context) in rows {
@@ -194,12 +149,78 @@ impl Store {
                 Ok(group) => found.push(Waiting { id: InboundId(id), group, album, context }),
                 Err(e) => {
                     tracing::error!(id, %group, %e, "a message being prepared names no group; marking it failed");
-                    self.set_inbound_state(&[InboundId(id)], InboundState::Failed).await?;
+                    Queue::new(self.db.clone()).set_inbound_state(&[InboundId(id)], InboundState::Failed).await?;
                 }
             }
         }
         Ok(found)
     }
+}
+
+/// Writes `msg` as a part `preparing` (its own row; context once prepared
+/// when `observed`); a second copy is [`StoreError::Duplicate`].
+async fn insert_part(conn: &mut SqliteConnection, msg: &Inbound, observed: bool) -> Result<InboundId, StoreError> {
+    let done = insert_inbound_row(conn, msg, InboundState::Preparing).await?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
+    }
+    let part = InboundId(done.last_insert_rowid());
+    if observed {
+        sqlx::query("UPDATE inbound SET prepared_as = 'observed' WHERE id = ?")
+            .bind(part.0)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(part)
+}
+
+/// Merges `part` into the first part of `album` still `preparing`, if there
+/// is one with room for its media: the part is then `merged`, and the id it
+/// went into comes back. `None` leaves the part a message of its own.
+async fn merge_into_album(
+    conn: &mut SqliteConnection,
+    msg: &Inbound,
+    album: &str,
+    part: InboundId,
+    observed: bool,
+) -> Result<Option<InboundId>, StoreError> {
+    let first = sqlx::query(
+        "SELECT id, text, media FROM inbound
+          WHERE group_name = ? AND album = ? AND state = 'preparing' AND id < ? ORDER BY id LIMIT 1",
+    )
+    .bind(msg.group.as_str())
+    .bind(album)
+    .bind(part.0)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(first) = first else {
+        return Ok(None);
+    };
+    let into = InboundId(first.try_get("id")?);
+    let mut media = rows::read_media(first.try_get::<Option<String>, _>("media")?.as_deref())?;
+    if media.len() + msg.media.len() > MAX_ATTACHMENTS {
+        // A full album goes on as a message of its own.
+        return Ok(None);
+    }
+    media.extend(msg.media.iter().cloned());
+    let mut text: String = first.try_get("text")?;
+    if !msg.text.trim().is_empty() {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&msg.text);
+    }
+    // A part that engages makes the album engage (the caption that
+    // names the agent may be on any photo).
+    sqlx::query("UPDATE inbound SET text = ?, media = ?, prepared_as = CASE WHEN ? THEN prepared_as END WHERE id = ?")
+        .bind(&text)
+        .bind(media_json(&media))
+        .bind(observed)
+        .bind(into.0)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("UPDATE inbound SET state = 'merged' WHERE id = ?").bind(part.0).execute(&mut *conn).await?;
+    Ok(Some(into))
 }
 
 #[cfg(test)]
@@ -208,6 +229,7 @@ mod tests {
     use crate::domain::media::{MediaKind, Outcome};
     use crate::domain::Source;
     use crate::store::tests::store_with;
+    use crate::store::Store;
 
     fn photo(group: &GroupName, text: &str, album: Option<&str>, fetch: &str) -> Inbound {
         let mut msg = Inbound::new(group.clone(), Source::Console, "ann", text);
@@ -221,21 +243,22 @@ mod tests {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
         let Stored::Preparing(first) =
-            store.insert_preparing(&photo(&group, "our trip", Some("a1"), "f1"), false).await.unwrap()
+            store.preparing().insert_preparing(&photo(&group, "our trip", Some("a1"), "f1"), false).await.unwrap()
         else {
             panic!("the first part is its own message")
         };
-        let second = store.insert_preparing(&photo(&group, "", Some("a1"), "f2"), false).await.unwrap();
+        let second = store.preparing().insert_preparing(&photo(&group, "", Some("a1"), "f2"), false).await.unwrap();
         assert!(matches!(second, Stored::Merged { into, .. } if into == first));
-        let third = store.insert_preparing(&photo(&group, "day two", Some("a1"), "f3"), false).await.unwrap();
+        let third =
+            store.preparing().insert_preparing(&photo(&group, "day two", Some("a1"), "f3"), false).await.unwrap();
         assert!(matches!(third, Stored::Merged { into, .. } if into == first));
-        let other = store.insert_preparing(&photo(&group, "", Some("b2"), "g1"), false).await.unwrap();
+        let other = store.preparing().insert_preparing(&photo(&group, "", Some("b2"), "g1"), false).await.unwrap();
         assert!(matches!(other, Stored::Preparing(id) if id != first), "another album is another message");
 
-        let taken = store.take_preparing(first).await.unwrap().expect("still preparing").msg;
+        let taken = store.preparing().take_preparing(first).await.unwrap().expect("still preparing").msg;
         assert_eq!(taken.text, "our trip\nday two");
         assert_eq!(taken.media.iter().map(|a| a.fetch.as_str()).collect::<Vec<_>>(), ["f1", "f2", "f3"]);
-        let late = store.insert_preparing(&photo(&group, "", Some("a1"), "f4"), false).await.unwrap();
+        let late = store.preparing().insert_preparing(&photo(&group, "", Some("a1"), "f4"), false).await.unwrap();
         assert!(matches!(late, Stored::Preparing(_)), "a part after the take is a message of its own");
     }
 
@@ -243,30 +266,31 @@ mod tests {
     async fn an_observed_photo_becomes_context_once_prepared_unless_a_part_of_its_album_engages() {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
-        let Stored::Preparing(seen) = store.insert_preparing(&photo(&group, "", None, "f1"), true).await.unwrap()
+        let Stored::Preparing(seen) =
+            store.preparing().insert_preparing(&photo(&group, "", None, "f1"), true).await.unwrap()
         else {
             panic!("no album")
         };
-        let taken = store.take_preparing(seen).await.unwrap().unwrap();
+        let taken = store.preparing().take_preparing(seen).await.unwrap().unwrap();
         assert!(taken.observed);
-        assert!(store.finish_preparing(seen, &taken.msg.media, &[]).await.unwrap());
+        assert!(store.preparing().finish_preparing(seen, &taken.msg.media, &[]).await.unwrap());
         let state: String = sqlx::query_scalar("SELECT state FROM inbound WHERE id = ?")
             .bind(seen.0)
-            .fetch_one(&store.pool)
+            .fetch_one(&store.db.pool)
             .await
             .unwrap();
         assert_eq!(state, "observed", "context for the next message, not a message for the agent");
-        assert!(store.queued_inbound(&group, InboundId(0), 10).await.unwrap().is_empty());
+        assert!(store.queue().queued_inbound(&group, InboundId(0), 10).await.unwrap().is_empty());
 
         // An album whose first photo is only context, and whose second names the agent.
         let Stored::Preparing(first) =
-            store.insert_preparing(&photo(&group, "", Some("a9"), "g1"), true).await.unwrap()
+            store.preparing().insert_preparing(&photo(&group, "", Some("a9"), "g1"), true).await.unwrap()
         else {
             panic!("the first part is its own message")
         };
-        store.insert_preparing(&photo(&group, "@Andy which one?", Some("a9"), "g2"), false).await.unwrap();
-        store.insert_preparing(&photo(&group, "", Some("a9"), "g3"), true).await.unwrap();
-        let album = store.take_preparing(first).await.unwrap().unwrap();
+        store.preparing().insert_preparing(&photo(&group, "@Andy which one?", Some("a9"), "g2"), false).await.unwrap();
+        store.preparing().insert_preparing(&photo(&group, "", Some("a9"), "g3"), true).await.unwrap();
+        let album = store.preparing().take_preparing(first).await.unwrap().unwrap();
         assert!(!album.observed, "the album engages");
         assert_eq!(album.msg.media.len(), 3);
     }
@@ -276,25 +300,26 @@ mod tests {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
         let context = |store: Store| async move {
-            store.all_preparing().await.unwrap().into_iter().map(|w| (w.id, w.context)).collect::<Vec<_>>()
+            store.preparing().all_preparing().await.unwrap().into_iter().map(|w| (w.id, w.context)).collect::<Vec<_>>()
         };
-        let Stored::Preparing(seen) = store.insert_preparing(&photo(&group, "", None, "f1"), true).await.unwrap()
+        let Stored::Preparing(seen) =
+            store.preparing().insert_preparing(&photo(&group, "", None, "f1"), true).await.unwrap()
         else {
             panic!("no album")
         };
         assert_eq!(context(store.clone()).await, [(seen, true)], "nothing waits behind it");
 
         let Stored::Preparing(asked) =
-            store.insert_preparing(&photo(&group, "@Andy look", None, "f2"), false).await.unwrap()
+            store.preparing().insert_preparing(&photo(&group, "@Andy look", None, "f2"), false).await.unwrap()
         else {
             panic!("no album")
         };
         assert_eq!(context(store.clone()).await, [(seen, false), (asked, false)], "it holds the question back");
 
-        let taken = store.take_preparing(asked).await.unwrap().unwrap();
-        assert!(store.finish_preparing(asked, &taken.msg.media, &[]).await.unwrap());
+        let taken = store.preparing().take_preparing(asked).await.unwrap().unwrap();
+        assert!(store.preparing().finish_preparing(asked, &taken.msg.media, &[]).await.unwrap());
         assert_eq!(context(store.clone()).await, [(seen, false)], "the question is queued behind it");
-        store.set_inbound_state(&[asked], InboundState::Sent).await.unwrap();
+        store.queue().set_inbound_state(&[asked], InboundState::Sent).await.unwrap();
         assert_eq!(context(store.clone()).await, [(seen, true)], "nothing waits behind it any more");
     }
 
@@ -302,19 +327,20 @@ mod tests {
     async fn a_prepared_message_is_queued_with_its_images_and_holds_back_the_queue_until_then() {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
-        let Stored::Preparing(id) = store.insert_preparing(&photo(&group, "look", None, "f1"), false).await.unwrap()
+        let Stored::Preparing(id) =
+            store.preparing().insert_preparing(&photo(&group, "look", None, "f1"), false).await.unwrap()
         else {
             panic!("no album")
         };
         let plain = Inbound::new(group.clone(), Source::Console, "bo", "and then");
-        let after = store.insert_inbound(&plain, InboundState::Queued).await.unwrap();
-        assert!(store.queued_inbound(&group, InboundId(0), 10).await.unwrap().is_empty(), "nothing passes it");
+        let after = store.queue().insert_inbound(&plain, InboundState::Queued).await.unwrap();
+        assert!(store.queue().queued_inbound(&group, InboundId(0), 10).await.unwrap().is_empty(), "nothing passes it");
         assert_eq!(
-            store.all_preparing().await.unwrap(),
+            store.preparing().all_preparing().await.unwrap(),
             [Waiting { id, group: group.clone(), album: false, context: false }]
         );
 
-        let mut msg = store.take_preparing(id).await.unwrap().unwrap().msg;
+        let mut msg = store.preparing().take_preparing(id).await.unwrap().unwrap().msg;
         msg.media[0].outcome = Outcome::Saved {
             path: "inbox/d/1-photo.jpg".into(),
             bytes: 3,
@@ -324,13 +350,13 @@ mod tests {
             image_note: None,
         };
         let image = ModelImage { media_type: "image/png".into(), data: vec![1, 2, 3] };
-        assert!(store.finish_preparing(id, &msg.media, std::slice::from_ref(&image)).await.unwrap());
-        assert!(!store.finish_preparing(id, &msg.media, &[]).await.unwrap(), "only once");
+        assert!(store.preparing().finish_preparing(id, &msg.media, std::slice::from_ref(&image)).await.unwrap());
+        assert!(!store.preparing().finish_preparing(id, &msg.media, &[]).await.unwrap(), "only once");
 
-        let pulled = store.queued_inbound(&group, InboundId(0), 10).await.unwrap();
+        let pulled = store.queue().queued_inbound(&group, InboundId(0), 10).await.unwrap();
         assert_eq!(pulled.iter().map(|p| p.id).collect::<Vec<_>>(), [id, after], "in the order they came");
         assert_eq!(pulled[0].images, [image]);
         assert_eq!(pulled[0].msg.media, msg.media);
-        assert!(store.all_preparing().await.unwrap().is_empty());
+        assert!(store.preparing().all_preparing().await.unwrap().is_empty());
     }
 }

@@ -5,7 +5,8 @@
 
 use std::time::SystemTime;
 
-use super::{Store, StoreError};
+use super::error::StoreError;
+use super::handles::Budgets;
 use crate::domain::budget::{Periods, Proxied, ProxyUse, Spent};
 use crate::domain::{unix_us, GroupName};
 
@@ -18,7 +19,7 @@ pub fn bucket_of(at: SystemTime) -> i64 {
     unix_us(at).div_euclid(BUCKET_US) * BUCKET_US
 }
 
-impl Store {
+impl Budgets {
     /// Adds what passed the proxy for `group` in the quarter hour starting at `bucket_us`.
     pub async fn add_proxy_spend(&self, group: &str, bucket_us: i64, used: &ProxyUse) -> Result<(), StoreError> {
         let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
@@ -42,7 +43,7 @@ impl Store {
         .bind(int(used.tokens.cache_read))
         .bind(int(used.tokens.cache_creation))
         .bind(used.cost_usd)
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(())
     }
@@ -58,12 +59,12 @@ impl Store {
         .bind(periods.day_start_us)
         .bind(periods.month_start_us)
         .bind(periods.month_start_us.min(periods.day_start_us))
-        .fetch_one(&self.pool)
+        .fetch_one(&self.db.pool)
         .await?;
         Ok(Proxied { today_usd: today, month_usd: month })
     }
 
-    /// The spend a budget counts in `periods`: [`Store::spent`] with what
+    /// The spend a budget counts in `periods`: [`Budgets::spent`] with what
     /// passed the proxy beyond it.
     pub async fn budget_spent(&self, group: &GroupName, periods: &Periods) -> Result<Spent, StoreError> {
         let spent = self.spent(group, periods).await?;
@@ -89,14 +90,14 @@ mod tests {
         assert_eq!(periods.day_start_us % BUCKET_US, 0, "a +05:45 midnight is on a quarter hour");
         let one = ProxyUse { calls: 1, cost_usd: 0.5, ..ProxyUse::default() };
         // Twice in this quarter hour, once just before today, once before the month.
-        store.add_proxy_spend("team", bucket_of(now), &one).await.unwrap();
-        store.add_proxy_spend("team", bucket_of(now), &one).await.unwrap();
-        store.add_proxy_spend("team", periods.day_start_us - BUCKET_US, &one).await.unwrap();
-        store.add_proxy_spend("team", periods.month_start_us - BUCKET_US, &one).await.unwrap();
-        store.add_proxy_spend("other", bucket_of(now), &one).await.unwrap();
-        let proxied = store.proxy_spent(&group, &periods).await.unwrap();
+        store.budgets().add_proxy_spend("team", bucket_of(now), &one).await.unwrap();
+        store.budgets().add_proxy_spend("team", bucket_of(now), &one).await.unwrap();
+        store.budgets().add_proxy_spend("team", periods.day_start_us - BUCKET_US, &one).await.unwrap();
+        store.budgets().add_proxy_spend("team", periods.month_start_us - BUCKET_US, &one).await.unwrap();
+        store.budgets().add_proxy_spend("other", bucket_of(now), &one).await.unwrap();
+        let proxied = store.budgets().proxy_spent(&group, &periods).await.unwrap();
         assert_eq!(proxied, Proxied { today_usd: 1.0, month_usd: 1.5 });
-        let counted = store.budget_spent(&group, &periods).await.unwrap();
+        let counted = store.budgets().budget_spent(&group, &periods).await.unwrap();
         assert_eq!((counted.today_usd, counted.month_usd), (1.0, 1.5), "no result: the proxy's sum");
     }
 }

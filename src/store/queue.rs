@@ -3,7 +3,7 @@
 //!
 //! A chat adapter's message is confirmed once it is stored `queued`; the
 //! group's session pulls queued rows in id order when it can take them. A
-//! restart goes through the same door: [`Store::recover_unanswered`] puts what
+//! restart goes through the same door: [`Queue::recover_unanswered`] puts what
 //! a previous pincer had written but not seen answered back in the queue.
 
 use std::time::{Duration, Instant, SystemTime};
@@ -11,10 +11,12 @@ use std::time::{Duration, Instant, SystemTime};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{FromRow, Row};
 
-use super::rows::InboundRow;
-use super::{InboundState, Store, StoreError};
+use super::error::{readable, StoreError};
+use super::handles::Queue;
+use super::inbound::{insert_inbound_row, settle_list, InboundState, SETTLE_SQL};
+use super::rows::{self, InboundRow};
 use crate::domain::media::{Attachment, ModelImage, Outcome};
-use crate::domain::{from_unix_us, GroupName, Inbound, InboundId};
+use crate::domain::{from_unix_us, ChatLine, GroupName, Inbound, InboundId};
 
 /// One queued row, as the session pulls it.
 #[derive(Debug)]
@@ -28,6 +30,15 @@ pub struct Pulled {
     pub images: Vec<ModelImage>,
 }
 
+/// Chat lines taken as context for a message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TakenContext {
+    /// The newest ones, oldest first.
+    pub lines: Vec<ChatLine>,
+    /// How many older ones were left out.
+    pub omitted: usize,
+}
+
 /// What a restart found left unanswered in one group, now queued again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recovered {
@@ -35,7 +46,60 @@ pub struct Recovered {
     pub messages: usize,
 }
 
-impl Store {
+impl Queue {
+    /// Stores a message in its first state: `Queued` for the agent, or
+    /// `Observed`. A second copy of a message with the same platform id
+    /// (`external_id`) is refused with [`StoreError::Duplicate`].
+    pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
+        let done = insert_inbound_row(&mut *self.db.hot.lock().await?, msg, state).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
+        }
+        Ok(InboundId(done.last_insert_rowid()))
+    }
+
+    /// Takes the group's observed messages from before `before` (the message
+    /// they go with: the newest `limit`, oldest first) and marks all of them
+    /// included.
+    pub async fn take_context(
+        &self,
+        group: &GroupName,
+        limit: usize,
+        before: InboundId,
+    ) -> Result<TakenContext, StoreError> {
+        // One statement, so reading and marking are atomic without a deferred
+        // transaction (which WAL refuses to upgrade once another writer committed).
+        let mut rows = sqlx::query(
+            "UPDATE inbound SET state = 'included' WHERE group_name = ? AND state = 'observed' AND id < ?
+             RETURNING id, sender, sent_at_us, reply_to, text, sender_id, media",
+        )
+        .bind(group.as_str())
+        .bind(before.0)
+        .fetch_all(&mut *self.db.hot.lock().await?)
+        .await?;
+        // RETURNING has no defined order: newest first, to keep the newest `limit`.
+        // (`id` is the rowid, always an integer.)
+        let id = |r: &SqliteRow| r.try_get::<i64, _>("id").unwrap_or_default();
+        rows.sort_by_key(|r| std::cmp::Reverse(id(r)));
+        let omitted = rows.len().saturating_sub(limit);
+        let newest = rows.get(..limit.min(rows.len())).unwrap_or_default();
+        let mut lines: Vec<ChatLine> = readable("inbound", newest, |r| Ok(rows::ContextRow::from_row(r)?.into()));
+        lines.reverse();
+        crate::metrics::hop("context_taken");
+        Ok(TakenContext { lines, omitted })
+    }
+
+    pub async fn set_inbound_state(&self, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(SETTLE_SQL)
+            .bind(settle_list(ids.iter().map(|id| (*id, state))))
+            .execute(&mut *self.db.hot.lock().await?)
+            .await?;
+        Ok(())
+    }
+
     /// Up to `limit` of `group`'s queued messages after `after`, oldest first.
     /// A row that does not read (changed outside pincer) is marked failed and
     /// logged, so it never blocks the queue behind it.
@@ -58,7 +122,7 @@ impl Store {
         .bind(group.as_str())
         .bind(after.0)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&mut *self.hot.lock().await?)
+        .fetch_all(&mut *self.db.hot.lock().await?)
         .await?;
         let mut pulled = Vec::with_capacity(rows.len());
         let mut unreadable = Vec::new();
@@ -92,7 +156,7 @@ impl Store {
         let rows: Vec<(String, Vec<u8>)> =
             sqlx::query_as("SELECT media_type, data FROM inbound_images WHERE inbound_id = ? ORDER BY seq")
                 .bind(id.0)
-                .fetch_all(&mut *self.hot.lock().await?)
+                .fetch_all(&mut *self.db.hot.lock().await?)
                 .await?;
         Ok(rows.into_iter().map(|(media_type, data)| ModelImage { media_type, data }).collect())
     }
@@ -100,8 +164,8 @@ impl Store {
     /// Stores images for message `id` as the preparer does (for tests of what reads them).
     #[cfg(test)]
     pub(crate) async fn test_insert_images(&self, id: InboundId, images: &[ModelImage]) -> Result<(), StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        super::insert_images(&mut conn, id, images).await
+        let mut conn = self.db.pool.acquire().await?;
+        super::inbound::insert_images(&mut conn, id, images).await
     }
 
     /// At start, before any session runs: what a previous pincer took for the
@@ -111,7 +175,7 @@ impl Store {
     /// is gone). Returns, per group, how many chat messages wait again. One
     /// transaction: a pincer killed half-way leaves the rows as they were.
     pub async fn recover_unanswered(&self) -> Result<Vec<Recovered>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         sqlx::query(
             "UPDATE inbound SET state = 'failed'
               WHERE state IN ('queued', 'sent') AND source IN ('scheduled', 'console')",
@@ -145,7 +209,7 @@ impl Store {
     pub async fn withdraw_queued(&self, id: InboundId) -> Result<bool, StoreError> {
         let done = sqlx::query("UPDATE inbound SET state = 'failed' WHERE id = ? AND state = 'queued'")
             .bind(id.0)
-            .execute(&self.pool)
+            .execute(&self.db.pool)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -155,7 +219,7 @@ impl Store {
     pub async fn fail_queued(&self, group: &str) -> Result<u64, StoreError> {
         let done = sqlx::query("UPDATE inbound SET state = 'failed' WHERE group_name = ? AND state = 'queued'")
             .bind(group)
-            .execute(&self.pool)
+            .execute(&self.db.pool)
             .await?;
         Ok(done.rows_affected())
     }
@@ -170,7 +234,7 @@ impl Store {
               WHERE group_name = ? AND state = 'sent' AND source <> 'scheduled'",
         )
         .bind(group.as_str())
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(done.rows_affected())
     }
@@ -185,7 +249,7 @@ async fn retry_failed_downloads(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) ->
         .fetch_all(&mut **tx)
         .await?;
     for row in &rows {
-        let Ok(mut media) = super::rows::read_media(row.try_get::<Option<String>, _>("media")?.as_deref()) else {
+        let Ok(mut media) = rows::read_media(row.try_get::<Option<String>, _>("media")?.as_deref()) else {
             continue;
         };
         let mut again = false;
@@ -195,7 +259,7 @@ async fn retry_failed_downloads(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) ->
         }
         if again {
             sqlx::query("UPDATE inbound SET state = 'preparing', media = ? WHERE id = ?")
-                .bind(super::media_json(&media))
+                .bind(super::inbound::media_json(&media))
                 .bind(row.try_get::<i64, _>("id")?)
                 .execute(&mut **tx)
                 .await?;

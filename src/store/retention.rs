@@ -27,7 +27,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Store, StoreError};
+use super::clock::now_us;
+use super::error::StoreError;
+use super::handles::Retention;
 
 /// Rows one statement deletes at most.
 pub const BATCH: i64 = 1_000;
@@ -187,7 +189,12 @@ const HISTORY: &[Rule] = &[
     },
 ];
 
-impl Store {
+impl Retention {
+    /// The database file, to name it to operators.
+    pub fn path(&self) -> &std::path::Path {
+        &self.db.path
+    }
+
     /// One retention pass: operational rows before `cutoff_us` (spend rows
     /// before [`spend_cutoff`]), history before `history_cutoff_us` (when
     /// given), `pause` between batches (so other writers go between them),
@@ -199,7 +206,7 @@ impl Store {
         pause: Duration,
     ) -> Result<Pruned, StoreError> {
         let mut pruned = Pruned::default();
-        let spend = spend_cutoff(cutoff_us, super::now_us());
+        let spend = spend_cutoff(cutoff_us, now_us());
         let passes = [(OPERATIONAL, Some(cutoff_us)), (SPEND, Some(spend)), (HISTORY, history_cutoff_us)];
         for (rules, cutoff) in passes {
             let Some(cutoff) = cutoff else { continue };
@@ -207,7 +214,7 @@ impl Store {
                 let mut rows = 0;
                 loop {
                     let started = std::time::Instant::now();
-                    let done = sqlx::query(rule.statement).bind(cutoff).bind(BATCH).execute(&self.pool).await?;
+                    let done = sqlx::query(rule.statement).bind(cutoff).bind(BATCH).execute(&self.db.pool).await?;
                     pruned.longest_batch = pruned.longest_batch.max(started.elapsed());
                     pruned.batches += 1;
                     rows += done.rows_affected();
@@ -234,12 +241,12 @@ impl Store {
         }
         let before = self.database_bytes().await?;
         loop {
-            let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(&self.pool).await?;
+            let free: i64 = sqlx::query_scalar("PRAGMA freelist_count").fetch_one(&self.db.pool).await?;
             if free == 0 {
                 break;
             }
             let started = std::time::Instant::now();
-            sqlx::query(&format!("PRAGMA incremental_vacuum({VACUUM_PAGES})")).execute(&self.pool).await?;
+            sqlx::query(&format!("PRAGMA incremental_vacuum({VACUUM_PAGES})")).execute(&self.db.pool).await?;
             pruned.longest_batch = pruned.longest_batch.max(started.elapsed());
             tokio::time::sleep(pause).await;
         }
@@ -249,7 +256,7 @@ impl Store {
 
     /// Whether the database gives freed pages back ([`SpaceMode`]).
     pub async fn space_mode(&self) -> Result<SpaceMode, StoreError> {
-        let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum").fetch_one(&self.pool).await?;
+        let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum").fetch_one(&self.db.pool).await?;
         // 0 is NONE; 2 (INCREMENTAL) is pincer's, and 1 (FULL, set by hand)
         // gives pages back at each commit, leaving no free page to hand back.
         Ok(if mode == 0 { SpaceMode::Reused } else { SpaceMode::GivenBack })
@@ -259,7 +266,7 @@ impl Store {
     pub async fn database_bytes(&self) -> Result<u64, StoreError> {
         let bytes: i64 =
             sqlx::query_scalar("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()")
-                .fetch_one(&self.pool)
+                .fetch_one(&self.db.pool)
                 .await?;
         Ok(u64::try_from(bytes).unwrap_or(0))
     }

@@ -7,7 +7,8 @@ use std::time::UNIX_EPOCH;
 
 use sqlx::FromRow;
 
-use super::{bad_row, from_unix_us};
+use super::error::bad_row;
+use crate::domain::from_unix_us;
 use crate::domain::media::Attachment;
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source};
 

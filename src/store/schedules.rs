@@ -4,7 +4,9 @@ use chrono::{DateTime, Utc};
 use sqlx::sqlite::SqliteRow;
 use sqlx::FromRow;
 
-use super::{bad_row, now_us, readable, Store, StoreError};
+use super::clock::now_us;
+use super::error::{bad_row, readable, StoreError};
+use super::handles::{Groups, Schedules};
 use crate::domain::schedule::{ContextMode, Schedule, ScheduleId, ScheduleStatus, Trigger};
 use crate::domain::GroupName;
 
@@ -47,7 +49,7 @@ fn time(us: Option<i64>) -> Option<DateTime<Utc>> {
 const SELECT_SCHEDULE: &str = "SELECT id, group_name, prompt, kind, value, tz, context_mode, status, next_run_us, \
                                last_run_us, failures FROM schedules";
 
-impl Store {
+impl Schedules {
     pub async fn add_schedule(&self, s: &NewSchedule, next_run: Option<DateTime<Utc>>) -> Result<Schedule, StoreError> {
         // No cap: the insert always happens, so `None` cannot come back.
         let added = self.add_schedule_capped(s, next_run, usize::MAX).await?;
@@ -63,7 +65,7 @@ impl Store {
         next_run: Option<DateTime<Utc>>,
         max_active: usize,
     ) -> Result<Option<Schedule>, StoreError> {
-        self.group(s.group.as_str()).await?;
+        Groups::new(self.db.clone()).group(s.group.as_str()).await?;
         let done = sqlx::query(
             "INSERT INTO schedules (group_name, created_at_us, prompt, kind, value, tz, context_mode, status, next_run_us)
              SELECT ?, ?, ?, ?, ?, ?, ?, 'active', ?
@@ -79,7 +81,7 @@ impl Store {
         .bind(next_run.map(us))
         .bind(s.group.as_str())
         .bind(i64::try_from(max_active).unwrap_or(i64::MAX))
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -91,14 +93,14 @@ impl Store {
     pub async fn active_schedule_count(&self, group: &GroupName) -> Result<usize, StoreError> {
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM schedules WHERE group_name = ? AND status = 'active'")
             .bind(group.as_str())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.db.pool)
             .await?;
         Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
     /// Makes a paused schedule active again, due at `next_run`, unless its
     /// group already has `max_active` active ones (then false). Counted in the
-    /// same statement, like [`Store::add_schedule_capped`].
+    /// same statement, like [`Schedules::add_schedule_capped`].
     pub async fn resume_schedule_capped(
         &self,
         id: ScheduleId,
@@ -113,13 +115,14 @@ impl Store {
         .bind(next_run.map(us))
         .bind(id.0)
         .bind(i64::try_from(max_active).unwrap_or(i64::MAX))
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(done.rows_affected() > 0)
     }
 
     pub async fn schedule(&self, id: ScheduleId) -> Result<Schedule, StoreError> {
-        let row = sqlx::query(&format!("{SELECT_SCHEDULE} WHERE id = ?")).bind(id.0).fetch_optional(&self.pool).await?;
+        let row =
+            sqlx::query(&format!("{SELECT_SCHEDULE} WHERE id = ?")).bind(id.0).fetch_optional(&self.db.pool).await?;
         let row = row.ok_or(StoreError::UnknownSchedule(id.0))?;
         schedule_from_row(&row).map_err(|source| StoreError::BadRow {
             table: "schedules",
@@ -135,7 +138,7 @@ impl Store {
         ))
         .bind(group.map(GroupName::as_str))
         .bind(group.map(GroupName::as_str))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db.pool)
         .await?;
         Ok(readable("schedules", &rows, schedule_from_row))
     }
@@ -143,7 +146,7 @@ impl Store {
     /// Schedules that may come due: active ones.
     pub async fn active_schedules(&self) -> Result<Vec<Schedule>, StoreError> {
         let rows = sqlx::query(&format!("{SELECT_SCHEDULE} WHERE status = 'active' ORDER BY id"))
-            .fetch_all(&self.pool)
+            .fetch_all(&self.db.pool)
             .await?;
         Ok(readable("schedules", &rows, schedule_from_row))
     }
@@ -156,7 +159,7 @@ impl Store {
              WHERE id = ? AND status IN ('active', 'paused')",
         )
         .bind(id.0)
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -168,7 +171,7 @@ impl Store {
              WHERE id = ? AND status IN ('active', 'paused', 'completed')",
         )
         .bind(id.0)
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -179,7 +182,7 @@ impl Store {
         let done = sqlx::query("UPDATE schedules SET next_run_us = ? WHERE id = ? AND status = 'active'")
             .bind(us(at))
             .bind(id.0)
-            .execute(&self.pool)
+            .execute(&self.db.pool)
             .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -197,7 +200,7 @@ impl Store {
         next_run: Option<DateTime<Utc>>,
     ) -> Result<Option<RunId>, StoreError> {
         // A write first, so the transaction holds the write lock from its start.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         let fired = sqlx::query(
             "UPDATE schedules SET last_run_us = ?, next_run_us = ?
              WHERE id = ? AND status = 'active' AND next_run_us <= ?",
@@ -234,7 +237,7 @@ impl Store {
              WHERE id = ?",
         )
         .bind(id.0)
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(())
     }
@@ -261,7 +264,7 @@ impl Store {
         .bind(seen.status.as_str())
         .bind(seen.failures)
         .bind(seen.next_run.map(us))
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(done.rows_affected() > 0)
     }
@@ -278,7 +281,7 @@ impl Store {
         .bind(text)
         .bind(cost_usd)
         .bind(run.0)
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(())
     }
@@ -288,7 +291,7 @@ impl Store {
     /// transaction, so a pincer killed while recovering finds them again.
     /// Returns their schedules.
     pub async fn abandon_unfinished_runs(&self, now: DateTime<Utc>) -> Result<Vec<ScheduleId>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.db.pool.begin().await?;
         sqlx::query(
             "UPDATE schedules SET next_run_us = ? WHERE status = 'active'
                AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running')",
@@ -313,7 +316,7 @@ impl Store {
                FROM schedule_runs WHERE schedule_id = ? ORDER BY id",
         )
         .bind(id.0)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db.pool)
         .await?;
         Ok(readable("schedule_runs", &rows, |row| {
             let r = RunRow::from_row(row)?;

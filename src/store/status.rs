@@ -6,7 +6,9 @@
 use sqlx::sqlite::SqliteRow;
 use sqlx::FromRow;
 
-use super::{bad_row, now_us, readable, Store, StoreError};
+use super::clock::now_us;
+use super::error::{bad_row, readable, StoreError};
+use super::handles::Channels;
 use crate::domain::{ChatAddress, GroupName, Platform};
 
 /// A status message alive in a chat.
@@ -30,7 +32,7 @@ struct StatusRow {
     turn: Option<i64>,
 }
 
-impl Store {
+impl Channels {
     /// Remembers a status message just posted.
     pub async fn remember_status(&self, r: &StatusRecord) -> Result<(), StoreError> {
         sqlx::query(
@@ -46,7 +48,7 @@ impl Store {
         .bind(r.group.as_str())
         .bind(r.turn.map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
         .bind(now_us())
-        .execute(&self.pool)
+        .execute(&self.db.pool)
         .await?;
         Ok(())
     }
@@ -57,7 +59,7 @@ impl Store {
             .bind(at.platform.as_str())
             .bind(&at.chat)
             .bind(message_id)
-            .execute(&self.pool)
+            .execute(&self.db.pool)
             .await?;
         Ok(())
     }
@@ -69,7 +71,7 @@ impl Store {
               WHERE platform = ? ORDER BY at_us",
         )
         .bind(platform.as_str())
-        .fetch_all(&self.pool)
+        .fetch_all(&self.db.pool)
         .await?;
         Ok(readable("status_messages", &rows, status_from_row))
     }
@@ -103,15 +105,15 @@ mod tests {
     #[tokio::test]
     async fn status_messages_are_remembered_per_platform_until_forgotten() {
         let (_dir, store) = temp_store().await;
-        store.remember_status(&record(-1, "10", Some(3))).await.unwrap();
-        store.remember_status(&record(-2, "11", None)).await.unwrap();
+        store.channels().remember_status(&record(-1, "10", Some(3))).await.unwrap();
+        store.channels().remember_status(&record(-2, "11", None)).await.unwrap();
         let console = StatusRecord { at: ChatAddress::console(&"team".parse().unwrap()), ..record(0, "1", None) };
-        store.remember_status(&console).await.unwrap();
-        let left = store.status_messages(Platform::Telegram).await.unwrap();
+        store.channels().remember_status(&console).await.unwrap();
+        let left = store.channels().status_messages(Platform::Telegram).await.unwrap();
         assert_eq!(left, [record(-1, "10", Some(3)), record(-2, "11", None)]);
-        store.forget_status(&record(-1, "10", None).at, "10").await.unwrap();
-        assert_eq!(store.status_messages(Platform::Telegram).await.unwrap(), [record(-2, "11", None)]);
-        assert_eq!(store.status_messages(Platform::Console).await.unwrap(), [console]);
+        store.channels().forget_status(&record(-1, "10", None).at, "10").await.unwrap();
+        assert_eq!(store.channels().status_messages(Platform::Telegram).await.unwrap(), [record(-2, "11", None)]);
+        assert_eq!(store.channels().status_messages(Platform::Console).await.unwrap(), [console]);
     }
 
     #[tokio::test]
@@ -120,12 +122,12 @@ mod tests {
         use crate::store::GroupSettings;
         let (_dir, store) = temp_store().await;
         let g: GroupName = "team".parse().unwrap();
-        store.add_group(&g, &GroupSettings::default()).await.unwrap();
-        assert_eq!(store.group("team").await.unwrap().settings.progress, None);
+        store.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
+        assert_eq!(store.groups().group("team").await.unwrap().settings.progress, None);
         for mode in [Some(ProgressMode::Off), Some(ProgressMode::Verbose), Some(ProgressMode::Status), None] {
             let settings = GroupSettings { progress: mode, ..GroupSettings::default() };
-            store.save_group_settings(&g, &settings).await.unwrap();
-            assert_eq!(store.group("team").await.unwrap().settings.progress, mode);
+            store.groups().save_group_settings(&g, &settings).await.unwrap();
+            assert_eq!(store.groups().group("team").await.unwrap().settings.progress, mode);
         }
     }
 }

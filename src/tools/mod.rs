@@ -19,11 +19,12 @@ use crate::outbox::Outbox;
 use crate::scheduler::limits::Limits;
 use crate::scheduler::manage::{self, ManageError};
 use crate::scheduler::SchedulerHandle;
-use crate::store::{GroupRecord, NewSchedule, Store};
+use crate::store::{GroupRecord, Groups, NewSchedule, Schedules, Store};
 
 /// What the tools act on, shared by every session.
 pub struct Toolbox {
-    store: Store,
+    groups: Groups,
+    schedules: Schedules,
     outbox: Outbox,
     scheduler: SchedulerHandle,
     /// The configured zone for cron expressions and local times.
@@ -64,14 +65,14 @@ enum Change {
 
 impl Toolbox {
     pub fn new(
-        store: Store,
+        store: &Store,
         outbox: Outbox,
         scheduler: SchedulerHandle,
         timezone: String,
         limits: Limits,
         outgoing: Outgoing,
     ) -> Toolbox {
-        Toolbox { store, outbox, scheduler, timezone, limits, outgoing }
+        Toolbox { groups: store.groups(), schedules: store.schedules(), outbox, scheduler, timezone, limits, outgoing }
     }
 
     /// Answers one `mcp_message` of `group`'s session with its JSON-RPC response.
@@ -97,7 +98,7 @@ impl Toolbox {
     }
 
     async fn call(&self, group: &GroupName, name: &str, args: &Value) -> ToolOutput {
-        let caller = match self.store.group(group.as_str()).await {
+        let caller = match self.groups.group(group.as_str()).await {
             Ok(caller) => caller,
             Err(e) => return ToolOutput::error(format!("pincer cannot read this group's settings: {e}")),
         };
@@ -177,14 +178,14 @@ impl Toolbox {
                 .ok_or_else(|| ToolError::BadInput(format!("context_mode {mode:?}: use \"group\" or \"isolated\"")))?,
         };
         let new = NewSchedule { group: target, prompt: required(args, "prompt")?.to_owned(), trigger, context };
-        let schedule = manage::add(&self.store, new, &self.limits).await?;
+        let schedule = manage::add(&self.schedules, new, &self.limits).await?;
         self.scheduler.poke();
         Ok(format!("scheduled: {}", schedule.describe()))
     }
 
     async fn list_tasks(&self, caller: &GroupRecord) -> ToolResult {
         let scope = (!caller.settings.main).then_some(&caller.name);
-        let tasks = self.store.schedules(scope).await?;
+        let tasks = self.schedules.schedules(scope).await?;
         if tasks.is_empty() {
             return Ok("no scheduled tasks".into());
         }
@@ -198,7 +199,7 @@ impl Toolbox {
                 caller.name
             )));
         }
-        let groups = self.store.groups().await?;
+        let groups = self.groups.groups().await?;
         Ok(groups.iter().map(|g| g.name.to_string()).collect::<Vec<_>>().join("\n"))
     }
 
@@ -209,7 +210,7 @@ impl Toolbox {
             .and_then(|v| v.as_i64().or_else(|| v.as_str().and_then(|s| s.trim_start_matches('#').parse().ok())))
             .map(ScheduleId)
             .ok_or_else(|| ToolError::BadInput("give the task's id as `id` (a number from list_tasks)".into()))?;
-        let schedule = self.store.schedule(id).await?;
+        let schedule = self.schedules.schedule(id).await?;
         if schedule.group != caller.name && !caller.settings.main {
             return Err(ToolError::Denied(format!(
                 "task #{id} belongs to another group; group {}'s agent may only change its own tasks \
@@ -218,9 +219,9 @@ impl Toolbox {
             )));
         }
         let changed = match change {
-            Change::Pause => manage::pause(&self.store, id).await?,
-            Change::Resume => manage::resume(&self.store, id, &self.limits).await?,
-            Change::Cancel => manage::cancel(&self.store, id).await?,
+            Change::Pause => manage::pause(&self.schedules, id).await?,
+            Change::Resume => manage::resume(&self.schedules, id, &self.limits).await?,
+            Change::Cancel => manage::cancel(&self.schedules, id).await?,
         };
         self.scheduler.poke();
         Ok(changed.describe())
@@ -243,7 +244,7 @@ impl Toolbox {
                 caller.name
             )));
         }
-        Ok(self.store.group(name).await?.name)
+        Ok(self.groups.group(name).await?.name)
     }
 }
 

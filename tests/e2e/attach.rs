@@ -75,6 +75,7 @@ async fn a_terminal_chat_beside_the_daemon_talks_to_its_live_session() {
     // and the second turn carried the first one's conversation.
     let store = sandbox.store().await;
     let started: Vec<_> = store
+        .journal()
         .session_events(&group)
         .await
         .unwrap()
@@ -176,7 +177,8 @@ async fn groups_set_changes_a_live_sessions_tool_policy_at_once() {
     // idle process closes and the next message resumes the same session in
     // one that offers it (pincer itself is not restarted).
     let store = sandbox.store().await;
-    let events: Vec<_> = store.session_events(&group).await.unwrap().into_iter().map(|(kind, _)| kind).collect();
+    let events: Vec<_> =
+        store.journal().session_events(&group).await.unwrap().into_iter().map(|(kind, _)| kind).collect();
     assert_eq!(events, ["started", "tools_changed", "resumed"]);
     store.close().await;
     daemon.stop().await;

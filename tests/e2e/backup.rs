@@ -93,7 +93,7 @@ async fn a_backup_taken_during_a_turn_restores_into_a_pincer_that_serves_with_it
     })
     .await;
     let store = restored.store().await;
-    let history = store.history(&"team".parse().unwrap(), 100).await.unwrap();
+    let history = store.history().history(&"team".parse().unwrap(), 100).await.unwrap();
     let said: Vec<&str> = history
         .iter()
         .filter_map(|e| match e {

@@ -122,8 +122,8 @@ async fn what_code_in_the_sandbox_spends_through_the_proxy_counts_toward_the_bud
     assert!(matches!(held.held, Some(QueueHold::Budget { .. })), "{held:?}");
 
     let periods = Periods::at(std::time::SystemTime::now(), chrono_tz::UTC);
-    let results = pincer.store().spent(&group, &periods).await.unwrap();
-    let proxied = pincer.store().proxy_spent(&group, &periods).await.unwrap();
+    let results = pincer.store().budgets().spent(&group, &periods).await.unwrap();
+    let proxied = pincer.store().budgets().proxy_spent(&group, &periods).await.unwrap();
     assert!(results.today_usd < 0.01, "the results alone are under the budget: {results:?}");
     // Opus 4.1 at $15/$75 per million, 5 tokens in and 5 out per call.
     assert!(proxied.today_usd >= 40.0 * 0.00045 - 1e-9, "every call was counted: {proxied:?}");

@@ -54,8 +54,8 @@ async fn tasks_and_budget_are_seen_by_members_and_changed_by_admins_in_the_chat(
         trigger: Trigger::interval("1d").unwrap(),
         context: ContextMode::Group,
     };
-    let ours = store.add_schedule(&new(group.clone(), "water the PLANTS"), Some(tomorrow)).await.unwrap();
-    let theirs = store.add_schedule(&new(other, "not yours"), Some(tomorrow)).await.unwrap();
+    let ours = store.schedules().add_schedule(&new(group.clone(), "water the PLANTS"), Some(tomorrow)).await.unwrap();
+    let theirs = store.schedules().add_schedule(&new(other, "not yours"), Some(tomorrow)).await.unwrap();
     store.close().await;
     let config = sandbox.write_config();
     let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;

@@ -68,7 +68,7 @@ async fn garbage_and_a_crash_mid_turn_lose_no_message() {
     // The message is marked answered right after its result is stored.
     let answered = tokio::time::timeout(PATIENCE, async {
         loop {
-            let history = pincer.store().history(&group, 10).await.unwrap();
+            let history = pincer.store().history().history(&group, 10).await.unwrap();
             if matches!(&history[0], pincer::store::HistoryEntry::Inbound { state, .. } if state == "answered") {
                 return;
             }

@@ -73,7 +73,7 @@ async fn a_daemon_that_fails_once_its_engine_runs_stops_the_sessions_before_it_r
     // Unanswered before a restart: the start sends it again, to a session.
     let store = sandbox.store().await;
     let msg = Inbound::new(group.clone(), Source::Chat(Platform::Telegram), "ana", "hello?");
-    store.insert_inbound(&msg, InboundState::Sent).await.unwrap();
+    store.queue().insert_inbound(&msg, InboundState::Sent).await.unwrap();
     store.close().await;
     // Read only once the engine runs, when Telegram is set up.
     sandbox.config.telegram.token = Some(Secret::new("123456:TEST-TOKEN"));
@@ -89,7 +89,8 @@ async fn a_daemon_that_fails_once_its_engine_runs_stops_the_sessions_before_it_r
     // has ended (here the error usually comes before a CLI was started).
     assert!(shutdown.is_cancelled(), "the sessions were told to stop before pincer returned");
     let store = sandbox.store().await;
-    let events: Vec<String> = store.session_events(&group).await.unwrap().into_iter().map(|(kind, _)| kind).collect();
+    let events: Vec<String> =
+        store.journal().session_events(&group).await.unwrap().into_iter().map(|(kind, _)| kind).collect();
     assert!(events.is_empty() || events.last().is_some_and(|e| e == "shutdown"), "{events:?}");
     store.close().await;
 }

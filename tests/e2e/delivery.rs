@@ -84,7 +84,7 @@ fn send_tries(bot: &FakeBot) -> Vec<(bool, Option<String>)> {
 /// The delivery states of the group's results, as `pincer history` shows them.
 async fn result_deliveries(store: &Store) -> Vec<String> {
     let group: pincer::domain::GroupName = "team".parse().unwrap();
-    let history = store.history(&group, 100).await.unwrap();
+    let history = store.history().history(&group, 100).await.unwrap();
     history
         .into_iter()
         .filter_map(|e| match e {

@@ -38,7 +38,7 @@ fn curl(url: &str, tunnel: bool) -> String {
 async fn decisions(store: &Store, group: &GroupName, n: usize) -> Vec<EgressDecision> {
     let wait = async {
         loop {
-            let found = store.egress_decisions(group, 100).await.unwrap();
+            let found = store.egress().egress_decisions(group, 100).await.unwrap();
             if found.len() >= n {
                 return found;
             }

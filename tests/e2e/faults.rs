@@ -51,7 +51,7 @@ fn inbound_states(history: &[HistoryEntry]) -> Vec<String> {
 async fn settle(pincer: &Running, group: &GroupName, expected: &[&str]) {
     let wait = async {
         loop {
-            let states = inbound_states(&pincer.store().history(group, 100).await.unwrap());
+            let states = inbound_states(&pincer.store().history().history(group, 100).await.unwrap());
             if states == expected {
                 return;
             }
@@ -59,7 +59,7 @@ async fn settle(pincer: &Running, group: &GroupName, expected: &[&str]) {
         }
     };
     if tokio::time::timeout(PATIENCE, wait).await.is_err() {
-        let states = inbound_states(&pincer.store().history(group, 100).await.unwrap());
+        let states = inbound_states(&pincer.store().history().history(group, 100).await.unwrap());
         panic!("the messages' states stayed {states:?}, expected {expected:?}");
     }
 }
@@ -89,7 +89,7 @@ async fn an_overloaded_api_is_told_to_the_chat_and_the_next_message_works() {
     assert_eq!(told.kind, OutboundKind::Error, "{told:?}");
     assert!(told.text.contains("overloaded (529)") && told.text.contains("your message was not answered"), "{told:?}");
     assert_eq!(api.main_requests().len(), 3, "the CLI retried twice before it gave up");
-    let history = pincer.store().history(&group, 100).await.unwrap();
+    let history = pincer.store().history().history(&group, 100).await.unwrap();
     let retries = task_subtypes(&history).iter().filter(|s| *s == "api_retry").count();
     assert_eq!(retries, 2, "the CLI's retries are stored: {history:?}");
 
@@ -336,7 +336,7 @@ async fn outbound_containing(pincer: &Running, needle: &str) -> OutboxRow {
 async fn finished_run(pincer: &Running, id: ScheduleId) -> RunRecord {
     let wait = async {
         loop {
-            let runs = pincer.store().runs(id).await.unwrap();
+            let runs = pincer.store().schedules().runs(id).await.unwrap();
             if let Some(run) = runs.into_iter().find(|r| r.outcome != "running") {
                 return run;
             }
@@ -363,8 +363,8 @@ async fn a_scheduled_run_without_an_answer_in_time_is_logged_as_failed() {
         trigger: Trigger::interval("1d").unwrap(),
         context: ContextMode::Isolated,
     };
-    let task = manage::add(pincer.store(), new, &Default::default()).await.unwrap();
-    manage::run_now(pincer.store(), task.id).await.unwrap();
+    let task = manage::add(&pincer.store().schedules(), new, &Default::default()).await.unwrap();
+    manage::run_now(&pincer.store().schedules(), task.id).await.unwrap();
     pincer.engine.scheduler.poke();
 
     let run = finished_run(&pincer, task.id).await;

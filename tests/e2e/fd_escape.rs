@@ -56,7 +56,7 @@ async fn code_in_the_sandbox_cannot_write_to_the_clis_stdio_nor_reach_into_it() 
     let sandbox = Sandbox::new(&api);
     let group = sandbox.add_group("alpha", Some(&["Bash"])).await;
     let pincer = sandbox.start().await;
-    let first = pincer.store().outbox_last_id().await.unwrap();
+    let first = pincer.store().outbox().outbox_last_id().await.unwrap();
 
     let out = probe(&pincer, &group, "PROBE_ESCAPE").await;
     let attempts: Vec<&str> = out.lines().filter(|l| l.starts_with("fd ")).collect();
@@ -90,7 +90,7 @@ async fn code_in_the_sandbox_cannot_write_to_the_clis_stdio_nor_reach_into_it() 
     // The session goes on, and nothing forged reached any chat.
     pincer.send(&group, "just talk").await;
     assert_eq!(pincer.next_outbound().await.text, "ECHO: just talk");
-    let sent = pincer.store().outbox_after(first, 100).await.unwrap();
+    let sent = pincer.store().outbox().outbox_after(first, 100).await.unwrap();
     assert_eq!(sent.len(), 2, "the probe's answer and the echo: {sent:?}");
     assert!(sent.iter().all(|row| !row.text.starts_with(FORGED)), "{sent:?}");
     pincer.stop().await;

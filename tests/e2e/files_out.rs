@@ -113,7 +113,7 @@ async fn an_image_goes_as_a_photo_and_a_pdf_as_a_document_with_the_same_bytes_an
 
     // `pincer history` shows the files among the agent's messages.
     let store = sandbox.store().await;
-    let history = store.history(&"lab".parse().unwrap(), 100).await.unwrap();
+    let history = store.history().history(&"lab".parse().unwrap(), 100).await.unwrap();
     let sent_files: Vec<(String, String, String)> = history
         .iter()
         .filter_map(|e| match e {
@@ -135,7 +135,7 @@ async fn answered(sandbox: &Sandbox) {
     let store = sandbox.store().await;
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let history = store.history(&"lab".parse().unwrap(), 100).await.unwrap();
+        let history = store.history().history(&"lab".parse().unwrap(), 100).await.unwrap();
         if history.iter().any(|e| matches!(e, pincer::store::HistoryEntry::Result { .. })) {
             break;
         }

@@ -79,7 +79,7 @@ async fn a_member_cannot_plant_start_up_files_and_a_read_only_command_asks_an_ad
     let reply = ask(&pincer, &group, "READ_ONLY").await;
     assert!(reply.contains("err=True") && !reply.ends_with(RAN), "ran without an admin: {reply}");
     assert!(!sandbox.group_dir("alpha").join("planted-ran").exists(), "no planted code ran");
-    let decisions = pincer.store().decisions(&group).await.unwrap();
+    let decisions = pincer.store().journal().decisions(&group).await.unwrap();
     let bash: Vec<_> = decisions.iter().filter(|d| d.tool_name == "Bash").collect();
     assert!(!bash.is_empty() && bash.iter().all(|d| !d.allowed), "the read-only command was decided: {decisions:?}");
     let refused = decisions.iter().filter(|d| d.tool_name == "Write" && !d.allowed).count();

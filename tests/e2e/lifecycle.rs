@@ -121,10 +121,12 @@ async fn a_group_whose_redelivery_fails_does_not_cost_the_others_their_messages(
     // belongs to a group that was since deleted by hand.
     let store = sandbox.store().await;
     let lost = store
+        .queue()
         .insert_inbound(&Inbound::new(gone, Source::Chat(Platform::Telegram), "ana", "hello?"), InboundState::Sent)
         .await;
     let lost = lost.unwrap();
     store
+        .queue()
         .insert_inbound(
             &Inbound::new(kept.clone(), Source::Chat(Platform::Telegram), "bo", "still there?"),
             InboundState::Sent,

@@ -89,7 +89,7 @@ async fn a_photo_and_an_album_reach_the_model_as_image_blocks_and_are_kept_in_th
 
     // `pincer history` shows what each message carried.
     let store = pincer::app::open_store(&sandbox.config).await.unwrap();
-    let history = store.history(&"family".parse().unwrap(), 100).await.unwrap();
+    let history = store.history().history(&"family".parse().unwrap(), 100).await.unwrap();
     let carried: Vec<(String, usize)> = history
         .iter()
         .filter_map(|e| match e {

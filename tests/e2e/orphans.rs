@@ -81,8 +81,8 @@ async fn kill_9_leaves_nothing(mode: pincer::config::SandboxMode) {
         trigger: Trigger::interval("1h").unwrap(),
         context: ContextMode::Group,
     };
-    let task = manage::add(&store, new, &Default::default()).await.unwrap();
-    manage::run_now(&store, task.id).await.unwrap();
+    let task = manage::add(&store.schedules(), new, &Default::default()).await.unwrap();
+    manage::run_now(&store.schedules(), task.id).await.unwrap();
     store.close().await;
     let config = sandbox.write_config();
 
@@ -183,8 +183,8 @@ async fn docker_containers_are_named_per_process_and_only_this_data_dirs_orphans
             trigger: Trigger::interval("1h").unwrap(),
             context,
         };
-        let task = manage::add(&store, new, &Default::default()).await.unwrap();
-        manage::run_now(&store, task.id).await.unwrap();
+        let task = manage::add(&store.schedules(), new, &Default::default()).await.unwrap();
+        manage::run_now(&store.schedules(), task.id).await.unwrap();
         tasks.push(task.id);
     }
     let config = sandbox.write_config();
@@ -198,7 +198,7 @@ async fn docker_containers_are_named_per_process_and_only_this_data_dirs_orphans
             .await;
     let finished = async {
         for id in &tasks {
-            while !store.runs(*id).await.unwrap().iter().any(|r| r.outcome == "ok") {
+            while !store.schedules().runs(*id).await.unwrap().iter().any(|r| r.outcome == "ok") {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }

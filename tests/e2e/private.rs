@@ -100,7 +100,7 @@ async fn a_group_named_global_from_an_older_store_never_starts_an_agent() {
     // Registered before the name was reserved: straight into the store.
     let store = pincer::app::open_store(&sandbox.config).await.unwrap();
     let global: pincer::domain::GroupName = "global".parse().unwrap();
-    store.add_group(&global, &Default::default()).await.unwrap();
+    store.groups().add_group(&global, &Default::default()).await.unwrap();
     store.close().await;
 
     let pincer = sandbox.start().await;

@@ -121,7 +121,7 @@ async fn a_message_telegram_sends_again_is_answered_once() {
     assert_eq!(before.len(), 1, "not answered twice: {before:?}");
     assert_eq!(turns_before_the_marker(&api).len(), 1, "no second turn");
     let store = sandbox.store().await;
-    let history = store.history(&"team".parse().unwrap(), 50).await.unwrap();
+    let history = store.history().history(&"team".parse().unwrap(), 50).await.unwrap();
     let stored = history
         .iter()
         .filter(|e| matches!(e, HistoryEntry::Inbound { text, .. } if text.contains("hello TWICE1")))
@@ -179,7 +179,8 @@ async fn a_webhook_that_cannot_be_set_is_retried_with_backoff_and_health_says_so
     assert!(second >= Duration::from_millis(300) && second > first, "backoff grows: {first:?} then {second:?}");
 
     let store = sandbox.store().await;
-    let health = || async { store.channel_health(pincer::domain::Platform::Telegram).await.unwrap().unwrap() };
+    let health =
+        || async { store.channels().channel_health(pincer::domain::Platform::Telegram).await.unwrap().unwrap() };
     let failing = health().await;
     assert_eq!(failing.state, "failing", "{failing:?}");
     let detail = failing.detail.unwrap_or_default();
@@ -256,7 +257,7 @@ async fn a_message_in_a_chat_not_marked_reachable_is_still_stored_or_refused() {
     let bot = FakeBot::start().await;
     let sandbox = serving(&api, &bot).await;
     let team_group = "team".parse().unwrap();
-    sandbox.store().await.set_group_active(&team_group, false, Some("the bot was removed")).await.unwrap();
+    sandbox.store().await.groups().set_group_active(&team_group, false, Some("the bot was removed")).await.unwrap();
     let pincer = sandbox.spawn_daemon();
 
     // Neither "reachable again" nor the message can be written.

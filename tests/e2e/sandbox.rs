@@ -202,7 +202,7 @@ async fn skip_permissions_runs_tools_without_asking_inside_the_sandbox() {
     let wrote = probe(&pincer, &group, "PROBE_WRITE_HERE").await;
     assert!(wrote.contains("wrote"), "{wrote}");
     assert!(sandbox.group_dir("free").join("made-in-sandbox.txt").exists());
-    let decisions = pincer.store().decisions(&group).await.unwrap();
+    let decisions = pincer.store().journal().decisions(&group).await.unwrap();
     assert!(
         !decisions.is_empty() && decisions.iter().all(|d| d.allowed && d.decided_by == "skip_permissions"),
         "{decisions:?}"

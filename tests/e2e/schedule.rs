@@ -35,7 +35,7 @@ async fn finished_runs(pincer: &Running, id: ScheduleId, n: usize) -> Vec<RunRec
 async fn finished_runs_in(store: &Store, id: ScheduleId, n: usize) -> Vec<RunRecord> {
     let wait = async {
         loop {
-            let runs = store.runs(id).await.unwrap();
+            let runs = store.schedules().runs(id).await.unwrap();
             if runs.iter().filter(|r| r.outcome != "running").count() >= n {
                 return runs;
             }
@@ -63,7 +63,7 @@ fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
 
 async fn add(pincer: &Running, group: &GroupName, prompt: &str, trigger: Trigger, context: ContextMode) -> Schedule {
     let new = NewSchedule { group: group.clone(), prompt: prompt.into(), trigger, context };
-    manage::add(pincer.store(), new, &Default::default()).await.unwrap()
+    manage::add(&pincer.store().schedules(), new, &Default::default()).await.unwrap()
 }
 
 #[tokio::test]
@@ -82,14 +82,14 @@ async fn the_agent_schedules_a_prompt_that_fires_and_reaches_the_chat() {
     pincer.send(&group, "PLEASE SCHEDULE a daily report at 9").await;
     let confirmed = pincer.next_outbound().await;
     assert!(confirmed.text.contains("TOOL_RESULT(err=False):scheduled: #1"), "{confirmed:?}");
-    let stored = pincer.store().schedules(Some(&group)).await.unwrap();
+    let stored = pincer.store().schedules().schedules(Some(&group)).await.unwrap();
     assert_eq!(stored.len(), 1);
     let task = &stored[0];
     assert_eq!(task.trigger.describe(), "cron 0 9 * * * (Europe/Berlin)");
     assert!(task.next_run.is_some_and(|t| t > Utc::now()), "{task:?}");
 
     // `pincer tasks run-now 1`, then a poke as a tool would give.
-    manage::run_now(pincer.store(), task.id).await.unwrap();
+    manage::run_now(&pincer.store().schedules(), task.id).await.unwrap();
     pincer.engine.scheduler.poke();
     let (report, _) = outbound_containing(&pincer, "DAILYREPORT").await;
     assert_eq!(report.kind, OutboundKind::Reply);
@@ -100,11 +100,11 @@ async fn the_agent_schedules_a_prompt_that_fires_and_reaches_the_chat() {
     assert_eq!(runs[0].outcome, "ok");
     assert!(runs[0].text.as_deref().unwrap().contains("DAILYREPORT"), "{runs:?}");
     assert!(runs[0].ended.is_some() && runs[0].duration_ms.is_some() && runs[0].cost_usd.is_some(), "{runs:?}");
-    let task = pincer.store().schedule(task.id).await.unwrap();
+    let task = pincer.store().schedules().schedule(task.id).await.unwrap();
     assert!(task.last_run.is_some() && task.next_run.is_some_and(|t| t > Utc::now()), "{task:?}");
 
     // The run went through the chat path: stored first, marked scheduled, answered.
-    let history = pincer.store().history(&group, 100).await.unwrap();
+    let history = pincer.store().history().history(&group, 100).await.unwrap();
     let scheduled: Vec<_> = history
         .iter()
         .filter_map(|e| match e {
@@ -138,13 +138,13 @@ async fn an_isolated_run_leaves_the_groups_session_alone() {
     assert_eq!(runs[0].outcome, "ok");
 
     assert_eq!(pincer.status(&group).await.session_id.as_deref(), Some(session.as_str()));
-    let stored = pincer.store().group("iso").await.unwrap().session_id;
+    let stored = pincer.store().groups().group("iso").await.unwrap().session_id;
     assert_eq!(stored.as_deref(), Some(session.as_str()), "the stored session id is unchanged");
     let isolated = api.main_requests().into_iter().find(|r| r.all_text().contains("NIGHTLY")).unwrap();
     assert!(!isolated.all_text().contains("KIWI"), "a fresh session: the group's conversation is not in it");
     // A home of its own: the run's transcript is not in the group's CLI home,
     // and its home is gone once the run has ended.
-    let history = pincer.store().history(&group, 100).await.unwrap();
+    let history = pincer.store().history().history(&group, 100).await.unwrap();
     let run_session = history
         .iter()
         .find_map(|e| match e {
@@ -169,7 +169,7 @@ async fn an_isolated_run_leaves_the_groups_session_alone() {
     tokio::time::timeout(PATIENCE, removed).await.expect("the isolated run's home is removed when it ends");
     // The scheduler settles the schedule just after the run's log entry is written.
     let spent = async {
-        while pincer.store().schedule(task.id).await.unwrap().status.as_str() != "completed" {
+        while pincer.store().schedules().schedule(task.id).await.unwrap().status.as_str() != "completed" {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
@@ -198,7 +198,7 @@ async fn missed_runs_are_made_up_once_after_downtime() {
         trigger: Trigger::interval("1h").unwrap(),
         context: ContextMode::Group,
     };
-    let task = store.add_schedule(&new, Some(Utc::now() - chrono::Duration::hours(10))).await.unwrap();
+    let task = store.schedules().add_schedule(&new, Some(Utc::now() - chrono::Duration::hours(10))).await.unwrap();
     store.close().await;
 
     let mut pincer = sandbox.start().await;
@@ -206,7 +206,7 @@ async fn missed_runs_are_made_up_once_after_downtime() {
     outbound_containing(&pincer, "HOURLY").await;
     let runs = finished_runs(&pincer, task.id, 1).await;
     assert_eq!(runs.len(), 1, "one run for all the missed ones");
-    let task = pincer.store().schedule(task.id).await.unwrap();
+    let task = pincer.store().schedules().schedule(task.id).await.unwrap();
     let next = task.next_run.unwrap();
     assert!(next > Utc::now() + chrono::Duration::minutes(50), "the next run counts from now: {next}");
     pincer.stop().await;
@@ -224,7 +224,7 @@ async fn a_failing_run_is_retried_and_the_chat_is_told_once_per_streak() {
     pincer.engine.start_scheduler();
 
     let task = add(&pincer, &group, "FLAKY job", Trigger::interval("1h").unwrap(), ContextMode::Group).await;
-    manage::run_now(pincer.store(), task.id).await.unwrap();
+    manage::run_now(&pincer.store().schedules(), task.id).await.unwrap();
     pincer.engine.scheduler.poke();
 
     let (retrying, before) = outbound_containing(&pincer, "Retrying in").await;
@@ -239,14 +239,14 @@ async fn a_failing_run_is_retried_and_the_chat_is_told_once_per_streak() {
     );
     let runs = finished_runs(&pincer, task.id, 2).await;
     assert_eq!(runs.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>(), ["error", "error"]);
-    let task = pincer.store().schedule(task.id).await.unwrap();
+    let task = pincer.store().schedules().schedule(task.id).await.unwrap();
     assert_eq!((task.status.as_str(), task.failures), ("active", 0), "it waits for its next regular run");
     assert!(task.next_run.is_some_and(|t| t > Utc::now() + chrono::Duration::minutes(50)), "{task:?}");
     // Stopped, so a notice the last failure would send is written by now.
     pincer.stop().await;
     // The streak was told once, at its start: neither the retry's failure
     // nor the giving up is told again.
-    let rows = sandbox.store().await.outbox_after(pincer::store::OutboxId(0), 100).await.unwrap();
+    let rows = sandbox.store().await.outbox().outbox_after(pincer::store::OutboxId(0), 100).await.unwrap();
     let told: Vec<&str> =
         rows.iter().filter(|o| o.text.contains("Scheduled task #1 failed")).map(|o| o.text.as_str()).collect();
     assert_eq!(told.len(), 1, "one notice per streak: {told:?}");
@@ -310,7 +310,7 @@ async fn the_tasks_command_rejects_bad_times_and_manages_schedules() {
     run(&["tasks", "add", "team", "--every", "2h", "--prompt", "check", "--isolated"]).await.unwrap();
     run(&["tasks", "pause", "1"]).await.unwrap();
     let store = sandbox.store().await;
-    let tasks = store.schedules(None).await.unwrap();
+    let tasks = store.schedules().schedules(None).await.unwrap();
     assert_eq!(tasks.len(), 2);
     assert_eq!((tasks[0].status.as_str(), tasks[0].next_run), ("paused", None));
     assert_eq!(tasks[1].context, ContextMode::Isolated);
@@ -319,7 +319,7 @@ async fn the_tasks_command_rejects_bad_times_and_manages_schedules() {
     run(&["tasks", "resume", "1"]).await.unwrap();
     run(&["tasks", "cancel", "2"]).await.unwrap();
     run(&["tasks", "runs", "1"]).await.unwrap();
-    let tasks = store.schedules(None).await.unwrap();
+    let tasks = store.schedules().schedules(None).await.unwrap();
     assert_eq!(tasks.len(), 1, "cancelled tasks are not listed");
     assert_eq!(tasks[0].status.as_str(), "active");
     assert!(tasks[0].next_run.is_some());
@@ -347,7 +347,7 @@ async fn in_an_admins_only_group_a_scheduled_prompt_gets_only_what_a_member_has(
     pincer.engine.start_scheduler();
 
     let task = add(&pincer, &group, "SCHEDBASH now", Trigger::interval("1h").unwrap(), ContextMode::Group).await;
-    manage::run_now(pincer.store(), task.id).await.unwrap();
+    manage::run_now(&pincer.store().schedules(), task.id).await.unwrap();
     pincer.engine.scheduler.poke();
     let (report, _) = outbound_containing(&pincer, "needs an admin").await;
     assert!(report.text.contains("TOOL_RESULT(err=True)"), "{report:?}");

@@ -37,11 +37,11 @@ async fn two_messages_share_one_live_process() {
 
     // One process: started once, never restarted.
     assert_eq!(pincer.session_events(&group).await, ["started"]);
-    let history = pincer.store().history(&group, 100).await.unwrap();
+    let history = pincer.store().history().history(&group, 100).await.unwrap();
     assert_eq!(results(&history).len(), 2);
     // A message is marked answered just after its result is stored.
     let states = || async {
-        let history = pincer.store().history(&group, 100).await.unwrap();
+        let history = pincer.store().history().history(&group, 100).await.unwrap();
         history
             .iter()
             .filter_map(|e| match e {
@@ -84,7 +84,7 @@ async fn background_work_is_stored_and_its_follow_up_delivered() {
     assert!(pincer.status(&group).await.live);
     assert_eq!(pincer.session_events(&group).await, ["started"]);
 
-    let history = pincer.store().history(&group, 100).await.unwrap();
+    let history = pincer.store().history().history(&group, 100).await.unwrap();
     let frames: Vec<_> = history
         .iter()
         .filter_map(|e| match e {
@@ -123,10 +123,10 @@ async fn permissions_allow_listed_tools_and_deny_the_rest() {
     assert!(reply.text.contains("No such tool available: Bash"), "the model saw the refusal: {reply:?}");
     assert!(!sandbox.group_dir("denied").join("made-by-tool.txt").exists());
 
-    let yes = pincer.store().decisions(&allowed).await.unwrap();
+    let yes = pincer.store().journal().decisions(&allowed).await.unwrap();
     assert_eq!(yes.len(), 1);
     assert!(yes[0].allowed && yes[0].tool_name == "Bash" && yes[0].input.contains("made-by-tool"));
-    let no = pincer.store().decisions(&denied).await.unwrap();
+    let no = pincer.store().journal().decisions(&denied).await.unwrap();
     assert!(no.iter().all(|d| !d.allowed), "{no:?}");
     pincer.stop().await;
 }
@@ -162,7 +162,7 @@ async fn a_vanished_session_starts_fresh_and_the_message_is_answered() {
     let sandbox = Sandbox::new(&api);
     let group = sandbox.add_group("lost", None).await;
     let store = pincer::app::open_store(&sandbox.config).await.unwrap();
-    store.set_session_id(&group, Some("00000000-0000-4000-8000-000000000000")).await.unwrap();
+    store.groups().set_session_id(&group, Some("00000000-0000-4000-8000-000000000000")).await.unwrap();
     store.close().await;
 
     let pincer = sandbox.start().await;

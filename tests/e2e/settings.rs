@@ -81,7 +81,7 @@ async fn bash_is_still_refused(pincer: &Running, group: &GroupName, group_dir: &
     for marker in MARKERS {
         assert!(!group_dir.join(marker).exists(), "{when}: `{marker}` exists: something planted ran");
     }
-    let decisions = pincer.store().decisions(group).await.unwrap();
+    let decisions = pincer.store().journal().decisions(group).await.unwrap();
     assert!(decisions.iter().all(|d| d.tool_name != "Bash" || !d.allowed), "{when}: {decisions:?}");
 }
 

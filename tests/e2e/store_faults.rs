@@ -20,7 +20,7 @@ use crate::support::store_lock::WriteLock;
 
 async fn inbound_texts(sandbox: &Sandbox, group: &str) -> Vec<String> {
     let store = sandbox.store().await;
-    let history = store.history(&group.parse().unwrap(), 50).await.unwrap();
+    let history = store.history().history(&group.parse().unwrap(), 50).await.unwrap();
     store.close().await;
     history
         .iter()
@@ -117,7 +117,7 @@ async fn a_result_the_store_cannot_take_yet_is_stored_and_delivered_once_it_can(
 
     let reply = pincer.next_outbound().await;
     assert!(reply.text.starts_with("ECHO: ") && reply.text.contains("are you saving this?"), "{reply:?}");
-    let history = pincer.store().history(&group, 50).await.unwrap();
+    let history = pincer.store().history().history(&group, 50).await.unwrap();
     let results = history.iter().filter(|e| matches!(e, pincer::store::HistoryEntry::Result { .. })).count();
     assert_eq!(results, 1, "stored once: {history:?}");
     pincer.stop().await;

@@ -233,7 +233,7 @@ async fn an_admin_approves_a_tool_in_the_chat_and_a_non_admin_cannot() {
     bot.wait_for("the prompt shows who allowed it", |b| b.sent(team().id)[0].text.contains("Allowed by Alice")).await;
 
     let store = sandbox.store().await;
-    let decisions = store.decisions(&"team".parse().unwrap()).await.unwrap();
+    let decisions = store.journal().decisions(&"team".parse().unwrap()).await.unwrap();
     assert_eq!(decisions.len(), 1);
     assert!(decisions[0].allowed);
     assert_eq!(decisions[0].decided_by, "telegram:42 (Alice)");
@@ -334,7 +334,7 @@ async fn a_run_the_main_group_schedules_in_another_group_asks_that_groups_admins
     let scheduled = bot.wait_sent(boss_chat().id, 1).await.remove(0);
     assert!(scheduled.text.contains("scheduled: #1"), "{}", scheduled.text);
     let store = sandbox.store().await;
-    pincer::scheduler::manage::run_now(&store, pincer::domain::schedule::ScheduleId(1)).await.unwrap();
+    pincer::scheduler::manage::run_now(&store.schedules(), pincer::domain::schedule::ScheduleId(1)).await.unwrap();
 
     // The prompt is in team's chat, under team's policy (Bash is not on its list).
     bot.wait_for("a prompt in team's chat", |b| b.sent(team().id).iter().any(|m| m.reply_markup.is_some())).await;
@@ -360,11 +360,11 @@ async fn a_run_the_main_group_schedules_in_another_group_asks_that_groups_admins
     bot.wait_for("the run's answer", answered).await;
     assert!(sandbox.group_dir("team").join("cross.txt").exists(), "it ran in team's folder");
     assert!(!sandbox.group_dir("boss").join("cross.txt").exists());
-    let decisions = store.decisions(&"team".parse().unwrap()).await.unwrap();
+    let decisions = store.journal().decisions(&"team".parse().unwrap()).await.unwrap();
     let bash: Vec<_> = decisions.iter().filter(|d| d.tool_name == "Bash").collect();
     assert_eq!(bash.len(), 1, "{decisions:?}");
     assert_eq!((bash[0].allowed, bash[0].decided_by.as_str()), (true, "telegram:42 (Alice)"));
-    let boss_decisions = store.decisions(&"boss".parse().unwrap()).await.unwrap();
+    let boss_decisions = store.journal().decisions(&"boss".parse().unwrap()).await.unwrap();
     assert!(boss_decisions.iter().all(|d| d.tool_name != "Bash"), "{boss_decisions:?}");
     pincer.stop().await;
     store.close().await;
@@ -383,7 +383,7 @@ async fn an_unanswered_approval_is_denied_after_the_timeout() {
     assert!(!sandbox.group_dir("team").join("approved.txt").exists());
     bot.wait_for("the prompt says it timed out", |b| b.sent(team().id)[0].text.contains("No answer in time")).await;
     let store = sandbox.store().await;
-    let decisions = store.decisions(&"team".parse().unwrap()).await.unwrap();
+    let decisions = store.journal().decisions(&"team".parse().unwrap()).await.unwrap();
     assert_eq!((decisions[0].allowed, decisions[0].decided_by.as_str()), (false, "timeout"));
     pincer.stop().await;
 }
@@ -436,7 +436,7 @@ async fn a_restart_of_pincer_between_two_messages_continues_the_same_session() {
     bot.say(&team(), &alice(), "remember MSG1");
     bot.wait_sent(team().id, 1).await;
     pincer.stop().await;
-    let first_session = sandbox.store().await.group("team").await.unwrap().session_id.expect("a session id");
+    let first_session = sandbox.store().await.groups().group("team").await.unwrap().session_id.expect("a session id");
 
     let pincer = sandbox.spawn_daemon();
     bot.say(&team(), &alice(), "and MSG2");
@@ -449,9 +449,9 @@ async fn a_restart_of_pincer_between_two_messages_continues_the_same_session() {
     );
     pincer.stop().await;
     let store = sandbox.store().await;
-    assert_eq!(store.group("team").await.unwrap().session_id, Some(first_session));
+    assert_eq!(store.groups().group("team").await.unwrap().session_id, Some(first_session));
     let events: Vec<String> =
-        store.session_events(&"team".parse().unwrap()).await.unwrap().into_iter().map(|(k, _)| k).collect();
+        store.journal().session_events(&"team".parse().unwrap()).await.unwrap().into_iter().map(|(k, _)| k).collect();
     assert!(events.contains(&"resumed".to_owned()), "{events:?}");
 }
 
@@ -469,7 +469,7 @@ async fn a_group_whose_bot_was_kicked_goes_inactive_and_comes_back() {
     let store = sandbox.store().await;
     let inactive = tokio::time::timeout(PATIENCE, async {
         loop {
-            let group = store.group("team").await.unwrap();
+            let group = store.groups().group("team").await.unwrap();
             if !group.active {
                 return group;
             }
@@ -482,11 +482,11 @@ async fn a_group_whose_bot_was_kicked_goes_inactive_and_comes_back() {
     let attempts = bot.calls().iter().filter(|c| c.method == "sendMessage").count();
     assert_eq!(attempts, 1, "no retrying forever");
     let group = "team".parse().unwrap();
-    assert_eq!(store.queued_count(&group).await.unwrap(), 1, "the reply waits in the outbox");
+    assert_eq!(store.outbox().queued_count(&group).await.unwrap(), 1, "the reply waits in the outbox");
 
     bot.set_member_status(&team(), "member");
     tokio::time::timeout(PATIENCE, async {
-        while !store.group("team").await.unwrap().active {
+        while !store.groups().group("team").await.unwrap().active {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
@@ -639,7 +639,7 @@ async fn pincer_starts_while_the_bot_api_is_unreachable_and_serves_once_it_is_ba
     let store = sandbox.store().await;
     let health = tokio::time::timeout(PATIENCE, async {
         loop {
-            if let Some(h) = store.channel_health(pincer::domain::Platform::Telegram).await.unwrap() {
+            if let Some(h) = store.channels().channel_health(pincer::domain::Platform::Telegram).await.unwrap() {
                 return h;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -652,7 +652,7 @@ async fn pincer_starts_while_the_bot_api_is_unreachable_and_serves_once_it_is_ba
     bot.say(&team(), &alice(), "hello after the outage");
     let sent = bot.wait_sent(team().id, 1).await;
     assert!(sent[0].text.contains("hello after the outage"), "{}", sent[0].text);
-    let health = store.channel_health(pincer::domain::Platform::Telegram).await.unwrap().unwrap();
+    let health = store.channels().channel_health(pincer::domain::Platform::Telegram).await.unwrap().unwrap();
     assert_eq!(health.state, "connected");
     pincer.stop().await;
 }
@@ -668,7 +668,8 @@ async fn a_token_refused_while_serving_is_reported_and_serving_resumes_when_it_w
     let pincer = sandbox.spawn_daemon();
     bot.wait_for("pincer to poll", |b| !b.calls_to("getUpdates").is_empty()).await;
     let store = sandbox.store().await;
-    let health = || async { store.channel_health(pincer::domain::Platform::Telegram).await.unwrap().unwrap() };
+    let health =
+        || async { store.channels().channel_health(pincer::domain::Platform::Telegram).await.unwrap().unwrap() };
 
     // The token is revoked, then (a new token would be needed in real life) works again.
     bot.fail_next("getUpdates", FakeError::custom(401, "Unauthorized"));
@@ -763,7 +764,7 @@ async fn with_admins_only_tools_a_members_bash_asks_an_admin_and_an_admins_runs(
     assert!(request.last_user_prompt().starts_with(r#"<message from="Alice" admin="yes" at=""#));
 
     let store = sandbox.store().await;
-    let decisions = store.decisions(&"team".parse().unwrap()).await.unwrap();
+    let decisions = store.journal().decisions(&"team".parse().unwrap()).await.unwrap();
     let by: Vec<(bool, &str)> = decisions.iter().map(|d| (d.allowed, d.decided_by.as_str())).collect();
     assert_eq!(by, [(false, "telegram:42 (Alice)"), (true, "policy")], "{decisions:?}");
     pincer.stop().await;

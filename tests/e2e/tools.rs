@@ -48,10 +48,10 @@ async fn send_message_reaches_the_chat_before_the_turn_ends() {
         assert!(!offers_tool(first, "CronCreate"), "CronCreate is not offered");
         assert!(offers_tool(first, "mcp__pincer__send_message"), "send_message is offered as a tool");
     }
-    let decisions = pincer.store().decisions(&group).await.unwrap();
+    let decisions = pincer.store().journal().decisions(&group).await.unwrap();
     assert!(decisions.iter().any(|d| d.tool_name == "mcp__pincer__send_message" && d.allowed), "{decisions:?}");
     // The history shows the message between the question and the turn's result.
-    let history = pincer.store().history(&group, 100).await.unwrap();
+    let history = pincer.store().history().history(&group, 100).await.unwrap();
     let kinds: Vec<String> =
         history.iter().map(|e| serde_json::to_value(e).unwrap()["kind"].as_str().unwrap().to_owned()).collect();
     let at = kinds.iter().position(|k| k == "message").expect("the agent's message is in the history");
@@ -83,12 +83,12 @@ async fn only_the_main_group_may_schedule_for_another_group() {
     let refused = pincer.next_outbound().await;
     assert!(refused.text.contains("TOOL_RESULT(err=True)"), "an error tool result: {refused:?}");
     assert!(refused.text.contains("only the main group's agent may target other groups"), "{refused:?}");
-    assert!(pincer.store().schedules(None).await.unwrap().is_empty(), "nothing was stored");
+    assert!(pincer.store().schedules().schedules(None).await.unwrap().is_empty(), "nothing was stored");
 
     pincer.send(&boss, "SCHEDOTHER please").await;
     let done = pincer.next_outbound().await;
     assert!(done.text.contains("TOOL_RESULT(err=False):scheduled: #"), "{done:?}");
-    let stored = pincer.store().schedules(None).await.unwrap();
+    let stored = pincer.store().schedules().schedules(None).await.unwrap();
     assert_eq!(stored.len(), 1);
     assert_eq!((&stored[0].group, stored[0].prompt.as_str()), (&other, "OTHERTASK"));
     pincer.stop().await;
@@ -112,7 +112,7 @@ async fn a_group_cannot_touch_another_groups_task() {
         trigger,
         context: pincer::domain::schedule::ContextMode::Group,
     };
-    pincer::scheduler::manage::add(pincer.store(), new, &Default::default()).await.unwrap();
+    pincer::scheduler::manage::add(&pincer.store().schedules(), new, &Default::default()).await.unwrap();
 
     pincer.send(&intruder, "LISTIT").await;
     let listed = pincer.next_outbound().await;
@@ -120,7 +120,7 @@ async fn a_group_cannot_touch_another_groups_task() {
     pincer.send(&intruder, "PAUSEIT").await;
     let refused = pincer.next_outbound().await;
     assert!(refused.text.contains("err=True") && refused.text.contains("belongs to another group"), "{refused:?}");
-    let task = &pincer.store().schedules(Some(&owner)).await.unwrap()[0];
+    let task = &pincer.store().schedules().schedules(Some(&owner)).await.unwrap()[0];
     assert_eq!(task.status.as_str(), "active", "the task was not paused");
 
     pincer.send(&owner, "PAUSEIT").await;
@@ -157,7 +157,7 @@ async fn a_schedule_every_second_and_the_task_past_the_most_are_refused_with_why
     assert!(refused.text.contains("TOOL_RESULT(err=True)"), "an error tool result: {refused:?}");
     assert!(refused.text.contains("shorter than the minimum of 5m"), "says why: {refused:?}");
     assert!(refused.text.contains("every 5m or more"), "says what to do: {refused:?}");
-    assert!(pincer.store().schedules(None).await.unwrap().is_empty(), "nothing was stored");
+    assert!(pincer.store().schedules().schedules(None).await.unwrap().is_empty(), "nothing was stored");
 
     for i in 0..50 {
         let trigger = pincer::domain::schedule::Trigger::interval("1day").unwrap();
@@ -167,14 +167,14 @@ async fn a_schedule_every_second_and_the_task_past_the_most_are_refused_with_why
             trigger,
             context: pincer::domain::schedule::ContextMode::Group,
         };
-        pincer::scheduler::manage::add(pincer.store(), new, &Default::default()).await.unwrap();
+        pincer::scheduler::manage::add(&pincer.store().schedules(), new, &Default::default()).await.unwrap();
     }
     pincer.send(&group, "ONEMORE please").await;
     let refused = pincer.next_outbound().await;
     assert!(refused.text.contains("TOOL_RESULT(err=True)"), "{refused:?}");
     assert!(refused.text.contains("already has 50 active scheduled tasks"), "{refused:?}");
     assert!(refused.text.contains("cancel or pause one first"), "{refused:?}");
-    assert_eq!(pincer.store().active_schedule_count(&group).await.unwrap(), 50);
+    assert_eq!(pincer.store().schedules().active_schedule_count(&group).await.unwrap(), 50);
     pincer.stop().await;
 }
 
@@ -211,7 +211,7 @@ async fn the_model_gets_pincers_tool_schemas_directly_or_through_tool_search() {
     } else {
         assert!(out.text.starts_with("AFTER_TOOL: TOOL_RESULT(err=False)"), "{out:?}");
         // pincer's hook sees it too, and lets the CLI's own bookkeeping run whatever the list says.
-        let decisions = pincer.store().decisions(&group).await.unwrap();
+        let decisions = pincer.store().journal().decisions(&group).await.unwrap();
         assert!(decisions.iter().all(|d| d.allowed && d.decided_by == "policy"), "{decisions:?}");
         assert!(decisions.iter().any(|d| d.tool_name == "ToolSearch"), "{decisions:?}");
     }

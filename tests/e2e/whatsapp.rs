@@ -88,7 +88,7 @@ async fn a_triggered_message_is_answered_in_the_same_group_and_context_goes_with
     wa.wait_for("every message marked read", |wa| wa.read().len() == 3).await;
 
     let store = sandbox.store().await;
-    let history = store.history(&"family".parse().unwrap(), 10).await.unwrap();
+    let history = store.history().history(&"family".parse().unwrap(), 10).await.unwrap();
     let json = serde_json::to_value(history.last().unwrap()).unwrap();
     assert_eq!(json["delivery"]["to"], format!("whatsapp {FAMILY}"));
     pincer.stop().await;
@@ -212,7 +212,7 @@ async fn an_admin_approves_a_tool_by_its_code_and_a_non_admin_cannot() {
     assert!(sandbox.group_dir("family").join("approved.txt").exists());
     assert!(wa.sent(FAMILY).iter().any(|s| s.text.contains(&format!("{code} allowed by Alice"))));
     let store = sandbox.store().await;
-    let decisions = store.decisions(&"family".parse().unwrap()).await.unwrap();
+    let decisions = store.journal().decisions(&"family".parse().unwrap()).await.unwrap();
     assert_eq!(decisions.len(), 1);
     assert!(decisions[0].allowed);
     assert_eq!(decisions[0].decided_by, "whatsapp:4915100000001 (Alice)");
@@ -251,7 +251,7 @@ async fn a_long_commands_approval_comes_in_parts_and_always_is_refused() {
     wa.wait_for("the tool ran and the turn ended", after_tool).await;
     assert!(sandbox.group_dir("family").join("tail-ran.txt").exists());
     let store = sandbox.store().await;
-    let tools = store.group("family").await.unwrap().settings.allowed_tools;
+    let tools = store.groups().group("family").await.unwrap().settings.allowed_tools;
     assert_eq!(tools, Some(vec!["Read".to_owned()]), "Bash was not allowed for good");
     pincer.stop().await;
 }
@@ -275,7 +275,7 @@ async fn an_unanswered_approval_is_denied_after_the_timeout() {
     wa.wait_for("the chat is told", |wa| wa.sent(FAMILY).iter().any(|s| s.text.contains("No answer to"))).await;
     assert!(!sandbox.group_dir("family").join("approved.txt").exists());
     let store = sandbox.store().await;
-    let decisions = store.decisions(&"family".parse().unwrap()).await.unwrap();
+    let decisions = store.journal().decisions(&"family".parse().unwrap()).await.unwrap();
     assert_eq!((decisions[0].allowed, decisions[0].decided_by.as_str()), (false, "timeout"));
     pincer.stop().await;
 }
@@ -322,7 +322,8 @@ async fn a_logged_out_number_is_reported_and_telegram_keeps_working() {
     wa.logged_out();
     let store = sandbox.store().await;
     tokio::time::timeout(PATIENCE, async {
-        while store.channel_health(Platform::WhatsApp).await.unwrap().is_none_or(|h| h.state != "logged_out") {
+        while store.channels().channel_health(Platform::WhatsApp).await.unwrap().is_none_or(|h| h.state != "logged_out")
+        {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
@@ -340,7 +341,7 @@ async fn a_logged_out_number_is_reported_and_telegram_keeps_working() {
     wa.say(FAMILY, &bob(), "@Andy are you?");
     wa.wait_for("the reply was tried", |wa| wa.refused(FAMILY) > 0).await;
     let family: GroupName = "family".parse().unwrap();
-    assert_eq!(store.queued_count(&family).await.unwrap(), 1);
+    assert_eq!(store.outbox().queued_count(&family).await.unwrap(), 1);
     pincer.stop().await;
 }
 
@@ -369,14 +370,14 @@ async fn the_durability_hook_stores_a_message_before_it_returns() {
     let message = inbound(FAMILY, &alice(), "3EB0HOOK", wa::Message::text("@Andy stored first"), false);
     hook.on_messages(client.clone(), std::slice::from_ref(&message)).await.expect("stored, so it may be acked");
     let family: GroupName = "family".parse().unwrap();
-    let history = pincer.store().history(&family, 10).await.unwrap();
+    let history = pincer.store().history().history(&family, 10).await.unwrap();
     assert!(
         history.iter().any(|e| serde_json::to_value(e).unwrap()["text"] == "@Andy stored first"),
         "the message was in the store when the hook returned: {history:?}"
     );
     // A redelivery after a reconnect is taken as done: acked, and not stored twice.
     hook.on_messages(client, std::slice::from_ref(&message)).await.expect("a copy is acked too");
-    let stored = pincer.store().history(&family, 10).await.unwrap();
+    let stored = pincer.store().history().history(&family, 10).await.unwrap();
     let copies = stored.iter().filter(|e| serde_json::to_value(e).unwrap()["text"] == "@Andy stored first").count();
     assert_eq!(copies, 1);
     pincer.stop().await;
@@ -430,7 +431,7 @@ async fn a_malformed_group_jid_is_refused_with_the_right_form() {
     let refused = add("4915100000001@s.whatsapp.net").await.unwrap_err().to_string();
     assert!(refused.contains("120363012345678901@g.us"), "{refused}");
     add(FAMILY).await.unwrap();
-    let group = sandbox.store().await.group("family").await.unwrap();
+    let group = sandbox.store().await.groups().group("family").await.unwrap();
     assert_eq!(group.settings.chat, Some(ChatAddress::whatsapp_group(FAMILY).unwrap()));
     assert_eq!(group.settings.admins, ["4915100000001"]);
 }

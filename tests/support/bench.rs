@@ -66,6 +66,7 @@ impl WallClock {
 pub async fn result_to_delivered(store: &Store, group: &str, sent: &[Instant], clock: WallClock) -> Vec<Duration> {
     let group: GroupName = group.parse().expect("a group name");
     let results: Vec<i64> = store
+        .history()
         .history(&group, 10_000)
         .await
         .expect("the history")

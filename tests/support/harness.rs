@@ -188,7 +188,7 @@ impl Running {
 
     async fn started(engine: Engine, shutdown: CancellationToken) -> Running {
         // Only what this engine queues: a restarted one reads the same store.
-        let seen = engine.store.outbox_last_id().await.expect("the outbox is readable");
+        let seen = engine.store.outbox().outbox_last_id().await.expect("the outbox is readable");
         Running { engine, shutdown, seen: std::sync::Mutex::new(seen) }
     }
 
@@ -211,7 +211,7 @@ impl Running {
         let next = async {
             loop {
                 let after = *self.seen.lock().unwrap();
-                if let Some(row) = self.store().outbox_after(after, 1).await.unwrap().pop() {
+                if let Some(row) = self.store().outbox().outbox_after(after, 1).await.unwrap().pop() {
                     *self.seen.lock().unwrap() = row.id;
                     return row;
                 }
@@ -243,7 +243,7 @@ impl Running {
 
     /// Session lifecycle events of a group, e.g. `["started", "idle_closed"]`.
     pub async fn session_events(&self, group: &GroupName) -> Vec<String> {
-        self.store().session_events(group).await.unwrap().into_iter().map(|(kind, _)| kind).collect()
+        self.store().journal().session_events(group).await.unwrap().into_iter().map(|(kind, _)| kind).collect()
     }
 
     pub async fn stop(self) {

@@ -68,7 +68,7 @@ fn chat() -> ChatAddress {
 
 async fn directory() -> (tempfile::TempDir, Store, Directory) {
     let (dir, store) = store_with(&team()).await;
-    let directory = Directory::new(store.clone(), Outbox::new(store.clone(), None));
+    let directory = Directory::new(&store, Outbox::new(store.outbox(), None));
     (dir, store, directory)
 }
 
@@ -241,10 +241,10 @@ async fn a_restart_marks_the_messages_left_behind_and_forgets_them() {
     assert_eq!(calls.recv().await.unwrap().1, interrupted("7"));
     assert_eq!(calls.recv().await.unwrap().1, interrupted("8"));
     // Gone: forgotten; rate limited: kept for the next start; other platforms untouched.
-    assert_eq!(store.status_messages(Platform::Telegram).await.unwrap(), [left("8", None)]);
-    assert_eq!(store.status_messages(Platform::Console).await.unwrap(), [wa]);
+    assert_eq!(store.channels().status_messages(Platform::Telegram).await.unwrap(), [left("8", None)]);
+    assert_eq!(store.channels().status_messages(Platform::Console).await.unwrap(), [wa]);
     assert_eq!(clean_up_left_behind(&*port, &records, Platform::Telegram).await.unwrap(), 1);
-    assert!(store.status_messages(Platform::Telegram).await.unwrap().is_empty());
+    assert!(store.channels().status_messages(Platform::Telegram).await.unwrap().is_empty());
 }
 
 #[test]

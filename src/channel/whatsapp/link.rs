@@ -172,6 +172,7 @@ pub async fn link(config: &Config, phone: Option<&str>, out: &mut impl Write) ->
     let number = result?;
     let store = Store::open(&config.database_path()).await?;
     store
+        .channels()
         .set_channel_health(Platform::WhatsApp, "linked", Some("linked; `pincer run` serves it"), Some(&number))
         .await?;
     store.close().await;
@@ -293,7 +294,7 @@ fn digits(phone: &str) -> anyhow::Result<String> {
 /// last) pincer saw it.
 pub async fn status(config: &Config) -> anyhow::Result<String> {
     let store = Store::open(&config.database_path()).await?;
-    let health = store.channel_health(Platform::WhatsApp).await?;
+    let health = store.channels().channel_health(Platform::WhatsApp).await?;
     store.close().await;
     Ok(describe(device_stored(config), health.as_ref(), &config.whatsapp_db_path()))
 }
@@ -350,6 +351,7 @@ pub async fn unlink(config: &Config) -> anyhow::Result<String> {
     }
     let store = Store::open(&config.database_path()).await?;
     store
+        .channels()
         .set_channel_health(Platform::WhatsApp, "unlinked", Some("unlinked with `pincer whatsapp unlink`"), None)
         .await?;
     store.close().await;

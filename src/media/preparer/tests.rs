@@ -7,6 +7,7 @@ use futures_util::future::BoxFuture;
 
 use super::*;
 use crate::config::Config;
+use crate::store::Store;
 use crate::store::{OutboxId, Stored};
 
 /// A download's answers, one per try.
@@ -113,8 +114,9 @@ impl Rig {
         fetchers.register(Platform::Telegram, fetch);
         let (ready_tx, ready) = mpsc::channel(8);
         let deps = PreparerDeps {
-            store: store.clone(),
-            outbox: Outbox::new(store.clone(), None),
+            queue: store.queue(),
+            preparing: store.preparing(),
+            outbox: Outbox::new(store.outbox(), None),
             groups_dir: groups_dir.clone(),
             fetchers,
             live: Live::fixed(&config),
@@ -134,7 +136,7 @@ impl Rig {
     }
 
     async fn store(&self, msg: &Inbound) -> InboundId {
-        match self.store.insert_preparing(msg, false).await.unwrap() {
+        match self.store.preparing().insert_preparing(msg, false).await.unwrap() {
             Stored::Preparing(id) => id,
             Stored::Merged { into, .. } => into,
         }
@@ -144,7 +146,7 @@ impl Rig {
     async fn prepared(&mut self) -> crate::store::Pulled {
         let group = self.ready.recv().await.expect("ready");
         assert_eq!(group, self.group);
-        let mut pulled = self.store.queued_inbound(&self.group, InboundId(0), 10).await.unwrap();
+        let mut pulled = self.store.queue().queued_inbound(&self.group, InboundId(0), 10).await.unwrap();
         assert_eq!(pulled.len(), 1, "one message queued");
         pulled.remove(0)
     }
@@ -256,7 +258,7 @@ async fn a_file_announced_too_large_is_not_fetched_and_the_sender_is_told() {
     assert_eq!(pulled.msg.media[0].outcome, Outcome::TooLarge { limit: 20 * 1024 * 1024 });
     assert_eq!(fetch.tries.load(Ordering::SeqCst), 0);
     assert!(counters.media_downloads.get_or_create(&label).get() > before, "counted for /metrics");
-    let rows = Outbox::new(rig.store.clone(), None).rows_after(&rig.group, OutboxId(0)).await.unwrap();
+    let rows = Outbox::new(rig.store.outbox(), None).rows_after(&rig.group, OutboxId(0)).await.unwrap();
     assert_eq!(
         rows.iter().map(|r| r.text.as_str()).collect::<Vec<_>>(),
         ["Ann's document \"scan.pdf\" (25.0 MB) is larger than the 20.0 MB a bot may download, so the agent gets \
@@ -293,7 +295,11 @@ async fn a_message_left_preparing_by_a_restart_is_prepared_at_the_first_wake() {
     let mut rig = Rig::new(fetch, Config::default()).await;
     let id = rig.store(&rig.message("before the crash", vec![Attachment::bounded(MediaKind::Photo, "f")], None)).await;
     // As a previous process would have left it: the images half written.
-    rig.store.test_insert_images(id, &[ModelImage { media_type: "image/png".into(), data: vec![9] }]).await.unwrap();
+    rig.store
+        .queue()
+        .test_insert_images(id, &[ModelImage { media_type: "image/png".into(), data: vec![9] }])
+        .await
+        .unwrap();
     rig.preparer.wake();
     let pulled = rig.prepared().await;
     assert_eq!(pulled.images.len(), 1);
@@ -325,12 +331,12 @@ async fn a_failed_download_is_tried_again_when_a_restart_delivers_its_message_ag
     let first = rig.prepared().await;
     assert!(matches!(first.msg.media[1].outcome, Outcome::Failed { .. }), "{:?}", first.msg.media);
     // The session wrote it to its process, which a restart took away.
-    rig.store.set_inbound_state(&[id], crate::store::InboundState::Sent).await.unwrap();
+    rig.store.queue().set_inbound_state(&[id], crate::store::InboundState::Sent).await.unwrap();
 
     fetch.answer("doc", vec![Ok(b"%PDF now it is there".to_vec())]);
     let tries = fetch.tries.load(Ordering::SeqCst);
-    rig.store.recover_unanswered().await.unwrap();
-    assert!(rig.store.queued_inbound(&rig.group, InboundId(0), 10).await.unwrap().is_empty(), "prepared first");
+    rig.store.queue().recover_unanswered().await.unwrap();
+    assert!(rig.store.queue().queued_inbound(&rig.group, InboundId(0), 10).await.unwrap().is_empty(), "prepared first");
     rig.preparer.wake();
     let again = rig.prepared().await;
     assert_eq!(again.id, id);
@@ -355,7 +361,7 @@ async fn a_file_larger_than_its_message_said_is_abandoned_at_the_limit_not_held_
     let limit = fetch_limit(Platform::Telegram);
     assert_eq!(pulled.msg.media[0].outcome, Outcome::TooLarge { limit });
     assert!(fetch.sent.load(Ordering::SeqCst) as u64 <= limit, "stopped at the limit, and not tried again");
-    let rows = Outbox::new(rig.store.clone(), None).rows_after(&rig.group, OutboxId(0)).await.unwrap();
+    let rows = Outbox::new(rig.store.outbox(), None).rows_after(&rig.group, OutboxId(0)).await.unwrap();
     assert_eq!(rows.len(), 1, "the sender is told");
     assert!(rows[0].text.contains("larger than the 20.0 MB"), "{}", rows[0].text);
     rig.shutdown.cancel();
@@ -390,11 +396,11 @@ async fn a_question_in_one_group_is_prepared_before_another_groups_pile_of_conte
     let fetch = Gated::new(started_tx, png(4, 4));
     let mut rig = Rig::new(fetch.clone(), Config::default()).await;
     let club: GroupName = "club".parse().unwrap();
-    rig.store.add_group(&club, &crate::store::GroupSettings::default()).await.unwrap();
+    rig.store.groups().add_group(&club, &crate::store::GroupSettings::default()).await.unwrap();
     // Fifty photos nobody asked the agent about, then a question elsewhere.
     for n in 0..50 {
         let msg = rig.message("", vec![Attachment::bounded(MediaKind::Photo, format!("held{n}"))], None);
-        assert!(matches!(rig.store.insert_preparing(&msg, true).await.unwrap(), Stored::Preparing(_)));
+        assert!(matches!(rig.store.preparing().insert_preparing(&msg, true).await.unwrap(), Stored::Preparing(_)));
     }
     let mut question = Inbound::new(club.clone(), Source::Chat(Platform::Telegram), "Bo", "@Andy what is this?");
     question.media = vec![Attachment::bounded(MediaKind::Photo, "asked")];
@@ -416,6 +422,6 @@ async fn a_question_in_one_group_is_prepared_before_another_groups_pile_of_conte
         assert_eq!(rig.ready.recv().await.unwrap(), rig.group);
     }
     assert_eq!(fetch.held_most.load(Ordering::SeqCst), 1, "the pile went one photo at a time");
-    assert!(rig.store.all_preparing().await.unwrap().is_empty());
+    assert!(rig.store.preparing().all_preparing().await.unwrap().is_empty());
     rig.shutdown.cancel();
 }

@@ -31,7 +31,7 @@ use super::resolve::Resolve;
 use crate::domain::net::Host;
 use crate::domain::GroupName;
 use crate::retry::{self, Backoff};
-use crate::store::{now_us, EgressDecision, EgressVerdict, EgressVia, Store};
+use crate::store::{now_us, EgressDecision, EgressLog, EgressVerdict, EgressVia};
 
 /// How long a client has to send a request's head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -69,7 +69,7 @@ impl std::fmt::Debug for EgressProxy {
 impl EgressProxy {
     /// Starts the decisions writer (so: inside a tokio runtime). pincer passes
     /// [`SystemResolver`](super::SystemResolver).
-    pub fn new(store: Store, resolver: Arc<dyn Resolve>) -> EgressProxy {
+    pub fn new(store: EgressLog, resolver: Arc<dyn Resolve>) -> EgressProxy {
         let (log, queue) = mpsc::channel(LOG_QUEUE);
         let stop_log = CancellationToken::new();
         let writer = tokio::spawn(write_log(store, queue, stop_log.clone()));
@@ -171,7 +171,7 @@ impl Accept for TcpListener {
     }
 }
 
-async fn write_log(store: Store, mut queue: mpsc::Receiver<EgressDecision>, stop: CancellationToken) {
+async fn write_log(store: EgressLog, mut queue: mpsc::Receiver<EgressDecision>, stop: CancellationToken) {
     loop {
         let next = tokio::select! {
             next = queue.recv() => next,

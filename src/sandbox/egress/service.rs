@@ -19,7 +19,7 @@ use super::resolve::Resolve;
 use super::server::EgressProxy;
 use crate::config::SandboxConfig;
 use crate::domain::GroupName;
-use crate::store::Store;
+use crate::store::EgressLog;
 
 /// The per-group sockets of one pincer's egress proxy (a cheap handle).
 #[derive(Clone, Debug)]
@@ -50,7 +50,7 @@ impl EgressService {
     /// served until [`socket`](Self::socket) asks. pincer's resolver is
     /// [`SystemResolver`](super::SystemResolver).
     pub fn new(
-        store: Store,
+        store: EgressLog,
         resolver: Arc<dyn Resolve>,
         sandbox: SandboxConfig,
         run: PathBuf,

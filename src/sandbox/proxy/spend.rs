@@ -17,7 +17,7 @@ use super::usage::Usage;
 use crate::domain::budget::ProxyUse;
 use crate::domain::Tokens;
 use crate::retry::{Backoff, RetryPolicy};
-use crate::store::{bucket_of, Store};
+use crate::store::{bucket_of, Budgets};
 
 /// How a write the store refuses is tried again.
 const STORE_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(10));
@@ -73,7 +73,7 @@ impl SpendLedger {
 
 /// Writes `ledger` into the store as it fills, until `stop`; then once more,
 /// so the last calls of a turn finishing during shutdown are kept.
-pub async fn keep(ledger: SpendLedger, store: Store, stop: CancellationToken) {
+pub async fn keep(ledger: SpendLedger, store: Budgets, stop: CancellationToken) {
     let mut backoff = Backoff::new(STORE_RETRY);
     loop {
         let stopping = tokio::select! {

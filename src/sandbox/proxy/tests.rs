@@ -344,9 +344,9 @@ async fn a_streamed_replys_usage_is_counted_for_its_group_as_it_passes_unchanged
     let (_dir, store) = crate::store::tests::store_with(&group).await;
     let stop = CancellationToken::new();
     stop.cancel();
-    super::spend::keep(proxy.spend(), store.clone(), stop).await;
+    super::spend::keep(proxy.spend(), store.budgets(), stop).await;
     let periods = crate::domain::budget::Periods::at(std::time::SystemTime::now(), chrono_tz::UTC);
-    let spent = store.budget_spent(&group, &periods).await.unwrap();
+    let spent = store.budgets().budget_spent(&group, &periods).await.unwrap();
     assert!((spent.today_usd - 4.5).abs() < 1e-9, "{spent:?}");
     assert!(proxy.spend().pending().is_empty(), "stored once");
 }

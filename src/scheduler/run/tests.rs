@@ -65,7 +65,7 @@ impl Scripted {
 impl Submit for Scripted {
     fn submit(&self, msg: Inbound) -> BoxFuture<'_, Result<(TurnWatch, InboundId), SubmitError>> {
         Box::pin(async move {
-            let id = self.store.insert_inbound(&msg, InboundState::Queued).await.map_err(SubmitError::new)?;
+            let id = self.store.queue().insert_inbound(&msg, InboundState::Queued).await.map_err(SubmitError::new)?;
             self.seen.lock().unwrap().ids.push(id);
             Ok((self.watch(msg, false)?, id))
         })
@@ -83,6 +83,7 @@ impl Submit for Scripted {
 struct Bench {
     _dir: tempfile::TempDir,
     deps: SchedulerDeps,
+    store: Store,
     seen: Arc<Mutex<Seen>>,
     submitted: Arc<Notify>,
     /// Closes when the isolated run's session guard is dropped.
@@ -92,7 +93,7 @@ struct Bench {
 async fn bench(answer: Answer, run_timeout: Duration) -> Bench {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
-    store.add_group(&"g".parse::<GroupName>().unwrap(), &GroupSettings::default()).await.unwrap();
+    store.groups().add_group(&"g".parse::<GroupName>().unwrap(), &GroupSettings::default()).await.unwrap();
     let (alive, session) = oneshot::channel();
     let (seen, submitted) = (Arc::new(Mutex::new(Seen::default())), Arc::new(Notify::new()));
     let submit = Scripted {
@@ -103,8 +104,11 @@ async fn bench(answer: Answer, run_timeout: Duration) -> Bench {
         submitted: submitted.clone(),
     };
     let deps = SchedulerDeps {
-        outbox: Outbox::new(store.clone(), None),
-        store,
+        outbox: Outbox::new(store.outbox(), None),
+        schedules: store.schedules(),
+        groups: store.groups(),
+        budgets: store.budgets(),
+        queue: store.queue(),
         submit: Arc::new(submit),
         config: SchedulerConfig { run_timeout, ..SchedulerConfig::default() },
         live: crate::config::Live::fixed(&crate::config::Config::default()),
@@ -112,7 +116,7 @@ async fn bench(answer: Answer, run_timeout: Duration) -> Bench {
         tracker: TaskTracker::new(),
         shutdown: CancellationToken::new(),
     };
-    Bench { _dir: dir, deps, seen, submitted, session }
+    Bench { _dir: dir, deps, store, seen, submitted, session }
 }
 
 impl Bench {
@@ -125,14 +129,15 @@ impl Bench {
             context,
         };
         let now = Utc::now();
-        let s = self.deps.store.add_schedule(&new, Some(now)).await.unwrap();
-        let run = self.deps.store.fire_schedule(s.id, now, Some(now + chrono::Duration::hours(1))).await.unwrap();
+        let s = self.store.schedules().add_schedule(&new, Some(now)).await.unwrap();
+        let run =
+            self.store.schedules().fire_schedule(s.id, now, Some(now + chrono::Duration::hours(1))).await.unwrap();
         (s, run.expect("the schedule is due"))
     }
 
     /// The run's log row: (outcome, text, cost).
     async fn logged(&self, s: &Schedule) -> (String, Option<String>, Option<f64>) {
-        let runs = self.deps.store.runs(s.id).await.unwrap();
+        let runs = self.store.schedules().runs(s.id).await.unwrap();
         assert_eq!(runs.len(), 1);
         (runs[0].outcome.clone(), runs[0].text.clone(), runs[0].cost_usd)
     }
@@ -181,7 +186,7 @@ async fn a_session_that_stops_first_leaves_the_schedule_due_for_the_next_start()
     let (s, run) = b.fire(ContextMode::Group).await;
     let done = execute(&b.deps, s.clone(), run).await;
     assert!(matches!(done.end, RunEnd::Stopped));
-    let next = b.deps.store.schedule(s.id).await.unwrap().next_run.unwrap();
+    let next = b.store.schedules().schedule(s.id).await.unwrap().next_run.unwrap();
     assert!(next <= Utc::now(), "due again at once, not in an hour: {next}");
 }
 
@@ -217,7 +222,7 @@ async fn a_run_without_an_answer_fails_at_run_timeout_and_stops_an_isolated_sess
 
 /// The notices queued for the chat so far.
 async fn notices(store: &Store) -> Vec<String> {
-    let rows = store.outbox_after(crate::store::OutboxId(0), 100).await.unwrap();
+    let rows = store.outbox().outbox_after(crate::store::OutboxId(0), 100).await.unwrap();
     rows.into_iter().filter(|r| r.kind == crate::domain::OutboundKind::Notice).map(|r| r.text).collect()
 }
 
@@ -227,16 +232,16 @@ async fn a_due_run_waits_while_its_groups_budget_is_reached_and_fires_once_it_is
     let group: GroupName = "g".parse().unwrap();
     let spent = crate::domain::budget::Budget { daily_cents: Some(0), ..Default::default() };
     let closed = GroupSettings { budget: spent, ..GroupSettings::default() };
-    b.deps.store.save_group_settings(&group, &closed).await.unwrap();
+    b.store.groups().save_group_settings(&group, &closed).await.unwrap();
     let new = NewSchedule {
         group: group.clone(),
         prompt: "water the plants".into(),
         trigger: Trigger::interval("1h").unwrap(),
         context: ContextMode::Isolated,
     };
-    let s = b.deps.store.add_schedule(&new, Some(Utc::now())).await.unwrap();
+    let s = b.store.schedules().add_schedule(&new, Some(Utc::now())).await.unwrap();
     let (store, seen, submitted, stop) =
-        (b.deps.store.clone(), b.seen.clone(), b.submitted.clone(), b.deps.shutdown.clone());
+        (b.store.clone(), b.seen.clone(), b.submitted.clone(), b.deps.shutdown.clone());
     let (handle, inbox) = crate::scheduler::channel();
     crate::scheduler::spawn(inbox, b.deps);
 
@@ -254,11 +259,14 @@ async fn a_due_run_waits_while_its_groups_budget_is_reached_and_fires_once_it_is
     .expect("the chat is told that the run waits");
     assert!(told[0].contains(&format!("task #{} is due", s.id)) && told[0].contains("/budget"), "{told:?}");
     assert!(seen.lock().unwrap().prompts.is_empty(), "nothing was handed to a session");
-    let still = store.schedule(s.id).await.unwrap();
-    assert!(still.is_due(Utc::now()) && store.runs(s.id).await.unwrap().is_empty(), "still due, no run logged");
+    let still = store.schedules().schedule(s.id).await.unwrap();
+    assert!(
+        still.is_due(Utc::now()) && store.schedules().runs(s.id).await.unwrap().is_empty(),
+        "still due, no run logged"
+    );
 
     // Raised (as `/budget` or `pincer groups set` does, then pokes): it runs now.
-    store.save_group_settings(&group, &GroupSettings::default()).await.unwrap();
+    store.groups().save_group_settings(&group, &GroupSettings::default()).await.unwrap();
     handle.poke();
     tokio::time::timeout(Duration::from_secs(10), submitted.notified()).await.expect("the run fires once raised");
     assert_eq!(seen.lock().unwrap().prompts.len(), 1);
@@ -268,7 +276,7 @@ async fn a_due_run_waits_while_its_groups_budget_is_reached_and_fires_once_it_is
 
 /// The state of the one message stored for group `g`.
 async fn prompt_state(store: &Store) -> String {
-    let history = store.history(&"g".parse().unwrap(), 10).await.unwrap();
+    let history = store.history().history(&"g".parse().unwrap(), 10).await.unwrap();
     let states: Vec<String> = history
         .into_iter()
         .filter_map(|e| match e {
@@ -287,7 +295,7 @@ async fn a_group_prompt_no_session_took_within_run_timeout_is_withdrawn_so_its_r
     let done = execute(&b.deps, s.clone(), run).await;
     let RunEnd::Failed(why) = done.end else { panic!("the run failed") };
     assert!(why.contains("no session had taken the prompt yet, so it was withdrawn"), "{why}");
-    assert_eq!(prompt_state(&b.deps.store).await, "failed", "never taken now");
+    assert_eq!(prompt_state(&b.store).await, "failed", "never taken now");
 }
 
 #[tokio::test]
@@ -295,16 +303,16 @@ async fn a_group_prompt_taken_before_run_timeout_is_left_to_its_turn() {
     // Room for the stand-in session to take it on a loaded machine.
     let b = bench(Answer::Never, Duration::from_secs(1)).await;
     let (s, run) = b.fire(ContextMode::Group).await;
-    let (store, seen, submitted) = (b.deps.store.clone(), b.seen.clone(), b.submitted.clone());
+    let (store, seen, submitted) = (b.store.clone(), b.seen.clone(), b.submitted.clone());
     let taking = tokio::spawn(async move {
         // The session takes it as soon as it is handed over.
         submitted.notified().await;
         let id = seen.lock().unwrap().ids[0];
-        store.set_inbound_state(&[id], InboundState::Sent).await.unwrap();
+        store.queue().set_inbound_state(&[id], InboundState::Sent).await.unwrap();
     });
     let done = execute(&b.deps, s.clone(), run).await;
     taking.await.unwrap();
     let RunEnd::Failed(why) = done.end else { panic!("the run failed") };
     assert!(why.contains("the agent may still be working on it"), "{why}");
-    assert_eq!(prompt_state(&b.deps.store).await, "sent", "left to the turn that has it");
+    assert_eq!(prompt_state(&b.store).await, "sent", "left to the turn that has it");
 }

@@ -41,7 +41,7 @@ impl SessionActor {
 
     async fn look_at_budget(&mut self) -> Look {
         let budget = self.policy.budget.over(self.deps.live.budget());
-        let (store, group, zone, now) = (&self.deps.store, &self.group, self.zone, SystemTime::now());
+        let (store, group, zone, now) = (&self.deps.budgets, &self.group, self.zone, SystemTime::now());
         let reached = || store.budget_reached(group, &budget, now, zone);
         self.budget.look(budget.is_set(), reached, now, group, zone).await
     }

@@ -41,7 +41,7 @@ impl SessionActor {
                 self.puller.held(&self.intake);
                 return;
             }
-            let taken = self.puller.pull(&self.deps.store, &self.intake, &self.group, room).await;
+            let taken = self.puller.pull(&self.deps.queue, &self.intake, &self.group, room).await;
             if taken.is_empty() {
                 return;
             }
@@ -176,7 +176,7 @@ impl SessionActor {
     /// Re-reads the group's tool policy, so `pincer groups set` applies from
     /// the next process on without restarting pincer.
     pub(super) async fn reload_settings(&mut self) {
-        match self.deps.store.group(self.group.as_str()).await {
+        match self.deps.groups.group(self.group.as_str()).await {
             Ok(record) => {
                 let skip = self.deps.config.sandbox.group(self.group.as_str()).skip_permissions;
                 self.policy = Policy::of(&record.settings, &self.deps.config.claude.allowed_tools, skip);

@@ -131,14 +131,14 @@ impl SessionActor {
         if self.isolated {
             return;
         }
-        if let Err(e) = self.deps.store.set_session_id(&self.group, self.life.session_id()).await {
+        if let Err(e) = self.deps.groups.set_session_id(&self.group, self.life.session_id()).await {
             tracing::error!(group = %self.group, %e, "cannot store the session id");
         }
     }
 
     /// Task frames (and any other `system` frame) are stored first, then tracked.
     async fn on_system(&mut self, frame: TaskFrame, task: Option<TaskEvent>, raw: &str) {
-        if let Err(e) = self.deps.store.record_task_frame(&self.group, &frame, raw).await {
+        if let Err(e) = self.deps.journal.record_task_frame(&self.group, &frame, raw).await {
             tracing::error!(group = %self.group, %e, "cannot store a task frame");
         }
         if let Some(task) = task {

@@ -163,7 +163,7 @@ impl SessionActor {
         if answer.verdict == Approval::AlwaysAllow {
             self.policy.allowed_tools.push(tool_name.clone());
             let default = &self.deps.config.claude.allowed_tools;
-            if let Err(e) = self.deps.store.allow_tool(&self.group, &tool_name, default).await {
+            if let Err(e) = self.deps.groups.allow_tool(&self.group, &tool_name, default).await {
                 tracing::error!(group = %self.group, %e, "cannot store an always-allowed tool");
             }
         }
@@ -207,7 +207,7 @@ impl SessionActor {
             message: deny_message,
             decided_by: answer.by,
         };
-        if let Err(e) = self.deps.store.record_decision(&self.group, &decision).await {
+        if let Err(e) = self.deps.journal.record_decision(&self.group, &decision).await {
             tracing::error!(group = %self.group, %e, "cannot store a permission decision");
         }
         tracing::info!(group = %self.group, tool = %decision.tool_name, allowed, by = %decision.decided_by, "decided a tool call");

@@ -25,7 +25,7 @@ async fn a_reached_budget_holds_the_queue_says_so_once_and_a_raise_lets_it_go() 
     assert_eq!(rig.cli.user_messages().len(), 1, "nothing more was written to the CLI");
 
     let raised = GroupSettings { budget: Budget { daily_turns: Some(5), ..Budget::default() }, ..settings };
-    rig.store.save_group_settings(&rig.group, &raised).await.unwrap();
+    rig.store.groups().save_group_settings(&rig.group, &raised).await.unwrap();
     rig.handle.send(Command::ReloadSettings).await.unwrap();
     rig.until_state(third, "answered").await;
     assert_eq!(rig.state_of(second).await, "answered");

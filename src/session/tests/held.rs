@@ -69,7 +69,7 @@ async fn a_usage_limit_resend_waits_while_the_budget_is_reached() {
     let planned = rig.handle.status().resend_at.unwrap();
     // Meanwhile the group's budget becomes one already used up.
     let spent = GroupSettings { budget: Budget { daily_cents: Some(0), ..Budget::default() }, ..Default::default() };
-    rig.store.save_group_settings(&rig.group, &spent).await.unwrap();
+    rig.store.groups().save_group_settings(&rig.group, &spent).await.unwrap();
     rig.handle.send(crate::session::Command::ReloadSettings).await.unwrap();
     // Past the reset: the resend is put off until the budget opens, not written.
     rig.until("the resend is put off", || rig.handle.status().resend_at.is_some_and(|at| at > planned)).await;

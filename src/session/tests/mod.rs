@@ -76,9 +76,9 @@ impl Rig {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
         let group: GroupName = "team".parse().unwrap();
-        store.add_group(&group, &settings).await.unwrap();
-        store.set_session_id(&group, session).await.unwrap();
-        let record = store.group(group.as_str()).await.unwrap();
+        store.groups().add_group(&group, &settings).await.unwrap();
+        store.groups().set_session_id(&group, session).await.unwrap();
+        let record = store.groups().group(group.as_str()).await.unwrap();
         let config = Arc::new(config);
         let (deps, approvals, shutdown) = deps(&store, config.clone(), &cli);
         let tracker = TaskTracker::new();
@@ -89,7 +89,7 @@ impl Rig {
     /// Submits a message as the router does. The one way tests send messages.
     pub(super) async fn say(&self, text: &str) -> InboundId {
         let msg = Inbound::new(self.group.clone(), Source::Console, "ann", text);
-        let id = self.store.insert_inbound(&msg, crate::store::InboundState::Queued).await.unwrap();
+        let id = self.store.queue().insert_inbound(&msg, crate::store::InboundState::Queued).await.unwrap();
         assert!(self.handle.wake(), "the session retired");
         id
     }
@@ -129,7 +129,7 @@ impl Rig {
 
     /// The stored state of a message, by its text's position in the history.
     pub(super) async fn state_of(&self, id: InboundId) -> String {
-        let history = self.store.history(&self.group, 1000).await.unwrap();
+        let history = self.store.history().history(&self.group, 1000).await.unwrap();
         let inbound: Vec<String> = history
             .into_iter()
             .filter_map(|e| match e {
@@ -143,7 +143,7 @@ impl Rig {
 
     /// What the chat was sent, in order.
     pub(super) async fn outbox(&self) -> Vec<(OutboundKind, String)> {
-        let rows = self.store.outbox_after(OutboxId(0), 1000).await.unwrap();
+        let rows = self.store.outbox().outbox_after(OutboxId(0), 1000).await.unwrap();
         rows.into_iter().map(|r| (r.kind, r.text)).collect()
     }
 
@@ -157,7 +157,7 @@ impl Rig {
 
     /// The session events recorded, as (kind, detail).
     pub(super) async fn events(&self) -> Vec<(String, Option<String>)> {
-        self.store.session_event_details(&self.group).await.unwrap()
+        self.store.journal().session_event_details(&self.group).await.unwrap()
     }
 
     pub(super) async fn until_event(&self, kind: &str) {
@@ -181,15 +181,19 @@ pub(crate) fn deps(
     config: Arc<Config>,
     cli: &FakeCli,
 ) -> (Arc<SessionDeps>, async_channel::Receiver<ApprovalRequest>, CancellationToken) {
-    let outbox = Outbox::new(store.clone(), None);
+    let outbox = Outbox::new(store.outbox(), None);
     let (scheduler, _inbox) = crate::scheduler::channel();
     let limits = Limits::from(&config.scheduler);
     let outgoing = crate::media::outgoing::Outgoing::new(&config.groups_dir, &config.data_dir);
-    let tools = Toolbox::new(store.clone(), outbox.clone(), scheduler, config.timezone.clone(), limits, outgoing);
+    let tools = Toolbox::new(store, outbox.clone(), scheduler, config.timezone.clone(), limits, outgoing);
     let (approvals_tx, approvals) = async_channel::bounded(16);
     let shutdown = CancellationToken::new();
     let deps = Arc::new(SessionDeps {
-        store: store.clone(),
+        queue: store.queue(),
+        preparing: store.preparing(),
+        journal: store.journal(),
+        groups: store.groups(),
+        budgets: store.budgets(),
         config: config.clone(),
         live: crate::config::Live::fixed(&config),
         cli: Arc::new(cli.clone()),

@@ -143,10 +143,10 @@ async fn a_messages_images_go_with_it_and_again_with_it_to_the_next_process() {
     msg.media = vec![photo];
     // Stored `preparing` first, as the preparer will: a session that looks
     // at its queue before the images are in must not take the message.
-    let id = rig.store.insert_inbound(&msg, crate::store::InboundState::Preparing).await.unwrap();
+    let id = rig.store.queue().insert_inbound(&msg, crate::store::InboundState::Preparing).await.unwrap();
     let image = ModelImage { media_type: "image/jpeg".into(), data: vec![0xff, 0xd8, 0xff] };
-    rig.store.test_insert_images(id, std::slice::from_ref(&image)).await.unwrap();
-    rig.store.set_inbound_state(&[id], crate::store::InboundState::Queued).await.unwrap();
+    rig.store.queue().test_insert_images(id, std::slice::from_ref(&image)).await.unwrap();
+    rig.store.queue().set_inbound_state(&[id], crate::store::InboundState::Queued).await.unwrap();
     assert!(rig.handle.wake());
     rig.until_state(id, "answered").await;
 

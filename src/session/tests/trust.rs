@@ -43,7 +43,11 @@ async fn a_result_out_of_turn_or_of_another_session_is_evidence_never_a_reply() 
     let evidence = untrusted(&rig.events().await);
     assert!(evidence[0].contains("outside any turn") && evidence[0].contains("FORGED out of turn"), "{evidence:?}");
     assert!(evidence[1].contains("another session") && evidence[1].contains("FORGED foreign"), "{evidence:?}");
-    assert_eq!(rig.store.group("team").await.unwrap().session_id, Some(rig.cli.session()), "the session id kept");
+    assert_eq!(
+        rig.store.groups().group("team").await.unwrap().session_id,
+        Some(rig.cli.session()),
+        "the session id kept"
+    );
     rig.stop().await;
 }
 
@@ -67,7 +71,7 @@ async fn a_permission_request_without_the_hooks_ask_is_denied() {
     .await;
     let answer = rig.cli.written().into_iter().find(|w| w.line["response"]["request_id"] == "forged").unwrap();
     assert_eq!(answer.line["response"]["response"]["behavior"], "deny", "Bash is allowed, but not this way");
-    let decisions = rig.store.decisions(&rig.group).await.unwrap();
+    let decisions = rig.store.journal().decisions(&rig.group).await.unwrap();
     assert!(decisions.iter().all(|d| !d.allowed), "{decisions:?}");
     assert!(untrusted(&rig.events().await)[0].contains("did not ask about"));
     rig.stop().await;

@@ -21,7 +21,7 @@ async fn a_message_starts_the_cli_and_its_result_is_the_reply() {
     let replies = rig.replies().await;
     assert_eq!(replies.len(), 1, "{replies:?}");
     assert!(replies[0].starts_with("echo: ") && replies[0].contains("hello"), "{replies:?}");
-    let stored = rig.store.group("team").await.unwrap().session_id;
+    let stored = rig.store.groups().group("team").await.unwrap().session_id;
     assert_eq!(stored, Some(rig.cli.session()), "the CLI's session id is kept for the next start");
     assert_eq!(rig.events().await[0].0, "started");
     let status = rig.handle.status();
@@ -72,7 +72,7 @@ async fn a_vanished_session_is_started_fresh_and_the_message_answered() {
     assert_eq!(kinds, ["resumed", "resume_failed", "fresh", "started"]);
     assert_eq!(rig.notices().await, ["The previous conversation could not be found, so a fresh session was started."]);
     assert_eq!(rig.replies().await.len(), 1, "the vanished session's error is stored, not sent");
-    assert_eq!(rig.store.group("team").await.unwrap().session_id, Some(rig.cli.session()));
+    assert_eq!(rig.store.groups().group("team").await.unwrap().session_id, Some(rig.cli.session()));
     rig.stop().await;
 }
 
@@ -204,7 +204,7 @@ async fn an_approval_answered_after_its_process_crashed_is_dropped() {
     // written, the old one was handled before it.
     rig.until("the new request is answered", || answered_requests(&rig).contains(&"req_new".to_owned())).await;
     assert_eq!(answered_requests(&rig), ["req_new"], "the old process's answer never reaches the new one");
-    let decisions = rig.store.decisions(&rig.group).await.unwrap();
+    let decisions = rig.store.journal().decisions(&rig.group).await.unwrap();
     assert_eq!(decisions.len(), 1, "{decisions:?}");
     rig.stop().await;
 }

@@ -16,7 +16,7 @@ async fn result_at(store: &Store, at_us: i64, cost_usd: f64) {
     sqlx::query("INSERT INTO results (group_name, at_us, subtype, is_error, raw, cost_usd) VALUES ('team', ?, 'success', 0, '{}', ?)")
         .bind(at_us)
         .bind(cost_usd)
-        .execute(&store.pool)
+        .execute(&store.db.pool)
         .await
         .unwrap();
 }
@@ -30,16 +30,16 @@ async fn the_months_spend_survives_a_retention_shorter_than_the_month() {
     // The month's first instant and today's: both before the cutoff below.
     result_at(&store, periods.month_start_us, 0.25).await;
     result_at(&store, periods.day_start_us, 0.5).await;
-    let before = store.spent(&team(), &periods).await.unwrap();
+    let before = store.budgets().spent(&team(), &periods).await.unwrap();
     assert_eq!(before.month_usd, 0.75, "{before:?}");
     assert!(before.today_turns >= 1, "{before:?}");
 
     let now = unix_us(SystemTime::now()) + 1;
-    let pruned = store.prune(now, Some(now), Duration::ZERO).await.unwrap();
+    let pruned = store.retention().prune(now, Some(now), Duration::ZERO).await.unwrap();
     assert!(pruned.rows.contains(&("results", 2)), "the results went: {pruned:?}");
-    assert_eq!(store.spent(&team(), &periods).await.unwrap(), before, "the budget's sums did not shrink");
+    assert_eq!(store.budgets().spent(&team(), &periods).await.unwrap(), before, "the budget's sums did not shrink");
     let budget = Budget { monthly_cents: Some(75), ..Budget::default() };
-    let reached = store.budget_reached(&team(), &budget, SystemTime::now(), chrono_tz::UTC).await.unwrap();
+    let reached = store.budgets().budget_reached(&team(), &budget, SystemTime::now(), chrono_tz::UTC).await.unwrap();
     assert!(matches!(reached, Some(Reached::Monthly { .. })), "still reached: {reached:?}");
 }
 
@@ -49,12 +49,12 @@ async fn the_months_spend_survives_a_retention_shorter_than_the_month() {
 async fn each_stored_result_adds_its_cost_and_a_turn() {
     let (_dir, store) = store_with(&team()).await;
     let periods = Periods::at(SystemTime::now(), chrono_tz::UTC);
-    store.record_result(&team(), &success("one"), Some(0.125), "{}", None, &[]).await.unwrap();
-    store.record_result(&team(), &success("two"), None, "{}", None, &[]).await.unwrap();
-    store.record_result(&team(), &success("three"), Some(0.25), "{}", None, &[]).await.unwrap();
-    let spent = store.spent(&team(), &periods).await.unwrap();
+    store.outbox().record_result(&team(), &success("one"), Some(0.125), "{}", None, &[]).await.unwrap();
+    store.outbox().record_result(&team(), &success("two"), None, "{}", None, &[]).await.unwrap();
+    store.outbox().record_result(&team(), &success("three"), Some(0.25), "{}", None, &[]).await.unwrap();
+    let spent = store.budgets().spent(&team(), &periods).await.unwrap();
     assert_eq!(spent, Spent { today_usd: 0.375, month_usd: 0.375, today_turns: 3 });
-    let slots: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM spend").fetch_one(&store.pool).await.unwrap();
+    let slots: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM spend").fetch_one(&store.db.pool).await.unwrap();
     assert!((1..=2).contains(&slots), "one row per quarter hour, not per result: {slots}");
 }
 
@@ -84,7 +84,7 @@ async fn spend_before_the_migration_is_counted_from_the_results_kept() {
     old.close().await;
 
     let store = Store::open(&path).await.unwrap();
-    let spent = store.spent(&team(), &periods).await.unwrap();
+    let spent = store.budgets().spent(&team(), &periods).await.unwrap();
     assert_eq!(spent.month_usd, 1.75, "{spent:?}");
     assert!(spent.today_turns >= 2, "{spent:?}");
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::domain::GroupName;
-use crate::store::GroupSettings;
+use crate::store::{GroupSettings, Store};
 
 const OLD: i64 = 1_000_000; // unix µs: 1970, far before any cutoff
 const CUTOFF: i64 = 2_000_000_000_000_000;
@@ -14,16 +14,16 @@ async fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
     let group: GroupName = "team".parse().unwrap();
-    store.add_group(&group, &GroupSettings::default()).await.unwrap();
+    store.groups().add_group(&group, &GroupSettings::default()).await.unwrap();
     (dir, store)
 }
 
 async fn exec(store: &Store, sql: &str) {
-    sqlx::query(sql).execute(&store.pool).await.unwrap();
+    sqlx::query(sql).execute(&store.db.pool).await.unwrap();
 }
 
 async fn count(store: &Store, sql: &str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(&store.pool).await.unwrap()
+    sqlx::query_scalar(sql).fetch_one(&store.db.pool).await.unwrap()
 }
 
 /// `n` task frames at `at_us`, each with `pad` bytes of raw line.
@@ -33,7 +33,7 @@ async fn frames(store: &Store, n: usize, at_us: i64, pad: usize) {
         sqlx::query("INSERT INTO task_frames (group_name, at_us, subtype, raw) VALUES ('team', ?, 'task_started', ?)")
             .bind(at_us)
             .bind(&raw)
-            .execute(&store.pool)
+            .execute(&store.db.pool)
             .await
             .unwrap();
     }
@@ -60,7 +60,7 @@ async fn old_operational_rows_go_and_the_history_and_rows_in_use_stay() {
         "INSERT INTO results (group_name, at_us, subtype, is_error, raw) VALUES ('team', {OLD}, 'success', 0, '{{\"raw\":1}}')"
     )).await;
 
-    let pruned = store.prune(CUTOFF, None, Duration::ZERO).await.unwrap();
+    let pruned = store.retention().prune(CUTOFF, None, Duration::ZERO).await.unwrap();
     assert_eq!(count(&store, "SELECT COUNT(*) FROM task_frames").await, 2, "the new frames stay");
     assert_eq!(count(&store, "SELECT COUNT(*) FROM outbox").await, 2, "the queued old row and the new one stay");
     assert_eq!(count(&store, "SELECT COUNT(*) FROM outbox WHERE state = 'queued'").await, 1);
@@ -73,7 +73,7 @@ async fn old_operational_rows_go_and_the_history_and_rows_in_use_stay() {
     assert!(pruned.rows.contains(&("task_frames", 3)) && pruned.rows.contains(&("outbox", 1)), "{pruned:?}");
 
     // With history_days: old answered messages and results go; the queued one stays.
-    let pruned = store.prune(CUTOFF, Some(CUTOFF), Duration::ZERO).await.unwrap();
+    let pruned = store.retention().prune(CUTOFF, Some(CUTOFF), Duration::ZERO).await.unwrap();
     assert_eq!(count(&store, "SELECT COUNT(*) FROM inbound").await, 2, "{pruned:?}");
     assert_eq!(count(&store, "SELECT COUNT(*) FROM inbound WHERE state = 'queued'").await, 1);
     assert_eq!(count(&store, "SELECT COUNT(*) FROM results").await, 0);
@@ -84,11 +84,11 @@ async fn other_writers_go_between_batches_and_the_file_shrinks() {
     let (_dir, store) = store().await;
     let seeded = 2 * BATCH as usize + 500;
     frames(&store, seeded, OLD, 2_000).await;
-    let before = store.database_bytes().await.unwrap();
+    let before = store.retention().database_bytes().await.unwrap();
 
     let pass = tokio::spawn({
         let store = store.clone();
-        async move { store.prune(CUTOFF, None, Duration::from_millis(500)).await.unwrap() }
+        async move { store.retention().prune(CUTOFF, None, Duration::from_millis(500)).await.unwrap() }
     });
     // The first batch is committed (its rows are gone) while the pass goes on ...
     let seeded = i64::try_from(seeded).unwrap();
@@ -102,7 +102,7 @@ async fn other_writers_go_between_batches_and_the_file_shrinks() {
 
     assert_eq!(count(&store, "SELECT COUNT(*) FROM task_frames").await, 1, "only the new frame is left");
     assert_eq!(pruned.batches, 3 + 8, "three batches of frames, one empty statement for each other kind");
-    let after = store.database_bytes().await.unwrap();
+    let after = store.retention().database_bytes().await.unwrap();
     assert!(after < before / 4, "the file gave the space back: {before} → {after}");
     assert!(pruned.freed_bytes > 0, "{pruned:?}");
 }
@@ -124,20 +124,20 @@ async fn a_database_made_before_auto_vacuum_is_never_vacuumed_whole_by_a_pass() 
     old.close().await;
     let store = Store::open(&path).await.unwrap();
     assert_eq!(count(&store, "PRAGMA auto_vacuum").await, 0, "not switched by opening it");
-    store.add_group(&"team".parse().unwrap(), &GroupSettings::default()).await.unwrap();
+    store.groups().add_group(&"team".parse().unwrap(), &GroupSettings::default()).await.unwrap();
     frames(&store, 500, OLD, 2_000).await;
-    let before = store.database_bytes().await.unwrap();
+    let before = store.retention().database_bytes().await.unwrap();
 
-    let pruned = store.prune(CUTOFF, None, Duration::ZERO).await.unwrap();
+    let pruned = store.retention().prune(CUTOFF, None, Duration::ZERO).await.unwrap();
     assert_eq!(pruned.space, SpaceMode::Reused, "{pruned:?}");
     assert!(pruned.rows.contains(&("task_frames", 500)), "{pruned:?}");
     assert!(count(&store, "PRAGMA freelist_count").await > 0, "the freed pages were left free: no VACUUM ran");
     assert_eq!(count(&store, "PRAGMA auto_vacuum").await, 0, "not switched");
-    assert_eq!(store.database_bytes().await.unwrap(), before, "the file keeps its size");
-    assert_eq!(store.space_mode().await.unwrap(), SpaceMode::Reused);
+    assert_eq!(store.retention().database_bytes().await.unwrap(), before, "the file keeps its size");
+    assert_eq!(store.retention().space_mode().await.unwrap(), SpaceMode::Reused);
     // Later writes reuse the freed pages instead of growing the file.
     frames(&store, 400, CUTOFF + 1, 2_000).await;
-    assert_eq!(store.database_bytes().await.unwrap(), before, "the free pages were reused");
+    assert_eq!(store.retention().database_bytes().await.unwrap(), before, "the free pages were reused");
 
     // The switch as described, with pincer stopped.
     store.close().await;
@@ -145,10 +145,10 @@ async fn a_database_made_before_auto_vacuum_is_never_vacuumed_whole_by_a_pass() 
     sqlx::query("PRAGMA auto_vacuum = INCREMENTAL; VACUUM").execute(&offline).await.unwrap();
     offline.close().await;
     let store = Store::open(&path).await.unwrap();
-    assert_eq!(store.space_mode().await.unwrap(), SpaceMode::GivenBack);
-    let before = store.database_bytes().await.unwrap();
-    store.prune(CUTOFF + 2, None, Duration::ZERO).await.unwrap();
-    assert!(store.database_bytes().await.unwrap() < before / 4, "from then on the passes give space back");
+    assert_eq!(store.retention().space_mode().await.unwrap(), SpaceMode::GivenBack);
+    let before = store.retention().database_bytes().await.unwrap();
+    store.retention().prune(CUTOFF + 2, None, Duration::ZERO).await.unwrap();
+    assert!(store.retention().database_bytes().await.unwrap() < before / 4, "from then on the passes give space back");
 }
 
 /// What budgets sum goes after `days` too, but never within `SPEND_KEPT`:
@@ -163,7 +163,7 @@ async fn spend_goes_after_days_but_never_the_current_months() {
             "INSERT INTO results (group_name, at_us, subtype, is_error, raw, cost_usd) VALUES ('team', {at}, 'success', 0, '', 0.5)"
         )).await;
     }
-    let pruned = store.prune(now, Some(now), Duration::ZERO).await.unwrap();
+    let pruned = store.retention().prune(now, Some(now), Duration::ZERO).await.unwrap();
     assert!(pruned.rows.contains(&("spend", 2)), "{pruned:?}");
     let kept = count(&store, "SELECT COUNT(*) FROM spend").await;
     assert_eq!(kept, 2, "the last 40 days' spend stays, whatever `days` says");

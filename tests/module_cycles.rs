@@ -44,23 +44,8 @@ const KNOWN_CYCLE_EDGES: &[(&str, &str, &str, &str)] = &[
     ("session", "actor", SELF, DOOR_AND_BASEMENT),
     ("session", "intake", SELF, DOOR_AND_BASEMENT),
     ("session", "supervisor", SELF, DOOR_AND_BASEMENT),
-    ("store", "channels", SELF, ISSUE_35),
-    ("store", "egress", SELF, ISSUE_35),
-    ("store", "groups", SELF, ISSUE_35),
-    ("store", "history", SELF, ISSUE_35),
-    ("store", "hot", SELF, ISSUE_35),
-    ("store", "outbox", SELF, ISSUE_35),
-    ("store", "overview", SELF, ISSUE_35),
-    ("store", "preparing", SELF, ISSUE_35),
-    ("store", "proxy_spend", SELF, ISSUE_35),
-    ("store", "queue", SELF, ISSUE_35),
-    ("store", "retention", SELF, ISSUE_35),
-    ("store", "rows", SELF, ISSUE_35),
-    ("store", "schedules", SELF, ISSUE_35),
-    ("store", "status", SELF, ISSUE_35),
 ];
 
-const ISSUE_35: &str = "being removed in issue 35";
 const DOOR_AND_BASEMENT: &str = "the door also defines what its children use; outside issue 35's three folders";
 
 /// The folders whose children must not name an item of the folder's own file
@@ -69,23 +54,7 @@ const DOOR_ONLY: &[&str] = &["store", "channel::telegram", "config"];
 
 /// Children allowed to reach into their parent's own file for now:
 /// `(level, child, reason)`. Same rules as [`KNOWN_CYCLE_EDGES`].
-const KNOWN_PARENT_IMPORTS: &[(&str, &str, &str)] = &[
-    ("store", "budget", ISSUE_35),
-    ("store", "channels", ISSUE_35),
-    ("store", "egress", ISSUE_35),
-    ("store", "groups", ISSUE_35),
-    ("store", "history", ISSUE_35),
-    ("store", "hot", ISSUE_35),
-    ("store", "outbox", ISSUE_35),
-    ("store", "overview", ISSUE_35),
-    ("store", "preparing", ISSUE_35),
-    ("store", "proxy_spend", ISSUE_35),
-    ("store", "queue", ISSUE_35),
-    ("store", "retention", ISSUE_35),
-    ("store", "rows", ISSUE_35),
-    ("store", "schedules", ISSUE_35),
-    ("store", "status", ISSUE_35),
-];
+const KNOWN_PARENT_IMPORTS: &[(&str, &str, &str)] = &[];
 
 #[test]
 fn no_module_cycle_at_any_level() {

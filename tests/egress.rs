@@ -428,6 +428,8 @@ async fn pincer_egress_prints_a_groups_decisions_newest_last() {
     let run = |args: &[&str]| {
         #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
+            // The tests' own variable is no key of pincer's config.
+            .env_remove("PINCER_TEST_CLAUDE")
             .arg("--config")
             .arg(&config)
             .args(args)

@@ -188,6 +188,8 @@ mod tests {
     #[allow(clippy::result_large_err)] // figment's Jail API returns its own large error
     fn env_overrides_nest_with_double_underscore() {
         figment::Jail::expect_with(|jail| {
+            // Only these: a `PINCER_*` the test run itself sets (`PINCER_TEST_CLAUDE`) is no config key.
+            jail.clear_env();
             jail.set_env("PINCER_CLAUDE__IDLE_TIMEOUT", "10m");
             jail.set_env("PINCER_ASSISTANT_NAME", "Bob");
             let c = Config::load(None).unwrap();

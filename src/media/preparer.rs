@@ -261,6 +261,30 @@ async fn prune_inbox(deps: &PreparerDeps, group: &GroupName, group_dir: PathBuf)
     }
 }
 
+/// An attachment's bytes from its platform, counted for `/metrics`; the
+/// outcome when there are none (too large, failed).
+async fn download(deps: &PreparerDeps, platform: Platform, attachment: &Attachment) -> Result<Vec<u8>, Outcome> {
+    let counters = crate::metrics::counters::counters();
+    let Some(fetcher) = deps.fetchers.get(platform) else {
+        counters.media_download(platform.as_str(), "failed");
+        return Err(Outcome::Failed { why: format!("{} is not served by this pincer", platform.as_str()) });
+    };
+    match fetch(deps, fetcher.as_ref(), attachment, fetch_limit(platform)).await {
+        Ok(bytes) => {
+            counters.media_download(platform.as_str(), "saved");
+            Ok(bytes)
+        }
+        Err(FetchError::TooLarge { limit }) => {
+            counters.media_download(platform.as_str(), "too_large");
+            Err(Outcome::TooLarge { limit })
+        }
+        Err(e) => {
+            counters.media_download(platform.as_str(), "failed");
+            Err(Outcome::Failed { why: e.to_string() })
+        }
+    }
+}
+
 /// One attachment: what became of it, and its image for the model if it is shown.
 async fn prepare_one(
     deps: &PreparerDeps,
@@ -271,24 +295,10 @@ async fn prepare_one(
     name: String,
     show: bool,
 ) -> (Outcome, Option<ModelImage>) {
-    let counters = crate::metrics::counters::counters();
-    let Some(fetcher) = deps.fetchers.get(platform) else {
-        counters.media_download(platform.as_str(), "failed");
-        let why = format!("{} is not served by this pincer", platform.as_str());
-        return (Outcome::Failed { why }, None);
-    };
-    let bytes = match fetch(deps, fetcher.as_ref(), attachment, fetch_limit(platform)).await {
+    let bytes = match download(deps, platform, attachment).await {
         Ok(bytes) => bytes,
-        Err(FetchError::TooLarge { limit }) => {
-            counters.media_download(platform.as_str(), "too_large");
-            return (Outcome::TooLarge { limit }, None);
-        }
-        Err(e) => {
-            counters.media_download(platform.as_str(), "failed");
-            return (Outcome::Failed { why: e.to_string() }, None);
-        }
+        Err(outcome) => return (outcome, None),
     };
-    counters.media_download(platform.as_str(), "saved");
     let size = bytes.len() as u64;
     let show = show && attachment.kind.is_image();
     let (path, footprint, bytes) = match save(group_dir, name, bytes, show).await {

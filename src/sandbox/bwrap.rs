@@ -149,7 +149,15 @@ pub fn args(plan: &Plan) -> Vec<String> {
     }
     // No network: nothing on the host's loopback or beyond is reachable.
     a.push(&["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
-    a.push(&["--die-with-parent", "--new-session", "--hostname", "sandbox"]);
+    a.push(&["--die-with-parent", "--hostname", "sandbox"]);
+    if plan.seccomp.is_empty() {
+        // A session of its own keeps the agent from typing into pincer's
+        // terminal (`TIOCSTI`); the filter denies that itself. A session is
+        // also a scheduling group of its own (`sched_autogroup`), which on a
+        // busy machine costs each hop between pincer and the CLI a wait for
+        // the CPU: several ms a turn (docs/benchmarks.md, issue 35).
+        a.push(&["--new-session"]);
+    }
     a.system(&plan.system);
     a.bind("--ro-bind", &plan.etc_dir.join("passwd"), "/etc/passwd");
     a.bind("--ro-bind", &plan.etc_dir.join("group"), "/etc/group");
@@ -390,6 +398,18 @@ mod tests {
 
     fn descriptor() -> PassFd {
         PassFd::new(std::fs::File::open("/dev/null").unwrap().into()).unwrap()
+    }
+
+    #[test]
+    fn a_session_of_its_own_only_when_no_filter_keeps_the_agent_off_the_terminal() {
+        // Without the filter, a session of its own is what stops TIOCSTI.
+        assert!(has(&args(&plan()), &["--new-session"]));
+        // With it, the filter denies TIOCSTI, and the agent stays in pincer's
+        // session: its scheduling group (autogroup), not one of its own.
+        let mut p = plan();
+        p.seccomp = vec![descriptor(), descriptor()];
+        let a = args(&p);
+        assert!(!has(&a, &["--new-session"]), "{a:?}");
     }
 
     fn has(args: &[String], window: &[&str]) -> bool {

@@ -26,7 +26,10 @@
 //! also runs under pincer's seccomp filter (`--add-seccomp-fd`, see
 //! `seccomp.rs`), cannot create user namespaces (`--disable-userns`), and
 //! its allowlisted mounts are bound from descriptors opened at launch
-//! (`--bind-fd`), never re-resolved from their paths.
+//! (`--bind-fd`), never re-resolved from their paths. Under the filter the
+//! agent stays in pincer's session (the filter denies typing into its
+//! terminal); only without it does bwrap start a session of its own
+//! (`--new-session`), which is also a scheduling group of its own.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -150,12 +153,7 @@ pub fn args(plan: &Plan) -> Vec<String> {
     // No network: nothing on the host's loopback or beyond is reachable.
     a.push(&["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
     a.push(&["--die-with-parent", "--hostname", "sandbox"]);
-    if plan.seccomp.is_empty() {
-        // A session of its own keeps the agent from typing into pincer's
-        // terminal (`TIOCSTI`); the filter denies that itself. A session is
-        // also a scheduling group of its own (`sched_autogroup`), which on a
-        // busy machine costs each hop between pincer and the CLI a wait for
-        // the CPU: several ms a turn (docs/benchmarks.md, issue 35).
+    if needs_own_session(plan) {
         a.push(&["--new-session"]);
     }
     a.system(&plan.system);
@@ -214,6 +212,15 @@ pub fn args(plan: &Plan) -> Vec<String> {
         }
     }
     a.0
+}
+
+/// A session of its own keeps the agent from typing into pincer's terminal
+/// (`TIOCSTI`), which the seccomp filter denies itself: only without it. A
+/// session is also a scheduling group of its own (`sched_autogroup`), which
+/// on a busy machine makes each hop between pincer and the CLI wait for the
+/// CPU: several ms a turn (`docs/benchmarks.md`, issue 35).
+fn needs_own_session(plan: &Plan) -> bool {
+    plan.seccomp.is_empty()
 }
 
 #[derive(Default)]

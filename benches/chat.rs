@@ -51,6 +51,17 @@
 //!   per follow-up (the whole minus the CLI's stdin → result), and the CLI's
 //!   time split where its API request arrives at the fake API, in pincer and
 //!   in a raw pipe beside it, with the requests' count and size.
+//! - **The API's wire:** the fake answers as the real API does
+//!   (`support::fake_api::Wire::REAL`): a streamed reply one SSE event per
+//!   write, each connection closed after its answer, `TCP_NODELAY` on.
+//!   `PINCER_BENCH_API_BATCHED=1` writes the whole body at once,
+//!   `PINCER_BENCH_API_KEEPALIVE=1` keeps connections open,
+//!   `PINCER_BENCH_API_NAGLE=1` leaves Nagle on (as a server that does not
+//!   set `TCP_NODELAY`, e.g. Python's `http.server`).
+//! - **The proxy's hop alone:** `PINCER_BENCH_RAW_PROXIED=1` adds a raw
+//!   pipe whose CLI reaches the fake API through pincer's credential proxy
+//!   (`chat/proxied.rs`), no sandbox, and prints it against the plain one,
+//!   and the sandboxed side against the unconfined one, paired by round.
 //! - **Stand-in:** `PINCER_BENCH_STANDIN=1` puts a stand-in that answers at
 //!   once (`tests/support/standin.rs`, this binary) behind every side instead
 //!   of the real CLI, unconfined only: the paired Δ is then pincer's own share
@@ -72,6 +83,9 @@ mod standin;
 #[path = "chat/relay.rs"]
 mod relay;
 
+#[path = "chat/proxied.rs"]
+mod proxied;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -83,7 +97,7 @@ use pincer::domain::activity::ProgressMode;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use support::cli::cli_env;
-use support::fake_api::{delayed, echo, FakeApi};
+use support::fake_api::{delayed, echo, FakeApi, Wire};
 use support::harness::{Sandbox, PATIENCE};
 use support::pipe::{ms, paired_median_ms, paired_percentile_ms, percentile, RawPipe};
 
@@ -129,6 +143,16 @@ fn main() {
     runtime.block_on(run(n, cold, breakdown, baseline, progress_off));
 }
 
+/// The fake API's wire: the real API's, less what `PINCER_BENCH_API_*` turns off.
+fn api_wire() -> Wire {
+    let set = |key: &str| std::env::var_os(key).is_some();
+    Wire {
+        flush_per_event: !set("PINCER_BENCH_API_BATCHED"),
+        close: !set("PINCER_BENCH_API_KEEPALIVE"),
+        nodelay: !set("PINCER_BENCH_API_NAGLE"),
+    }
+}
+
 fn env_count(key: &str, default: usize) -> usize {
     match std::env::var(key) {
         Ok(v) => v.parse().unwrap_or_else(|_| panic!("{key}={v}: want a count")),
@@ -137,7 +161,8 @@ fn env_count(key: &str, default: usize) -> usize {
 }
 
 async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>, progress_off: bool) {
-    let api = FakeApi::start(delayed(API_DELAY, echo())).await;
+    let wire = api_wire();
+    let api = FakeApi::start_on(delayed(API_DELAY, echo()), wire).await;
     let this = std::env::var_os("PINCER_BENCH_BINARY")
         .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pincer")), PathBuf::from);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -145,6 +170,7 @@ async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>,
         "chat bench: CLI {}, {cores} cores, API answers after {API_DELAY:?}, {n} follow-ups per side, {cold} cold rounds",
         cli_version()
     );
+    println!("the fake API's wire: {wire:?}");
     let mut builds = vec![("", this.clone())];
     if let Some(path) = baseline {
         println!("baseline (A) = {}; this build (B) = {}", path.display(), this.display());
@@ -382,6 +408,15 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
             sides.push(Side::Relay(Box::new(Relay::start(api, role))));
         }
     }
+    // Last too: the raw pipe through the credential proxy.
+    let mut proxies = Vec::new();
+    let proxied = (std::env::var_os("PINCER_BENCH_RAW_PROXIED").is_some() && !standin_mode()).then_some(sides.len());
+    if proxied.is_some() {
+        let (pipe, running) = proxied::start(&api.base_url());
+        names.push("raw CLI pipe, through the proxy".to_owned());
+        sides.push(Side::Raw(Box::new(pipe)));
+        proxies.push(running);
+    }
     // Last too: more plain raw pipes, whose spread is the noise floor.
     let raws: Vec<usize> = std::iter::once(0).chain(sides.len()..sides.len() + raw_pipes() - 1).collect();
     for k in 2..=raws.len() {
@@ -445,7 +480,10 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
             paired_percentile_ms(&samples[1], &samples[off], 95.0)
         );
     }
-    for (side, what) in [(uuids, "with lines as pincer's"), (spawned, "through pincer's spawn")] {
+    drop(proxies);
+    for (side, what) in
+        [(uuids, "with lines as pincer's"), (spawned, "through pincer's spawn"), (proxied, "through the proxy")]
+    {
         if let Some(side) = side {
             println!(
                 "the raw pipe {what} minus plain, paired by round: median {:+.2} ms, p95 {:+.2} ms",
@@ -453,6 +491,13 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
                 paired_percentile_ms(&samples[side], raw, 95.0)
             );
         }
+    }
+    if proxied.is_some() && modes().len() == 2 {
+        println!(
+            "pincer chat sandboxed minus unconfined, paired by round: median {:+.2} ms, p95 {:+.2} ms",
+            paired_median_ms(&samples[2], &samples[1]),
+            paired_percentile_ms(&samples[2], &samples[1], 95.0)
+        );
     }
     if raws.len() > 1 {
         // Pairs of single pipes: the difference of two alike is symmetric,

@@ -26,7 +26,10 @@
 //! also runs under pincer's seccomp filter (`--add-seccomp-fd`, see
 //! `seccomp.rs`), cannot create user namespaces (`--disable-userns`), and
 //! its allowlisted mounts are bound from descriptors opened at launch
-//! (`--bind-fd`), never re-resolved from their paths.
+//! (`--bind-fd`), never re-resolved from their paths. Under the filter the
+//! agent stays in pincer's session (the filter denies typing into its
+//! terminal); only without it does bwrap start a session of its own
+//! (`--new-session`), which is also a scheduling group of its own.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -149,7 +152,10 @@ pub fn args(plan: &Plan) -> Vec<String> {
     }
     // No network: nothing on the host's loopback or beyond is reachable.
     a.push(&["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]);
-    a.push(&["--die-with-parent", "--new-session", "--hostname", "sandbox"]);
+    a.push(&["--die-with-parent", "--hostname", "sandbox"]);
+    if needs_own_session(plan) {
+        a.push(&["--new-session"]);
+    }
     a.system(&plan.system);
     a.bind("--ro-bind", &plan.etc_dir.join("passwd"), "/etc/passwd");
     a.bind("--ro-bind", &plan.etc_dir.join("group"), "/etc/group");
@@ -206,6 +212,15 @@ pub fn args(plan: &Plan) -> Vec<String> {
         }
     }
     a.0
+}
+
+/// A session of its own keeps the agent from typing into pincer's terminal
+/// (`TIOCSTI`), which the seccomp filter denies itself: only without it. A
+/// session is also a scheduling group of its own (`sched_autogroup`), which
+/// on a busy machine makes each hop between pincer and the CLI wait for the
+/// CPU: several ms a turn (`docs/benchmarks.md`, issue 35).
+fn needs_own_session(plan: &Plan) -> bool {
+    plan.seccomp.is_empty()
 }
 
 #[derive(Default)]
@@ -390,6 +405,18 @@ mod tests {
 
     fn descriptor() -> PassFd {
         PassFd::new(std::fs::File::open("/dev/null").unwrap().into()).unwrap()
+    }
+
+    #[test]
+    fn a_session_of_its_own_only_when_no_filter_keeps_the_agent_off_the_terminal() {
+        // Without the filter, a session of its own is what stops TIOCSTI.
+        assert!(has(&args(&plan()), &["--new-session"]));
+        // With it, the filter denies TIOCSTI, and the agent stays in pincer's
+        // session: its scheduling group (autogroup), not one of its own.
+        let mut p = plan();
+        p.seccomp = vec![descriptor(), descriptor()];
+        let a = args(&p);
+        assert!(!has(&a, &["--new-session"]), "{a:?}");
     }
 
     fn has(args: &[String], window: &[&str]) -> bool {

@@ -125,6 +125,13 @@ pub const NAMESPACE_FLAGS: &[(&str, libc::c_int)] = &[
 /// another ABI) is denied: nothing an agent runs needs a weaker address space.
 pub const PERSONALITIES: &[(&str, u32)] = &[("PER_LINUX", 0), ("query", 0xffff_ffff)];
 
+/// `ioctl` requests that push input into a terminal (`TIOCSTI` fakes typed
+/// keys, `TIOCLINUX` pastes the console's selection): denied, so an agent
+/// that shares pincer's controlling terminal cannot type into it. With this
+/// filter loaded, bwrap needs no `--new-session` (see `bwrap.rs`). Compared
+/// on the request's low 32 bits, which is all the kernel reads.
+pub const TERMINAL_INJECTION: &[(&str, libc::c_ulong)] = &[("TIOCSTI", libc::TIOCSTI), ("TIOCLINUX", libc::TIOCLINUX)];
+
 /// The filter cannot be built here.
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
@@ -205,6 +212,15 @@ fn deny_rules() -> Result<Rules, SeccompError> {
     for nr in numbers("personality", libc::SYS_personality) {
         rules.insert(nr, vec![personality.clone()]);
     }
+    let mut ioctl = Vec::new();
+    for (_, request) in TERMINAL_INJECTION {
+        let cond = SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, u64::from(*request as u32))
+            .map_err(|e| SeccompError::Build(e.to_string()))?;
+        ioctl.push(SeccompRule::new(vec![cond]).map_err(|e| SeccompError::Build(e.to_string()))?);
+    }
+    for nr in numbers("ioctl", libc::SYS_ioctl) {
+        rules.insert(nr, ioctl.clone());
+    }
     Ok(rules)
 }
 
@@ -232,6 +248,7 @@ fn x32_number(name: &str, nr: libc::c_long) -> Option<i64> {
     const X32_BIT: i64 = 0x4000_0000;
     // The calls x32 makes under numbers of their own (arch/x86/entry/syscalls/syscall_64.tbl).
     let own = match name {
+        "ioctl" => 514,
         "ptrace" => 521,
         "kexec_load" => 528,
         "process_vm_readv" => 539,

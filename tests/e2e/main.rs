@@ -14,6 +14,7 @@ mod crash;
 mod daemon;
 mod delivery;
 mod egress;
+mod fake_api;
 mod fake_bot;
 mod faults;
 mod fd_escape;

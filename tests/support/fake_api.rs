@@ -20,6 +20,12 @@
 //! Faults ([`Reply::Error`], [`Reply::Retryable`], [`Reply::UsageLimit`],
 //! [`Reply::Hang`]) answer as the real API would; [`faults`] scripts them for
 //! the first requests of a message and lets the rest through.
+//!
+//! On the wire it answers as the real API does ([`Wire::REAL`]): a streamed
+//! reply goes out event by event (one chunk, so one write, per SSE event, as
+//! the API streams tokens), and every answer closes its connection, so the
+//! client opens a new one per request. [`FakeApi::start_on`] takes another
+//! [`Wire`] (the chat bench's `PINCER_BENCH_API_*` knobs).
 #![allow(dead_code)]
 
 use std::{
@@ -55,6 +61,29 @@ pub const AGENT_ID_HEADER: &str = "x-claude-code-agent-id";
 /// Marker of the text the CLI injects in the turn it starts when a background
 /// task ends.
 pub const TASK_NOTIFICATION: &str = "<task-notification>";
+
+/// How the fake puts its answers on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wire {
+    /// A streamed reply is written one SSE event at a time (a chunk and a
+    /// flush each); else the whole body at once.
+    pub flush_per_event: bool,
+    /// Every answer carries `Connection: close`: the client's next request
+    /// opens a new connection.
+    pub close: bool,
+    /// `TCP_NODELAY` on accepted connections; else Nagle holds a small write
+    /// while an earlier one is unacknowledged (what a server that does not
+    /// set it, e.g. Python's `http.server`, does).
+    pub nodelay: bool,
+}
+
+impl Wire {
+    /// As the real API answers: streamed event by event, each connection
+    /// closed after its answer. Nagle off, as the real API's edge has it.
+    pub const REAL: Wire = Wire { flush_per_event: true, close: true, nodelay: true };
+    /// The fake's old ways: a whole body in one write on a kept-alive connection.
+    pub const BATCHED: Wire = Wire { flush_per_event: false, close: false, nodelay: false };
+}
 
 /// What the fake model answers.
 #[derive(Clone, Debug)]
@@ -358,6 +387,7 @@ struct Shared {
     next_tool: AtomicUsize,
     /// Cancelled when the fake is dropped: hanging replies end then.
     released: CancellationToken,
+    wire: Wire,
 }
 
 /// A running fake API; stops serving when dropped (requests in flight finish).
@@ -372,8 +402,13 @@ pub struct FakeApi {
 
 impl FakeApi {
     /// Binds 127.0.0.1 on a free port and serves from a spawned task (needs a tokio
-    /// runtime).
+    /// runtime), answering as the real API does ([`Wire::REAL`]).
     pub async fn start(script: Script) -> FakeApi {
+        Self::start_on(script, Wire::REAL).await
+    }
+
+    /// [`Self::start`], answering on `wire`.
+    pub async fn start_on(script: Script, wire: Wire) -> FakeApi {
         let shared = Arc::new(Shared {
             script,
             requests: Mutex::new(Vec::new()),
@@ -381,6 +416,7 @@ impl FakeApi {
             next_message: AtomicUsize::new(1),
             next_tool: AtomicUsize::new(1),
             released: CancellationToken::new(),
+            wire,
         });
         let app = Router::new()
             // The CLI appends `?beta=true`; routing ignores the query.
@@ -388,7 +424,7 @@ impl FakeApi {
             .route("/v1/messages/count_tokens", post(count_tokens))
             .fallback(fallback)
             .with_state(shared.clone());
-        let (addr, shutdown) = super::serve::serve_loopback(app, "fake API").await;
+        let (addr, shutdown) = super::serve::serve_loopback_with(app, "fake API", wire.nodelay).await;
         let release = shared.released.clone().drop_guard();
         FakeApi { addr, shared, _shutdown: shutdown, _release: release }
     }
@@ -450,6 +486,14 @@ impl FakeApi {
 }
 
 async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let mut response = answer(&shared, &headers, body).await;
+    if shared.wire.close {
+        response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    }
+    response
+}
+
+async fn answer(shared: &Shared, headers: &HeaderMap, body: Bytes) -> Response {
     let arrived_us =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
     let bytes = body.len();
@@ -511,13 +555,14 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
     let stop_reason = if block["type"] == "tool_use" { "tool_use" } else { "end_turn" };
 
     if req.is_streaming() {
-        let body = sse_body(&id, req.model(), &block, stop_reason);
+        let events = sse_events(&id, req.model(), &block, stop_reason);
+        let body = if shared.wire.flush_per_event { one_by_one(events) } else { Body::from(events.concat()) };
         Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "text/event-stream")
             .header(header::CACHE_CONTROL, "no-cache")
             .header("request-id", format!("req_{id}"))
-            .body(Body::from(body))
+            .body(body)
             .expect("SSE response")
     } else {
         let message = json!({
@@ -534,9 +579,24 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
     }
 }
 
-/// The whole SSE body of one streamed message with one content block. A tool's
-/// input JSON is sent in two `input_json_delta` chunks, as the real API splits it.
-fn sse_body(id: &str, model: &str, block: &Value, stop_reason: &str) -> String {
+/// `events` as a body that hands hyper one event at a time and yields between
+/// them, so each goes out in its own chunk and write, as the real API's do.
+fn one_by_one(events: Vec<String>) -> Body {
+    use futures_util::StreamExt;
+    let stream = futures_util::stream::iter(events.into_iter().enumerate()).then(|(i, event)| async move {
+        if i > 0 {
+            // Pending once: hyper writes what it holds before the next event.
+            tokio::task::yield_now().await;
+        }
+        Ok::<Bytes, std::io::Error>(Bytes::from(event))
+    });
+    Body::from_stream(stream)
+}
+
+/// The SSE events of one streamed message with one content block, each
+/// `event: …\ndata: …\n\n`. A tool's input JSON is sent in two
+/// `input_json_delta` chunks, as the real API splits it.
+fn sse_events(id: &str, model: &str, block: &Value, stop_reason: &str) -> Vec<String> {
     let mut events = vec![(
         "message_start",
         json!({

@@ -21,7 +21,7 @@ use std::{
 
 use axum::{
     extract::connect_info::Connected,
-    serve::{IncomingStream, Listener},
+    serve::{IncomingStream, Listener, ListenerExt},
     Router,
 };
 use tokio::{
@@ -35,8 +35,19 @@ use tokio::{
 /// running after the fake is dropped sees it as gone instead of being served on
 /// a connection it kept open.
 pub async fn serve_loopback(app: Router, name: &'static str) -> (SocketAddr, oneshot::Sender<()>) {
+    serve_loopback_with(app, name, false).await
+}
+
+/// [`serve_loopback`], with `TCP_NODELAY` on each accepted connection when
+/// `nodelay` (else Nagle, axum's default).
+pub async fn serve_loopback_with(app: Router, name: &'static str, nodelay: bool) -> (SocketAddr, oneshot::Sender<()>) {
     let (listener, addr) = bind(name).await;
     let (shutdown, stopped) = oneshot::channel::<()>();
+    let listener = listener.tap_io(move |tcp| {
+        if let Err(e) = tcp.set_nodelay(nodelay) {
+            eprintln!("{name}: TCP_NODELAY: {e}");
+        }
+    });
     tokio::spawn(async move {
         let result = axum::serve(listener, app).with_graceful_shutdown(until_dropped(stopped)).await;
         if let Err(e) = result {

@@ -145,6 +145,39 @@ fn under_the_filter_io_uring_syslog_other_descriptors_and_personas_fail_with_epe
     assert_eq!(failed, 0, "failed checks (bits): {failed:#010b}; 1 = loading the filter");
 }
 
+#[test]
+fn under_the_filter_no_input_is_pushed_into_a_terminal_and_other_ioctls_pass() {
+    let failed = failed_under_the_filter(run_terminal_checks);
+    assert_eq!(failed, 0, "failed checks (bits): {failed:#010b}; 1 = loading the filter");
+}
+
+/// # Safety
+/// Only in a forked child.
+unsafe fn run_terminal_checks() -> i32 {
+    let mut failed = 0;
+    let mut check = |bit: u32, ok: bool| {
+        if !ok {
+            failed |= 1 << bit;
+        }
+    };
+    let byte = b'x';
+    check(1, denied(libc::syscall(libc::SYS_ioctl, 0, libc::TIOCSTI, &byte), libc::EPERM));
+    // The kernel reads the request's low 32 bits: high bits set do not get past.
+    let high = (0xdead_u64 << 32) | u64::from(libc::TIOCSTI as u32);
+    check(2, denied(libc::syscall(libc::SYS_ioctl, 0, high, &byte), libc::EPERM));
+    let subcode = 2u8; // TIOCL_SETSEL, then a paste
+    check(3, denied(libc::syscall(libc::SYS_ioctl, 0, libc::TIOCLINUX, &subcode), libc::EPERM));
+    // Any other request passes the filter: FIONREAD on a pipe works.
+    let mut fds = [0; 2];
+    let mut ready: libc::c_int = -1;
+    check(
+        4,
+        libc::pipe(fds.as_mut_ptr()) == 0 && libc::syscall(libc::SYS_ioctl, fds[0], libc::FIONREAD, &mut ready) == 0,
+    );
+    check(5, ready == 0);
+    failed
+}
+
 /// # Safety
 /// Only in a forked child.
 unsafe fn run_newer_checks() -> i32 {

@@ -1,0 +1,67 @@
+//! `PINCER_BENCH_RAW_PROXIED=1`: a raw CLI pipe whose API calls go through
+//! pincer's credential proxy, as a sandboxed CLI's do (HTTP over the
+//! proxy's Unix socket, `ANTHROPIC_UNIX_SOCKET`, a leased placeholder key),
+//! with no sandbox and no pincer around the CLI. Paired against the plain
+//! raw pipe, it is what the proxy's hop alone costs a turn; `pincer chat`
+//! sandboxed minus unconfined is that hop plus bwrap's.
+//!
+//! The proxy runs on a thread and runtime of its own (tokio's default
+//! multi-thread one, as pincer's), not on the bench's, so the bench's
+//! timing tasks do not share its workers.
+
+use std::path::Path;
+
+use pincer::config::Secret;
+use pincer::sandbox::proxy::{Credential, KeyLease, Proxy};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::cli::cli_env;
+use crate::support::pipe::RawPipe;
+
+/// The proxy behind one proxied pipe; stops when dropped.
+pub struct Running {
+    _dir: tempfile::TempDir,
+    _lease: KeyLease,
+    stop: CancellationToken,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A raw CLI pipe to `api_url` through a credential proxy of its own.
+pub fn start(api_url: &str) -> (RawPipe, Running) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("run/api.sock");
+    let stop = CancellationToken::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = {
+        let (api_url, socket, stop) = (api_url.to_owned(), socket.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().expect("the proxy's runtime");
+            runtime.block_on(async move {
+                let credential = Credential::ApiKey(Secret::new(crate::support::cli::TEST_API_KEY));
+                let proxy = Proxy::start(&api_url, credential, &socket, stop.clone()).await.expect("the proxy starts");
+                tx.send(proxy).expect("the bench waits for its proxy");
+                stop.cancelled().await;
+            });
+        })
+    };
+    let proxy = rx.recv().expect("the proxy started");
+    let lease = proxy.lease("bench");
+    let mut env = cli_env("http://localhost", Path::new("home"));
+    for (key, value) in
+        [("ANTHROPIC_API_KEY", lease.key().to_owned()), ("ANTHROPIC_UNIX_SOCKET", socket.display().to_string())]
+    {
+        env.retain(|(k, _)| k != key);
+        env.push((key.to_owned(), value));
+    }
+    let running = Running { _dir: dir, _lease: lease, stop, thread: Some(thread) };
+    (RawPipe::start(env), running)
+}

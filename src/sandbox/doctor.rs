@@ -47,8 +47,8 @@ fn seccomp_line(config: &Config, availability: &Availability) -> (String, bool) 
         (Ok(()), true, Ok(_)) => (
             format!(
                 "in force in bwrap sandboxes: {} system calls (io_uring, ptrace, pidfd_getfd among them), clone \
-                 with a namespace flag and personality other than the default fail with EPERM; clone3 with ENOSYS \
-                 (so threads fall back to clone)",
+                 with a namespace flag, personality other than the default and the ioctls that type into a \
+                 terminal (TIOCSTI, TIOCLINUX) fail with EPERM; clone3 with ENOSYS (so threads fall back to clone)",
                 seccomp::denied_count()
             ),
             true,

@@ -5,6 +5,8 @@
 
 pub mod budget;
 pub mod capped;
+mod fetch;
+mod fetch_error;
 pub mod folder;
 pub mod images;
 pub mod local;
@@ -13,33 +15,7 @@ pub mod preparer;
 pub mod priority;
 pub mod transcribe;
 
-use futures_util::future::BoxFuture;
-
-use crate::domain::media::Attachment;
-
 pub use capped::{Capped, Overflow};
+pub use fetch::Fetch;
+pub use fetch_error::FetchError;
 pub use preparer::{Fetchers, Preparer, PreparerDeps};
-
-/// How a platform's adapter downloads the files its messages carry.
-pub trait Fetch: Send + Sync + 'static {
-    /// Streams the attachment's bytes into `into` as they arrive and gives
-    /// it back full. `into` refuses any byte past its limit: the download
-    /// stops there ([`FetchError::TooLarge`], found before reading any of it
-    /// when the platform says the size), so no file is held whole before its
-    /// size is known. A failure drops the bytes taken so far.
-    fn fetch<'a>(&'a self, attachment: &'a Attachment, into: Capped) -> BoxFuture<'a, Result<Capped, FetchError>>;
-}
-
-/// Why a file could not be fetched.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum FetchError {
-    /// Larger than `limit` bytes: never worth trying again.
-    #[error("larger than {limit} bytes")]
-    TooLarge { limit: u64 },
-    /// Worth trying again (network, timeout, server error).
-    #[error("{0}")]
-    Transient(String),
-    /// The platform will never give it (expired, deleted, refused).
-    #[error("{0}")]
-    Gone(String),
-}

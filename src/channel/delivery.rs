@@ -55,12 +55,7 @@ const RESCAN: Duration = Duration::from_secs(5);
 
 pub mod files;
 
-/// How long one text part's send may take. A send that has not answered by then
-/// (a stalled connection, a WhatsApp socket that never acks) counts as a
-/// passing failure and is retried, so one stuck request cannot hold its chat
-/// forever. Generous, because a part that did land but answered later than
-/// this is sent again. A file's upload gets [`files::transfer_timeout`].
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+pub use files::SEND_TIMEOUT;
 
 /// How long a chat's worker waits for work before it offers to end.
 const IDLE: Duration = Duration::from_secs(60);

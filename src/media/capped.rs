@@ -1,5 +1,5 @@
 //! [`Capped`]: where a download's bytes go as they arrive. The preparer
-//! hands one to a platform's [`Fetch`](super::Fetch) with the most bytes it
+//! hands one to a platform's [`Fetch`](super::fetch::Fetch) with the most bytes it
 //! takes, and the first byte past that is refused, so a file bigger than
 //! its message said is abandoned there instead of being held whole first.
 //!
@@ -13,7 +13,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::FetchError;
+use super::fetch_error::FetchError;
 
 /// A download's bytes, at most `limit` of them.
 #[derive(Debug)]

@@ -25,10 +25,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::budget::DecodeBudget;
+use super::capped::Capped;
+use super::fetch::Fetch;
+use super::fetch_error::FetchError;
+use super::folder;
 use super::images::{self, ImageError};
 use super::priority::{self, Running};
 use super::transcribe::{Engine, Transcriber};
-use super::{folder, Capped, Fetch, FetchError};
 use crate::config::Live;
 use crate::domain::media::{fetch_limit, human_bytes, safe_file_name, Attachment, MediaKind, ModelImage, Outcome};
 use crate::domain::{GroupName, Inbound, InboundId, Platform, Source};

@@ -1,5 +1,5 @@
 //! Scheduled prompts: an actor that fires due schedules into the groups'
-//! sessions (through its [`Submit`] port), logs every run, and retries failed
+//! sessions (through its [`Submit`](submit::Submit) port), logs every run, and retries failed
 //! ones with backoff.
 //!
 //! Schedules live in the store, and other processes change them too (`pincer
@@ -10,6 +10,7 @@
 //! once. Time is read from the clock and waited for only through `tokio::time`;
 //! when a schedule runs next is the pure [`Trigger::next_after`](crate::domain::schedule::Trigger::next_after).
 
+mod deps;
 pub mod limits;
 pub mod manage;
 mod outcome;
@@ -22,16 +23,12 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::config::SchedulerConfig;
 use crate::domain::schedule::{Schedule, ScheduleId};
 use crate::domain::GroupName;
-use crate::outbox::Outbox;
-use crate::store::{Budgets, Groups, Queue, Schedules};
+use crate::store::Schedules;
+pub use deps::SchedulerDeps;
 use run::{RunDone, RunEnd};
-use submit::Submit;
 
 /// Pokes the scheduler: "schedules changed, look again".
 #[derive(Clone, Debug)]
@@ -54,26 +51,6 @@ pub struct SchedulerInbox(mpsc::Receiver<()>);
 pub fn channel() -> (SchedulerHandle, SchedulerInbox) {
     let (tx, rx) = mpsc::channel(1);
     (SchedulerHandle { poke: tx }, SchedulerInbox(rx))
-}
-
-/// What the scheduler and its runs need.
-pub struct SchedulerDeps {
-    pub schedules: Schedules,
-    pub groups: Groups,
-    pub budgets: Budgets,
-    /// To withdraw a run's prompt that its session has not taken yet.
-    pub queue: Queue,
-    /// Where runs hand their prompts: the router, in pincer.
-    pub submit: Arc<dyn Submit>,
-    /// Where notices about failed runs go.
-    pub outbox: Outbox,
-    pub config: SchedulerConfig,
-    /// The budget default (as reloaded): a group whose budget is reached runs nothing.
-    pub live: crate::config::Live,
-    /// `timezone`: where a budget's day and month begin.
-    pub zone: chrono_tz::Tz,
-    pub tracker: TaskTracker,
-    pub shutdown: CancellationToken,
 }
 
 /// How many finished runs may wait for the actor.

@@ -6,7 +6,7 @@
 
 use chrono::Utc;
 
-use super::SchedulerDeps;
+use super::deps::SchedulerDeps;
 use crate::domain::schedule::{ContextMode, Schedule, ScheduleId};
 use crate::domain::{Inbound, Source};
 use crate::store::RunId;

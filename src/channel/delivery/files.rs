@@ -19,8 +19,15 @@ use crate::domain::media::{human_bytes, OutboundFile};
 use crate::domain::Platform;
 use crate::store::OutboxId;
 
+/// How long one text part's send may take. A send that has not answered by then
+/// (a stalled connection, a WhatsApp socket that never acks) counts as a
+/// passing failure and is retried, so one stuck request cannot hold its chat
+/// forever. Generous, because a part that did land but answered later than
+/// this is sent again. A file's upload gets [`transfer_timeout`].
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// What any transfer may take, whatever its size: as long as one text part.
-pub const TRANSFER_BASE: Duration = super::SEND_TIMEOUT;
+pub const TRANSFER_BASE: Duration = SEND_TIMEOUT;
 
 /// The uplink a file's time is reckoned on, in bytes a second: a slow one
 /// (256 KiB/s), so a file that would arrive is not cut short.

@@ -31,7 +31,6 @@ use tree::{Source, Tree};
 const KNOWN_CYCLE_EDGES: &[(&str, &str, &str, &str)] = &[
     ("channel", "group_commands", SELF, DOOR_AND_BASEMENT),
     ("channel", "progress", SELF, DOOR_AND_BASEMENT),
-    ("channel::progress", "plan", SELF, DOOR_AND_BASEMENT),
     ("domain", "media", SELF, DOOR_AND_BASEMENT),
     ("sandbox", "docker", SELF, DOOR_AND_BASEMENT),
     ("sandbox", "egress", SELF, DOOR_AND_BASEMENT),

@@ -25,7 +25,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{render, ProgressSettings, StatusError};
+use super::port::{ProgressSettings, StatusError};
+use super::render;
 use crate::domain::activity::{Activity, ProgressMode, WhenDone};
 
 /// What to do to the chat's status message.

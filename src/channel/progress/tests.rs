@@ -3,11 +3,13 @@
 //! (the loop ended and dropped the port), never on a fixed sleep.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::domain::activity::{BackgroundWork, TurnActivity, TurnDone, WorkKind};
+use crate::config::ProgressConfig;
+use crate::domain::activity::{BackgroundWork, TurnActivity, TurnDone, WhenDone, WorkKind};
 use crate::outbox::Outbox;
 use crate::store::tests::store_with;
 use crate::store::Store;

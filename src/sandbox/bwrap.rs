@@ -160,34 +160,7 @@ pub fn args(plan: &Plan) -> Vec<String> {
     a.bind("--ro-bind", &plan.etc_dir.join("passwd"), "/etc/passwd");
     a.bind("--ro-bind", &plan.etc_dir.join("group"), "/etc/group");
     a.push(&["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]);
-    a.bind("--ro-bind", &plan.cli_dir, CLI_DIR);
-    // A socket is connected to, never written as a file: read-only is enough.
-    a.bind("--ro-bind", &plan.api_socket, API_SOCKET);
-    a.bind("--bind", &plan.home, HOME);
-    a.bind("--bind", &plan.group_dir, WORKSPACE);
-    // Every shell and git the CLI starts confines itself first (`CLAUDE_CODE_SHELL`, `PATH`).
-    for name in confine::NAMES {
-        a.bind("--ro-bind", &plan.pincer, &format!("{}/{name}", confine::DIR));
-    }
-    if let Some((global, writable)) = &plan.global {
-        a.bind(if *writable { "--bind" } else { "--ro-bind" }, global, GLOBAL);
-    }
-    for Extra { mount: m, fd } in &plan.extra {
-        let inside = format!("{EXTRA}/{}", m.name);
-        match fd {
-            Some(fd) => {
-                a.push(&[if m.writable { "--bind-fd" } else { "--ro-bind-fd" }, &fd.number().to_string(), &inside])
-            }
-            None => a.bind(if m.writable { "--bind" } else { "--ro-bind" }, &m.host, &inside),
-        }
-    }
-    for fd in &plan.seccomp {
-        a.push(&["--add-seccomp-fd", &fd.number().to_string()]);
-    }
-    if let Some(egress) = &plan.egress {
-        a.bind("--ro-bind", &egress.socket, EGRESS_SOCKET);
-        a.bind("--ro-bind", &plan.pincer, PINCER_BIN);
-    }
+    a.agent_mounts(plan);
     // Last of the layout: the root's own folders (`/etc`, `/opt`, `/run`),
     // which bwrap made the agent's, become read-only, so nothing inside
     // plants a file there: the CLI reads `/etc/claude-code` (managed
@@ -225,6 +198,44 @@ fn needs_own_session(plan: &Plan) -> bool {
 
 #[derive(Default)]
 struct Args(Vec<String>);
+
+impl Args {
+    /// What the agent is given of the host: the CLI, the API's socket, its
+    /// home and folder, the confining wrapper, the shared memory, the
+    /// allowlisted mounts, the filter and the egress socket.
+    fn agent_mounts(&mut self, plan: &Plan) {
+        self.bind("--ro-bind", &plan.cli_dir, CLI_DIR);
+        // A socket is connected to, never written as a file: read-only is enough.
+        self.bind("--ro-bind", &plan.api_socket, API_SOCKET);
+        self.bind("--bind", &plan.home, HOME);
+        self.bind("--bind", &plan.group_dir, WORKSPACE);
+        // Every shell and git the CLI starts confines itself first (`CLAUDE_CODE_SHELL`, `PATH`).
+        for name in confine::NAMES {
+            self.bind("--ro-bind", &plan.pincer, &format!("{}/{name}", confine::DIR));
+        }
+        if let Some((global, writable)) = &plan.global {
+            self.bind(if *writable { "--bind" } else { "--ro-bind" }, global, GLOBAL);
+        }
+        for Extra { mount: m, fd } in &plan.extra {
+            let inside = format!("{EXTRA}/{}", m.name);
+            match fd {
+                Some(fd) => self.push(&[
+                    if m.writable { "--bind-fd" } else { "--ro-bind-fd" },
+                    &fd.number().to_string(),
+                    &inside,
+                ]),
+                None => self.bind(if m.writable { "--bind" } else { "--ro-bind" }, &m.host, &inside),
+            }
+        }
+        for fd in &plan.seccomp {
+            self.push(&["--add-seccomp-fd", &fd.number().to_string()]);
+        }
+        if let Some(egress) = &plan.egress {
+            self.bind("--ro-bind", &egress.socket, EGRESS_SOCKET);
+            self.bind("--ro-bind", &plan.pincer, PINCER_BIN);
+        }
+    }
+}
 
 impl Args {
     fn system(&mut self, system: &[SystemPath]) {

@@ -165,25 +165,10 @@ fn presented(headers: &HeaderMap) -> Option<&str> {
 }
 
 async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let group = presented(request.headers()).and_then(|k| shared.keys.lock().expect("key map lock").get(k).cloned());
-    let Some(group) = group else {
-        tracing::warn!(path = %request.uri().path(), "credential proxy: refused a request without a current placeholder key");
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "pincer's credential proxy refused this request: its key is not a current placeholder issued by pincer",
-        );
+    let group = match admitted(&shared, &request) {
+        Ok(group) => group,
+        Err(refused) => return *refused,
     };
-    if let Err(why) = allow::check(request.method(), request.uri()) {
-        let call = allow::shown(request.method(), request.uri());
-        tracing::warn!(%group, request = %call, %why, "credential proxy: refused a request the CLI does not make; the API never saw it");
-        let message = format!(
-            "pincer's credential proxy refused {call}: {why}. It forwards only the Messages API calls the Claude \
-             Code CLI makes ({})",
-            allow::allowed_text()
-        );
-        return error(StatusCode::FORBIDDEN, "permission_error", &message);
-    }
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(body) => body,
@@ -192,22 +177,7 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{path}", shared.upstream);
     let mut headers = forwarded_headers(&parts.headers);
-    match &shared.credential {
-        Credential::ApiKey(key) => {
-            headers.insert("x-api-key", sensitive(key.expose()));
-        }
-        Credential::OAuth(token) => {
-            headers.insert(header::AUTHORIZATION, sensitive(&format!("Bearer {}", token.expose())));
-            let beta = match headers.get("anthropic-beta").and_then(|v| v.to_str().ok()) {
-                Some(b) if b.split(',').any(|x| x.trim() == OAUTH_BETA) => b.to_owned(),
-                Some(b) => format!("{b},{OAUTH_BETA}"),
-                None => OAUTH_BETA.to_owned(),
-            };
-            if let Ok(v) = HeaderValue::from_str(&beta) {
-                headers.insert("anthropic-beta", v);
-            }
-        }
-    }
+    with_credential(&mut headers, &shared.credential);
     let sent = shared.client.request(parts.method, &url).headers(headers).body(body).send().await;
     let upstream = match sent {
         Ok(r) => r,
@@ -227,6 +197,51 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     response
         .body(metered(upstream.bytes_stream(), reading))
         .unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "api_error", &format!("bad upstream response: {e}")))
+}
+
+/// The group whose placeholder key the request presents, if it is a call
+/// the CLI makes; else the refusal to answer with.
+fn admitted(shared: &Shared, request: &Request) -> Result<String, Box<Response>> {
+    let group = presented(request.headers()).and_then(|k| shared.keys.lock().expect("key map lock").get(k).cloned());
+    let Some(group) = group else {
+        tracing::warn!(path = %request.uri().path(), "credential proxy: refused a request without a current placeholder key");
+        return Err(Box::new(error(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "pincer's credential proxy refused this request: its key is not a current placeholder issued by pincer",
+        )));
+    };
+    if let Err(why) = allow::check(request.method(), request.uri()) {
+        let call = allow::shown(request.method(), request.uri());
+        tracing::warn!(%group, request = %call, %why, "credential proxy: refused a request the CLI does not make; the API never saw it");
+        let message = format!(
+            "pincer's credential proxy refused {call}: {why}. It forwards only the Messages API calls the Claude \
+             Code CLI makes ({})",
+            allow::allowed_text()
+        );
+        return Err(Box::new(error(StatusCode::FORBIDDEN, "permission_error", &message)));
+    }
+    Ok(group)
+}
+
+/// The real credential in place of the placeholder (and OAuth's beta flag).
+fn with_credential(headers: &mut HeaderMap, credential: &Credential) {
+    match credential {
+        Credential::ApiKey(key) => {
+            headers.insert("x-api-key", sensitive(key.expose()));
+        }
+        Credential::OAuth(token) => {
+            headers.insert(header::AUTHORIZATION, sensitive(&format!("Bearer {}", token.expose())));
+            let beta = match headers.get("anthropic-beta").and_then(|v| v.to_str().ok()) {
+                Some(b) if b.split(',').any(|x| x.trim() == OAUTH_BETA) => b.to_owned(),
+                Some(b) => format!("{b},{OAUTH_BETA}"),
+                None => OAUTH_BETA.to_owned(),
+            };
+            if let Ok(v) = HeaderValue::from_str(&beta) {
+                headers.insert("anthropic-beta", v);
+            }
+        }
+    }
 }
 
 /// The meter for `upstream`'s body, if it can carry usage.

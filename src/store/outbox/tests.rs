@@ -46,6 +46,18 @@ async fn rows_are_addressed_by_the_binding_when_written() {
     assert!(matches!(missing, StoreError::UnknownGroup(_)), "{missing}");
 }
 
+/// Each of the group's results in its history, oldest first: where its reply stands.
+async fn result_deliveries(store: &Store, g: &GroupName) -> Vec<Option<String>> {
+    let history = store.history().history(g, 10).await.unwrap();
+    history
+        .iter()
+        .filter_map(|e| match e {
+            HistoryEntry::Result { delivery, .. } => Some(delivery.as_ref().map(ToString::to_string)),
+            _ => None,
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_result_and_its_row_are_written_together() {
     let (_dir, store) = temp_store().await;
@@ -77,15 +89,7 @@ async fn a_result_and_its_row_are_written_together() {
         .unwrap();
     assert_eq!(ghosts, 0);
 
-    let history = store.history().history(&g, 10).await.unwrap();
-    let deliveries: Vec<Option<String>> = history
-        .iter()
-        .filter_map(|e| match e {
-            HistoryEntry::Result { delivery, .. } => Some(delivery.as_ref().map(ToString::to_string)),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(deliveries, [Some("queued (telegram -100)".to_owned()), None]);
+    assert_eq!(result_deliveries(&store, &g).await, [Some("queued (telegram -100)".to_owned()), None]);
 
     let seen = seen(&store, id).await;
     assert_eq!(store.outbox().outbox_attempt_failed(&seen, "Bad Gateway").await.unwrap(), Marked::Recorded);

@@ -200,7 +200,7 @@ fn copy_link(
         Err(errno) => return Ok(Some(unreadable(errno))),
     };
     nix::unistd::symlinkat(points_to.as_os_str(), Some(target.as_raw_fd()), name)
-        .with_context(|| format!("cannot write {} into the backup", shown.display()))?;
+        .with_context(|| cannot_write(shown))?;
     manifest.links.push((shown.display().to_string(), PathBuf::from(points_to).display().to_string()));
     Ok(None)
 }
@@ -214,7 +214,6 @@ fn copy_folder(
     depth: usize,
     manifest: &mut Manifest,
 ) -> anyhow::Result<Option<String>> {
-    let cannot_write = || format!("cannot write {} into the backup", shown.display());
     if depth >= MAX_DEPTH {
         return Ok(Some(format!("more than {MAX_DEPTH} folders deep")));
     }
@@ -224,10 +223,10 @@ fn copy_folder(
         Err(Errno::ENOTDIR | Errno::ELOOP) => return Ok(Some(changed())),
         Err(errno) => return Ok(Some(unreadable(errno))),
     };
-    mkdirat(Some(target.as_raw_fd()), name, Mode::S_IRWXU).with_context(cannot_write)?;
+    mkdirat(Some(target.as_raw_fd()), name, Mode::S_IRWXU).with_context(|| cannot_write(shown))?;
     let copy = open(Some(target), name, OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW)
         .map_err(std::io::Error::from)
-        .with_context(cannot_write)?;
+        .with_context(|| cannot_write(shown))?;
     copy_dir(&folder, &copy, shown, depth + 1, manifest)?;
     Ok(None)
 }
@@ -240,7 +239,6 @@ fn copy_file(
     shown: &Path,
     manifest: &mut Manifest,
 ) -> anyhow::Result<Option<String>> {
-    let cannot_write = || format!("cannot write {} into the backup", shown.display());
     let file = match open(Some(source), name, OFlag::O_NOFOLLOW) {
         Ok(file) => file,
         Err(Errno::ELOOP) => return Ok(Some(changed())),
@@ -258,8 +256,8 @@ fn copy_file(
     let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let fd = openat(Some(target.as_raw_fd()), name, flags, mode).map_err(std::io::Error::from);
     // SAFETY: a fresh descriptor from openat, owned by nothing else.
-    let mut copy = File::from(unsafe { OwnedFd::from_raw_fd(fd.with_context(cannot_write)?) });
-    match copy_and_digest(&mut File::from(file), &mut copy).with_context(cannot_write)? {
+    let mut copy = File::from(unsafe { OwnedFd::from_raw_fd(fd.with_context(|| cannot_write(shown))?) });
+    match copy_and_digest(&mut File::from(file), &mut copy).with_context(|| cannot_write(shown))? {
         Ok((bytes, sha256)) => {
             manifest.files.push(FileEntry { path: shown.display().to_string(), bytes, sha256 });
             Ok(None)
@@ -270,6 +268,11 @@ fn copy_file(
             Ok(Some(unreadable(errno)))
         }
     }
+}
+
+/// The error of a write into the backup, naming the entry.
+fn cannot_write(shown: &Path) -> String {
+    format!("cannot write {} into the backup", shown.display())
 }
 
 /// Copies `from` to `to`, hashing as it goes: the outer error is writing

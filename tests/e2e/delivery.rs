@@ -158,7 +158,9 @@ async fn a_long_reply_cut_by_an_outage_midway_is_completed_without_repeating_a_p
     assert!(parts >= 3, "the reply is long enough to be cut: {parts} parts");
 
     bot.say(&private, &user, "LONG please");
-    bot.wait_for("the first part", |bot| !bot.sent(private.id).is_empty()).await;
+    // The first part itself: under load a slow turn posts a status message first.
+    let first_part = |bot: &FakeBot| bot.sent(private.id).iter().any(|s| s.text.contains("Paragraph 0:"));
+    bot.wait_for("the first part", first_part).await;
     bot.outage(&["sendMessage"], 503, Duration::from_secs(5));
     let sent = sent_within(&bot, private.id, parts, THROUGH_AN_OUTAGE).await;
     let before = before_a_marker(&bot, &private, &user).await;

@@ -87,7 +87,9 @@ async fn metrics_count_a_turn_and_an_outage_and_readyz_follows_the_bot_api() {
 
     until(&readyz, "ready once Telegram is connected", |status, _| status == 200).await;
     bot.say(&team(), &alice(), "hello METRICS");
-    bot.wait_for("the reply", |bot| !bot.sent(team().id).is_empty()).await;
+    // The reply itself: under load a slow first turn posts a status message first.
+    let reply = |bot: &FakeBot| bot.sent(team().id).iter().any(|s| s.text.starts_with("ECHO:"));
+    bot.wait_for("the reply", reply).await;
     // The reply's row is marked delivered just after the Bot API answered.
     let text = until(&metrics, "the turn counted and its reply delivered", |_, body| {
         sample(body, "pincer_turns_total{group=\"team\",outcome=\"ok\"}") == Some(1.0)
@@ -211,7 +213,9 @@ async fn pincer_status_shows_the_daemon_the_platform_and_what_a_group_spent() {
 
     let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
     bot.say(&team(), &alice(), "hello STATUS");
-    bot.wait_for("the reply", |bot| !bot.sent(team().id).is_empty()).await;
+    // The reply itself: under load a slow first turn posts a status message first.
+    let reply = |bot: &FakeBot| bot.sent(team().id).iter().any(|s| s.text.starts_with("ECHO:"));
+    bot.wait_for("the reply", reply).await;
     let text = status(&sandbox, &config, &[]).await;
     assert!(text.starts_with(&format!("daemon: running (pid {})", child.id().unwrap())), "{text}");
     assert!(text.contains("telegram: connected"), "{text}");

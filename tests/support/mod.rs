@@ -11,6 +11,7 @@ pub mod fake_bot;
 pub mod fake_wa;
 pub mod harness;
 pub mod pipe;
+pub mod postgres;
 pub mod resolver;
 pub mod serve;
 pub mod store_lock;

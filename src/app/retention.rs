@@ -44,7 +44,7 @@ pub async fn run(store: Retention, config: RetentionConfig, shutdown: Cancellati
                     "retention pass done"
                 );
                 if pruned.space == SpaceMode::Reused && !std::mem::replace(&mut told, true) {
-                    tracing::warn!("the database {}", pruned.space.describe(store.path()));
+                    tracing::warn!("the database {}", pruned.space.describe(store.location()));
                 }
             }
             Err(e) => tracing::warn!(%e, "a retention pass failed; trying again at the next one"),

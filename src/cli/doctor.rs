@@ -33,7 +33,7 @@ async fn store_space(config: &Config) -> String {
         Err(e) => return format!("cannot tell: {e:#}"),
     };
     match store.retention().space_mode().await {
-        Ok(mode) => mode.describe(store.path()),
+        Ok(mode) => mode.describe(store.location()),
         Err(e) => format!("cannot tell: {e}"),
     }
 }

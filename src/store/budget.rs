@@ -37,10 +37,10 @@ impl Budgets {
     /// only for a group with a budget.
     pub async fn spent(&self, group: &GroupName, periods: &Periods) -> Result<Spent, StoreError> {
         let (today, month, turns): (f64, f64, i64) = sqlx::query_as(
-            "SELECT COALESCE(SUM(CASE WHEN slot_us >= ?2 THEN cost_usd END), 0.0),
+            "SELECT COALESCE(SUM(CASE WHEN slot_us >= $2 THEN cost_usd END), 0.0),
                     COALESCE(SUM(cost_usd), 0.0),
-                    COALESCE(SUM(CASE WHEN slot_us >= ?2 THEN turns END), 0)
-               FROM spend WHERE group_name = ?1 AND slot_us >= ?3",
+                    CAST(COALESCE(SUM(CASE WHEN slot_us >= $2 THEN turns END), 0) AS BIGINT)
+               FROM spend WHERE group_name = $1 AND slot_us >= $3",
         )
         .bind(group.as_str())
         .bind(periods.day_start_us)
@@ -52,7 +52,7 @@ impl Budgets {
 
     /// What the group's turns have cost so far, in USD.
     pub async fn group_cost(&self, group: &GroupName) -> Result<f64, StoreError> {
-        let total: Option<f64> = sqlx::query_scalar("SELECT SUM(cost_usd) FROM results WHERE group_name = ?")
+        let total: Option<f64> = sqlx::query_scalar("SELECT SUM(cost_usd) FROM results WHERE group_name = $1")
             .bind(group.as_str())
             .fetch_one(&self.db.pool)
             .await?;

@@ -27,7 +27,7 @@ impl Channels {
     /// Remembers a message pincer sent to a chat.
     pub async fn record_sent(&self, to: &ChatAddress, message_id: &str) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO sent_messages (platform, chat, message_id, at_us) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO sent_messages (platform, chat, message_id, at_us) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
         )
         .bind(to.platform.as_str())
         .bind(&to.chat)
@@ -41,7 +41,7 @@ impl Channels {
     /// Whether pincer sent the message with this id to this chat.
     pub async fn was_sent(&self, at: &ChatAddress, message_id: &str) -> Result<bool, StoreError> {
         let found: Option<i64> =
-            sqlx::query_scalar("SELECT 1 FROM sent_messages WHERE platform = ? AND chat = ? AND message_id = ?")
+            sqlx::query_scalar("SELECT 1 FROM sent_messages WHERE platform = $1 AND chat = $2 AND message_id = $3")
                 .bind(at.platform.as_str())
                 .bind(&at.chat)
                 .bind(message_id)
@@ -59,9 +59,9 @@ impl Channels {
         linked_as: Option<&str>,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO channel_health (platform, state, detail, linked_as, changed_at_us) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (platform) DO UPDATE SET state = ?2, detail = ?3,
-                 linked_as = COALESCE(?4, linked_as), changed_at_us = ?5",
+            "INSERT INTO channel_health (platform, state, detail, linked_as, changed_at_us) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (platform) DO UPDATE SET state = $2, detail = $3,
+                 linked_as = COALESCE($4, channel_health.linked_as), changed_at_us = $5",
         )
         .bind(platform.as_str())
         .bind(state)
@@ -75,7 +75,7 @@ impl Channels {
 
     /// A message came in from the platform just now.
     pub async fn note_inbound(&self, platform: Platform) -> Result<(), StoreError> {
-        sqlx::query("UPDATE channel_health SET last_inbound_us = ? WHERE platform = ?")
+        sqlx::query("UPDATE channel_health SET last_inbound_us = $1 WHERE platform = $2")
             .bind(now_us())
             .bind(platform.as_str())
             .execute(&self.db.pool)
@@ -85,7 +85,7 @@ impl Channels {
 
     pub async fn channel_health(&self, platform: Platform) -> Result<Option<ChannelHealth>, StoreError> {
         let row = sqlx::query(
-            "SELECT state, detail, linked_as, changed_at_us, last_inbound_us FROM channel_health WHERE platform = ?",
+            "SELECT state, detail, linked_as, changed_at_us, last_inbound_us FROM channel_health WHERE platform = $1",
         )
         .bind(platform.as_str())
         .fetch_optional(&self.db.pool)

@@ -88,7 +88,7 @@ impl EgressLog {
     pub async fn record_egress(&self, d: &EgressDecision) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO egress_decisions (group_name, at_us, closed_at_us, via, host, port, verdict, reason, address, bytes_up, bytes_down)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(d.group.as_str())
         .bind(d.at_us)
@@ -111,7 +111,7 @@ impl EgressLog {
         let rows = sqlx::query(
             "SELECT * FROM (
                  SELECT id, at_us, closed_at_us, via, host, port, verdict, reason, address, bytes_up, bytes_down
-                   FROM egress_decisions WHERE group_name = ?1 ORDER BY at_us DESC, id DESC LIMIT ?2
+                   FROM egress_decisions WHERE group_name = $1 ORDER BY at_us DESC, id DESC LIMIT $2
              ) ORDER BY at_us ASC, id ASC",
         )
         .bind(group.as_str())

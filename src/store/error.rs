@@ -1,7 +1,7 @@
 //! What can go wrong talking to the store, and how a row that does not read
 //! is named and skipped. Touches nothing but the rows handed to it.
 
-use sqlx::sqlite::SqliteRow;
+use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::domain::GroupName;
@@ -45,8 +45,8 @@ pub(super) fn bad_row(why: impl std::fmt::Display) -> sqlx::Error {
 /// which panics on a value of another type.
 pub(super) fn readable<T>(
     table: &'static str,
-    rows: &[SqliteRow],
-    read: impl Fn(&SqliteRow) -> Result<T, sqlx::Error>,
+    rows: &[AnyRow],
+    read: impl Fn(&AnyRow) -> Result<T, sqlx::Error>,
 ) -> Vec<T> {
     rows.iter()
         .filter_map(|row| match read(row) {
@@ -63,7 +63,7 @@ pub(super) fn readable<T>(
 }
 
 /// The row's `id` (or a group's `name`), to name it in a log line.
-pub(super) fn row_key(row: &SqliteRow) -> String {
+pub(super) fn row_key(row: &AnyRow) -> String {
     row.try_get::<i64, _>("id")
         .map(|id| id.to_string())
         .or_else(|_| row.try_get::<String, _>("name"))

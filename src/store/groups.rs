@@ -1,11 +1,13 @@
 //! Registered groups: their settings, the chat each is bound to (one platform,
 //! one chat, maybe one thread), and whether that chat still has the bot.
 
-use sqlx::sqlite::SqliteRow;
+use sqlx::any::AnyRow;
 use sqlx::FromRow;
 
 use super::clock::now_us;
+use super::db::Dialect;
 use super::error::{bad_row, readable, row_key, StoreError};
+use super::flag::Flag;
 use super::handles::Groups;
 use crate::domain::activity::ProgressMode;
 use crate::domain::budget::Budget;
@@ -73,7 +75,7 @@ impl Groups {
     /// Registers a group. Fails if the name or its chat is taken.
     pub async fn add_group(&self, name: &GroupName, settings: &GroupSettings) -> Result<(), StoreError> {
         let mut tx = self.db.pool.begin().await?;
-        let done = sqlx::query("INSERT INTO groups (name, created_at_us) VALUES (?, ?) ON CONFLICT DO NOTHING")
+        let done = sqlx::query("INSERT INTO groups (name, created_at_us) VALUES ($1, $2) ON CONFLICT DO NOTHING")
             .bind(name.as_str())
             .bind(now_us())
             .execute(&mut *tx)
@@ -97,7 +99,7 @@ impl Groups {
 
     pub async fn group(&self, name: &str) -> Result<GroupRecord, StoreError> {
         let row =
-            sqlx::query(&format!("{SELECT_GROUP} WHERE g.name = ?")).bind(name).fetch_optional(&self.db.pool).await?;
+            sqlx::query(&format!("{SELECT_GROUP} WHERE g.name = $1")).bind(name).fetch_optional(&self.db.pool).await?;
         let row = row.ok_or_else(|| StoreError::UnknownGroup(name.to_owned()))?;
         group_from_row(&row).map_err(|source| bad_group(&row, source))
     }
@@ -112,7 +114,7 @@ impl Groups {
     /// else the one bound to the whole chat.
     pub async fn group_for_chat(&self, at: &ChatAddress) -> Result<Option<GroupRecord>, StoreError> {
         let row = sqlx::query(&format!(
-            "{SELECT_GROUP} WHERE b.platform = ? AND b.chat = ? AND (b.thread = ? OR b.thread IS NULL)
+            "{SELECT_GROUP} WHERE b.platform = $1 AND b.chat = $2 AND (b.thread = $3 OR b.thread IS NULL)
               ORDER BY b.thread IS NULL LIMIT 1"
         ))
         .bind(at.platform.as_str())
@@ -128,7 +130,7 @@ impl Groups {
     pub async fn move_chat(&self, platform: Platform, from: &str, to: &str) -> Result<(), StoreError> {
         let mut tx = self.db.pool.begin().await?;
         for table in ["chat_bindings", "outbox"] {
-            sqlx::query(&format!("UPDATE {table} SET chat = ?1 WHERE platform = ?2 AND chat = ?3"))
+            sqlx::query(&format!("UPDATE {table} SET chat = $1 WHERE platform = $2 AND chat = $3"))
                 .bind(to)
                 .bind(platform.as_str())
                 .bind(from)
@@ -146,8 +148,8 @@ impl Groups {
         active: bool,
         reason: Option<&str>,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE groups SET active = ?, inactive_reason = ? WHERE name = ?")
-            .bind(active)
+        sqlx::query("UPDATE groups SET active = $1, inactive_reason = $2 WHERE name = $3")
+            .bind(i64::from(active))
             .bind(if active { None } else { reason })
             .bind(name.as_str())
             .execute(&self.db.pool)
@@ -160,18 +162,23 @@ impl Groups {
     /// answered at once both land (a read, then a write, could lose one).
     pub async fn allow_tool(&self, name: &GroupName, tool: &str, default: &[String]) -> Result<(), StoreError> {
         let default = serde_json::to_string(default).expect("a list of strings serializes");
-        let done = sqlx::query(
-            "UPDATE groups SET allowed_tools = CASE
-                 WHEN EXISTS (SELECT 1 FROM json_each(COALESCE(allowed_tools, ?2)) WHERE value = ?3)
-                 THEN COALESCE(allowed_tools, ?2)
-                 ELSE json_insert(COALESCE(allowed_tools, ?2), '$[#]', ?3) END
-              WHERE name = ?1",
-        )
-        .bind(name.as_str())
-        .bind(default)
-        .bind(tool)
-        .execute(&self.db.pool)
-        .await?;
+        let sql = match self.db.dialect {
+            Dialect::Sqlite => {
+                "UPDATE groups SET allowed_tools = CASE
+                     WHEN EXISTS (SELECT 1 FROM json_each(COALESCE(allowed_tools, $2)) WHERE value = $3)
+                     THEN COALESCE(allowed_tools, $2)
+                     ELSE json_insert(COALESCE(allowed_tools, $2), '$[#]', $3) END
+                  WHERE name = $1"
+            }
+            Dialect::Postgres => {
+                "UPDATE groups SET allowed_tools = CASE
+                     WHEN COALESCE(allowed_tools, $2)::jsonb ? $3
+                     THEN COALESCE(allowed_tools, $2)
+                     ELSE (COALESCE(allowed_tools, $2)::jsonb || to_jsonb($3::text))::text END
+                  WHERE name = $1"
+            }
+        };
+        let done = sqlx::query(sql).bind(name.as_str()).bind(default).bind(tool).execute(&self.db.pool).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::UnknownGroup(name.to_string()));
         }
@@ -179,7 +186,7 @@ impl Groups {
     }
 
     pub async fn set_session_id(&self, group: &GroupName, session_id: Option<&str>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE groups SET session_id = ? WHERE name = ?")
+        sqlx::query("UPDATE groups SET session_id = $1 WHERE name = $2")
             .bind(session_id)
             .bind(group.as_str())
             .execute(&self.db.pool)
@@ -189,33 +196,33 @@ impl Groups {
 }
 
 async fn write_settings(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     name: &GroupName,
     settings: &GroupSettings,
 ) -> Result<(), StoreError> {
     let json = |list: &[String]| serde_json::to_string(list).expect("a list of strings serializes");
     sqlx::query(
-        "UPDATE groups SET allowed_tools = ?, trigger = ?, requires_trigger = ?, admins = ?, is_main = ?, tools = ?,
-                           progress = ?, budget_daily_cents = ?, budget_monthly_cents = ?, budget_daily_turns = ?
-          WHERE name = ?",
+        "UPDATE groups SET allowed_tools = $1, trigger = $2, requires_trigger = $3, admins = $4, is_main = $5, tools = $6,
+                           progress = $7, budget_daily_cents = $8, budget_monthly_cents = $9, budget_daily_turns = $10
+          WHERE name = $11",
     )
     .bind(settings.allowed_tools.as_deref().map(json))
     .bind(&settings.trigger)
-    .bind(settings.requires_trigger)
+    .bind(i64::from(settings.requires_trigger))
     .bind(json(&settings.admins))
-    .bind(settings.main)
+    .bind(i64::from(settings.main))
     .bind(settings.tools.as_str())
     .bind(settings.progress.map(progress_str))
     .bind(settings.budget.daily_cents.and_then(|c| i64::try_from(c).ok()))
     .bind(settings.budget.monthly_cents.and_then(|c| i64::try_from(c).ok()))
-    .bind(settings.budget.daily_turns)
+    .bind(settings.budget.daily_turns.map(i64::from))
     .bind(name.as_str())
     .execute(&mut **tx)
     .await?;
-    sqlx::query("DELETE FROM chat_bindings WHERE group_name = ?").bind(name.as_str()).execute(&mut **tx).await?;
+    sqlx::query("DELETE FROM chat_bindings WHERE group_name = $1").bind(name.as_str()).execute(&mut **tx).await?;
     if let Some(at) = &settings.chat {
         let taken: Option<String> = sqlx::query_scalar(
-            "SELECT group_name FROM chat_bindings WHERE platform = ? AND chat = ? AND COALESCE(thread, '') = COALESCE(?, '')",
+            "SELECT group_name FROM chat_bindings WHERE platform = $1 AND chat = $2 AND COALESCE(thread, '') = COALESCE($3, '')",
         )
         .bind(at.platform.as_str())
         .bind(&at.chat)
@@ -225,7 +232,7 @@ async fn write_settings(
         if let Some(other) = taken {
             return Err(StoreError::ChatTaken(other));
         }
-        sqlx::query("INSERT INTO chat_bindings (group_name, platform, chat, thread) VALUES (?, ?, ?, ?)")
+        sqlx::query("INSERT INTO chat_bindings (group_name, platform, chat, thread) VALUES ($1, $2, $3, $4)")
             .bind(name.as_str())
             .bind(at.platform.as_str())
             .bind(&at.chat)
@@ -236,7 +243,7 @@ async fn write_settings(
     super::outbox::follow_binding(tx, name).await
 }
 
-fn bad_group(row: &SqliteRow, source: sqlx::Error) -> StoreError {
+fn bad_group(row: &AnyRow, source: sqlx::Error) -> StoreError {
     StoreError::BadRow { table: "groups", key: row_key(row), source }
 }
 
@@ -248,13 +255,16 @@ struct GroupRow {
     session_id: Option<String>,
     allowed_tools: Option<String>,
     trigger: Option<String>,
+    #[sqlx(try_from = "Flag")]
     requires_trigger: bool,
     admins: Option<String>,
+    #[sqlx(try_from = "Flag")]
     active: bool,
     inactive_reason: Option<String>,
     platform: Option<String>,
     chat: Option<String>,
     thread: Option<String>,
+    #[sqlx(try_from = "Flag")]
     is_main: bool,
     tools: String,
     progress: Option<String>,
@@ -263,7 +273,7 @@ struct GroupRow {
     budget_daily_turns: Option<i64>,
 }
 
-fn group_from_row(row: &SqliteRow) -> Result<GroupRecord, sqlx::Error> {
+fn group_from_row(row: &AnyRow) -> Result<GroupRecord, sqlx::Error> {
     let r = GroupRow::from_row(row)?;
     let list = |json: Option<String>| json.and_then(|t| serde_json::from_str::<Vec<String>>(&t).ok());
     let chat = match (r.platform.as_deref().and_then(Platform::parse), r.chat) {

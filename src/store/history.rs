@@ -3,11 +3,12 @@
 //! pincer's own notices, and how far each message for the chat got.
 
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
+use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::clock::now_us;
 use super::error::{readable, StoreError};
+use super::flag::Flag;
 use super::handles::{History, OutboxLog};
 use super::outbox::{enqueue_in, Enqueue, OutboxId};
 use super::rows;
@@ -110,6 +111,10 @@ impl HistoryEntry {
     }
 }
 
+/// Between a task frame's summary and description in [`HISTORY_SQL`]'s one
+/// column (`$3`): a character neither has.
+const TASK_TEXT_SEPARATOR: &str = "\u{1f}";
+
 // One UNION so that `--limit` cuts the newest N across all kinds. The
 // columns are positional: a, b, c, d are kind-specific text columns; ds, dt,
 // de are the delivery (outbox) state, address and error.
@@ -117,25 +122,25 @@ const HISTORY_SQL: &str = "
 SELECT * FROM (
     SELECT 'inbound' AS kind, at_us, id, source AS a, sender AS b, text AS c, state AS d,
            media AS e, NULL AS f, NULL AS is_error, NULL AS cost, NULL AS dur, NULL AS ds, NULL AS dt, NULL AS de
-      FROM inbound WHERE group_name = ?1
+      FROM inbound WHERE group_name = $1
     UNION ALL
     SELECT 'result', r.at_us, r.id, r.session_id, r.subtype, r.text, r.origin, NULL, NULL, r.is_error, r.cost_usd,
-           r.duration_ms, o.state, o.platform || ' ' || o.chat || IFNULL(' topic ' || o.thread, ''), o.last_error
-      FROM results r LEFT JOIN outbox o ON o.result_id = r.id WHERE r.group_name = ?1
+           r.duration_ms, o.state, o.platform || ' ' || o.chat || COALESCE(' topic ' || o.thread, ''), o.last_error
+      FROM results r LEFT JOIN outbox o ON o.result_id = r.id WHERE r.group_name = $1
     UNION ALL
-    SELECT 'task', at_us, id, session_id, subtype, task_id, task_type, status, IFNULL(summary, '') || char(31) || IFNULL(description, ''), NULL, NULL, NULL, NULL, NULL, NULL
-      FROM task_frames WHERE group_name = ?1
+    SELECT 'task', at_us, id, session_id, subtype, task_id, task_type, status, COALESCE(summary, '') || $3 || COALESCE(description, ''), NULL, NULL, NULL, NULL, NULL, NULL
+      FROM task_frames WHERE group_name = $1
     UNION ALL
     SELECT 'message', m.at_us, m.id, m.sent_by, m.text, o.file_kind, o.file_name, CAST(o.file_bytes AS TEXT), o.file_from, NULL, NULL, NULL,
-           o.state, o.platform || ' ' || o.chat || IFNULL(' topic ' || o.thread, ''), o.last_error
-      FROM agent_messages m LEFT JOIN outbox o ON o.agent_message_id = m.id WHERE m.group_name = ?1
+           o.state, o.platform || ' ' || o.chat || COALESCE(' topic ' || o.thread, ''), o.last_error
+      FROM agent_messages m LEFT JOIN outbox o ON o.agent_message_id = m.id WHERE m.group_name = $1
     UNION ALL
     SELECT 'notice', at_us, id, text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-           state, platform || ' ' || chat || IFNULL(' topic ' || thread, ''), last_error
-      FROM outbox WHERE group_name = ?1 AND result_id IS NULL AND agent_message_id IS NULL
+           state, platform || ' ' || chat || COALESCE(' topic ' || thread, ''), last_error
+      FROM outbox WHERE group_name = $1 AND result_id IS NULL AND agent_message_id IS NULL
     ORDER BY at_us DESC, id DESC
-    LIMIT ?2
-) ORDER BY at_us ASC, id ASC";
+    LIMIT $2
+) AS newest ORDER BY at_us ASC, id ASC";
 
 impl OutboxLog {
     /// Stores a message an agent posts to `group`'s chat with `send_message`
@@ -149,19 +154,21 @@ impl OutboxLog {
         file: Option<&OutboundFile>,
     ) -> Result<OutboxId, StoreError> {
         let mut tx = self.db.pool.begin().await?;
-        let done = sqlx::query("INSERT INTO agent_messages (group_name, at_us, sent_by, text) VALUES (?, ?, ?, ?)")
-            .bind(group.as_str())
-            .bind(now_us())
-            .bind(sent_by.as_str())
-            .bind(out.text)
-            .execute(&mut *tx)
-            .await?;
-        let id = enqueue_in(&mut tx, group, out, Some(done.last_insert_rowid())).await?;
+        let message: i64 = sqlx::query_scalar(
+            "INSERT INTO agent_messages (group_name, at_us, sent_by, text) VALUES ($1, $2, $3, $4) RETURNING id",
+        )
+        .bind(group.as_str())
+        .bind(now_us())
+        .bind(sent_by.as_str())
+        .bind(out.text)
+        .fetch_one(&mut *tx)
+        .await?;
+        let id = enqueue_in(&mut tx, group, out, Some(message)).await?;
         if let Some(file) = file {
             sqlx::query(
-                "UPDATE outbox SET file_path = ?, file_name = ?, file_kind = ?, file_bytes = ?, file_from = ? WHERE id = ?",
+                "UPDATE outbox SET file_path = $1, file_name = $2, file_kind = $3, file_bytes = $4, file_from = $5 WHERE id = $6",
             )
-            .bind(file.path.to_string_lossy())
+            .bind(file.path.to_string_lossy().into_owned())
             .bind(&file.name)
             .bind(file.kind.as_str())
             .bind(i64::try_from(file.bytes).unwrap_or(i64::MAX))
@@ -178,8 +185,12 @@ impl OutboxLog {
 impl History {
     /// The newest `limit` entries of a group's history, oldest first.
     pub async fn history(&self, group: &GroupName, limit: u32) -> Result<Vec<HistoryEntry>, StoreError> {
-        let rows =
-            sqlx::query(HISTORY_SQL).bind(group.as_str()).bind(i64::from(limit)).fetch_all(&self.db.pool).await?;
+        let rows = sqlx::query(HISTORY_SQL)
+            .bind(group.as_str())
+            .bind(i64::from(limit))
+            .bind(TASK_TEXT_SEPARATOR)
+            .fetch_all(&self.db.pool)
+            .await?;
         Ok(readable("history", &rows, entry_from_row))
     }
 }
@@ -196,7 +207,7 @@ struct Columns {
     delivery: Option<Delivery>,
 }
 
-fn entry_from_row(row: &SqliteRow) -> Result<HistoryEntry, sqlx::Error> {
+fn entry_from_row(row: &AnyRow) -> Result<HistoryEntry, sqlx::Error> {
     let kind: String = row.try_get("kind")?;
     let cols = Columns {
         at_us: row.try_get("at_us")?,
@@ -218,7 +229,7 @@ fn entry_from_row(row: &SqliteRow) -> Result<HistoryEntry, sqlx::Error> {
 }
 
 /// The delivery columns (`ds`, `dt`, `de`).
-fn delivery(row: &SqliteRow) -> Result<Option<Delivery>, sqlx::Error> {
+fn delivery(row: &AnyRow) -> Result<Option<Delivery>, sqlx::Error> {
     Ok(match row.try_get::<Option<String>, _>("ds")? {
         Some(state) => Some(Delivery {
             state,
@@ -229,7 +240,7 @@ fn delivery(row: &SqliteRow) -> Result<Option<Delivery>, sqlx::Error> {
     })
 }
 
-fn inbound_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
+fn inbound_entry(row: &AnyRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
     Ok(HistoryEntry::Inbound {
         at_us: cols.at_us,
         source: cols.a.unwrap_or_default(),
@@ -241,21 +252,21 @@ fn inbound_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::E
     })
 }
 
-fn result_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
+fn result_entry(row: &AnyRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
     Ok(HistoryEntry::Result {
         at_us: cols.at_us,
         session_id: cols.a,
         subtype: cols.b.unwrap_or_default(),
         text: cols.c,
         origin: cols.d,
-        is_error: row.try_get::<Option<bool>, _>("is_error")?.unwrap_or(false),
+        is_error: row.try_get::<Option<Flag>, _>("is_error")?.is_some_and(bool::from),
         cost_usd: row.try_get("cost")?,
         duration_ms: row.try_get("dur")?,
         delivery: cols.delivery,
     })
 }
 
-fn message_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
+fn message_entry(row: &AnyRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
     let bytes = row.try_get::<Option<String>, _>("e")?.and_then(|b| b.parse().ok()).unwrap_or(0);
     let from = row.try_get::<Option<String>, _>("f")?.unwrap_or_default();
     let file = cols.c.map(|kind| FileEntry { kind, name: cols.d.unwrap_or_default(), bytes, from });
@@ -268,7 +279,7 @@ fn message_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::E
     })
 }
 
-fn task_entry(row: &SqliteRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
+fn task_entry(row: &AnyRow, cols: Columns) -> Result<HistoryEntry, sqlx::Error> {
     let e: Option<String> = row.try_get("e")?;
     let f: Option<String> = row.try_get("f")?;
     // summary and description travel in one column, split by a unit separator.

@@ -1,4 +1,5 @@
-//! The message path's own connection, held open and lent out by a lock.
+//! The message path's own connection, held open and lent out by a lock
+//! (SQLite), or a small pool of its own (PostgreSQL).
 //!
 //! Storing a message, pulling it, storing its result and marking its reply
 //! delivered run back to back on one SQLite thread that is still warm. A
@@ -13,18 +14,21 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Connection, SqliteConnection};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection, AnyPool, Connection};
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use super::error::StoreError;
 
-/// The connection, or nothing once the store has closed.
+/// The held connection, or nothing once the store has closed; or the pool.
 #[derive(Clone)]
-pub(super) struct Hot(Arc<Mutex<Option<Held>>>);
+pub(super) enum Hot {
+    Held(Arc<Mutex<Option<Held>>>),
+    Pooled(AnyPool),
+}
 
-struct Held {
-    conn: SqliteConnection,
+pub(super) struct Held {
+    conn: AnyConnection,
     /// A statement list that opened its own transaction did not finish (its
     /// caller failed or was dropped): the next borrower rolls it back first.
     unsettled: bool,
@@ -37,46 +41,70 @@ impl std::fmt::Debug for Hot {
 }
 
 impl Hot {
-    pub(super) async fn open(options: &SqliteConnectOptions) -> Result<Hot, sqlx::Error> {
-        let conn = options.connect().await?;
-        Ok(Hot(Arc::new(Mutex::new(Some(Held { conn, unsettled: false })))))
+    pub(super) fn held(conn: AnyConnection) -> Hot {
+        Hot::Held(Arc::new(Mutex::new(Some(Held { conn, unsettled: false }))))
+    }
+
+    pub(super) fn pooled(pool: AnyPool) -> Hot {
+        Hot::Pooled(pool)
     }
 
     /// The connection, for as long as the guard lives (borrowers queue in order).
     pub(super) async fn lock(&self) -> Result<HotGuard<'_>, StoreError> {
-        let guard = self.0.lock().await;
-        let mut held = MutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)?;
-        if held.unsettled {
-            // "No transaction is active" when it had committed after all: fine.
-            let _ = sqlx::query("ROLLBACK").execute(&mut held.conn).await;
-            held.unsettled = false;
-        }
-        Ok(HotGuard { held, hot: self })
+        let lent = match self {
+            Hot::Held(held) => {
+                let guard = held.lock().await;
+                let mut held = MutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)?;
+                if held.unsettled {
+                    // "No transaction is active" when it had committed after all: fine.
+                    let _ = sqlx::query("ROLLBACK").execute(&mut held.conn).await;
+                    held.unsettled = false;
+                }
+                Lent::Held(held)
+            }
+            Hot::Pooled(pool) => Lent::Pooled(pool.acquire().await?),
+        };
+        Ok(HotGuard { lent, hot: self })
     }
 
     pub(super) async fn close(&self) {
-        if let Some(held) = self.0.lock().await.take() {
-            let _ = held.conn.close().await;
+        match self {
+            Hot::Held(held) => {
+                if let Some(held) = held.lock().await.take() {
+                    let _ = held.conn.close().await;
+                }
+            }
+            Hot::Pooled(pool) => pool.close().await,
         }
     }
 }
 
 /// A borrowed connection.
 pub(super) struct HotGuard<'a> {
-    held: MappedMutexGuard<'a, Held>,
+    lent: Lent<'a>,
     hot: &'a Hot,
+}
+
+enum Lent<'a> {
+    Held(MappedMutexGuard<'a, Held>),
+    Pooled(PoolConnection<Any>),
 }
 
 impl HotGuard<'_> {
     /// Marks the connection as inside a transaction the caller opened in a
     /// statement list of its own, until [`HotGuard::settled`]: a guard
-    /// dropped before that has the transaction rolled back.
+    /// dropped before that has the transaction rolled back. (Only SQLite's
+    /// statement lists do that; a pooled connection's transactions are sqlx's.)
     pub(super) fn unsettled(&mut self) {
-        self.held.unsettled = true;
+        if let Lent::Held(held) = &mut self.lent {
+            held.unsettled = true;
+        }
     }
 
     pub(super) fn settled(&mut self) {
-        self.held.unsettled = false;
+        if let Lent::Held(held) = &mut self.lent {
+            held.unsettled = false;
+        }
     }
 }
 
@@ -86,7 +114,7 @@ impl Drop for HotGuard<'_> {
         // later: the open transaction holds SQLite's write lock, which every
         // other writer waits for. (`lock` rolls back; a borrower already
         // queued gets the connection first and rolls back itself.)
-        if self.held.unsettled {
+        if matches!(&self.lent, Lent::Held(held) if held.unsettled) {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 let hot = self.hot.clone();
                 runtime.spawn(async move { drop(hot.lock().await) });
@@ -96,14 +124,20 @@ impl Drop for HotGuard<'_> {
 }
 
 impl Deref for HotGuard<'_> {
-    type Target = SqliteConnection;
-    fn deref(&self) -> &SqliteConnection {
-        &self.held.conn
+    type Target = AnyConnection;
+    fn deref(&self) -> &AnyConnection {
+        match &self.lent {
+            Lent::Held(held) => &held.conn,
+            Lent::Pooled(conn) => conn,
+        }
     }
 }
 
 impl DerefMut for HotGuard<'_> {
-    fn deref_mut(&mut self) -> &mut SqliteConnection {
-        &mut self.held.conn
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        match &mut self.lent {
+            Lent::Held(held) => &mut held.conn,
+            Lent::Pooled(conn) => conn,
+        }
     }
 }

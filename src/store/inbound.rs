@@ -2,9 +2,10 @@
 //! statements that write a message, its images and its state, which the
 //! queue, the preparing of media and the outbox's results all use.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::clock::now_us;
+use super::db::Dialect;
 use super::error::StoreError;
 use crate::domain::media::{Attachment, ModelImage};
 use crate::domain::{unix_us, Inbound, InboundId};
@@ -50,9 +51,23 @@ pub(super) fn media_json(media: &[Attachment]) -> Option<String> {
 }
 
 /// The states of several messages at once, from a JSON list of `[id, state]`
-/// ([`settle_list`]).
+/// ([`settle_list`]), in a SQLite statement list (`?`: its parameters run on
+/// from the statements before it).
 pub(super) const SETTLE_SQL: &str = "
 UPDATE inbound SET state = s.value ->> 1 FROM json_each(?) AS s WHERE inbound.id = s.value ->> 0";
+
+/// [`SETTLE_SQL`] as a statement of its own, the list as `$1`.
+pub(super) fn settle_sql(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => {
+            "UPDATE inbound SET state = s.value ->> 1 FROM json_each($1) AS s WHERE inbound.id = s.value ->> 0"
+        }
+        Dialect::Postgres => {
+            "UPDATE inbound SET state = s.value ->> 1 FROM json_array_elements($1::json) AS s(value)
+              WHERE inbound.id = (s.value ->> 0)::bigint"
+        }
+    }
+}
 
 /// [`SETTLE_SQL`]'s parameter.
 pub(super) fn settle_list(states: impl Iterator<Item = (InboundId, InboundState)>) -> String {
@@ -61,16 +76,17 @@ pub(super) fn settle_list(states: impl Iterator<Item = (InboundId, InboundState)
     serde_json::to_string(&pairs).unwrap_or_default()
 }
 
-/// Inserts `msg` in `state`; a second copy (same `external_id`) inserts nothing.
+/// Inserts `msg` in `state`, returning its id; a second copy (same
+/// `external_id`) inserts nothing and returns none.
 pub(super) async fn insert_inbound_row(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     msg: &Inbound,
     state: InboundState,
-) -> Result<sqlx::sqlite::SqliteQueryResult, StoreError> {
-    Ok(sqlx::query(
+) -> Result<Option<InboundId>, StoreError> {
+    let id: Option<i64> = sqlx::query_scalar(
         "INSERT INTO inbound (group_name, at_us, source, sender, sender_id, text, sent_at_us, reply_to, state, external_id,
                               media, album)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING RETURNING id",
     )
     .bind(msg.group.as_str())
     .bind(now_us())
@@ -84,18 +100,19 @@ pub(super) async fn insert_inbound_row(
     .bind(&msg.external_id)
     .bind(media_json(&msg.media))
     .bind(&msg.album)
-    .execute(&mut *conn)
-    .await?)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(id.map(InboundId))
 }
 
 /// Stores the images the model is shown with message `id`, in order.
 pub(super) async fn insert_images(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     id: InboundId,
     images: &[ModelImage],
 ) -> Result<(), StoreError> {
     for (seq, image) in images.iter().enumerate() {
-        sqlx::query("INSERT INTO inbound_images (inbound_id, seq, media_type, data) VALUES (?, ?, ?, ?)")
+        sqlx::query("INSERT INTO inbound_images (inbound_id, seq, media_type, data) VALUES ($1, $2, $3, $4)")
             .bind(id.0)
             .bind(i64::try_from(seq).unwrap_or(i64::MAX))
             .bind(&image.media_type)

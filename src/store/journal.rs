@@ -14,7 +14,7 @@ impl Journal {
     pub async fn record_task_frame(&self, group: &GroupName, t: &TaskFrame, raw: &str) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO task_frames (group_name, at_us, session_id, subtype, task_id, task_type, status, summary, description, raw)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(group.as_str())
         .bind(now_us())
@@ -34,14 +34,14 @@ impl Journal {
     pub async fn record_decision(&self, group: &GroupName, d: &PermissionDecision) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO permission_decisions (group_name, at_us, tool_name, tool_use_id, input, allowed, message, decided_by)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(group.as_str())
         .bind(now_us())
         .bind(&d.tool_name)
         .bind(&d.tool_use_id)
         .bind(&d.input)
-        .bind(d.allowed)
+        .bind(i64::from(d.allowed))
         .bind(&d.message)
         .bind(&d.decided_by)
         .execute(&self.db.pool)
@@ -51,7 +51,7 @@ impl Journal {
 
     pub async fn decisions(&self, group: &GroupName) -> Result<Vec<PermissionDecision>, StoreError> {
         let rows = sqlx::query(
-            "SELECT tool_name, tool_use_id, input, allowed, message, decided_by FROM permission_decisions WHERE group_name = ? ORDER BY id",
+            "SELECT tool_name, tool_use_id, input, allowed, message, decided_by FROM permission_decisions WHERE group_name = $1 ORDER BY id",
         )
         .bind(group.as_str())
         .fetch_all(&self.db.pool)
@@ -66,20 +66,22 @@ impl Journal {
         session_id: Option<&str>,
         detail: Option<&str>,
     ) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO session_events (group_name, at_us, kind, session_id, detail) VALUES (?, ?, ?, ?, ?)")
-            .bind(group.as_str())
-            .bind(now_us())
-            .bind(kind)
-            .bind(session_id)
-            .bind(detail)
-            .execute(&self.db.pool)
-            .await?;
+        sqlx::query(
+            "INSERT INTO session_events (group_name, at_us, kind, session_id, detail) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(group.as_str())
+        .bind(now_us())
+        .bind(kind)
+        .bind(session_id)
+        .bind(detail)
+        .execute(&self.db.pool)
+        .await?;
         Ok(())
     }
 
     /// Session lifecycle events of a group, oldest first, as `(kind, session_id)`.
     pub async fn session_events(&self, group: &GroupName) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        let rows = sqlx::query("SELECT kind, session_id FROM session_events WHERE group_name = ? ORDER BY id")
+        let rows = sqlx::query("SELECT kind, session_id FROM session_events WHERE group_name = $1 ORDER BY id")
             .bind(group.as_str())
             .fetch_all(&self.db.pool)
             .await?;
@@ -97,7 +99,7 @@ impl Journal {
         &self,
         group: &GroupName,
     ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        let rows = sqlx::query("SELECT kind, detail FROM session_events WHERE group_name = ? ORDER BY id")
+        let rows = sqlx::query("SELECT kind, detail FROM session_events WHERE group_name = $1 ORDER BY id")
             .bind(group.as_str())
             .fetch_all(&self.db.pool)
             .await?;

@@ -15,6 +15,7 @@ mod clock;
 mod db;
 mod egress;
 mod error;
+mod flag;
 mod groups;
 mod handles;
 mod health;
@@ -37,6 +38,7 @@ use std::path::Path;
 
 pub use channels::ChannelHealth;
 pub use clock::now_us;
+pub use db::Location;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use error::StoreError;
 pub use groups::{GroupRecord, GroupSettings};
@@ -61,14 +63,24 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating if missing) the database at `path` and migrates it.
+    /// Opens (creating if missing) the SQLite database at `path` and migrates it.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
-        Ok(Store { db: db::Db::open(path).await? })
+        Store::connect(&Location::File(path.to_owned())).await
     }
 
-    /// The database file.
-    pub fn path(&self) -> &Path {
-        &self.db.path
+    /// Opens (creating a SQLite file if missing) the store at `location` and migrates it.
+    pub async fn connect(location: &Location) -> Result<Store, StoreError> {
+        Ok(Store { db: db::Db::open(location).await? })
+    }
+
+    /// Where the database is.
+    pub fn location(&self) -> &Location {
+        &self.db.location
+    }
+
+    /// The SQLite file, when the store is one.
+    pub fn file(&self) -> Option<&Path> {
+        self.db.file()
     }
 
     pub async fn close(&self) {

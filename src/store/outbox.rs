@@ -9,8 +9,8 @@
 //! Delivery's marks are guarded by what the worker read (state, address,
 //! parts done), so a row rebound mid-delivery is never marked from its old chat.
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::{FromRow, Row, Sqlite, Transaction};
+use sqlx::any::AnyRow;
+use sqlx::{Any, FromRow, Row, Transaction};
 
 use super::clock::now_us;
 use super::error::{bad_row, readable, StoreError};
@@ -112,15 +112,16 @@ impl DeliveryState {
 }
 
 /// The statement that writes one outbox row, what it carries given as SQL:
-/// `$result_id` (none, or the result the same statement list has just
-/// written) and `$agent_message_id` (none, or a parameter). Its parameters,
-/// in order: the group, `at_us`, kind, text, whether it is for the console
-/// (then the agent message, if a parameter).
+/// `$result_id` (none, the result the same statement list has just
+/// written, or a parameter) and `$agent_message_id` (none, or a parameter).
+/// Its parameters: the group, `at_us`, kind, text, whether it is for the
+/// console, as `$p` names them (`?` in SQLite's statement lists, whose
+/// parameters run on from statement to statement; `$1` to `$5` elsewhere).
 ///
 /// The address is resolved here, from the binding as it is when the row is
 /// written, so a reply can never be addressed from a stale copy of it.
 macro_rules! enqueue_sql {
-    ($result_id:literal, $agent_message_id:literal) => {
+    ([$g:literal, $at:literal, $kind:literal, $text:literal, $console:literal], $result_id:literal, $agent_message_id:literal) => {
         concat!(
             "
 INSERT INTO outbox (group_name, at_us, kind, text, platform, chat, thread, result_id, agent_message_id)
@@ -129,7 +130,17 @@ SELECT g.name, v.at_us, v.kind, v.text,
        CASE WHEN v.console OR b.platform IS NULL THEN g.name ELSE b.chat END,
        CASE WHEN v.console OR b.platform IS NULL THEN NULL ELSE b.thread END,
        v.result_id, v.agent_message_id
-  FROM (SELECT ? AS group_name, ? AS at_us, ? AS kind, ? AS text, ? AS console,
+  FROM (SELECT ",
+            $g,
+            " AS group_name, ",
+            $at,
+            " AS at_us, ",
+            $kind,
+            " AS kind, ",
+            $text,
+            " AS text, ",
+            $console,
+            " AS console,
                ",
             $result_id,
             " AS result_id, ",
@@ -141,11 +152,18 @@ SELECT g.name, v.at_us, v.kind, v.text,
     };
 }
 
-const ENQUEUE_SQL: &str = enqueue_sql!("NULL", "?");
+const ENQUEUE_RETURNING_SQL: &str =
+    concat!(enqueue_sql!(["$1", "$2", "$3", "$4", "$5"], "CAST(NULL AS BIGINT)", "$6"), " RETURNING id");
 
-/// [`ENQUEUE_SQL`] for a result's reply, written right after the result in
+/// [`ENQUEUE_RETURNING_SQL`] for a result's reply, written right after the result in
 /// one statement list (`OutboxLog::record_result`), returning the row's id.
-pub(super) const ENQUEUE_AFTER_RESULT_SQL: &str = concat!(enqueue_sql!("last_insert_rowid()", "NULL"), " RETURNING id");
+pub(super) const ENQUEUE_AFTER_RESULT_SQL: &str =
+    concat!(enqueue_sql!(["?", "?", "?", "?", "?"], "last_insert_rowid()", "NULL"), " RETURNING id");
+
+/// [`ENQUEUE_RETURNING_SQL`] for a result's reply in a transaction of its own
+/// statements (PostgreSQL), the result's id given as `$6`.
+pub(super) const ENQUEUE_RESULT_REPLY_SQL: &str =
+    concat!(enqueue_sql!(["$1", "$2", "$3", "$4", "$5"], "$6", "CAST(NULL AS BIGINT)"), " RETURNING id");
 
 const SELECT_ROW: &str = "
 SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread, o.state, o.parts_done,
@@ -156,41 +174,38 @@ SELECT o.id, o.group_name, o.at_us, o.kind, o.text, o.platform, o.chat, o.thread
 /// `agent_message_id` if it is one. (A result's reply, which carries its
 /// result, is written by `OutboxLog::record_result`'s statement list.)
 pub(super) async fn enqueue_in(
-    tx: &mut Transaction<'_, Sqlite>,
+    tx: &mut Transaction<'_, Any>,
     group: &GroupName,
     out: Enqueue<'_>,
     agent_message_id: Option<i64>,
 ) -> Result<OutboxId, StoreError> {
-    let done = sqlx::query(ENQUEUE_SQL)
+    let id: Option<i64> = sqlx::query_scalar(ENQUEUE_RETURNING_SQL)
         .bind(group.as_str())
         .bind(now_us())
         .bind(out.kind.as_str())
         .bind(out.text)
         .bind(out.console)
         .bind(agent_message_id)
-        .execute(&mut **tx)
+        .fetch_optional(&mut **tx)
         .await?;
-    if done.rows_affected() == 0 {
-        return Err(StoreError::UnknownGroup(group.to_string()));
-    }
-    Ok(OutboxId(done.last_insert_rowid()))
+    id.map(OutboxId).ok_or_else(|| StoreError::UnknownGroup(group.to_string()))
 }
 
 /// After a group's binding changed: its waiting replies go to the new chat
 /// (from their first part), or to its console when it has no chat any more.
 /// Replies that were waiting for the console stay there: they were never
 /// meant for a chat.
-pub(super) async fn follow_binding(tx: &mut Transaction<'_, Sqlite>, group: &GroupName) -> Result<(), StoreError> {
+pub(super) async fn follow_binding(tx: &mut Transaction<'_, Any>, group: &GroupName) -> Result<(), StoreError> {
     let bound: Option<(String, String, Option<String>)> =
-        sqlx::query_as("SELECT platform, chat, thread FROM chat_bindings WHERE group_name = ?")
+        sqlx::query_as("SELECT platform, chat, thread FROM chat_bindings WHERE group_name = $1")
             .bind(group.as_str())
             .fetch_optional(&mut **tx)
             .await?;
     let (platform, chat, thread) = bound.unwrap_or_else(|| ("console".into(), group.to_string(), None));
     sqlx::query(
-        "UPDATE outbox SET platform = ?1, chat = ?2, thread = ?3, parts_done = 0
-          WHERE group_name = ?4 AND state = 'queued' AND platform != 'console'
-            AND NOT (platform = ?1 AND chat = ?2 AND thread IS ?3)",
+        "UPDATE outbox SET platform = $1, chat = $2, thread = $3, parts_done = 0
+          WHERE group_name = $4 AND state = 'queued' AND platform != 'console'
+            AND NOT (platform = $1 AND chat = $2 AND thread IS NOT DISTINCT FROM $3)",
     )
     .bind(platform)
     .bind(chat)
@@ -215,7 +230,7 @@ impl OutboxLog {
     pub async fn queued_chats(&self, platform: Platform) -> Result<Vec<ChatAddress>, StoreError> {
         let rows: Vec<(String, Option<String>)> = sqlx::query_as(
             "SELECT DISTINCT o.chat, o.thread FROM outbox o JOIN groups g ON g.name = o.group_name
-              WHERE o.state = 'queued' AND o.platform = ?1 AND (g.active OR ?1 = 'console')",
+              WHERE o.state = 'queued' AND o.platform = $1 AND (g.active <> 0 OR $1 = 'console')",
         )
         .bind(platform.as_str())
         .fetch_all(&self.db.pool)
@@ -254,17 +269,19 @@ impl OutboxLog {
                         outbox = id, %e,
                         "a queued reply cannot be read (changed outside pincer?); marked failed, the chat's next one goes on"
                     );
-                    sqlx::query("UPDATE outbox SET state = 'failed', last_error = ? WHERE id = ? AND state = 'queued'")
-                        .bind(format!("unreadable row: {e}"))
-                        .bind(id)
-                        .execute(&self.db.pool)
-                        .await?;
+                    sqlx::query(
+                        "UPDATE outbox SET state = 'failed', last_error = $1 WHERE id = $2 AND state = 'queued'",
+                    )
+                    .bind(format!("unreadable row: {e}"))
+                    .bind(id)
+                    .execute(&self.db.pool)
+                    .await?;
                 }
             }
         }
     }
 
-    async fn oldest_queued(&self, to: &ChatAddress, carrying: Carrying) -> Result<Option<SqliteRow>, StoreError> {
+    async fn oldest_queued(&self, to: &ChatAddress, carrying: Carrying) -> Result<Option<AnyRow>, StoreError> {
         let carrying = match carrying {
             Carrying::Any => "",
             Carrying::Text => "AND o.file_path IS NULL",
@@ -272,8 +289,8 @@ impl OutboxLog {
         };
         let row = sqlx::query(&format!(
             "{SELECT_ROW} JOIN groups g ON g.name = o.group_name
-              WHERE o.state = 'queued' AND o.platform = ?1 AND o.chat = ?2 AND o.thread IS ?3
-                AND (g.active OR ?1 = 'console') {carrying}
+              WHERE o.state = 'queued' AND o.platform = $1 AND o.chat = $2 AND o.thread IS NOT DISTINCT FROM $3
+                AND (g.active <> 0 OR $1 = 'console') {carrying}
               ORDER BY o.id LIMIT 1"
         ))
         .bind(to.platform.as_str())
@@ -286,7 +303,7 @@ impl OutboxLog {
 
     /// Outbox rows after `after` (any chat, any state), oldest first, at most `limit`.
     pub async fn outbox_after(&self, after: OutboxId, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
-        let rows = sqlx::query(&format!("{SELECT_ROW} WHERE o.id > ? ORDER BY o.id LIMIT ?"))
+        let rows = sqlx::query(&format!("{SELECT_ROW} WHERE o.id > $1 ORDER BY o.id LIMIT $2"))
             .bind(after.0)
             .bind(i64::from(limit))
             .fetch_all(&self.db.pool)
@@ -301,7 +318,7 @@ impl OutboxLog {
         after: OutboxId,
         limit: u32,
     ) -> Result<Vec<OutboxRow>, StoreError> {
-        let rows = sqlx::query(&format!("{SELECT_ROW} WHERE o.group_name = ? AND o.id > ? ORDER BY o.id LIMIT ?"))
+        let rows = sqlx::query(&format!("{SELECT_ROW} WHERE o.group_name = $1 AND o.id > $2 ORDER BY o.id LIMIT $3"))
             .bind(group.as_str())
             .bind(after.0)
             .bind(i64::from(limit))
@@ -312,7 +329,8 @@ impl OutboxLog {
 
     /// One outbox row, whatever its state.
     pub async fn outbox_row(&self, id: OutboxId) -> Result<Option<OutboxRow>, StoreError> {
-        let row = sqlx::query(&format!("{SELECT_ROW} WHERE o.id = ?")).bind(id.0).fetch_optional(&self.db.pool).await?;
+        let row =
+            sqlx::query(&format!("{SELECT_ROW} WHERE o.id = $1")).bind(id.0).fetch_optional(&self.db.pool).await?;
         let bad = |source| StoreError::BadRow { table: "outbox", key: id.0.to_string(), source };
         row.map(|row| row_from(&row).map_err(bad)).transpose()
     }
@@ -325,7 +343,7 @@ impl OutboxLog {
 
     /// How many replies wait for the group's chat.
     pub async fn queued_count(&self, group: &GroupName) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE group_name = ? AND state = 'queued'")
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE group_name = $1 AND state = 'queued'")
             .bind(group.as_str())
             .fetch_one(&self.db.pool)
             .await?;
@@ -344,7 +362,7 @@ impl OutboxLog {
 
     /// `parts` of the row's parts are in the chat now.
     pub async fn outbox_parts_done(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
-        let done = sqlx::query(&format!("UPDATE outbox SET parts_done = ?6, last_error = NULL {GUARD}"))
+        let done = sqlx::query(&format!("UPDATE outbox SET parts_done = $6, last_error = NULL {GUARD}"))
             .bind_seen(seen)
             .bind(i64::from(parts))
             .execute(&self.db.pool)
@@ -355,7 +373,7 @@ impl OutboxLog {
     /// The whole row is in the chat.
     pub async fn outbox_delivered(&self, seen: &Seen, parts: u32) -> Result<Marked, StoreError> {
         let done = sqlx::query(&format!(
-            "UPDATE outbox SET state = 'delivered', parts_done = ?6, delivered_at_us = ?7, last_error = NULL {GUARD}"
+            "UPDATE outbox SET state = 'delivered', parts_done = $6, delivered_at_us = $7, last_error = NULL {GUARD}"
         ))
         .bind_seen(seen)
         .bind(i64::from(parts))
@@ -367,7 +385,7 @@ impl OutboxLog {
 
     /// A try failed: counted, with why, and the row stays queued.
     pub async fn outbox_attempt_failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
-        let done = sqlx::query(&format!("UPDATE outbox SET attempts = attempts + 1, last_error = ?6 {GUARD}"))
+        let done = sqlx::query(&format!("UPDATE outbox SET attempts = attempts + 1, last_error = $6 {GUARD}"))
             .bind_seen(seen)
             .bind(why)
             .execute(&self.db.pool)
@@ -387,7 +405,7 @@ impl OutboxLog {
     ) -> Result<Marked, StoreError> {
         let mut tx = self.db.pool.begin().await?;
         let done = sqlx::query(&format!(
-            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ?6 {GUARD}"
+            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = $6 {GUARD}"
         ))
         .bind_seen(seen)
         .bind(why)
@@ -404,7 +422,7 @@ impl OutboxLog {
     /// The platform refused the row for good.
     pub async fn outbox_failed(&self, seen: &Seen, why: &str) -> Result<Marked, StoreError> {
         let done = sqlx::query(&format!(
-            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = ?6 {GUARD}"
+            "UPDATE outbox SET state = 'failed', attempts = attempts + 1, last_error = $6 {GUARD}"
         ))
         .bind_seen(seen)
         .bind(why)
@@ -428,13 +446,13 @@ enum Carrying {
 /// so a worker can never record progress made in one chat against a row that
 /// now waits for another. Binds ?1 to ?5 (see [`BindSeen`]).
 const GUARD: &str =
-    "WHERE id = ?1 AND state = 'queued' AND platform = ?2 AND chat = ?3 AND thread IS ?4 AND parts_done = ?5";
+    "WHERE id = $1 AND state = 'queued' AND platform = $2 AND chat = $3 AND thread IS NOT DISTINCT FROM $4 AND parts_done = $5";
 
 trait BindSeen<'q> {
     fn bind_seen(self, seen: &'q Seen) -> Self;
 }
 
-impl<'q> BindSeen<'q> for sqlx::query::Query<'q, Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+impl<'q> BindSeen<'q> for sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
     fn bind_seen(self, seen: &'q Seen) -> Self {
         self.bind(seen.id.0)
             .bind(seen.to.platform.as_str())
@@ -466,7 +484,7 @@ struct StoredRow {
     file_from: Option<String>,
 }
 
-fn row_from(row: &SqliteRow) -> Result<OutboxRow, sqlx::Error> {
+fn row_from(row: &AnyRow) -> Result<OutboxRow, sqlx::Error> {
     let r = StoredRow::from_row(row)?;
     let group = &r.group_name;
     Ok(OutboxRow {

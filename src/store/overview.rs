@@ -2,10 +2,11 @@
 //! while the daemon runs (WAL lets it), without asking the daemon.
 
 use serde::Serialize;
-use sqlx::sqlite::SqliteRow;
+use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use super::error::StoreError;
+use super::flag::Flag;
 use super::handles::{Channels, Health};
 use crate::domain::budget::Budget;
 use crate::domain::Platform;
@@ -56,23 +57,23 @@ pub struct GroupView {
     pub last_error: Option<(i64, String)>,
 }
 
-/// Every group's line of the overview: activity, queue, spend since `?1`
-/// (today) and `?2` (this month), and its newest error.
+/// Every group's line of the overview: activity, queue, spend since `$1`
+/// (today) and `$2` (this month), and its newest error.
 const GROUPS_SQL: &str = "
 SELECT g.name, g.active, g.inactive_reason,
-       MAX((SELECT MAX(at_us) FROM inbound i WHERE i.group_name = g.name),
-           (SELECT MAX(at_us) FROM results r WHERE r.group_name = g.name)) AS last_us,
+       (SELECT MAX(t) FROM (SELECT MAX(at_us) AS t FROM inbound i WHERE i.group_name = g.name
+                            UNION ALL SELECT MAX(at_us) FROM results r WHERE r.group_name = g.name) AS newest) AS last_us,
        (SELECT COUNT(*) FROM inbound i WHERE i.group_name = g.name
            AND i.state IN ('queued', 'preparing')) AS waiting,
        (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend s WHERE s.group_name = g.name
-           AND s.slot_us >= ?1) AS today,
+           AND s.slot_us >= $1) AS today,
        (SELECT COALESCE(SUM(cost_usd), 0.0) FROM spend s WHERE s.group_name = g.name
-           AND s.slot_us >= ?2) AS month,
-       (SELECT COALESCE(SUM(turns), 0) FROM spend s WHERE s.group_name = g.name
-           AND s.slot_us >= ?1) AS turns,
-       (SELECT at_us FROM results r WHERE r.group_name = g.name AND r.is_error
+           AND s.slot_us >= $2) AS month,
+       (SELECT CAST(COALESCE(SUM(turns), 0) AS BIGINT) FROM spend s WHERE s.group_name = g.name
+           AND s.slot_us >= $1) AS turns,
+       (SELECT at_us FROM results r WHERE r.group_name = g.name AND r.is_error <> 0
            ORDER BY r.at_us DESC LIMIT 1) AS error_us,
-       (SELECT text FROM results r WHERE r.group_name = g.name AND r.is_error
+       (SELECT text FROM results r WHERE r.group_name = g.name AND r.is_error <> 0
            ORDER BY r.at_us DESC LIMIT 1) AS error_text
   FROM groups g ORDER BY g.name";
 
@@ -80,10 +81,7 @@ impl Health {
     /// The overview now; `day_start_us` and `month_start_us` are where today
     /// and this month begin (in the operator's time zone, as unix µs).
     pub async fn overview(&self, now_us: i64, day_start_us: i64, month_start_us: i64) -> Result<Overview, StoreError> {
-        let pages: i64 =
-            sqlx::query_scalar("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()")
-                .fetch_one(&self.db.pool)
-                .await?;
+        let db_bytes = self.db.bytes().await?;
         let platforms = self.platforms().await?;
         let waiting_messages: i64 =
             sqlx::query_scalar("SELECT COUNT(*) FROM inbound WHERE state IN ('queued', 'preparing')")
@@ -100,7 +98,7 @@ impl Health {
             })
             .collect();
         let groups = self.group_views(day_start_us, month_start_us).await?;
-        Ok(Overview { db_bytes: u64::try_from(pages).unwrap_or(0), platforms, waiting_messages, outbox, groups })
+        Ok(Overview { db_bytes, platforms, waiting_messages, outbox, groups })
     }
 
     /// The platforms that ever told their health.
@@ -128,12 +126,12 @@ impl Health {
 }
 
 /// One row of [`GROUPS_SQL`] as the status page shows it.
-fn group_view(r: &SqliteRow) -> Result<GroupView, sqlx::Error> {
+fn group_view(r: &AnyRow) -> Result<GroupView, sqlx::Error> {
     let error_us: Option<i64> = r.try_get("error_us")?;
     let error_text: Option<String> = r.try_get("error_text")?;
     Ok(GroupView {
         name: r.try_get("name")?,
-        active: r.try_get("active")?,
+        active: r.try_get::<Flag, _>("active")?.0,
         inactive_reason: r.try_get("inactive_reason")?,
         last_activity: r.try_get::<Option<i64>, _>("last_us")?.map(|us| us / 1_000_000),
         waiting_messages: r.try_get("waiting")?,

@@ -4,9 +4,10 @@
 //! `queued` (or `observed`, for context) with their prepared media and
 //! images in one transaction.
 
-use sqlx::{FromRow, Row, SqliteConnection};
+use sqlx::{AnyConnection, FromRow, Row};
 
 use super::error::StoreError;
+use super::flag::Flag;
 use super::handles::{Preparing, Queue};
 use super::inbound::{insert_images, insert_inbound_row, media_json, InboundState};
 use super::rows::{self, InboundRow};
@@ -74,7 +75,7 @@ impl Preparing {
     /// coming later is a message of its own).
     pub async fn take_preparing(&self, id: InboundId) -> Result<Option<ToPrepare>, StoreError> {
         let row = sqlx::query(
-            "UPDATE inbound SET album = NULL WHERE id = ? AND state = 'preparing'
+            "UPDATE inbound SET album = NULL WHERE id = $1 AND state = 'preparing'
              RETURNING id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id, media,
                        album, prepared_as",
         )
@@ -98,7 +99,7 @@ impl Preparing {
     ) -> Result<bool, StoreError> {
         let mut tx = self.db.pool.begin().await?;
         let done = sqlx::query(
-            "UPDATE inbound SET state = COALESCE(prepared_as, 'queued'), media = ? WHERE id = ? AND state = 'preparing'",
+            "UPDATE inbound SET state = COALESCE(prepared_as, 'queued'), media = $1 WHERE id = $2 AND state = 'preparing'",
         )
             .bind(media_json(media))
             .bind(id.0)
@@ -108,7 +109,7 @@ impl Preparing {
             return Ok(false);
         }
         // A preparation cut short by a restart may have left none, or some.
-        sqlx::query("DELETE FROM inbound_images WHERE inbound_id = ?").bind(id.0).execute(&mut *tx).await?;
+        sqlx::query("DELETE FROM inbound_images WHERE inbound_id = $1").bind(id.0).execute(&mut *tx).await?;
         insert_images(&mut tx, id, images).await?;
         tx.commit().await?;
         Ok(true)
@@ -118,7 +119,7 @@ impl Preparing {
     /// (still being prepared, or queued).
     pub async fn not_taken(&self, group: &GroupName) -> Result<u64, StoreError> {
         let n: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM inbound WHERE group_name = ? AND state IN ('preparing', 'queued')",
+            "SELECT COUNT(*) FROM inbound WHERE group_name = $1 AND state IN ('preparing', 'queued')",
         )
         .bind(group.as_str())
         .fetch_one(&self.db.pool)
@@ -132,9 +133,9 @@ impl Preparing {
         // A message held back behind a context message is one queued, or
         // one being prepared that is not context itself (each partial index
         // answers one half).
-        let rows: Vec<(i64, String, bool, bool)> = sqlx::query_as(
+        let rows: Vec<(i64, String, Flag, Flag)> = sqlx::query_as(
             "SELECT id, group_name, album IS NOT NULL,
-                    prepared_as IS 'observed'
+                    prepared_as IS NOT DISTINCT FROM 'observed'
                     AND NOT EXISTS (SELECT 1 FROM inbound q WHERE q.group_name = p.group_name
                                        AND q.state = 'queued' AND q.id > p.id)
                     AND NOT EXISTS (SELECT 1 FROM inbound q WHERE q.group_name = p.group_name
@@ -146,7 +147,7 @@ impl Preparing {
         let mut found = Vec::with_capacity(rows.len());
         for (id, group, album, context) in rows {
             match group.parse::<GroupName>() {
-                Ok(group) => found.push(Waiting { id: InboundId(id), group, album, context }),
+                Ok(group) => found.push(Waiting { id: InboundId(id), group, album: album.0, context: context.0 }),
                 Err(e) => {
                     tracing::error!(id, %group, %e, "a message being prepared names no group; marking it failed");
                     Queue::new(self.db.clone()).set_inbound_state(&[InboundId(id)], InboundState::Failed).await?;
@@ -159,14 +160,12 @@ impl Preparing {
 
 /// Writes `msg` as a part `preparing` (its own row; context once prepared
 /// when `observed`); a second copy is [`StoreError::Duplicate`].
-async fn insert_part(conn: &mut SqliteConnection, msg: &Inbound, observed: bool) -> Result<InboundId, StoreError> {
-    let done = insert_inbound_row(conn, msg, InboundState::Preparing).await?;
-    if done.rows_affected() == 0 {
+async fn insert_part(conn: &mut AnyConnection, msg: &Inbound, observed: bool) -> Result<InboundId, StoreError> {
+    let Some(part) = insert_inbound_row(conn, msg, InboundState::Preparing).await? else {
         return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
-    }
-    let part = InboundId(done.last_insert_rowid());
+    };
     if observed {
-        sqlx::query("UPDATE inbound SET prepared_as = 'observed' WHERE id = ?")
+        sqlx::query("UPDATE inbound SET prepared_as = 'observed' WHERE id = $1")
             .bind(part.0)
             .execute(&mut *conn)
             .await?;
@@ -178,7 +177,7 @@ async fn insert_part(conn: &mut SqliteConnection, msg: &Inbound, observed: bool)
 /// is one with room for its media: the part is then `merged`, and the id it
 /// went into comes back. `None` leaves the part a message of its own.
 async fn merge_into_album(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     msg: &Inbound,
     album: &str,
     part: InboundId,
@@ -186,7 +185,7 @@ async fn merge_into_album(
 ) -> Result<Option<InboundId>, StoreError> {
     let first = sqlx::query(
         "SELECT id, text, media FROM inbound
-          WHERE group_name = ? AND album = ? AND state = 'preparing' AND id < ? ORDER BY id LIMIT 1",
+          WHERE group_name = $1 AND album = $2 AND state = 'preparing' AND id < $3 ORDER BY id LIMIT 1",
     )
     .bind(msg.group.as_str())
     .bind(album)
@@ -212,14 +211,16 @@ async fn merge_into_album(
     }
     // A part that engages makes the album engage (the caption that
     // names the agent may be on any photo).
-    sqlx::query("UPDATE inbound SET text = ?, media = ?, prepared_as = CASE WHEN ? THEN prepared_as END WHERE id = ?")
-        .bind(&text)
-        .bind(media_json(&media))
-        .bind(observed)
-        .bind(into.0)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query("UPDATE inbound SET state = 'merged' WHERE id = ?").bind(part.0).execute(&mut *conn).await?;
+    sqlx::query(
+        "UPDATE inbound SET text = $1, media = $2, prepared_as = CASE WHEN $3 THEN prepared_as END WHERE id = $4",
+    )
+    .bind(&text)
+    .bind(media_json(&media))
+    .bind(observed)
+    .bind(into.0)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query("UPDATE inbound SET state = 'merged' WHERE id = $1").bind(part.0).execute(&mut *conn).await?;
     Ok(Some(into))
 }
 
@@ -228,7 +229,7 @@ mod tests {
     use super::*;
     use crate::domain::media::{MediaKind, Outcome};
     use crate::domain::Source;
-    use crate::store::tests::store_with;
+    use crate::store::tests::{on_both, store_with};
     use crate::store::Store;
 
     fn photo(group: &GroupName, text: &str, album: Option<&str>, fetch: &str) -> Inbound {
@@ -238,7 +239,7 @@ mod tests {
         msg
     }
 
-    #[tokio::test]
+    on_both! {
     async fn an_albums_parts_join_its_first_until_the_preparer_takes_it() {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
@@ -261,8 +262,9 @@ mod tests {
         let late = store.preparing().insert_preparing(&photo(&group, "", Some("a1"), "f4"), false).await.unwrap();
         assert!(matches!(late, Stored::Preparing(_)), "a part after the take is a message of its own");
     }
+    }
 
-    #[tokio::test]
+    on_both! {
     async fn an_observed_photo_becomes_context_once_prepared_unless_a_part_of_its_album_engages() {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
@@ -274,7 +276,7 @@ mod tests {
         let taken = store.preparing().take_preparing(seen).await.unwrap().unwrap();
         assert!(taken.observed);
         assert!(store.preparing().finish_preparing(seen, &taken.msg.media, &[]).await.unwrap());
-        let state: String = sqlx::query_scalar("SELECT state FROM inbound WHERE id = ?")
+        let state: String = sqlx::query_scalar("SELECT state FROM inbound WHERE id = $1")
             .bind(seen.0)
             .fetch_one(&store.db.pool)
             .await
@@ -294,8 +296,9 @@ mod tests {
         assert!(!album.observed, "the album engages");
         assert_eq!(album.msg.media.len(), 3);
     }
+    }
 
-    #[tokio::test]
+    on_both! {
     async fn a_context_photo_waits_as_context_until_a_message_for_the_agent_waits_behind_it() {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
@@ -322,8 +325,9 @@ mod tests {
         store.queue().set_inbound_state(&[asked], InboundState::Sent).await.unwrap();
         assert_eq!(context(store.clone()).await, [(seen, true)], "nothing waits behind it any more");
     }
+    }
 
-    #[tokio::test]
+    on_both! {
     async fn a_prepared_message_is_queued_with_its_images_and_holds_back_the_queue_until_then() {
         let group: GroupName = "family".parse().unwrap();
         let (_dir, store) = store_with(&group).await;
@@ -358,5 +362,6 @@ mod tests {
         assert_eq!(pulled[0].images, [image]);
         assert_eq!(pulled[0].msg.media, msg.media);
         assert!(store.preparing().all_preparing().await.unwrap().is_empty());
+    }
     }
 }

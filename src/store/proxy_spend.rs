@@ -26,14 +26,14 @@ impl Budgets {
         sqlx::query(
             "INSERT INTO proxy_spend (group_name, bucket_us, calls, input_tokens, output_tokens, cache_read_tokens,
                                       cache_creation_tokens, cost_usd)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT (group_name, bucket_us) DO UPDATE SET
-                calls = calls + excluded.calls,
-                input_tokens = input_tokens + excluded.input_tokens,
-                output_tokens = output_tokens + excluded.output_tokens,
-                cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens,
-                cache_creation_tokens = cache_creation_tokens + excluded.cache_creation_tokens,
-                cost_usd = cost_usd + excluded.cost_usd",
+                calls = proxy_spend.calls + excluded.calls,
+                input_tokens = proxy_spend.input_tokens + excluded.input_tokens,
+                output_tokens = proxy_spend.output_tokens + excluded.output_tokens,
+                cache_read_tokens = proxy_spend.cache_read_tokens + excluded.cache_read_tokens,
+                cache_creation_tokens = proxy_spend.cache_creation_tokens + excluded.cache_creation_tokens,
+                cost_usd = proxy_spend.cost_usd + excluded.cost_usd",
         )
         .bind(group)
         .bind(bucket_us)
@@ -51,9 +51,9 @@ impl Budgets {
     /// What passed the proxy for `group` in the current day and month.
     pub async fn proxy_spent(&self, group: &GroupName, periods: &Periods) -> Result<Proxied, StoreError> {
         let (today, month): (f64, f64) = sqlx::query_as(
-            "SELECT COALESCE(SUM(CASE WHEN bucket_us >= ?2 THEN cost_usd END), 0.0),
-                    COALESCE(SUM(CASE WHEN bucket_us >= ?3 THEN cost_usd END), 0.0)
-               FROM proxy_spend WHERE group_name = ?1 AND bucket_us >= ?4",
+            "SELECT COALESCE(SUM(CASE WHEN bucket_us >= $2 THEN cost_usd END), 0.0),
+                    COALESCE(SUM(CASE WHEN bucket_us >= $3 THEN cost_usd END), 0.0)
+               FROM proxy_spend WHERE group_name = $1 AND bucket_us >= $4",
         )
         .bind(group.as_str())
         .bind(periods.day_start_us)

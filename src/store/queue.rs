@@ -8,12 +8,13 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use sqlx::sqlite::SqliteRow;
+use sqlx::any::AnyRow;
 use sqlx::{FromRow, Row};
 
 use super::error::{readable, StoreError};
+use super::flag::Flag;
 use super::handles::Queue;
-use super::inbound::{insert_inbound_row, settle_list, InboundState, SETTLE_SQL};
+use super::inbound::{insert_inbound_row, settle_list, settle_sql, InboundState};
 use super::rows::{self, InboundRow};
 use crate::domain::media::{Attachment, ModelImage, Outcome};
 use crate::domain::{from_unix_us, ChatLine, GroupName, Inbound, InboundId};
@@ -51,11 +52,8 @@ impl Queue {
     /// `Observed`. A second copy of a message with the same platform id
     /// (`external_id`) is refused with [`StoreError::Duplicate`].
     pub async fn insert_inbound(&self, msg: &Inbound, state: InboundState) -> Result<InboundId, StoreError> {
-        let done = insert_inbound_row(&mut *self.db.hot.lock().await?, msg, state).await?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()));
-        }
-        Ok(InboundId(done.last_insert_rowid()))
+        let id = insert_inbound_row(&mut *self.db.hot.lock().await?, msg, state).await?;
+        id.ok_or_else(|| StoreError::Duplicate(msg.external_id.clone().unwrap_or_default()))
     }
 
     /// Takes the group's observed messages from before `before` (the message
@@ -70,7 +68,7 @@ impl Queue {
         // One statement, so reading and marking are atomic without a deferred
         // transaction (which WAL refuses to upgrade once another writer committed).
         let mut rows = sqlx::query(
-            "UPDATE inbound SET state = 'included' WHERE group_name = ? AND state = 'observed' AND id < ?
+            "UPDATE inbound SET state = 'included' WHERE group_name = $1 AND state = 'observed' AND id < $2
              RETURNING id, sender, sent_at_us, reply_to, text, sender_id, media",
         )
         .bind(group.as_str())
@@ -79,7 +77,7 @@ impl Queue {
         .await?;
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
         // (`id` is the rowid, always an integer.)
-        let id = |r: &SqliteRow| r.try_get::<i64, _>("id").unwrap_or_default();
+        let id = |r: &AnyRow| r.try_get::<i64, _>("id").unwrap_or_default();
         rows.sort_by_key(|r| std::cmp::Reverse(id(r)));
         let omitted = rows.len().saturating_sub(limit);
         let newest = rows.get(..limit.min(rows.len())).unwrap_or_default();
@@ -93,7 +91,7 @@ impl Queue {
         if ids.is_empty() {
             return Ok(());
         }
-        sqlx::query(SETTLE_SQL)
+        sqlx::query(settle_sql(self.db.dialect))
             .bind(settle_list(ids.iter().map(|id| (*id, state))))
             .execute(&mut *self.db.hot.lock().await?)
             .await?;
@@ -114,10 +112,10 @@ impl Queue {
             "SELECT id, group_name, source, sender, sender_id, text, sent_at_us, reply_to, at_us, external_id, media, album,
                     EXISTS (SELECT 1 FROM inbound o WHERE o.group_name = q.group_name
                                 AND o.state = 'observed' AND o.id < q.id) AS has_context
-               FROM inbound q WHERE group_name = ?1 AND state = 'queued' AND id > ?2
-                AND id < COALESCE((SELECT MIN(id) FROM inbound p WHERE p.group_name = ?1 AND p.state = 'preparing'),
+               FROM inbound q WHERE group_name = $1 AND state = 'queued' AND id > $2
+                AND id < COALESCE((SELECT MIN(id) FROM inbound p WHERE p.group_name = $1 AND p.state = 'preparing'),
                                   9223372036854775807)
-              ORDER BY id LIMIT ?3",
+              ORDER BY id LIMIT $3",
         )
         .bind(group.as_str())
         .bind(after.0)
@@ -129,9 +127,12 @@ impl Queue {
         for row in &rows {
             let id = InboundId(row.try_get::<i64, _>("id")?);
             match read_queued(row) {
-                Ok(msg) => {
-                    pulled.push(Pulled { id, msg, has_context: row.try_get("has_context")?, images: Vec::new() })
-                }
+                Ok(msg) => pulled.push(Pulled {
+                    id,
+                    msg,
+                    has_context: row.try_get::<Flag, _>("has_context")?.0,
+                    images: Vec::new(),
+                }),
                 Err(e) => {
                     tracing::error!(
                         %group, id = id.0, %e,
@@ -154,7 +155,7 @@ impl Queue {
     /// The images stored to show the model with message `id`, in order.
     pub async fn inbound_images(&self, id: InboundId) -> Result<Vec<ModelImage>, StoreError> {
         let rows: Vec<(String, Vec<u8>)> =
-            sqlx::query_as("SELECT media_type, data FROM inbound_images WHERE inbound_id = ? ORDER BY seq")
+            sqlx::query_as("SELECT media_type, data FROM inbound_images WHERE inbound_id = $1 ORDER BY seq")
                 .bind(id.0)
                 .fetch_all(&mut *self.db.hot.lock().await?)
                 .await?;
@@ -207,7 +208,7 @@ impl Queue {
     /// whether it was. A scheduled prompt whose run gave up waiting is
     /// withdrawn so that its retry is not answered beside it.
     pub async fn withdraw_queued(&self, id: InboundId) -> Result<bool, StoreError> {
-        let done = sqlx::query("UPDATE inbound SET state = 'failed' WHERE id = ? AND state = 'queued'")
+        let done = sqlx::query("UPDATE inbound SET state = 'failed' WHERE id = $1 AND state = 'queued'")
             .bind(id.0)
             .execute(&self.db.pool)
             .await?;
@@ -217,7 +218,7 @@ impl Queue {
     /// Gives up on every queued message of `group` (a group that cannot be
     /// served: deleted by hand, or its row unreadable). Returns how many.
     pub async fn fail_queued(&self, group: &str) -> Result<u64, StoreError> {
-        let done = sqlx::query("UPDATE inbound SET state = 'failed' WHERE group_name = ? AND state = 'queued'")
+        let done = sqlx::query("UPDATE inbound SET state = 'failed' WHERE group_name = $1 AND state = 'queued'")
             .bind(group)
             .execute(&self.db.pool)
             .await?;
@@ -231,7 +232,7 @@ impl Queue {
     pub async fn requeue_sent(&self, group: &GroupName) -> Result<u64, StoreError> {
         let done = sqlx::query(
             "UPDATE inbound SET state = 'queued'
-              WHERE group_name = ? AND state = 'sent' AND source <> 'scheduled'",
+              WHERE group_name = $1 AND state = 'sent' AND source <> 'scheduled'",
         )
         .bind(group.as_str())
         .execute(&self.db.pool)
@@ -244,7 +245,7 @@ impl Queue {
 /// failed the first time gets a new try: its failed attachments wait again
 /// and it goes back to `preparing` (the rest keep what they came to; the
 /// preparer starts once the platforms registered their fetchers).
-async fn retry_failed_downloads(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) -> Result<(), StoreError> {
+async fn retry_failed_downloads(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<(), StoreError> {
     let rows = sqlx::query("SELECT id, media FROM inbound WHERE state = 'sent' AND media IS NOT NULL")
         .fetch_all(&mut **tx)
         .await?;
@@ -258,7 +259,7 @@ async fn retry_failed_downloads(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) ->
             again = true;
         }
         if again {
-            sqlx::query("UPDATE inbound SET state = 'preparing', media = ? WHERE id = ?")
+            sqlx::query("UPDATE inbound SET state = 'preparing', media = $1 WHERE id = $2")
                 .bind(super::inbound::media_json(&media))
                 .bind(row.try_get::<i64, _>("id")?)
                 .execute(&mut **tx)
@@ -273,7 +274,7 @@ fn shown(a: &Attachment) -> bool {
     matches!(a.outcome, Outcome::Saved { shown: true, .. })
 }
 
-fn read_queued(row: &SqliteRow) -> Result<Inbound, sqlx::Error> {
+fn read_queued(row: &AnyRow) -> Result<Inbound, sqlx::Error> {
     let row = InboundRow::from_row(row)?;
     let stored = from_unix_us(row.at_us);
     let (_, mut msg) = row.message()?;

@@ -28,6 +28,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::clock::now_us;
+use super::db::{Dialect, Location};
 use super::error::StoreError;
 use super::handles::Retention;
 
@@ -67,19 +68,22 @@ pub enum SpaceMode {
     /// Made before pincer turned auto-vacuum on: freed pages are reused by
     /// later writes, but the file does not shrink until it is switched.
     Reused,
+    /// PostgreSQL: the server's autovacuum reclaims what retention frees.
+    Server,
 }
 
 impl SpaceMode {
-    /// What `pincer doctor` and the log say about the database at `path`.
-    pub fn describe(self, path: &std::path::Path) -> String {
+    /// What `pincer doctor` and the log say about the database at `location`.
+    pub fn describe(self, location: &Location) -> String {
         match self {
             SpaceMode::GivenBack => "space freed by retention is given back to the file system".to_owned(),
+            SpaceMode::Server => "space freed by retention is reclaimed by PostgreSQL's autovacuum".to_owned(),
             SpaceMode::Reused => format!(
                 "made before incremental auto-vacuum: space freed by retention is reused, but the file does not \
                  shrink. To shrink it, stop pincer and run `sqlite3 \"{}\" 'PRAGMA auto_vacuum = INCREMENTAL; \
                  VACUUM'` once (it rewrites the file: it needs that much free disk and takes a while on a slow \
                  one); pincer never does it while it runs, as every message would wait for it",
-                path.display()
+                location
             ),
         }
     }
@@ -110,7 +114,7 @@ struct Rule {
 const SENT_OUTBOX: Rule = Rule {
     table: "outbox",
     statement: "DELETE FROM outbox WHERE rowid IN
-                  (SELECT rowid FROM outbox WHERE state IN ('delivered', 'failed') AND at_us < ?1 LIMIT ?2)",
+                  (SELECT rowid FROM outbox WHERE state IN ('delivered', 'failed') AND at_us < $1 LIMIT $2)",
 };
 
 /// The images shown with messages no longer waiting.
@@ -118,41 +122,41 @@ const SHOWN_IMAGES: Rule = Rule {
     table: "inbound_images",
     statement: "DELETE FROM inbound_images WHERE rowid IN
                   (SELECT m.rowid FROM inbound_images m JOIN inbound i ON i.id = m.inbound_id
-                    WHERE i.at_us < ?1 AND i.state NOT IN ('queued', 'sent', 'preparing') LIMIT ?2)",
+                    WHERE i.at_us < $1 AND i.state NOT IN ('queued', 'sent', 'preparing') LIMIT $2)",
 };
 
 /// Operational rows, after `days`.
 const OPERATIONAL: &[Rule] = &[
     Rule {
         table: "task_frames",
-        statement: "DELETE FROM task_frames WHERE rowid IN (SELECT rowid FROM task_frames WHERE at_us < ?1 LIMIT ?2)",
+        statement: "DELETE FROM task_frames WHERE rowid IN (SELECT rowid FROM task_frames WHERE at_us < $1 LIMIT $2)",
     },
     Rule {
         table: "permission_decisions",
         statement: "DELETE FROM permission_decisions WHERE rowid IN
-                      (SELECT rowid FROM permission_decisions WHERE at_us < ?1 LIMIT ?2)",
+                      (SELECT rowid FROM permission_decisions WHERE at_us < $1 LIMIT $2)",
     },
     Rule {
         table: "session_events",
         statement: "DELETE FROM session_events WHERE rowid IN
-                      (SELECT rowid FROM session_events WHERE at_us < ?1 LIMIT ?2)",
+                      (SELECT rowid FROM session_events WHERE at_us < $1 LIMIT $2)",
     },
     Rule {
         table: "egress_decisions",
         statement: "DELETE FROM egress_decisions WHERE rowid IN
-                      (SELECT rowid FROM egress_decisions WHERE closed_at_us < ?1 LIMIT ?2)",
+                      (SELECT rowid FROM egress_decisions WHERE closed_at_us < $1 LIMIT $2)",
     },
     SENT_OUTBOX,
     Rule {
         table: "schedule_runs",
         statement: "DELETE FROM schedule_runs WHERE rowid IN
-                      (SELECT rowid FROM schedule_runs WHERE outcome <> 'running' AND started_us < ?1 LIMIT ?2)",
+                      (SELECT rowid FROM schedule_runs WHERE outcome <> 'running' AND started_us < $1 LIMIT $2)",
     },
     SHOWN_IMAGES,
     Rule {
         table: "results.raw",
         statement: "UPDATE results SET raw = '' WHERE rowid IN
-                      (SELECT rowid FROM results WHERE at_us < ?1 AND raw <> '' LIMIT ?2)",
+                      (SELECT rowid FROM results WHERE at_us < $1 AND raw <> '' LIMIT $2)",
     },
 ];
 
@@ -160,7 +164,7 @@ const OPERATIONAL: &[Rule] = &[
 /// [`SPEND_KEPT`] ([`spend_cutoff`]).
 const SPEND: &[Rule] = &[Rule {
     table: "spend",
-    statement: "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE slot_us < ?1 LIMIT ?2)",
+    statement: "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE slot_us < $1 LIMIT $2)",
 }];
 
 /// The history people read, after `history_days` (rows that refer to a
@@ -170,29 +174,39 @@ const HISTORY: &[Rule] = &[
     Rule {
         table: "results",
         statement: "DELETE FROM results WHERE rowid IN
-                      (SELECT r.rowid FROM results r WHERE r.at_us < ?1
-                          AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.result_id = r.id) LIMIT ?2)",
+                      (SELECT r.rowid FROM results r WHERE r.at_us < $1
+                          AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.result_id = r.id) LIMIT $2)",
     },
     Rule {
         table: "agent_messages",
         statement: "DELETE FROM agent_messages WHERE rowid IN
-                      (SELECT a.rowid FROM agent_messages a WHERE a.at_us < ?1
-                          AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.agent_message_id = a.id) LIMIT ?2)",
+                      (SELECT a.rowid FROM agent_messages a WHERE a.at_us < $1
+                          AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.agent_message_id = a.id) LIMIT $2)",
     },
     SHOWN_IMAGES,
     Rule {
         table: "inbound",
         statement: "DELETE FROM inbound WHERE rowid IN
-                      (SELECT i.rowid FROM inbound i WHERE i.at_us < ?1
+                      (SELECT i.rowid FROM inbound i WHERE i.at_us < $1
                           AND i.state NOT IN ('queued', 'sent', 'preparing', 'observed')
-                          AND NOT EXISTS (SELECT 1 FROM inbound_images m WHERE m.inbound_id = i.id) LIMIT ?2)",
+                          AND NOT EXISTS (SELECT 1 FROM inbound_images m WHERE m.inbound_id = i.id) LIMIT $2)",
     },
 ];
 
+impl Rule {
+    /// The statement as `dialect` names a row: PostgreSQL's `ctid` for SQLite's `rowid`.
+    fn statement_in(&self, dialect: Dialect) -> std::borrow::Cow<'static, str> {
+        match dialect {
+            Dialect::Sqlite => self.statement.into(),
+            Dialect::Postgres => self.statement.replace("rowid", "ctid").into(),
+        }
+    }
+}
+
 impl Retention {
-    /// The database file, to name it to operators.
-    pub fn path(&self) -> &std::path::Path {
-        &self.db.path
+    /// Where the database is, to name it to operators.
+    pub fn location(&self) -> &Location {
+        &self.db.location
     }
 
     /// One retention pass: operational rows before `cutoff_us` (spend rows
@@ -211,10 +225,11 @@ impl Retention {
         for (rules, cutoff) in passes {
             let Some(cutoff) = cutoff else { continue };
             for rule in rules {
+                let statement = rule.statement_in(self.db.dialect);
                 let mut rows = 0;
                 loop {
                     let started = std::time::Instant::now();
-                    let done = sqlx::query(rule.statement).bind(cutoff).bind(BATCH).execute(&self.db.pool).await?;
+                    let done = sqlx::query(&statement).bind(cutoff).bind(BATCH).execute(&self.db.pool).await?;
                     pruned.longest_batch = pruned.longest_batch.max(started.elapsed());
                     pruned.batches += 1;
                     rows += done.rows_affected();
@@ -236,7 +251,7 @@ impl Retention {
     /// chunk per statement), when the database has incremental auto-vacuum.
     async fn give_back_space(&self, pause: Duration, pruned: &mut Pruned) -> Result<(), StoreError> {
         pruned.space = self.space_mode().await?;
-        if pruned.space == SpaceMode::Reused {
+        if pruned.space != SpaceMode::GivenBack {
             return Ok(());
         }
         let before = self.database_bytes().await?;
@@ -256,19 +271,19 @@ impl Retention {
 
     /// Whether the database gives freed pages back ([`SpaceMode`]).
     pub async fn space_mode(&self) -> Result<SpaceMode, StoreError> {
+        if self.db.dialect == Dialect::Postgres {
+            return Ok(SpaceMode::Server);
+        }
         let mode: i64 = sqlx::query_scalar("PRAGMA auto_vacuum").fetch_one(&self.db.pool).await?;
         // 0 is NONE; 2 (INCREMENTAL) is pincer's, and 1 (FULL, set by hand)
         // gives pages back at each commit, leaving no free page to hand back.
         Ok(if mode == 0 { SpaceMode::Reused } else { SpaceMode::GivenBack })
     }
 
-    /// The database file's size as SQLite counts it (pages × page size).
+    /// The database's size: the file as SQLite counts it (pages × page
+    /// size), or what PostgreSQL counts for the database.
     pub async fn database_bytes(&self) -> Result<u64, StoreError> {
-        let bytes: i64 =
-            sqlx::query_scalar("SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()")
-                .fetch_one(&self.db.pool)
-                .await?;
-        Ok(u64::try_from(bytes).unwrap_or(0))
+        self.db.bytes().await
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::UNIX_EPOCH;
 use sqlx::FromRow;
 
 use super::error::bad_row;
+use super::flag::Flag;
 use crate::domain::from_unix_us;
 use crate::domain::media::Attachment;
 use crate::domain::{ChatLine, GroupName, Inbound, InboundId, PermissionDecision, Source};
@@ -87,6 +88,7 @@ pub(super) struct DecisionRow {
     tool_name: String,
     tool_use_id: Option<String>,
     input: String,
+    #[sqlx(try_from = "Flag")]
     allowed: bool,
     message: Option<String>,
     decided_by: String,

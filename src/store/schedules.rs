@@ -1,7 +1,7 @@
 //! Scheduled prompts and their run log.
 
 use chrono::{DateTime, Utc};
-use sqlx::sqlite::SqliteRow;
+use sqlx::any::AnyRow;
 use sqlx::FromRow;
 
 use super::clock::now_us;
@@ -66,10 +66,11 @@ impl Schedules {
         max_active: usize,
     ) -> Result<Option<Schedule>, StoreError> {
         Groups::new(self.db.clone()).group(s.group.as_str()).await?;
-        let done = sqlx::query(
+        let id: Option<i64> = sqlx::query_scalar(
             "INSERT INTO schedules (group_name, created_at_us, prompt, kind, value, tz, context_mode, status, next_run_us)
-             SELECT ?, ?, ?, ?, ?, ?, ?, 'active', ?
-             WHERE (SELECT COUNT(*) FROM schedules WHERE group_name = ? AND status = 'active') < ?",
+             SELECT $1, $2, $3, $4, $5, $6, $7, 'active', $8
+             WHERE (SELECT COUNT(*) FROM schedules WHERE group_name = $9 AND status = 'active') < $10
+             RETURNING id",
         )
         .bind(s.group.as_str())
         .bind(now_us())
@@ -81,17 +82,17 @@ impl Schedules {
         .bind(next_run.map(us))
         .bind(s.group.as_str())
         .bind(i64::try_from(max_active).unwrap_or(i64::MAX))
-        .execute(&self.db.pool)
+        .fetch_optional(&self.db.pool)
         .await?;
-        if done.rows_affected() == 0 {
-            return Ok(None);
+        match id {
+            Some(id) => self.schedule(ScheduleId(id)).await.map(Some),
+            None => Ok(None),
         }
-        self.schedule(ScheduleId(done.last_insert_rowid())).await.map(Some)
     }
 
     /// How many active schedules `group` has.
     pub async fn active_schedule_count(&self, group: &GroupName) -> Result<usize, StoreError> {
-        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM schedules WHERE group_name = ? AND status = 'active'")
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM schedules WHERE group_name = $1 AND status = 'active'")
             .bind(group.as_str())
             .fetch_one(&self.db.pool)
             .await?;
@@ -108,9 +109,9 @@ impl Schedules {
         max_active: usize,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE schedules SET status = 'active', next_run_us = ? WHERE id = ? AND status = 'paused'
+            "UPDATE schedules SET status = 'active', next_run_us = $1 WHERE id = $2 AND status = 'paused'
              AND (SELECT COUNT(*) FROM schedules AS o
-                  WHERE o.group_name = schedules.group_name AND o.status = 'active') < ?",
+                  WHERE o.group_name = schedules.group_name AND o.status = 'active') < $3",
         )
         .bind(next_run.map(us))
         .bind(id.0)
@@ -122,7 +123,7 @@ impl Schedules {
 
     pub async fn schedule(&self, id: ScheduleId) -> Result<Schedule, StoreError> {
         let row =
-            sqlx::query(&format!("{SELECT_SCHEDULE} WHERE id = ?")).bind(id.0).fetch_optional(&self.db.pool).await?;
+            sqlx::query(&format!("{SELECT_SCHEDULE} WHERE id = $1")).bind(id.0).fetch_optional(&self.db.pool).await?;
         let row = row.ok_or(StoreError::UnknownSchedule(id.0))?;
         schedule_from_row(&row).map_err(|source| StoreError::BadRow {
             table: "schedules",
@@ -134,7 +135,7 @@ impl Schedules {
     /// The schedules of one group, or of all groups; cancelled ones left out.
     pub async fn schedules(&self, group: Option<&GroupName>) -> Result<Vec<Schedule>, StoreError> {
         let rows = sqlx::query(&format!(
-            "{SELECT_SCHEDULE} WHERE status != 'cancelled' AND (? IS NULL OR group_name = ?) ORDER BY id"
+            "{SELECT_SCHEDULE} WHERE status != 'cancelled' AND ($1 IS NULL OR group_name = $2) ORDER BY id"
         ))
         .bind(group.map(GroupName::as_str))
         .bind(group.map(GroupName::as_str))
@@ -156,7 +157,7 @@ impl Schedules {
     pub async fn pause_schedule(&self, id: ScheduleId) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE schedules SET status = 'paused', next_run_us = NULL
-             WHERE id = ? AND status IN ('active', 'paused')",
+             WHERE id = $1 AND status IN ('active', 'paused')",
         )
         .bind(id.0)
         .execute(&self.db.pool)
@@ -168,7 +169,7 @@ impl Schedules {
     pub async fn cancel_schedule(&self, id: ScheduleId) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE schedules SET status = 'cancelled', next_run_us = NULL
-             WHERE id = ? AND status IN ('active', 'paused', 'completed')",
+             WHERE id = $1 AND status IN ('active', 'paused', 'completed')",
         )
         .bind(id.0)
         .execute(&self.db.pool)
@@ -179,7 +180,7 @@ impl Schedules {
     /// Makes a schedule due at `at` if it is still active (a paused or
     /// cancelled one stays as it is: false).
     pub async fn make_due(&self, id: ScheduleId, at: DateTime<Utc>) -> Result<bool, StoreError> {
-        let done = sqlx::query("UPDATE schedules SET next_run_us = ? WHERE id = ? AND status = 'active'")
+        let done = sqlx::query("UPDATE schedules SET next_run_us = $1 WHERE id = $2 AND status = 'active'")
             .bind(us(at))
             .bind(id.0)
             .execute(&self.db.pool)
@@ -202,8 +203,8 @@ impl Schedules {
         // A write first, so the transaction holds the write lock from its start.
         let mut tx = self.db.pool.begin().await?;
         let fired = sqlx::query(
-            "UPDATE schedules SET last_run_us = ?, next_run_us = ?
-             WHERE id = ? AND status = 'active' AND next_run_us <= ?",
+            "UPDATE schedules SET last_run_us = $1, next_run_us = $2
+             WHERE id = $3 AND status = 'active' AND next_run_us <= $4",
         )
         .bind(us(now))
         .bind(next_run.map(us))
@@ -214,15 +215,14 @@ impl Schedules {
         if fired.rows_affected() == 0 {
             return Ok(None);
         }
-        let run = sqlx::query(
+        let run: i64 = sqlx::query_scalar(
             "INSERT INTO schedule_runs (schedule_id, group_name, started_us, outcome)
-             SELECT id, group_name, ?, 'running' FROM schedules WHERE id = ?",
+             SELECT id, group_name, $1, 'running' FROM schedules WHERE id = $2 RETURNING id",
         )
         .bind(us(now))
         .bind(id.0)
-        .execute(&mut *tx)
-        .await?
-        .last_insert_rowid();
+        .fetch_one(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(Some(RunId(run)))
     }
@@ -234,7 +234,7 @@ impl Schedules {
             "UPDATE schedules SET failures = 0,
                     next_run_us = CASE WHEN kind = 'once' AND status = 'active' THEN NULL ELSE next_run_us END,
                     status = CASE WHEN kind = 'once' AND status = 'active' THEN 'completed' ELSE status END
-             WHERE id = ?",
+             WHERE id = $1",
         )
         .bind(id.0)
         .execute(&self.db.pool)
@@ -254,15 +254,15 @@ impl Schedules {
         next_run: Option<DateTime<Utc>>,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE schedules SET status = ?, failures = ?, next_run_us = ?
-             WHERE id = ? AND status = ? AND failures = ? AND next_run_us IS ?",
+            "UPDATE schedules SET status = $1, failures = $2, next_run_us = $3
+             WHERE id = $4 AND status = $5 AND failures = $6 AND next_run_us IS NOT DISTINCT FROM $7",
         )
         .bind(status.as_str())
-        .bind(failures)
+        .bind(i64::from(failures))
         .bind(next_run.map(us))
         .bind(seen.id.0)
         .bind(seen.status.as_str())
-        .bind(seen.failures)
+        .bind(i64::from(seen.failures))
         .bind(seen.next_run.map(us))
         .execute(&self.db.pool)
         .await?;
@@ -272,8 +272,8 @@ impl Schedules {
     pub async fn finish_run(&self, run: RunId, ok: bool, text: &str, cost_usd: Option<f64>) -> Result<(), StoreError> {
         let ended = Utc::now();
         sqlx::query(
-            "UPDATE schedule_runs SET ended_us = ?, duration_ms = (? - started_us) / 1000, outcome = ?, text = ?, cost_usd = ?
-             WHERE id = ?",
+            "UPDATE schedule_runs SET ended_us = $1, duration_ms = ($2 - started_us) / 1000, outcome = $3, text = $4, cost_usd = $5
+             WHERE id = $6",
         )
         .bind(us(ended))
         .bind(us(ended))
@@ -293,7 +293,7 @@ impl Schedules {
     pub async fn abandon_unfinished_runs(&self, now: DateTime<Utc>) -> Result<Vec<ScheduleId>, StoreError> {
         let mut tx = self.db.pool.begin().await?;
         sqlx::query(
-            "UPDATE schedules SET next_run_us = ? WHERE status = 'active'
+            "UPDATE schedules SET next_run_us = $1 WHERE status = 'active'
                AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running')",
         )
         .bind(us(now))
@@ -313,7 +313,7 @@ impl Schedules {
     pub async fn runs(&self, id: ScheduleId) -> Result<Vec<RunRecord>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, schedule_id, started_us, ended_us, duration_ms, outcome, text, cost_usd
-               FROM schedule_runs WHERE schedule_id = ? ORDER BY id",
+               FROM schedule_runs WHERE schedule_id = $1 ORDER BY id",
         )
         .bind(id.0)
         .fetch_all(&self.db.pool)
@@ -336,7 +336,7 @@ impl Schedules {
 
 /// A row as a schedule; a row that no longer parses (edited by hand) is an
 /// error, which listings log and skip rather than failing every listing.
-fn schedule_from_row(row: &SqliteRow) -> Result<Schedule, sqlx::Error> {
+fn schedule_from_row(row: &AnyRow) -> Result<Schedule, sqlx::Error> {
     let r = ScheduleRow::from_row(row)?;
     let trigger = Trigger::parse(&r.kind, &r.value, r.tz.as_deref().unwrap_or("UTC")).map_err(bad_row)?;
     let group = &r.group_name;

@@ -3,7 +3,7 @@
 //! when deleted or finished, so the next start finds the ones a stopped
 //! pincer left behind.
 
-use sqlx::sqlite::SqliteRow;
+use sqlx::any::AnyRow;
 use sqlx::FromRow;
 
 use super::clock::now_us;
@@ -37,7 +37,7 @@ impl Channels {
     pub async fn remember_status(&self, r: &StatusRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO status_messages (platform, chat, thread, message_id, group_name, turn, at_us)
-             VALUES (?, ?, ?, ?, ?, ?, ?)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (platform, chat, message_id) DO UPDATE SET group_name = excluded.group_name,
                  turn = excluded.turn, thread = excluded.thread",
         )
@@ -55,7 +55,7 @@ impl Channels {
 
     /// Forgets a status message: deleted, finished, or cleaned up.
     pub async fn forget_status(&self, at: &ChatAddress, message_id: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM status_messages WHERE platform = ? AND chat = ? AND message_id = ?")
+        sqlx::query("DELETE FROM status_messages WHERE platform = $1 AND chat = $2 AND message_id = $3")
             .bind(at.platform.as_str())
             .bind(&at.chat)
             .bind(message_id)
@@ -68,7 +68,7 @@ impl Channels {
     pub async fn status_messages(&self, platform: Platform) -> Result<Vec<StatusRecord>, StoreError> {
         let rows = sqlx::query(
             "SELECT platform, chat, thread, message_id, group_name, turn FROM status_messages
-              WHERE platform = ? ORDER BY at_us",
+              WHERE platform = $1 ORDER BY at_us",
         )
         .bind(platform.as_str())
         .fetch_all(&self.db.pool)
@@ -77,7 +77,7 @@ impl Channels {
     }
 }
 
-fn status_from_row(row: &SqliteRow) -> Result<StatusRecord, sqlx::Error> {
+fn status_from_row(row: &AnyRow) -> Result<StatusRecord, sqlx::Error> {
     let r = StatusRow::from_row(row)?;
     let platform = Platform::parse(&r.platform).ok_or_else(|| bad_row(format!("platform {:?}", r.platform)))?;
     Ok(StatusRecord {
@@ -91,7 +91,7 @@ fn status_from_row(row: &SqliteRow) -> Result<StatusRecord, sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tests::temp_store;
+    use crate::store::tests::{on_both, temp_store};
 
     fn record(chat: i64, id: &str, turn: Option<u64>) -> StatusRecord {
         StatusRecord {
@@ -102,7 +102,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    on_both! {
     async fn status_messages_are_remembered_per_platform_until_forgotten() {
         let (_dir, store) = temp_store().await;
         store.channels().remember_status(&record(-1, "10", Some(3))).await.unwrap();
@@ -115,8 +115,9 @@ mod tests {
         assert_eq!(store.channels().status_messages(Platform::Telegram).await.unwrap(), [record(-2, "11", None)]);
         assert_eq!(store.channels().status_messages(Platform::Console).await.unwrap(), [console]);
     }
+    }
 
-    #[tokio::test]
+    on_both! {
     async fn a_groups_progress_mode_is_kept_and_none_means_the_default() {
         use crate::domain::activity::ProgressMode;
         use crate::store::GroupSettings;
@@ -129,5 +130,6 @@ mod tests {
             store.groups().save_group_settings(&g, &settings).await.unwrap();
             assert_eq!(store.groups().group("team").await.unwrap().settings.progress, mode);
         }
+    }
     }
 }

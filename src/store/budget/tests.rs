@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::domain::unix_us;
-use crate::store::tests::{store_with, success};
+use crate::store::tests::{on_both, store_with, success};
 
 fn team() -> GroupName {
     "team".parse().unwrap()
@@ -13,7 +13,7 @@ fn team() -> GroupName {
 
 /// A result stored at `at_us` (a time the store would not pick itself).
 async fn result_at(store: &Store, at_us: i64, cost_usd: f64) {
-    sqlx::query("INSERT INTO results (group_name, at_us, subtype, is_error, raw, cost_usd) VALUES ('team', ?, 'success', 0, '{}', ?)")
+    sqlx::query("INSERT INTO results (group_name, at_us, subtype, is_error, raw, cost_usd) VALUES ('team', $1, 'success', 0, '{}', $2)")
         .bind(at_us)
         .bind(cost_usd)
         .execute(&store.db.pool)
@@ -21,9 +21,9 @@ async fn result_at(store: &Store, at_us: i64, cost_usd: f64) {
         .unwrap();
 }
 
+on_both! {
 /// Retention shorter than the month (here: everything before now) prunes
 /// the results, not the spend the budget sums.
-#[tokio::test]
 async fn the_months_spend_survives_a_retention_shorter_than_the_month() {
     let (_dir, store) = store_with(&team()).await;
     let periods = Periods::at(SystemTime::now(), chrono_tz::UTC);
@@ -42,10 +42,11 @@ async fn the_months_spend_survives_a_retention_shorter_than_the_month() {
     let reached = store.budgets().budget_reached(&team(), &budget, SystemTime::now(), chrono_tz::UTC).await.unwrap();
     assert!(matches!(reached, Some(Reached::Monthly { .. })), "still reached: {reached:?}");
 }
+}
 
+on_both! {
 /// Each result stored the usual way adds its cost and one turn, in the
 /// statement that stores it: results without a cost count as turns.
-#[tokio::test]
 async fn each_stored_result_adds_its_cost_and_a_turn() {
     let (_dir, store) = store_with(&team()).await;
     let periods = Periods::at(SystemTime::now(), chrono_tz::UTC);
@@ -56,6 +57,7 @@ async fn each_stored_result_adds_its_cost_and_a_turn() {
     assert_eq!(spent, Spent { today_usd: 0.375, month_usd: 0.375, today_turns: 3 });
     let slots: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM spend").fetch_one(&store.db.pool).await.unwrap();
     assert!((1..=2).contains(&slots), "one row per quarter hour, not per result: {slots}");
+}
 }
 
 /// A database from before `spend` (migration 0018) starts with the sums of
@@ -74,7 +76,7 @@ async fn spend_before_the_migration_is_counted_from_the_results_kept() {
     for (at_us, cost) in
         [(periods.month_start_us, Some(1.5)), (periods.day_start_us, Some(0.25)), (periods.day_start_us, None)]
     {
-        sqlx::query("INSERT INTO results (group_name, at_us, subtype, is_error, raw, cost_usd) VALUES ('team', ?, 'success', 0, '{}', ?)")
+        sqlx::query("INSERT INTO results (group_name, at_us, subtype, is_error, raw, cost_usd) VALUES ('team', $1, 'success', 0, '{}', $2)")
             .bind(at_us)
             .bind(cost)
             .execute(&old)

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::domain::{Inbound, InboundId, Platform, Source};
-use crate::store::tests::{success as result, temp_store};
+use crate::store::tests::{on_both, success as result, temp_store};
 use crate::store::{GroupSettings, HistoryEntry};
 use crate::store::{InboundState, Store};
 
@@ -28,7 +28,7 @@ async fn mark_parts(store: &Store, id: OutboxId, parts: u32) {
     assert_eq!(store.outbox().outbox_parts_done(&seen(store, id).await, parts).await.unwrap(), Marked::Recorded);
 }
 
-#[tokio::test]
+on_both! {
 async fn rows_are_addressed_by_the_binding_when_written() {
     let (_dir, store) = temp_store().await;
     store.groups().add_group(&group("team"), &bound(-100)).await.unwrap();
@@ -45,6 +45,7 @@ async fn rows_are_addressed_by_the_binding_when_written() {
     let missing = store.outbox().enqueue(&group("nobody"), reply("hi")).await.unwrap_err();
     assert!(matches!(missing, StoreError::UnknownGroup(_)), "{missing}");
 }
+}
 
 /// Each of the group's results in its history, oldest first: where its reply stands.
 async fn result_deliveries(store: &Store, g: &GroupName) -> Vec<Option<String>> {
@@ -58,7 +59,7 @@ async fn result_deliveries(store: &Store, g: &GroupName) -> Vec<Option<String>> 
         .collect()
 }
 
-#[tokio::test]
+on_both! {
 async fn a_result_and_its_row_are_written_together() {
     let (_dir, store) = temp_store().await;
     let g = group("team");
@@ -80,7 +81,7 @@ async fn a_result_and_its_row_are_written_together() {
     let settles = [(other, InboundState::Answered)];
     assert!(store.outbox().record_result(&ghost, &result("x"), None, "{}", Some(reply("x")), &settles).await.is_err());
     let state = |id: InboundId| {
-        sqlx::query_scalar::<_, String>("SELECT state FROM inbound WHERE id = ?").bind(id.0).fetch_one(&store.db.pool)
+        sqlx::query_scalar::<_, String>("SELECT state FROM inbound WHERE id = $1").bind(id.0).fetch_one(&store.db.pool)
     };
     assert_eq!((state(asked).await.unwrap(), state(other).await.unwrap()), ("answered".into(), "sent".into()));
     let ghosts: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM results WHERE group_name = 'ghost'")
@@ -104,8 +105,9 @@ async fn a_result_and_its_row_are_written_together() {
     let newest_result = history.iter().find(|e| matches!(e, HistoryEntry::Result { .. }));
     assert!(matches!(newest_result, Some(HistoryEntry::Result { delivery: Some(d), .. }) if d.state == "delivered"));
 }
+}
 
-#[tokio::test]
+on_both! {
 async fn each_chat_is_served_oldest_first_and_an_inactive_group_waits() {
     let (_dir, store) = temp_store().await;
     store.groups().add_group(&group("a"), &bound(-1)).await.unwrap();
@@ -141,8 +143,9 @@ async fn each_chat_is_served_oldest_first_and_an_inactive_group_waits() {
     assert_eq!(store.outbox().next_queued(&console).await.unwrap().map(|r| r.id), Some(typed));
     assert_eq!(store.outbox().queued_chats(Platform::Console).await.unwrap(), [console]);
 }
+}
 
-#[tokio::test]
+on_both! {
 async fn waiting_rows_follow_the_binding_and_a_moved_chat() {
     let (_dir, store) = temp_store().await;
     let g = group("team");
@@ -172,8 +175,9 @@ async fn waiting_rows_follow_the_binding_and_a_moved_chat() {
     store.groups().save_group_settings(&g, &GroupSettings::default()).await.unwrap();
     assert_eq!(store.outbox().outbox_row(waiting).await.unwrap().unwrap().to, ChatAddress::console(&g));
 }
+}
 
-#[tokio::test]
+on_both! {
 async fn notices_and_agent_posts_show_in_history_with_their_delivery() {
     let (_dir, store) = temp_store().await;
     let g = group("team");
@@ -193,6 +197,7 @@ async fn notices_and_agent_posts_show_in_history_with_their_delivery() {
         other => panic!("{other:?}"),
     }
 }
+}
 
 /// Every mark a delivery worker can make, against a row it read as `seen`.
 async fn every_mark(store: &Store, seen: &Seen) -> [Marked; 4] {
@@ -204,7 +209,7 @@ async fn every_mark(store: &Store, seen: &Seen) -> [Marked; 4] {
     ]
 }
 
-#[tokio::test]
+on_both! {
 async fn a_mark_against_a_row_that_moved_changes_nothing_and_says_so() {
     let (_dir, store) = temp_store().await;
     let g = group("team");
@@ -249,20 +254,21 @@ async fn a_mark_against_a_row_that_moved_changes_nothing_and_says_so() {
     let row = store.outbox().outbox_row(id).await.unwrap().unwrap();
     assert_eq!((row.state, row.parts_done, row.attempts), (DeliveryState::Delivered, 2, 0));
 }
+}
 
-#[tokio::test]
+on_both! {
 async fn a_queued_row_changed_outside_pincer_is_failed_and_the_chat_goes_on() {
     let (_dir, store) = temp_store().await;
     let team = group("team");
     store.groups().add_group(&team, &bound(-100)).await.unwrap();
     let odd = store.outbox().enqueue(&team, reply("odd")).await.unwrap();
     let good = store.outbox().enqueue(&team, reply("good")).await.unwrap();
-    sqlx::query("UPDATE outbox SET kind = 'mystery' WHERE id = ?").bind(odd.0).execute(&store.db.pool).await.unwrap();
+    sqlx::query("UPDATE outbox SET kind = 'mystery' WHERE id = $1").bind(odd.0).execute(&store.db.pool).await.unwrap();
 
     let at = ChatAddress::telegram(-100, None);
     let next = store.outbox().next_queued(&at).await.unwrap().expect("the chat's next reply is not stalled behind it");
     assert_eq!(next.id, good);
-    let failed: (String, Option<String>) = sqlx::query_as("SELECT state, last_error FROM outbox WHERE id = ?")
+    let failed: (String, Option<String>) = sqlx::query_as("SELECT state, last_error FROM outbox WHERE id = $1")
         .bind(odd.0)
         .fetch_one(&store.db.pool)
         .await
@@ -274,8 +280,9 @@ async fn a_queued_row_changed_outside_pincer_is_failed_and_the_chat_goes_on() {
         store.outbox().outbox_after(OutboxId(0), 10).await.unwrap().into_iter().map(|r| r.id).collect();
     assert_eq!(listed, [good]);
 }
+}
 
-#[tokio::test]
+on_both! {
 async fn text_rows_are_read_past_a_file_and_a_failed_file_tells_the_chat_in_the_same_write() {
     let (_dir, store) = temp_store().await;
     let g = group("team");
@@ -307,4 +314,5 @@ async fn text_rows_are_read_past_a_file_and_a_failed_file_tells_the_chat_in_the_
     assert_eq!(id(store.outbox().next_queued_file(&at).await.unwrap()), None);
     let told = store.outbox().outbox_row(OutboxId(text.0 + 1)).await.unwrap().expect("the notice is queued");
     assert_eq!((told.kind, told.text.as_str(), told.to), (OutboundKind::Notice, notice.text, at));
+}
 }

@@ -25,7 +25,7 @@ use crate::domain::Platform;
 use crate::lock::DataLock;
 
 pub use console::console_chat;
-pub use data::{open_store, register_group};
+pub use data::{open_store, register_group, store_location};
 pub use engine::Engine;
 pub use running::Running;
 pub use whatsapp::{StartWhatsApp, WhatsAppSource};

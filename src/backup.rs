@@ -65,6 +65,11 @@ pub async fn run(config: &Config, dir: &Path) -> anyhow::Result<Manifest> {
     if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
         anyhow::bail!("{} is not empty: give a new or empty directory for the backup", dir.display());
     }
+    anyhow::ensure!(
+        config.store.url.is_none(),
+        "the store is in PostgreSQL ([store] url): back it up with `pg_dump`, and copy groups_dir and data_dir \
+         as files; `pincer backup` takes the SQLite store"
+    );
     crate::private::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let database = config.database_path();
     anyhow::ensure!(database.exists(), "no pincer store at {}: nothing to back up", database.display());

@@ -18,6 +18,7 @@ mod root;
 mod sandbox;
 mod scheduler;
 mod secret;
+mod store;
 mod telegram;
 mod whatsapp;
 
@@ -35,5 +36,6 @@ pub use root::{Config, DEFAULT_CONFIG_FILE, LOCK_FILE};
 pub use sandbox::{AnthropicConfig, DefaultOn, GroupSandbox, SandboxConfig, SandboxMode, DEFAULT_UPSTREAM};
 pub use scheduler::SchedulerConfig;
 pub use secret::Secret;
+pub use store::StoreConfig;
 pub use telegram::TelegramConfig;
 pub use whatsapp::WhatsAppConfig;

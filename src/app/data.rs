@@ -3,16 +3,21 @@
 
 use anyhow::Context;
 
-use crate::config::Config;
+use crate::config::{Config, Secret};
 use crate::domain::GroupName;
 use crate::groups;
-use crate::store::{GroupSettings, Store};
+use crate::store::{GroupSettings, Location, Store};
 
-/// Opens (and migrates) the store in `data_dir`.
+/// Opens (and migrates) the store: `[store] url`, else the SQLite file in `data_dir`.
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
     crate::private::create_dir(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
-    Ok(Store::open(&config.database_path()).await?)
+    Ok(Store::connect(&store_location(config)).await?)
+}
+
+/// Where `config` keeps its store.
+pub fn store_location(config: &Config) -> Location {
+    Location::url_or_file(config.store.url.as_ref().map(Secret::expose), config.database_path())
 }
 
 /// Registers a group: its store row, then its folder with starter memory

@@ -25,7 +25,7 @@ pub async fn execute(config: &Config) -> anyhow::Result<()> {
 
 /// Whether the store gives back the space retention frees (`pincer doctor`).
 async fn store_space(config: &Config) -> String {
-    if !config.database_path().exists() {
+    if config.store.url.is_none() && !config.database_path().exists() {
         return "not made yet (the first start makes it; it gives freed space back)".to_owned();
     }
     let store = match app::open_store(config).await {

@@ -9,13 +9,15 @@ use crate::status::{overview, render, unix, Status};
 
 /// Prints the status of the pincer of `config`.
 pub async fn run(config: &Config, json: bool) -> anyhow::Result<()> {
-    let path = config.database_path();
-    anyhow::ensure!(
-        path.exists(),
-        "no pincer store at {} (run `pincer setup`, or give the --config of the pincer to look at)",
-        path.display()
-    );
-    let store = crate::store::Store::open(&path).await?;
+    let location = crate::app::store_location(config);
+    if let crate::store::Location::File(path) = &location {
+        anyhow::ensure!(
+            path.exists(),
+            "no pincer store at {} (run `pincer setup`, or give the --config of the pincer to look at)",
+            path.display()
+        );
+    }
+    let store = crate::store::Store::connect(&location).await?;
     let now = SystemTime::now();
     let overview = overview(&store.health(), &store.groups(), &config.timezone, config.budget.budget(), now).await?;
     store.close().await;

@@ -29,6 +29,7 @@ impl Config {
         self.check_lengths()?;
         self.progress.check()?;
         self.http.check()?;
+        self.store.check()?;
         self.budget.check()?;
         self.retention.check()?;
         self.media.check()?;

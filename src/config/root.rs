@@ -23,6 +23,7 @@ use super::progress::ProgressConfig;
 use super::retention::RetentionConfig;
 use super::sandbox::{AnthropicConfig, SandboxConfig};
 use super::scheduler::SchedulerConfig;
+use super::store::StoreConfig;
 use super::telegram::TelegramConfig;
 use super::whatsapp::WhatsAppConfig;
 
@@ -65,6 +66,8 @@ pub struct Config {
     pub media: MediaConfig,
     /// `[transcription]`: the engine that transcribes voice notes (none by default).
     pub transcription: TranscriptionConfig,
+    /// `[store]`: SQLite in `data_dir` (default) or a shared PostgreSQL.
+    pub store: StoreConfig,
     /// The file this config was read from (made absolute), for a reload to
     /// read again; `None` for a config built another way (tests).
     #[serde(skip)]
@@ -93,6 +96,7 @@ impl Default for Config {
             retention: RetentionConfig::default(),
             media: MediaConfig::default(),
             transcription: TranscriptionConfig::default(),
+            store: StoreConfig::default(),
             source: None,
         }
     }

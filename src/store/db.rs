@@ -26,6 +26,16 @@ pub enum Location {
     Postgres(String),
 }
 
+impl Location {
+    /// The PostgreSQL database at `url` when one is given, else the SQLite `file`.
+    pub fn url_or_file(url: Option<&str>, file: PathBuf) -> Location {
+        match url {
+            Some(url) => Location::Postgres(url.to_owned()),
+            None => Location::File(file),
+        }
+    }
+}
+
 impl std::fmt::Debug for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.to_string())

@@ -25,6 +25,7 @@ mod lifecycle;
 mod media;
 mod operator;
 mod orphans;
+mod postgres;
 mod private;
 mod progress;
 mod proxy;

@@ -170,7 +170,7 @@ pub async fn link(config: &Config, phone: Option<&str>, out: &mut impl Write) ->
     let result = pair(config, &client, &events, phone.is_some(), out).await;
     stop(handle).await;
     let number = result?;
-    let store = Store::open(&config.database_path()).await?;
+    let store = Store::connect(&store_location(config)).await?;
     store
         .channels()
         .set_channel_health(Platform::WhatsApp, "linked", Some("linked; `pincer run` serves it"), Some(&number))
@@ -293,7 +293,7 @@ fn digits(phone: &str) -> anyhow::Result<String> {
 /// `pincer whatsapp status`: the link and the connection as the running (or
 /// last) pincer saw it.
 pub async fn status(config: &Config) -> anyhow::Result<String> {
-    let store = Store::open(&config.database_path()).await?;
+    let store = Store::connect(&store_location(config)).await?;
     let health = store.channels().channel_health(Platform::WhatsApp).await?;
     store.close().await;
     Ok(describe(device_stored(config), health.as_ref(), &config.whatsapp_db_path()))
@@ -349,7 +349,7 @@ pub async fn unlink(config: &Config) -> anyhow::Result<String> {
             }
         }
     }
-    let store = Store::open(&config.database_path()).await?;
+    let store = Store::connect(&store_location(config)).await?;
     store
         .channels()
         .set_channel_health(Platform::WhatsApp, "unlinked", Some("unlinked with `pincer whatsapp unlink`"), None)
@@ -383,4 +383,9 @@ mod tests {
         assert!(text.lines().count() > 10);
         assert!(text.contains('█') || text.contains('▀') || text.contains('▄'));
     }
+}
+
+/// Where `config` keeps its store (`[store] url`, else the SQLite file).
+fn store_location(config: &Config) -> crate::store::Location {
+    crate::store::Location::url_or_file(config.store.url.as_ref().map(|u| u.expose()), config.database_path())
 }

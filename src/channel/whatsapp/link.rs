@@ -366,6 +366,11 @@ pub async fn unlink(config: &Config) -> anyhow::Result<String> {
     })
 }
 
+/// Where `config` keeps its store (`[store] url`, else the SQLite file).
+fn store_location(config: &Config) -> crate::store::Location {
+    crate::store::Location::url_or_file(config.store.url.as_ref().map(|u| u.expose()), config.database_path())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,9 +388,4 @@ mod tests {
         assert!(text.lines().count() > 10);
         assert!(text.contains('█') || text.contains('▀') || text.contains('▄'));
     }
-}
-
-/// Where `config` keeps its store (`[store] url`, else the SQLite file).
-fn store_location(config: &Config) -> crate::store::Location {
-    crate::store::Location::url_or_file(config.store.url.as_ref().map(|u| u.expose()), config.database_path())
 }

@@ -26,6 +26,11 @@
 //! - **pincer's process tree:** `PINCER_BENCH_RAW_SPAWNED=1` adds a raw pipe
 //!   whose CLI pincer's `CliProcess::spawn` starts (the guard between, its
 //!   own process group), driven like the plain one; printed against it.
+//! - **PostgreSQL:** `PINCER_BENCH_POSTGRES=1` adds an unconfined side whose
+//!   store is a PostgreSQL database (`[store] url`) on a server the bench
+//!   starts (the tests' one: Unix socket, `synchronous_commit=off`, which like
+//!   SQLite's WAL + NORMAL keeps a commit through a crash of pincer, not of
+//!   the machine), against the same build on SQLite.
 //! - **Noise floor:** `PINCER_BENCH_RAW_PIPES=k` runs k raw pipes (1),
 //!   each a side of its own, and prints each side's paired Δ against every
 //!   raw pipe, and each pair of raw pipes' against each other: how far
@@ -417,6 +422,14 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         sides.push(Side::Raw(Box::new(pipe)));
         proxies.push(running);
     }
+    // Last too: the same build with its store in PostgreSQL.
+    let on_postgres = std::env::var_os("PINCER_BENCH_POSTGRES").is_some().then_some(sides.len());
+    if on_postgres.is_some() {
+        names.push("pincer chat, unconfined, PostgreSQL".to_owned());
+        let url = support::postgres::server().fresh_database();
+        let chat = Chat::start_on(api, &builds[0].1, SandboxMode::None, ProgressMode::Status, Some(url)).await;
+        sides.push(Side::Chat(Box::new(chat)));
+    }
     // Last too: more plain raw pipes, whose spread is the noise floor.
     let raws: Vec<usize> = std::iter::once(0).chain(sides.len()..sides.len() + raw_pipes() - 1).collect();
     for k in 2..=raws.len() {
@@ -478,6 +491,13 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
             "progress on minus off (unconfined), paired by round: median {:+.2} ms, p95 {:+.2} ms",
             paired_median_ms(&samples[1], &samples[off]),
             paired_percentile_ms(&samples[1], &samples[off], 95.0)
+        );
+    }
+    if let Some(pg) = on_postgres {
+        println!(
+            "PostgreSQL minus SQLite (unconfined), paired by round: median {:+.2} ms, p95 {:+.2} ms",
+            paired_median_ms(&samples[pg], &samples[1]),
+            paired_percentile_ms(&samples[pg], &samples[1], 95.0)
         );
     }
     drop(proxies);
@@ -769,7 +789,23 @@ impl Chat {
 
     /// [`Chat::start`] with the group's progress mode.
     async fn start_with(api: &FakeApi, exe: &Path, mode: SandboxMode, hops: bool, progress: ProgressMode) -> Chat {
+        let mut chat = Self::start_on(api, exe, mode, progress, None).await;
+        if hops {
+            chat.command.as_mut().expect("not started yet").env("RUST_LOG", "warn,pincer::hop=debug");
+        }
+        chat
+    }
+
+    /// [`Chat::start_with`] without hop marks, its store in PostgreSQL at `store_url` when given.
+    async fn start_on(
+        api: &FakeApi,
+        exe: &Path,
+        mode: SandboxMode,
+        progress: ProgressMode,
+        store_url: Option<String>,
+    ) -> Chat {
         let mut sandbox = Sandbox::new(api);
+        sandbox.config.store.url = store_url.map(pincer::config::Secret::new);
         if standin_mode() {
             sandbox.config.claude.command = Some(std::env::current_exe().expect("the bench knows its own path"));
             sandbox.config.claude.env.insert(standin::ENV.to_owned(), "1".to_owned());
@@ -787,7 +823,7 @@ impl Chat {
             .current_dir(sandbox.root())
             .env_remove("CLAUDECODE")
             .env("NO_COLOR", "1")
-            .env("RUST_LOG", if hops { "warn,pincer::hop=debug" } else { "warn" })
+            .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -12,9 +12,9 @@ pub mod node_id;
 pub mod placement;
 pub mod timing;
 
-pub use claim::{next_epoch, ClaimDecision, LeaseSeen};
-pub use deadline::Deadline;
-pub use fence::Fence;
+pub use claim::{decide, next_epoch, ClaimDecision, ClaimInputs, LeaseSeen};
+pub use deadline::{Deadline, RenewalSent, Renewed};
+pub use fence::{Fence, LeaseName};
 pub use node_id::{NodeId, NodeIdError};
 pub use placement::{preferred_node, NodeLoad};
 pub use timing::{LeaseTiming, LeaseTtlError};

@@ -11,7 +11,8 @@
 /// Registers this process as a new incarnation of its node; returns the
 /// incarnation (1 for a new node). `$1` node id, `$2` slots, `$3` lease_ttl
 /// in µs, `$4` the incarnation this process held before (after its deadline
-/// lapsed), or 0.
+/// lapsed), or 0. Stamp it like a renewal (`Deadline::renewal_sent`): its
+/// success starts a fresh `Deadline`, the new incarnation's.
 ///
 /// No row: another process with this node id is alive (two machines with one
 /// host name: set `[cluster] node_id`), or this node's previous process

@@ -9,6 +9,7 @@ pub mod backup;
 pub mod channel;
 pub mod claude;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod domain;

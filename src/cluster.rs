@@ -1,0 +1,20 @@
+//! The cluster's decisions (issue 36: several pincer nodes sharing one
+//! PostgreSQL, each group owned by one node under a fenced lease), as small
+//! pure types: who a node is, its lease clocks, where a group belongs,
+//! whether to claim it, until when its CLIs may run, and the fencing SQL.
+//! Nothing here does I/O; the node's lease task and the store call these.
+
+pub mod claim;
+pub mod deadline;
+pub mod fence;
+pub mod membership;
+pub mod node_id;
+pub mod placement;
+pub mod timing;
+
+pub use claim::{decide, next_epoch, ClaimDecision, ClaimInputs, LeaseSeen};
+pub use deadline::{Deadline, RenewalSent, Renewed};
+pub use fence::{Fence, LeaseName};
+pub use node_id::{NodeId, NodeIdError};
+pub use placement::{preferred_node, NodeLoad};
+pub use timing::{LeaseTiming, LeaseTtlError};

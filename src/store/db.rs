@@ -16,6 +16,7 @@ use sqlx::{AnyConnection, AnyPool, Connection, Executor};
 
 use super::error::StoreError;
 use super::hot::Hot;
+use super::leases::Fences;
 
 /// Where the store lives.
 #[derive(Clone, PartialEq, Eq)]
@@ -81,6 +82,8 @@ pub(super) struct Db {
     pub(super) dialect: Dialect,
     /// Where it is, to name it to operators.
     pub(super) location: Arc<Location>,
+    /// The leases a cluster node holds, which its group writes check.
+    pub(super) fences: Fences,
 }
 
 impl Db {
@@ -163,7 +166,13 @@ async fn open_sqlite(path: &Path) -> Result<Db, StoreError> {
     sqlx::migrate!("./migrations").run(&pool).await?;
     let mut hot = AnyConnection::connect_with(&options).await.map_err(failed)?;
     hot.execute(SQLITE_PRAGMAS).await.map_err(failed)?;
-    Ok(Db { pool, hot: Hot::held(hot), dialect: Dialect::Sqlite, location: Arc::new(Location::File(path.to_owned())) })
+    Ok(Db {
+        pool,
+        hot: Hot::held(hot),
+        dialect: Dialect::Sqlite,
+        location: Arc::new(Location::File(path.to_owned())),
+        fences: Fences::default(),
+    })
 }
 
 /// `path` as the path part of a `sqlite://` URL.
@@ -199,7 +208,13 @@ async fn open_postgres(url: &str) -> Result<Db, StoreError> {
         .connect_with(options)
         .await
         .map_err(failed)?;
-    Ok(Db { hot: Hot::pooled(hot), pool, dialect: Dialect::Postgres, location: Arc::new(location) })
+    Ok(Db {
+        hot: Hot::pooled(hot),
+        pool,
+        dialect: Dialect::Postgres,
+        location: Arc::new(location),
+        fences: Fences::default(),
+    })
 }
 
 /// The pool's check on every SQLite connection given back: a transaction

@@ -21,6 +21,10 @@ pub enum StoreError {
     ChatTaken(String),
     #[error("message {0} was already received")]
     Duplicate(String),
+    #[error("this node no longer holds `{0}`: another node took it over, so this write was rolled back")]
+    Fenced(String),
+    #[error("several nodes need a shared store: set [store] url to a PostgreSQL database")]
+    NotShared,
     #[error("cannot open the database {path}: {source}")]
     Open { path: String, source: sqlx::Error },
     #[error("cannot migrate the database: {0}")]

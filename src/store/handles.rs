@@ -59,4 +59,6 @@ handles! {
     /// Whether the database answers, and the status page's overview
     /// (`health.rs`, `overview.rs`).
     Health;
+    /// A cluster node's registration and leases (`leases.rs`, PostgreSQL only).
+    Leases;
 }

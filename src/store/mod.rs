@@ -23,6 +23,7 @@ mod history;
 mod hot;
 mod inbound;
 mod journal;
+mod leases;
 mod outbox;
 mod overview;
 mod preparing;
@@ -43,7 +44,8 @@ pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use error::StoreError;
 pub use groups::{GroupRecord, GroupSettings};
 pub use handles::{
-    Budgets, Channels, EgressLog, Groups, Health, History, Journal, OutboxLog, Preparing, Queue, Retention, Schedules,
+    Budgets, Channels, EgressLog, Groups, Health, History, Journal, Leases, OutboxLog, Preparing, Queue, Retention,
+    Schedules,
 };
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use inbound::InboundState;
@@ -133,6 +135,10 @@ impl Store {
 
     pub fn health(&self) -> Health {
         Health::new(self.db.clone())
+    }
+
+    pub fn leases(&self) -> Leases {
+        Leases::new(self.db.clone())
     }
 }
 

@@ -9,7 +9,9 @@ use super::db::Dialect;
 use super::error::StoreError;
 use super::handles::OutboxLog;
 use super::inbound::{settle_list, settle_sql, InboundState, SETTLE_SQL};
+use super::leases::{self, Fences};
 use super::outbox::{self, Enqueue, OutboxId};
+use crate::cluster::fence::LeaseName;
 use crate::domain::{GroupName, InboundId, TurnResult};
 
 /// A result's row, the first statement of SQLite's statement list (`?`).
@@ -82,7 +84,7 @@ impl OutboxLog {
                 hot.settled();
                 id
             }
-            Dialect::Postgres => in_steps(&mut hot, &row, out, settles).await?,
+            Dialect::Postgres => in_steps(&mut hot, &self.db.fences, &row, out, settles).await?,
         };
         crate::metrics::hop("result_stored");
         match (out, id) {
@@ -115,15 +117,21 @@ async fn in_one_list(
     Ok(query.fetch_all(&mut *conn).await?.first().copied())
 }
 
-/// PostgreSQL: the same writes, a statement at a time in one transaction.
+/// PostgreSQL: the same writes, a statement at a time in one transaction,
+/// fenced by the group's lease on a cluster node (`leases.rs`).
 async fn in_steps(
     conn: &mut AnyConnection,
+    fences: &Fences,
     row: &Row<'_>,
     out: Option<Enqueue<'_>>,
     settles: &[(InboundId, InboundState)],
 ) -> Result<Option<i64>, StoreError> {
     use sqlx::Connection;
+    let fence = fences.of(&LeaseName::group(row.group))?;
     let mut tx = conn.begin().await?;
+    if let Some(fence) = &fence {
+        leases::check(&mut tx, fences, fence).await?;
+    }
     let result: i64 = bind_result!(sqlx::query_scalar(RESULT_RETURNING_SQL), row).fetch_one(&mut *tx).await?;
     let mut reply = None;
     if let Some(out) = &out {

@@ -797,3 +797,43 @@ async fn a_result_dropped_while_the_database_is_locked_leaves_no_transaction_ope
     assert!(names_seen_afresh(&dir, "SELECT text FROM results").await.is_empty(), "nothing of the dropped result");
     assert!(names_seen_afresh(&dir, "SELECT text FROM outbox").await.is_empty());
 }
+
+/// Two cluster nodes on one PostgreSQL: a result is written under the
+/// group's lease; once another node took the lease over (the first one's row
+/// expired), the first one's result is rolled back and refused, and the
+/// lease is forgotten, so its next write is refused without a round trip.
+#[tokio::test]
+async fn a_result_of_a_node_whose_lease_moved_on_is_rolled_back() {
+    use crate::cluster::fence::LeaseName;
+    use crate::cluster::node_id::NodeId;
+    let url = postgres::server().fresh_database();
+    let location = Location::Postgres(url);
+    let (a, b) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
+    let g = group("team");
+    a.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
+    let (node_a, node_b) = (NodeId::new("node-a").unwrap(), NodeId::new("node-b").unwrap());
+    let ttl = 10_000_000;
+    let incarnation_a = a.leases().register(&node_a, 4, ttl, 0).await.unwrap().expect("registered");
+    let lease = LeaseName::group(&g);
+    assert_eq!(a.leases().claim(&lease, &node_a, incarnation_a).await.unwrap(), Some(1));
+    let incarnation_b = b.leases().register(&node_b, 4, ttl, 0).await.unwrap().expect("registered");
+    assert_eq!(b.leases().claim(&lease, &node_b, incarnation_b).await.unwrap(), None, "held by a live node");
+    let written = a.outbox().record_result(&g, &success("by a"), None, "{}", None, &[]).await;
+    assert!(written.is_ok(), "{written:?}");
+
+    // Node A stops renewing (frozen); once its row expired, B takes over.
+    raw(&a, "UPDATE nodes SET expires_at_us = 0 WHERE node_id = 'node-a'").await;
+    assert_eq!(b.leases().claim(&lease, &node_b, incarnation_b).await.unwrap(), Some(2));
+    let out = Enqueue { kind: crate::domain::OutboundKind::Reply, text: "late", console: true };
+    let late = a.outbox().record_result(&g, &success("late"), None, "{}", Some(out), &[]).await;
+    assert!(matches!(&late, Err(StoreError::Fenced(name)) if name == "team"), "{late:?}");
+    let again = a.outbox().record_result(&g, &success("later"), None, "{}", None, &[]).await;
+    assert!(matches!(again, Err(StoreError::Fenced(_))), "{again:?}");
+    let texts: Vec<String> =
+        sqlx::query_scalar("SELECT text FROM results ORDER BY id").fetch_all(&b.db.pool).await.unwrap();
+    assert_eq!(texts, ["by a"], "nothing of the fenced writes");
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(&b.db.pool).await.unwrap();
+    assert_eq!(rows, 0);
+    let written = b.outbox().record_result(&g, &success("by b"), None, "{}", None, &[]).await;
+    assert!(written.is_ok(), "the new holder writes: {written:?}");
+}

@@ -1,0 +1,147 @@
+//! The cluster's rows (PostgreSQL only): this node's registration, the
+//! leases it claims and lets go, and the fences its writes check. The SQL is
+//! `cluster::{membership, fence}`'s; what to claim and when is decided there
+//! too. Here it runs, and the leases this node holds are remembered for the
+//! writes that must check them ([`Fences`]).
+//!
+//! A fenced write is a transaction that first runs `cluster::fence::FENCE_CHECK`
+//! (`FOR SHARE` on the lease's row with this node and the epoch it claimed):
+//! with no row, the lease moved on, the write is rolled back and the caller
+//! gets [`StoreError::Fenced`]. A takeover's `UPDATE` of that row waits for
+//! every such transaction still open, so the new holder reads the group
+//! only after the old holder's last write committed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sqlx::AnyConnection;
+
+use super::db::Dialect;
+use super::error::StoreError;
+use super::handles::Leases;
+use crate::cluster::fence::{Fence, LeaseName, CLAIM_LEASE, FENCE_CHECK, RELEASE_LEASE};
+use crate::cluster::membership::{LEAVE, REGISTER_NODE, RENEW_NODE};
+use crate::cluster::node_id::NodeId;
+
+/// The leases this node holds and their epochs, once it is a cluster node
+/// (none: every write goes unfenced, as on one machine).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Fences(Arc<Mutex<Option<Holder>>>);
+
+#[derive(Debug)]
+struct Holder {
+    node: NodeId,
+    epochs: HashMap<LeaseName, i64>,
+}
+
+impl Fences {
+    /// The fence a write to `lease` must check: `None` when this store is
+    /// not a cluster node's; `Err` when the node holds no such lease.
+    pub(super) fn of(&self, lease: &LeaseName) -> Result<Option<Fence>, StoreError> {
+        let held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(holder) = held.as_ref() else { return Ok(None) };
+        match holder.epochs.get(lease) {
+            Some(&epoch) => Ok(Some(Fence { lease: lease.clone(), node: holder.node.clone(), epoch })),
+            None => Err(StoreError::Fenced(lease.as_str().to_owned())),
+        }
+    }
+
+    /// Forgets `lease` (it moved on, or was let go).
+    fn forget(&self, lease: &LeaseName) {
+        if let Some(holder) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            holder.epochs.remove(lease);
+        }
+    }
+}
+
+/// Runs the fence check of `fence` on `conn`, inside the caller's
+/// transaction; a lease that moved on is forgotten and refused.
+pub(super) async fn check(conn: &mut AnyConnection, fences: &Fences, fence: &Fence) -> Result<(), StoreError> {
+    let (name, node, epoch) = fence.params();
+    let held: Option<i32> =
+        sqlx::query_scalar(FENCE_CHECK).bind(name).bind(node).bind(epoch).fetch_optional(&mut *conn).await?;
+    if held.is_none() {
+        fences.forget(&fence.lease);
+        return Err(StoreError::Fenced(name.to_owned()));
+    }
+    Ok(())
+}
+
+impl Leases {
+    /// Registers this process as a new incarnation of `node`, with `slots`
+    /// sessions and rows alive for `ttl_us`; from now on, this store's
+    /// group writes are fenced. `None`: another process with this node id
+    /// is alive (or left less than a ttl ago).
+    pub async fn register(
+        &self,
+        node: &NodeId,
+        slots: i64,
+        ttl_us: i64,
+        before: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        self.postgres_only()?;
+        let incarnation: Option<i64> = sqlx::query_scalar(REGISTER_NODE)
+            .bind(node.as_str())
+            .bind(slots)
+            .bind(ttl_us)
+            .bind(before)
+            .fetch_optional(&self.db.pool)
+            .await?;
+        if incarnation.is_some() {
+            let mut held = self.db.fences.0.lock().unwrap_or_else(|e| e.into_inner());
+            *held = Some(Holder { node: node.clone(), epochs: HashMap::new() });
+        }
+        Ok(incarnation)
+    }
+
+    /// Renews this incarnation's row: whether it was still alive.
+    pub async fn renew(&self, node: &NodeId, incarnation: i64, ttl_us: i64, live: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(RENEW_NODE)
+            .bind(node.as_str())
+            .bind(incarnation)
+            .bind(ttl_us)
+            .bind(live)
+            .execute(&self.db.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Ends this incarnation at once (after its CLIs are gone).
+    pub async fn leave(&self, node: &NodeId, incarnation: i64) -> Result<(), StoreError> {
+        sqlx::query(LEAVE).bind(node.as_str()).bind(incarnation).execute(&self.db.pool).await?;
+        Ok(())
+    }
+
+    /// Claims `lease` if it is free or its holder's row expired; its new epoch.
+    pub async fn claim(&self, lease: &LeaseName, node: &NodeId, incarnation: i64) -> Result<Option<i64>, StoreError> {
+        let epoch: Option<i64> = sqlx::query_scalar(CLAIM_LEASE)
+            .bind(lease.as_str())
+            .bind(node.as_str())
+            .bind(incarnation)
+            .fetch_optional(&self.db.pool)
+            .await?;
+        if let Some(epoch) = epoch {
+            if let Some(holder) = self.db.fences.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                holder.epochs.insert(lease.clone(), epoch);
+            }
+        }
+        Ok(epoch)
+    }
+
+    /// Lets `lease` go (a clean hand-off): free to claim at once.
+    pub async fn release(&self, lease: &LeaseName) -> Result<(), StoreError> {
+        if let Some(fence) = self.db.fences.of(lease)? {
+            let (name, node, epoch) = fence.params();
+            sqlx::query(RELEASE_LEASE).bind(name).bind(node).bind(epoch).execute(&self.db.pool).await?;
+            self.db.fences.forget(lease);
+        }
+        Ok(())
+    }
+
+    fn postgres_only(&self) -> Result<(), StoreError> {
+        match self.db.dialect {
+            Dialect::Postgres => Ok(()),
+            Dialect::Sqlite => Err(StoreError::NotShared),
+        }
+    }
+}

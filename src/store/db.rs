@@ -15,8 +15,8 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyConnection, AnyPool, Connection, Executor};
 
 use super::error::StoreError;
+use super::fences::Fences;
 use super::hot::Hot;
-use super::leases::Fences;
 
 /// Where the store lives.
 #[derive(Clone, PartialEq, Eq)]

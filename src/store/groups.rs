@@ -9,6 +9,7 @@ use super::db::Dialect;
 use super::error::{bad_row, readable, row_key, StoreError};
 use super::flag::Flag;
 use super::handles::Groups;
+use super::leases;
 use crate::domain::activity::ProgressMode;
 use crate::domain::budget::Budget;
 use crate::domain::{ChatAddress, GroupName, Platform, ToolsFor};
@@ -186,11 +187,9 @@ impl Groups {
     }
 
     pub async fn set_session_id(&self, group: &GroupName, session_id: Option<&str>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE groups SET session_id = $1 WHERE name = $2")
-            .bind(session_id)
-            .bind(group.as_str())
-            .execute(&self.db.pool)
-            .await?;
+        let query =
+            sqlx::query("UPDATE groups SET session_id = $1 WHERE name = $2").bind(session_id).bind(group.as_str());
+        leases::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 }

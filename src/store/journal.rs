@@ -1,18 +1,20 @@
 //! The session's journal: lifecycle events, task frames and permission
 //! decisions of a group, written as they happen and read back by tests and
-//! operators. Touches `session_events`, `task_frames`, `permission_decisions`.
+//! operators. Touches `session_events`, `task_frames`, `permission_decisions`;
+//! each write is fenced by the group's lease on a cluster node (`leases.rs`).
 
 use sqlx::FromRow;
 
 use super::clock::now_us;
 use super::error::{readable, StoreError};
 use super::handles::Journal;
+use super::leases;
 use super::rows;
 use crate::domain::{GroupName, PermissionDecision, TaskFrame};
 
 impl Journal {
     pub async fn record_task_frame(&self, group: &GroupName, t: &TaskFrame, raw: &str) -> Result<(), StoreError> {
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO task_frames (group_name, at_us, session_id, subtype, task_id, task_type, status, summary, description, raw)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
@@ -25,14 +27,13 @@ impl Journal {
         .bind(&t.status)
         .bind(&t.summary)
         .bind(&t.description)
-        .bind(raw)
-        .execute(&self.db.pool)
-        .await?;
+        .bind(raw);
+        leases::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 
     pub async fn record_decision(&self, group: &GroupName, d: &PermissionDecision) -> Result<(), StoreError> {
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO permission_decisions (group_name, at_us, tool_name, tool_use_id, input, allowed, message, decided_by)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
@@ -43,9 +44,8 @@ impl Journal {
         .bind(&d.input)
         .bind(i64::from(d.allowed))
         .bind(&d.message)
-        .bind(&d.decided_by)
-        .execute(&self.db.pool)
-        .await?;
+        .bind(&d.decided_by);
+        leases::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 
@@ -66,16 +66,15 @@ impl Journal {
         session_id: Option<&str>,
         detail: Option<&str>,
     ) -> Result<(), StoreError> {
-        sqlx::query(
+        let query = sqlx::query(
             "INSERT INTO session_events (group_name, at_us, kind, session_id, detail) VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(group.as_str())
         .bind(now_us())
         .bind(kind)
         .bind(session_id)
-        .bind(detail)
-        .execute(&self.db.pool)
-        .await?;
+        .bind(detail);
+        leases::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 

@@ -11,48 +11,15 @@
 //! every such transaction still open, so the new holder reads the group
 //! only after the old holder's last write committed.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use sqlx::AnyConnection;
 
 use super::db::Dialect;
 use super::error::StoreError;
+use super::fences::Fences;
 use super::handles::Leases;
 use crate::cluster::fence::{Fence, LeaseName, CLAIM_LEASE, FENCE_CHECK, RELEASE_LEASE};
 use crate::cluster::membership::{LEAVE, REGISTER_NODE, RENEW_NODE};
 use crate::cluster::node_id::NodeId;
-
-/// The leases this node holds and their epochs, once it is a cluster node
-/// (none: every write goes unfenced, as on one machine).
-#[derive(Clone, Debug, Default)]
-pub(super) struct Fences(Arc<Mutex<Option<Holder>>>);
-
-#[derive(Debug)]
-struct Holder {
-    node: NodeId,
-    epochs: HashMap<LeaseName, i64>,
-}
-
-impl Fences {
-    /// The fence a write to `lease` must check: `None` when this store is
-    /// not a cluster node's; `Err` when the node holds no such lease.
-    pub(super) fn of(&self, lease: &LeaseName) -> Result<Option<Fence>, StoreError> {
-        let held = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(holder) = held.as_ref() else { return Ok(None) };
-        match holder.epochs.get(lease) {
-            Some(&epoch) => Ok(Some(Fence { lease: lease.clone(), node: holder.node.clone(), epoch })),
-            None => Err(StoreError::Fenced(lease.as_str().to_owned())),
-        }
-    }
-
-    /// Forgets `lease` (it moved on, or was let go).
-    fn forget(&self, lease: &LeaseName) {
-        if let Some(holder) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            holder.epochs.remove(lease);
-        }
-    }
-}
 
 /// Runs the fence check of `fence` on `conn`, inside the caller's
 /// transaction; a lease that moved on is forgotten and refused.
@@ -88,8 +55,7 @@ impl Leases {
             .fetch_optional(&self.db.pool)
             .await?;
         if incarnation.is_some() {
-            let mut held = self.db.fences.0.lock().unwrap_or_else(|e| e.into_inner());
-            *held = Some(Holder { node: node.clone(), epochs: HashMap::new() });
+            self.db.fences.hold_as(node);
         }
         Ok(incarnation)
     }
@@ -121,9 +87,7 @@ impl Leases {
             .fetch_optional(&self.db.pool)
             .await?;
         if let Some(epoch) = epoch {
-            if let Some(holder) = self.db.fences.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-                holder.epochs.insert(lease.clone(), epoch);
-            }
+            self.db.fences.claimed(lease, epoch);
         }
         Ok(epoch)
     }
@@ -144,4 +108,36 @@ impl Leases {
             Dialect::Sqlite => Err(StoreError::NotShared),
         }
     }
+}
+
+/// Runs `query`, a write of `group`'s: alone, or, on a cluster node, in a
+/// transaction that first checks the group's lease ([`check`]).
+pub(super) async fn execute_for<'q>(
+    db: &super::db::Db,
+    group: &crate::domain::GroupName,
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+) -> Result<sqlx::any::AnyQueryResult, StoreError> {
+    match db.fences.of(&LeaseName::group(group))? {
+        None => Ok(query.execute(&db.pool).await?),
+        Some(fence) => {
+            let mut tx = db.pool.begin().await?;
+            check(&mut tx, &db.fences, &fence).await?;
+            let done = query.execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(done)
+        }
+    }
+}
+
+/// Opens a transaction for a write of `group`'s, its lease checked first on a cluster node.
+pub(super) async fn begin_for(
+    db: &super::db::Db,
+    group: &crate::domain::GroupName,
+) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+    let fence = db.fences.of(&LeaseName::group(group))?;
+    let mut tx = db.pool.begin().await?;
+    if let Some(fence) = &fence {
+        check(&mut tx, &db.fences, fence).await?;
+    }
+    Ok(tx)
 }

@@ -15,6 +15,7 @@ mod clock;
 mod db;
 mod egress;
 mod error;
+mod fences;
 mod flag;
 mod groups;
 mod handles;

@@ -800,10 +800,11 @@ async fn a_result_dropped_while_the_database_is_locked_leaves_no_transaction_ope
 
 /// Two cluster nodes on one PostgreSQL: a result is written under the
 /// group's lease; once another node took the lease over (the first one's row
-/// expired), the first one's result is rolled back and refused, and the
-/// lease is forgotten, so its next write is refused without a round trip.
+/// expired), the first one's result, journal, notices and session id are
+/// rolled back and refused, and the lease is forgotten, so its next write is
+/// refused without a round trip.
 #[tokio::test]
-async fn a_result_of_a_node_whose_lease_moved_on_is_rolled_back() {
+async fn the_writes_of_a_node_whose_lease_moved_on_are_rolled_back() {
     use crate::cluster::fence::LeaseName;
     use crate::cluster::node_id::NodeId;
     let url = postgres::server().fresh_database();
@@ -829,11 +830,21 @@ async fn a_result_of_a_node_whose_lease_moved_on_is_rolled_back() {
     assert!(matches!(&late, Err(StoreError::Fenced(name)) if name == "team"), "{late:?}");
     let again = a.outbox().record_result(&g, &success("later"), None, "{}", None, &[]).await;
     assert!(matches!(again, Err(StoreError::Fenced(_))), "{again:?}");
+    // The group's other writes from A: its journal, a notice, its session id.
+    let fenced = |r: Result<(), StoreError>| matches!(r, Err(StoreError::Fenced(_)));
+    assert!(fenced(a.journal().record_session_event(&g, "started", Some("s-a"), None).await));
+    let notice = Enqueue { kind: crate::domain::OutboundKind::Notice, text: "late notice", console: true };
+    assert!(fenced(a.outbox().enqueue(&g, notice).await.map(drop)));
+    assert!(fenced(a.groups().set_session_id(&g, Some("s-a")).await));
     let texts: Vec<String> =
         sqlx::query_scalar("SELECT text FROM results ORDER BY id").fetch_all(&b.db.pool).await.unwrap();
     assert_eq!(texts, ["by a"], "nothing of the fenced writes");
     let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(&b.db.pool).await.unwrap();
     assert_eq!(rows, 0);
+    assert!(b.journal().session_events(&g).await.unwrap().is_empty());
+    assert_eq!(b.groups().group("team").await.unwrap().session_id, None);
     let written = b.outbox().record_result(&g, &success("by b"), None, "{}", None, &[]).await;
     assert!(written.is_ok(), "the new holder writes: {written:?}");
+    b.journal().record_session_event(&g, "started", Some("s-b"), None).await.unwrap();
+    b.groups().set_session_id(&g, Some("s-b")).await.unwrap();
 }

@@ -139,7 +139,8 @@ mod tests {
         };
         let said = load("[cluster]\nenabled = true").unwrap_err().to_string();
         assert!(said.contains("set store.url"), "{said}");
-        let on = load("[store]\nurl = \"postgres://db/pincer\"\n[cluster]\nenabled = true\nlease_ttl = \"3s\"").unwrap();
+        let on =
+            load("[store]\nurl = \"postgres://db/pincer\"\n[cluster]\nenabled = true\nlease_ttl = \"3s\"").unwrap();
         assert!(on.cluster.enabled && on.cluster.lease_ttl == Duration::from_secs(3));
         assert!(!load("").unwrap().cluster.enabled, "off by default");
         let said = load("[cluster]\nlease_ttl = \"1s\"").unwrap_err().to_string();

@@ -40,9 +40,8 @@ async fn start(url: &str, id: &str) -> Node {
 /// Waits until the node's state passes `test`; the state it reached.
 async fn until(node: &Node, test: impl FnMut(&NodeState) -> bool) -> NodeState {
     let mut state = node.membership.state();
-    let reached = tokio::time::timeout(HANG, state.wait_for(test)).await;
-    let reached = *reached.expect("the state was reached").expect("the task is running");
-    reached
+    let reached = tokio::time::timeout(HANG, state.wait_for(test)).await.expect("the state was reached");
+    reached.map(|s| *s).expect("the task is running")
 }
 
 async fn registered(node: &Node) -> (i64, Instant) {

@@ -6,6 +6,7 @@
 mod console;
 mod data;
 mod engine;
+mod membership;
 pub mod reload;
 mod retention;
 mod running;
@@ -27,6 +28,7 @@ use crate::lock::DataLock;
 pub use console::console_chat;
 pub use data::{open_store, register_group, store_location};
 pub use engine::Engine;
+pub use membership::{Membership, MembershipConfig, NodeState};
 pub use running::Running;
 pub use whatsapp::{StartWhatsApp, WhatsAppSource};
 

@@ -5,6 +5,7 @@
 mod budget;
 mod check;
 mod claude;
+mod cluster;
 mod delivery;
 mod error;
 mod http;
@@ -24,6 +25,7 @@ mod whatsapp;
 
 pub use budget::BudgetConfig;
 pub use claude::ClaudeConfig;
+pub use cluster::ClusterConfig;
 pub use delivery::{ConsoleConfig, DeliveryConfig};
 pub use error::ConfigError;
 pub use http::HttpConfig;

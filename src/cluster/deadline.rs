@@ -85,6 +85,13 @@ impl Deadline {
         Renewed::Alive
     }
 
+    /// The database found no live row of this incarnation to renew (it
+    /// expired, or a newer incarnation replaced it): over for good, since
+    /// another node may already have claimed its leases. Register again.
+    pub fn renewal_refused(&mut self) {
+        self.lapsed = true;
+    }
+
     /// Whether the CLIs must be dead by `now`.
     pub fn expired(&self, now: Instant) -> bool {
         self.lapsed || self.until.is_none_or(|until| now >= until)

@@ -30,6 +30,7 @@ impl Config {
         self.progress.check()?;
         self.http.check()?;
         self.store.check()?;
+        self.cluster.check(self.store.url.is_some())?;
         self.budget.check()?;
         self.retention.check()?;
         self.media.check()?;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::budget::BudgetConfig;
 use super::claude::ClaudeConfig;
+use super::cluster::ClusterConfig;
 use super::delivery::{ConsoleConfig, DeliveryConfig};
 use super::error::ConfigError;
 use super::http::HttpConfig;
@@ -68,6 +69,8 @@ pub struct Config {
     pub transcription: TranscriptionConfig,
     /// `[store]`: SQLite in `data_dir` (default) or a shared PostgreSQL.
     pub store: StoreConfig,
+    /// `[cluster]`: one node of several on the shared store (off by default).
+    pub cluster: ClusterConfig,
     /// The file this config was read from (made absolute), for a reload to
     /// read again; `None` for a config built another way (tests).
     #[serde(skip)]
@@ -97,6 +100,7 @@ impl Default for Config {
             media: MediaConfig::default(),
             transcription: TranscriptionConfig::default(),
             store: StoreConfig::default(),
+            cluster: ClusterConfig::default(),
             source: None,
         }
     }

@@ -107,3 +107,17 @@ async fn a_late_answer_to_an_older_send_never_moves_the_deadline_back() {
     assert_eq!(d.until(), Some(newer.at() + TTL - MARGIN));
     assert_eq!(d.last_sent(), Some(newer.at()));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_renewal_ends_the_incarnation_at_once_and_for_good() {
+    let mut d = deadline();
+    let first = d.renewal_sent(Instant::now());
+    assert_eq!(d.renewal_succeeded(first, Instant::now()), Renewed::Alive);
+    advance(Duration::from_secs(2)).await;
+    let _refused = d.renewal_sent(Instant::now());
+    d.renewal_refused();
+    assert!(d.expired(Instant::now()), "well before the deadline a success would have given");
+    assert_eq!(d.guard_kill_after(Instant::now()), None);
+    let after = d.renewal_sent(Instant::now());
+    assert_eq!(d.renewal_succeeded(after, Instant::now()), Renewed::Lapsed);
+}

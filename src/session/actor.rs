@@ -397,7 +397,7 @@ impl SessionActor {
     }
 
     async fn set_state(&self, ids: &[InboundId], state: InboundState) {
-        if let Err(e) = self.deps.queue.set_inbound_state(ids, state).await {
+        if let Err(e) = self.deps.queue.settle(&self.group, ids, state).await {
             tracing::error!(group = %self.group, %e, "cannot update inbound state");
         }
     }

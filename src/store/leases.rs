@@ -129,6 +129,27 @@ pub(super) async fn execute_for<'q>(
     }
 }
 
+/// [`execute_for`] on the message path's connection (`hot`).
+pub(super) async fn execute_hot_for<'q>(
+    db: &super::db::Db,
+    group: &crate::domain::GroupName,
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+) -> Result<sqlx::any::AnyQueryResult, StoreError> {
+    use sqlx::Connection;
+    let fence = db.fences.of(&LeaseName::group(group))?;
+    let mut conn = db.hot.lock().await?;
+    match fence {
+        None => Ok(query.execute(&mut *conn).await?),
+        Some(fence) => {
+            let mut tx = conn.begin().await?;
+            check(&mut tx, &db.fences, &fence).await?;
+            let done = query.execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(done)
+        }
+    }
+}
+
 /// Opens a transaction for a write of `group`'s, its lease checked first on a cluster node.
 pub(super) async fn begin_for(
     db: &super::db::Db,

@@ -15,6 +15,7 @@ use super::error::{readable, StoreError};
 use super::flag::Flag;
 use super::handles::Queue;
 use super::inbound::{insert_inbound_row, settle_list, settle_sql, InboundState};
+use super::leases;
 use super::rows::{self, InboundRow};
 use crate::domain::media::{Attachment, ModelImage, Outcome};
 use crate::domain::{from_unix_us, ChatLine, GroupName, Inbound, InboundId};
@@ -95,6 +96,17 @@ impl Queue {
             .bind(settle_list(ids.iter().map(|id| (*id, state))))
             .execute(&mut *self.db.hot.lock().await?)
             .await?;
+        Ok(())
+    }
+
+    /// [`Queue::set_inbound_state`] of `group`'s own session: fenced by the
+    /// group's lease on a cluster node (`leases.rs`).
+    pub async fn settle(&self, group: &GroupName, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let query = sqlx::query(settle_sql(self.db.dialect)).bind(settle_list(ids.iter().map(|id| (*id, state))));
+        leases::execute_hot_for(&self.db, group, query).await?;
         Ok(())
     }
 

@@ -836,6 +836,11 @@ async fn the_writes_of_a_node_whose_lease_moved_on_are_rolled_back() {
     let notice = Enqueue { kind: crate::domain::OutboundKind::Notice, text: "late notice", console: true };
     assert!(fenced(a.outbox().enqueue(&g, notice).await.map(drop)));
     assert!(fenced(a.groups().set_session_id(&g, Some("s-a")).await));
+    let msg = Inbound::new(g.clone(), Source::Console, "ann", "hi");
+    let id = b.queue().insert_inbound(&msg, InboundState::Sent).await.unwrap();
+    assert!(fenced(a.queue().settle(&g, &[id], InboundState::Answered).await));
+    let states: Vec<String> = sqlx::query_scalar("SELECT state FROM inbound").fetch_all(&b.db.pool).await.unwrap();
+    assert_eq!(states, ["sent"], "the message's state is not A's to settle any more");
     let texts: Vec<String> =
         sqlx::query_scalar("SELECT text FROM results ORDER BY id").fetch_all(&b.db.pool).await.unwrap();
     assert_eq!(texts, ["by a"], "nothing of the fenced writes");

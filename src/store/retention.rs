@@ -102,7 +102,7 @@ pub fn spend_cutoff(cutoff_us: i64, now_us: i64) -> i64 {
 }
 
 /// One kind of row that goes once old: its table and the condition that
-/// picks old rows no longer in use (`?1`: the cutoff, unix µs).
+/// picks old rows no longer in use (`$1`: the cutoff, unix µs; `$2` the batch).
 struct Rule {
     table: &'static str,
     /// `DELETE … WHERE rowid IN (SELECT rowid FROM table WHERE <old> LIMIT n)`,

@@ -129,23 +129,24 @@ pub(super) async fn execute_for<'q>(
     }
 }
 
-/// [`execute_for`] on the message path's connection (`hot`).
-pub(super) async fn execute_hot_for<'q>(
+/// [`execute_for`] on the message path's connection (`hot`), for a write
+/// that may return rows (`RETURNING`): the rows.
+pub(super) async fn fetch_hot_for<'q>(
     db: &super::db::Db,
     group: &crate::domain::GroupName,
     query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-) -> Result<sqlx::any::AnyQueryResult, StoreError> {
+) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
     use sqlx::Connection;
     let fence = db.fences.of(&LeaseName::group(group))?;
     let mut conn = db.hot.lock().await?;
     match fence {
-        None => Ok(query.execute(&mut *conn).await?),
+        None => Ok(query.fetch_all(&mut *conn).await?),
         Some(fence) => {
             let mut tx = conn.begin().await?;
             check(&mut tx, &db.fences, &fence).await?;
-            let done = query.execute(&mut *tx).await?;
+            let rows = query.fetch_all(&mut *tx).await?;
             tx.commit().await?;
-            Ok(done)
+            Ok(rows)
         }
     }
 }

@@ -68,14 +68,14 @@ impl Queue {
     ) -> Result<TakenContext, StoreError> {
         // One statement, so reading and marking are atomic without a deferred
         // transaction (which WAL refuses to upgrade once another writer committed).
-        let mut rows = sqlx::query(
+        // Marking them is a write of the group's: fenced on a cluster node.
+        let query = sqlx::query(
             "UPDATE inbound SET state = 'included' WHERE group_name = $1 AND state = 'observed' AND id < $2
              RETURNING id, sender, sent_at_us, reply_to, text, sender_id, media",
         )
         .bind(group.as_str())
-        .bind(before.0)
-        .fetch_all(&mut *self.db.hot.lock().await?)
-        .await?;
+        .bind(before.0);
+        let mut rows = leases::fetch_hot_for(&self.db, group, query).await?;
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
         // (`id` is the rowid, always an integer.)
         let id = |r: &AnyRow| r.try_get::<i64, _>("id").unwrap_or_default();
@@ -106,7 +106,7 @@ impl Queue {
             return Ok(());
         }
         let query = sqlx::query(settle_sql(self.db.dialect)).bind(settle_list(ids.iter().map(|id| (*id, state))));
-        leases::execute_hot_for(&self.db, group, query).await?;
+        leases::fetch_hot_for(&self.db, group, query).await?;
         Ok(())
     }
 

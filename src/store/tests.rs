@@ -800,8 +800,8 @@ async fn a_result_dropped_while_the_database_is_locked_leaves_no_transaction_ope
 
 /// Two cluster nodes on one PostgreSQL: a result is written under the
 /// group's lease; once another node took the lease over (the first one's row
-/// expired), the first one's result, journal, notices and session id are
-/// rolled back and refused, and the lease is forgotten, so its next write is
+/// expired), the first one's result, message states, context taken,
+/// journal, notices and session id are rolled back and refused, and the lease is forgotten, so its next write is
 /// refused without a round trip.
 #[tokio::test]
 async fn the_writes_of_a_node_whose_lease_moved_on_are_rolled_back() {
@@ -841,6 +841,11 @@ async fn the_writes_of_a_node_whose_lease_moved_on_are_rolled_back() {
     assert!(fenced(a.queue().settle(&g, &[id], InboundState::Answered).await));
     let states: Vec<String> = sqlx::query_scalar("SELECT state FROM inbound").fetch_all(&b.db.pool).await.unwrap();
     assert_eq!(states, ["sent"], "the message's state is not A's to settle any more");
+    let seen = Inbound::new(g.clone(), Source::Console, "ann", "context");
+    b.queue().insert_inbound(&seen, InboundState::Observed).await.unwrap();
+    let taken = a.queue().take_context(&g, 10, InboundId(i64::MAX)).await;
+    assert!(matches!(taken, Err(StoreError::Fenced(_))), "{taken:?}");
+    assert_eq!(b.queue().take_context(&g, 10, InboundId(i64::MAX)).await.unwrap().lines.len(), 1, "left for B");
     let texts: Vec<String> =
         sqlx::query_scalar("SELECT text FROM results ORDER BY id").fetch_all(&b.db.pool).await.unwrap();
     assert_eq!(texts, ["by a"], "nothing of the fenced writes");

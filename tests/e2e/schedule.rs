@@ -239,7 +239,18 @@ async fn a_failing_run_is_retried_and_the_chat_is_told_once_per_streak() {
     );
     let runs = finished_runs(&pincer, task.id, 2).await;
     assert_eq!(runs.iter().map(|r| r.outcome.as_str()).collect::<Vec<_>>(), ["error", "error"]);
-    let task = pincer.store().schedules().schedule(task.id).await.unwrap();
+    // The run's end is written before the scheduler decides what comes next:
+    // wait for that decision (its streak ended), not just for the run.
+    let settled = async {
+        loop {
+            let task = pincer.store().schedules().schedule(task.id).await.unwrap();
+            if task.failures == 0 {
+                return task;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let task = tokio::time::timeout(PATIENCE, settled).await.expect("the streak ended within the patience limit");
     assert_eq!((task.status.as_str(), task.failures), ("active", 0), "it waits for its next regular run");
     assert!(task.next_run.is_some_and(|t| t > Utc::now() + chrono::Duration::minutes(50)), "{task:?}");
     // Stopped, so a notice the last failure would send is written by now.

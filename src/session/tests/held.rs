@@ -56,7 +56,8 @@ async fn a_budget_reached_by_a_turn_stops_its_background_work_before_a_follow_up
     let notices = rig.notices().await;
     assert_eq!(notices.len(), 1, "{notices:?}");
     assert!(notices[0].contains("budget of 1 turns a day") && notices[0].contains("Background work"), "{notices:?}");
-    assert!(!rig.handle.status().live && !rig.handle.busy());
+    // The handle's view follows the actor's: waited for, not read at once.
+    rig.until("the session is down and owes nothing", || !rig.handle.status().live && !rig.handle.busy()).await;
     rig.stop().await;
 }
 

@@ -188,6 +188,7 @@ impl Task {
             let Some(until) = deadline.until().filter(|_| !deadline.expired(Instant::now())) else {
                 return Ended::Lapsed;
             };
+            self.leases.set_deadline(until);
             self.state.send_if_modified(|state| {
                 let now = NodeState::Registered { incarnation, deadline: until };
                 *state != now && {

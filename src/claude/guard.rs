@@ -59,11 +59,13 @@ use tokio::process::Command;
 const POLL_WITHOUT_SIGNALFD_MS: libc::c_int = 100;
 
 /// pincer's end of one guard's pipe. Dropping it (or pincer's death) makes
-/// the guard kill the CLI and everything it started.
+/// the guard kill the CLI and everything it started. On a cluster node,
+/// pincer also writes the node's deadline to it ([`Tether::kill_after`]).
 #[derive(Debug)]
 pub struct Tether {
-    /// Never written to: closing it is the message.
-    _write: OwnedFd,
+    /// Closing it is the message; written to only with deadlines. Non-blocking:
+    /// a guard that stopped reading never holds up pincer.
+    write: OwnedFd,
     /// pincer's copy of the guard's end, needed only until the fork.
     read: Option<OwnedFd>,
 }
@@ -72,6 +74,16 @@ impl Tether {
     /// The child is forked: pincer needs no read end.
     pub fn spawned(&mut self) {
         self.read = None;
+    }
+
+    /// Has the guard kill the CLI's tree by itself `after` from now unless a
+    /// later call moves the deadline (the latest wins): a cluster node's CLIs
+    /// die at its deadline even when pincer is frozen. One 8-byte write,
+    /// atomic on a pipe; a full pipe (a guard not reading) drops it.
+    pub fn kill_after(&self, after: std::time::Duration) {
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX).to_le_bytes();
+        // SAFETY: writes 8 bytes from a stack buffer to a descriptor we own.
+        unsafe { libc::write(self.write.as_raw_fd(), ms.as_ptr().cast(), ms.len()) };
     }
 }
 
@@ -84,6 +96,9 @@ pub fn install(cmd: &mut Command) -> io::Result<Tether> {
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    // Only pincer's end (its own open file): the guard's reads still block in poll.
+    // SAFETY: fcntl on a descriptor just made.
+    unsafe { libc::fcntl(fds[1], libc::F_SETFL, libc::O_NONBLOCK) };
     // SAFETY: fresh descriptors, owned by nothing else.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let tether = read.as_raw_fd();
@@ -92,7 +107,7 @@ pub fn install(cmd: &mut Command) -> io::Result<Tether> {
     unsafe {
         cmd.pre_exec(move || split(tether));
     }
-    Ok(Tether { _write: write, read: Some(read) })
+    Ok(Tether { write, read: Some(read) })
 }
 
 /// In the forked child: forks the CLI's process and becomes its guard.
@@ -225,7 +240,13 @@ unsafe fn watch(tether: RawFd, cli: libc::pid_t) -> ! {
     // A SIGCHLD before this exists is not lost: exits are looked for below first.
     let sigfd = libc::signalfd(-1, &chld, libc::SFD_CLOEXEC);
     let (watched, timeout) = if sigfd >= 0 { (2, -1) } else { (1, POLL_WITHOUT_SIGNALFD_MS) };
+    // The kill deadline pincer wrote last, on the boot clock (ms); none yet: -1.
+    let mut deadline: i64 = -1;
     loop {
+        let now = boot_ms();
+        if deadline >= 0 && now >= deadline {
+            kill_tree_and_exit();
+        }
         // The CLI, or an orphan of its tree that the guard adopted and must reap.
         loop {
             let mut status = 0;
@@ -244,6 +265,7 @@ unsafe fn watch(tether: RawFd, cli: libc::pid_t) -> ! {
             libc::pollfd { fd: tether, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: sigfd, events: libc::POLLIN, revents: 0 },
         ];
+        let timeout = until_deadline(timeout, deadline, now);
         if libc::poll(fds.as_mut_ptr(), watched, timeout) < 0 {
             if errno() != libc::EINTR {
                 // Out of kernel memory, say: try again shortly rather than spin.
@@ -252,15 +274,61 @@ unsafe fn watch(tether: RawFd, cli: libc::pid_t) -> ! {
             continue;
         }
         if fds[0].revents != 0 {
-            // Nobody writes to the pipe: readable means EOF, pincer is gone or cut it.
-            kill_descendants();
-            libc::kill(0, libc::SIGKILL);
-            libc::_exit(137);
+            // A deadline, or EOF: pincer is gone or cut the tether.
+            let mut buf = [0u8; 64];
+            let n = libc::read(tether, buf.as_mut_ptr().cast(), buf.len());
+            match usize::try_from(n) {
+                Ok(0) => kill_tree_and_exit(),
+                Ok(n) => {
+                    for record in buf[..n].chunks_exact(8) {
+                        let mut ms = [0u8; 8];
+                        ms.copy_from_slice(record);
+                        let after = i64::try_from(u64::from_le_bytes(ms)).unwrap_or(i64::MAX);
+                        deadline = boot_ms().saturating_add(after);
+                    }
+                }
+                Err(_) if errno() == libc::EINTR || errno() == libc::EAGAIN => {}
+                Err(_) => kill_tree_and_exit(),
+            }
         }
         if fds[1].revents != 0 {
             let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
             libc::read(sigfd, info.as_mut_ptr().cast(), info.len());
         }
+    }
+}
+
+/// Kills the CLI's tree and the guard's group, and ends the guard.
+///
+/// # Safety
+/// Only in the forked guard.
+unsafe fn kill_tree_and_exit() -> ! {
+    kill_descendants();
+    libc::kill(0, libc::SIGKILL);
+    libc::_exit(137)
+}
+
+/// Now on the boot clock (monotonic, and counting a suspend, as the
+/// database's clock does), in ms.
+///
+/// # Safety
+/// Only in the forked guard (a raw system call).
+unsafe fn boot_ms() -> i64 {
+    let mut now: libc::timespec = std::mem::zeroed();
+    libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now);
+    now.tv_sec.saturating_mul(1000).saturating_add(now.tv_nsec / 1_000_000)
+}
+
+/// The poll timeout: `base` (-1: none), shortened to reach `deadline` (-1: none).
+fn until_deadline(base: libc::c_int, deadline: i64, now: i64) -> libc::c_int {
+    if deadline < 0 {
+        return base;
+    }
+    let left = libc::c_int::try_from(deadline.saturating_sub(now).clamp(0, 60_000)).unwrap_or(60_000);
+    if base < 0 {
+        left
+    } else {
+        base.min(left)
     }
 }
 
@@ -580,5 +648,31 @@ mod tests {
         let private = private_kib(guard);
         assert!(private < (BALLAST as u64 / 1024) / 4, "the guard holds {private} KiB of its own");
         drop(ballast);
+    }
+
+    #[tokio::test]
+    async fn a_guard_kills_its_cli_at_the_last_deadline_pincer_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = SpawnSpec {
+            program: "sleep".into(),
+            args: vec!["300".into()],
+            cwd: dir.path().to_owned(),
+            env: vec![],
+            env_remove: vec![],
+            label: "deadline".into(),
+            after_kill: None,
+            pass_fds: vec![],
+        };
+        let (mut process, _lines) = CliProcess::spawn(&spec).unwrap();
+        // A far deadline, then a near one: the latest wins, and the guard acts
+        // alone (pincer never stops the process here).
+        process.kill_after(Duration::from_secs(600));
+        process.kill_after(Duration::from_millis(200));
+        let status = process.wait_for(Duration::from_secs(60)).await.expect("the guard killed the CLI at its deadline");
+        // The guard kills its group, itself with it (or exits as killed).
+        assert!(
+            std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGKILL) || status.code() == Some(137),
+            "{status}"
+        );
     }
 }

@@ -229,6 +229,14 @@ impl CliProcess {
         self.stdin = None;
     }
 
+    /// Has the guard kill the CLI by itself `after` from now (a cluster
+    /// node's deadline; see `guard::Tether::kill_after`).
+    pub fn kill_after(&self, after: Duration) {
+        if let Some(tether) = &self.tether {
+            tether.kill_after(after);
+        }
+    }
+
     /// The guard's pid, which is also the process group's id.
     pub fn pid(&self) -> Option<u32> {
         self.pid

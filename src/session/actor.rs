@@ -74,6 +74,8 @@ enum Event {
     Command(Command),
     /// The leases this node holds changed (a cluster node's).
     Leases,
+    /// The node's deadline moved: the CLI's guard is told.
+    Deadline,
     /// Messages were queued for the group in the store.
     Woken,
     Approved(Answered),
@@ -173,6 +175,8 @@ pub(super) struct SessionActor {
     was_owned: bool,
     /// Changes when this node's leases do.
     leases: watch::Receiver<u64>,
+    /// A cluster node's deadline, which the live CLI's guard enforces alone.
+    deadline: watch::Receiver<Option<Instant>>,
 }
 
 impl SessionActor {
@@ -192,10 +196,12 @@ impl SessionActor {
         // Checked at config load; UTC is only the fallback of a config built in code.
         let zone = deps.config.timezone.parse().unwrap_or(chrono_tz::UTC);
         let leases = deps.leases.changes();
+        let deadline = deps.leases.deadline();
         let was_owned = deps.leases.holds_group(&group.name);
         SessionActor {
             was_owned,
             leases,
+            deadline,
             group: group.name.clone(),
             policy,
             deps,
@@ -251,6 +257,7 @@ impl SessionActor {
                 }
                 Event::Woken => self.puller.woken(self.intake.wakes()),
                 Event::Leases => self.on_ownership().await,
+                Event::Deadline => self.tell_guard(),
                 Event::Approved(answered) => self.on_approved(answered).await,
                 Event::Line(line) => self.on_line(line).await,
                 Event::Exited => self.on_exit().await,
@@ -304,6 +311,7 @@ impl SessionActor {
             biased;
             _ = self.deps.shutdown.cancelled() => Event::Shutdown,
             Ok(()) = self.leases.changed() => Event::Leases,
+            Ok(()) = self.deadline.changed(), if live => Event::Deadline,
             line = lines => line.map_or(Event::Exited, Event::Line),
             cmd = self.commands.recv() => cmd.map_or(Event::Shutdown, Event::Command),
             _ = self.intake.woken() => Event::Woken,

@@ -60,6 +60,9 @@ pub trait CliChild: Send + Sync {
     fn close_stdin(&mut self);
     /// Stops the process: stdin closed, `grace`, then signals (see [`CliProcess::stop`]).
     fn stop(&mut self, grace: Duration) -> BoxFuture<'_, Option<ExitStatus>>;
+    /// On a cluster node: the process must be dead `after` from now even if
+    /// pincer cannot act then (frozen); a later call moves it. Nothing by default.
+    fn kill_after(&mut self, _after: Duration) {}
 }
 
 /// Why no process could be started. Each says what to fix in the chat's words.
@@ -192,5 +195,9 @@ impl CliChild for RealChild {
 
     fn stop(&mut self, grace: Duration) -> BoxFuture<'_, Option<ExitStatus>> {
         Box::pin(self.process.stop(grace))
+    }
+
+    fn kill_after(&mut self, after: Duration) {
+        self.process.kill_after(after);
     }
 }

@@ -20,11 +20,17 @@ pub(super) struct Fences {
     held: Arc<Mutex<Option<Holder>>>,
     /// Bumped at every change of what is held.
     changed: Arc<watch::Sender<u64>>,
+    /// Until when this node's CLIs may run (its membership's deadline).
+    deadline: Arc<watch::Sender<Option<tokio::time::Instant>>>,
 }
 
 impl Default for Fences {
     fn default() -> Self {
-        Fences { held: Arc::default(), changed: Arc::new(watch::channel(0).0) }
+        Fences {
+            held: Arc::default(),
+            changed: Arc::new(watch::channel(0).0),
+            deadline: Arc::new(watch::channel(None).0),
+        }
     }
 }
 
@@ -91,6 +97,20 @@ impl Fences {
     /// Told of every change of what is held.
     pub(super) fn changes(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// The node's deadline moved (a renewal succeeded).
+    pub(super) fn set_deadline(&self, until: tokio::time::Instant) {
+        self.deadline.send_if_modified(|now| {
+            let moved = *now != Some(until);
+            *now = Some(until);
+            moved
+        });
+    }
+
+    /// The node's deadline, to watch; `None` on one machine or before the first renewal.
+    pub(super) fn deadline(&self) -> watch::Receiver<Option<tokio::time::Instant>> {
+        self.deadline.subscribe()
     }
 
     fn bump(&self) {

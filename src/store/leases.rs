@@ -141,6 +141,16 @@ impl Leases {
         self.db.fences.held()
     }
 
+    /// This node's CLIs must be dead by `until` unless it moves again.
+    pub fn set_deadline(&self, until: tokio::time::Instant) {
+        self.db.fences.set_deadline(until);
+    }
+
+    /// Until when this node's CLIs may run, to watch (their guards are told).
+    pub fn deadline(&self) -> tokio::sync::watch::Receiver<Option<tokio::time::Instant>> {
+        self.db.fences.deadline()
+    }
+
     /// Changes whenever a lease is claimed, let go or lost.
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.db.fences.changes()

@@ -133,14 +133,38 @@ async fn a_killed_nodes_group_is_answered_by_another_once_in_the_same_conversati
     }
 }
 
+/// The guards (`pincer-guard …`) among `pid`'s children.
+fn guards_of(pid: Pid) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let children = tasks.flatten().flat_map(|task| {
+        let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        list.split_whitespace().filter_map(|p| p.parse::<i32>().ok()).collect::<Vec<_>>()
+    });
+    children
+        .filter(|child| std::fs::read(format!("/proc/{child}/cmdline")).is_ok_and(|c| c.starts_with(b"pincer-guard")))
+        .collect()
+}
+
+/// Whether process `pid` is gone or a zombie.
+fn dead(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // "pid (comm) S …": the state follows the last ')'.
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
 #[tokio::test]
 async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it() {
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let url = postgres::server().fresh_database();
     let mut nodes = nodes(&api, &bot, &url);
-    let settings =
-        GroupSettings { chat: Some(ChatAddress::telegram(team().id, None)), requires_trigger: false, ..Default::default() };
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        ..Default::default()
+    };
     nodes[0].sandbox.add_group_with("team", settings).await;
     for node in &mut nodes {
         node.start().await;
@@ -152,9 +176,18 @@ async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it
     let frozen = nodes.iter().find(|n| n.id == owner).unwrap();
     let pid = Pid::from_raw(frozen.child.as_ref().unwrap().id().unwrap() as i32);
 
+    let guards = guards_of(pid);
+    assert!(!guards.is_empty(), "the owner runs the group's CLI under a guard");
+
     kill(pid, Signal::SIGSTOP).unwrap();
     bot.say(&team(), &alice(), "still there? MANGO");
     assert_eq!(answered(&bot, "MANGO").await, 1);
+    // Another node runs the group now: the frozen node's CLI is dead, killed
+    // by its guard at the node's deadline (pincer could not, frozen; its
+    // guards are zombies it cannot reap yet).
+    for guard in guards {
+        assert!(dead(guard), "the frozen node's CLI (guard {guard}) outlived its deadline");
+    }
     let after = holder(&mut db, "team").await.expect("a node holds the group");
     assert_ne!(after, owner, "another node took the group from the frozen one");
     let results_before: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM results").fetch_one(&mut db).await.unwrap();
@@ -167,7 +200,9 @@ async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    tokio::time::timeout(crate::support::harness::PATIENCE, lapsed).await.expect("the thawed node sees its lease lapsed");
+    tokio::time::timeout(crate::support::harness::PATIENCE, lapsed)
+        .await
+        .expect("the thawed node sees its lease lapsed");
     bot.say(&team(), &alice(), "MARKER");
     assert_eq!(answered(&bot, "MARKER").await, 1);
     for word in ["PINEAPPLE", "MANGO"] {

@@ -48,6 +48,15 @@ impl SessionActor {
         }
     }
 
+    /// Tells the live CLI's guard the node's deadline: it kills the CLI by
+    /// itself then, even if pincer is frozen and cannot.
+    pub(super) fn tell_guard(&mut self) {
+        let until = *self.deadline.borrow_and_update();
+        if let (Some(until), Some(live)) = (until, self.live.as_mut()) {
+            live.child.kill_after(until.saturating_duration_since(tokio::time::Instant::now()));
+        }
+    }
+
     /// The lease is gone: kill the CLI now and forget what it held.
     async fn lost(&mut self) {
         tracing::warn!(group = %self.group, "this node lost the group's lease: stopping its CLI at once");

@@ -168,6 +168,8 @@ impl SessionActor {
             trust: Default::default(),
             withheld,
         });
+        // On a cluster node, its guard kills it at the node's deadline by itself.
+        self.tell_guard();
         // Before any message: pincer's hook sees every tool call from the first.
         let init = protocol::initialize_line(INIT_REQUEST, HOOK_TIMEOUT_SECS);
         self.write(&init).await;

@@ -21,6 +21,10 @@
 //!   the write end when the last pincer thread dies, so this needs no code in
 //!   pincer), or pincer dropped the tether to kill this CLI. The guard kills
 //!   the CLI's whole tree, then its group and itself.
+//! - the deadline pincer last wrote to that pipe (a cluster node's: "kill
+//!   after N ms", 8 bytes, moved by every renewal): the guard kills the tree
+//!   as at EOF, so a frozen pincer leaves no CLI alive once another node may
+//!   run the group. Without a deadline written, none applies.
 //! - the CLI's exit: the guard kills what the CLI left running, reaps it and
 //!   ends the same way (same exit code, or the same signal), so pincer's
 //!   `wait` reports the CLI's own status.

@@ -212,3 +212,49 @@ async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it
     assert_eq!(results, results_before + 1, "only the marker's result was written after the thaw");
     assert_eq!(holder(&mut db, "team").await.as_deref(), Some(after.as_str()), "the group stayed where it moved");
 }
+
+/// The nodes whose log says they serve Telegram as the gateway.
+fn gateways(nodes: &[Node]) -> Vec<String> {
+    let serving = |n: &&Node| {
+        std::fs::read_to_string(n.log()).unwrap_or_default().contains("serving Telegram as this cluster's gateway")
+    };
+    nodes.iter().filter(serving).map(|n| n.id.clone()).collect()
+}
+
+#[tokio::test]
+async fn one_node_polls_telegram_and_when_it_dies_another_takes_over_losing_no_update() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let url = postgres::server().fresh_database();
+    let mut nodes = nodes(&api, &bot, &url);
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        ..Default::default()
+    };
+    nodes[0].sandbox.add_group_with("team", settings).await;
+    for node in &mut nodes {
+        node.start().await;
+    }
+    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    bot.say(&team(), &alice(), "hello APPLE");
+    assert_eq!(answered(&bot, "APPLE").await, 1);
+    let gateway = holder(&mut db, "gw:telegram:123456").await.expect("a node holds the bot's gateway");
+    assert_eq!(gateways(&nodes), [gateway.clone()], "one node polls");
+
+    nodes.iter_mut().find(|n| n.id == gateway).unwrap().kill_9().await;
+    // Said while no node polls: stored and answered once by the next gateway.
+    bot.say(&team(), &alice(), "anyone? BANANA");
+    assert_eq!(answered(&bot, "BANANA").await, 1);
+    let next = holder(&mut db, "gw:telegram:123456").await.expect("another node holds the gateway");
+    assert_ne!(next, gateway);
+    let serving = gateways(&nodes);
+    assert_eq!(serving.len(), 2, "the dead node, then one other: {serving:?}");
+    assert!(serving.contains(&next), "{serving:?}");
+    let stored: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM inbound WHERE text LIKE '%BANANA%'").fetch_one(&mut db).await.unwrap();
+    assert_eq!(stored, 1, "stored once");
+    bot.say(&team(), &alice(), "MARKER");
+    answered(&bot, "MARKER").await;
+    assert_eq!(answered(&bot, "BANANA").await, 1, "answered once");
+}

@@ -258,3 +258,63 @@ async fn one_node_polls_telegram_and_when_it_dies_another_takes_over_losing_no_u
     answered(&bot, "MARKER").await;
     assert_eq!(answered(&bot, "BANANA").await, 1, "answered once");
 }
+
+#[tokio::test]
+async fn thirty_schedules_due_together_on_three_nodes_each_run_once() {
+    use pincer::domain::schedule::{ContextMode, Trigger};
+    use pincer::store::{Location, NewSchedule, Store};
+
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let url = postgres::server().fresh_database();
+    let mut nodes = nodes(&api, &bot, &url);
+    let groups: Vec<_> = (1..=6).map(|n| format!("crew{n}")).collect();
+    for name in &groups {
+        nodes[0].sandbox.add_group_with(name, GroupSettings::default()).await;
+    }
+    for node in &mut nodes {
+        node.start().await;
+    }
+    let store = Store::connect(&Location::Postgres(url.clone())).await.unwrap();
+    let at = chrono::Utc::now() + chrono::Duration::seconds(3);
+    let mut ids = Vec::new();
+    for (g, name) in groups.iter().enumerate() {
+        for n in 0..5 {
+            let new = NewSchedule {
+                group: name.parse().unwrap(),
+                prompt: format!("CHORE-{g}-{n}"),
+                trigger: Trigger::once(&at.to_rfc3339(), "UTC").unwrap(),
+                context: ContextMode::Group,
+            };
+            ids.push(store.schedules().add_schedule(&new, Some(at)).await.unwrap().id);
+        }
+    }
+    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    let all_done = async {
+        loop {
+            let done: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM schedules WHERE status = 'completed'")
+                .fetch_one(&mut db)
+                .await
+                .unwrap();
+            if done == 30 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(crate::support::harness::PATIENCE * 3, all_done).await.expect("every schedule ran");
+    for id in ids {
+        let runs = store.schedules().runs(id).await.unwrap();
+        assert_eq!(runs.len(), 1, "schedule {id} ran once: {runs:?}");
+        assert_eq!(runs[0].outcome, "ok", "{runs:?}");
+    }
+    let prompts: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM inbound WHERE source = 'scheduled'").fetch_one(&mut db).await.unwrap();
+    assert_eq!(prompts, 30, "each prompt handed to an agent once");
+    let owners: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT node_id FROM leases WHERE name LIKE 'crew%' AND node_id IS NOT NULL")
+            .fetch_all(&mut db)
+            .await
+            .unwrap();
+    eprintln!("the groups ran on {owners:?}");
+}

@@ -118,7 +118,8 @@ async fn start_services<C: WaClient>(
     // Every adapter registered how it fetches files: what a previous
     // pincer left half prepared is prepared now.
     engine.router.prepare_waiting();
-    start::endpoint(engine, services, &s.http, &s.timezone).await?;
+    // The membership task's state, once `run` starts it on a cluster node (issue 36).
+    start::endpoint(engine, services, &s.http, &s.timezone, None).await?;
     start::say_what_is_served(engine, services).await?;
     engine.route_approvals(askers, services.shutdown());
     Ok(())

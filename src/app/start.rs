@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::engine::Engine;
+use super::membership::NodeState;
 use super::sections::AdapterSection;
 use super::services::Services;
 use super::whatsapp::WhatsAppSource;
@@ -87,17 +88,35 @@ pub fn whatsapp<C: WaClient>(
 }
 
 /// `[http] listen`: binds now (a taken port stops pincer at start) and
-/// serves the platforms served so far.
-pub async fn endpoint(engine: &Engine, services: &Services, config: &HttpConfig, zone: &str) -> anyhow::Result<()> {
+/// serves the platforms served so far; `node`: a cluster node's state, which
+/// `/readyz` follows (`None` on one machine).
+pub async fn endpoint(
+    engine: &Engine,
+    services: &Services,
+    config: &HttpConfig,
+    zone: &str,
+    node: Option<watch::Receiver<NodeState>>,
+) -> anyhow::Result<()> {
     let (router, started) = (engine.router.clone(), SystemTime::now());
     let live_view = Arc::new(move || server::live_view(&router, started));
     let live = engine.live.clone();
+    let node = node.map(node_readiness);
     if let Some(endpoint) =
-        crate::endpoint::bind(config, zone, live, &engine.store, live_view, services.served()).await?
+        crate::endpoint::bind(config, zone, live, &engine.store, live_view, services.served(), node).await?
     {
         services.intake(|stop| endpoint.serve(stop));
     }
     Ok(())
+}
+
+/// `/readyz`'s view of the node: ready only while registered.
+fn node_readiness(state: watch::Receiver<NodeState>) -> crate::endpoint::NodeReadiness {
+    Arc::new(move || match *state.borrow() {
+        NodeState::Registered { .. } => None,
+        NodeState::Joining => Some("not registered in the cluster yet"),
+        NodeState::Lapsed => Some("this node's cluster lease lapsed; registering again"),
+        NodeState::Stopped => Some("this node left the cluster"),
+    })
 }
 
 /// Says which chats are served, and how many groups.
@@ -128,4 +147,21 @@ pub fn warn_if_untested(config: &Config) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readyz_follows_the_nodes_state() {
+        let (tx, rx) = watch::channel(NodeState::Joining);
+        let ready = node_readiness(rx);
+        assert_eq!(ready(), Some("not registered in the cluster yet"));
+        let deadline = tokio::time::Instant::now();
+        tx.send_replace(NodeState::Registered { incarnation: 1, deadline });
+        assert_eq!(ready(), None);
+        tx.send_replace(NodeState::Lapsed);
+        assert!(ready().is_some_and(|why| why.contains("lapsed")));
+    }
 }

@@ -220,7 +220,7 @@ async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         Ok(store) => store,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the store: {e:#}\n")).into_response(),
     };
-    let screen = status::Status { daemon: Some((shared.live_view)()), store };
+    let screen = status::Status { daemon: Some((shared.live_view)()), store, node: None };
     let text = status::render(&screen, status::unix(now));
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html(&text)).into_response()
 }

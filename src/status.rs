@@ -52,6 +52,9 @@ pub struct Status {
     /// None: no daemon answered on the control socket.
     pub daemon: Option<LiveView>,
     pub store: Overview,
+    /// This machine's node id, when its config makes it a cluster node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The store's half now, with today and this month in `zone`, and each
@@ -106,7 +109,7 @@ pub fn render(status: &Status, now: i64) -> String {
     if let Some(nodes) = &status.store.nodes {
         out.push_str("\nnodes:\n");
         for node in nodes {
-            node_line(&mut out, node, now);
+            node_line(&mut out, node, status.node.as_deref() == Some(&node.id), now);
         }
     }
     out.push_str("\ngroups:\n");
@@ -183,10 +186,11 @@ fn group_lines(out: &mut String, g: &GroupView, live: Option<&LiveGroup>, now: i
 }
 
 /// One node of a cluster: alive, which incarnation, its load, its gateways.
-fn node_line(out: &mut String, n: &NodeView, now: i64) {
+fn node_line(out: &mut String, n: &NodeView, here: bool, now: i64) {
     let state = if n.alive { "alive" } else { "expired" };
+    let here = if here { " (this machine)" } else { "" };
     out.push_str(&format!(
-        "  {}: {state}, incarnation {}, {} of {} sessions live",
+        "  {}{here}: {state}, incarnation {}, {} of {} sessions live",
         n.id, n.incarnation, n.live, n.slots
     ));
     if !n.gateways.is_empty() {
@@ -253,6 +257,7 @@ mod tests {
                 }],
                 nodes: None,
             },
+            node: None,
         }
     }
 
@@ -305,6 +310,7 @@ mod tests {
     #[test]
     fn a_cluster_shows_its_nodes_and_each_groups_owner() {
         let mut s = status(None);
+        s.node = Some("node-b".into());
         s.store.nodes = Some(vec![node("node-a", true, &["gw:telegram:77"]), node("node-b", false, &[])]);
         let mut other = s.store.groups[0].clone();
         other.name = "team".into();
@@ -318,10 +324,15 @@ mod tests {
         let nodes = text.find("\nnodes:\n").expect("a nodes section");
         assert!(nodes < text.find("\ngroups:\n").unwrap(), "{text}");
         assert!(
-            text.contains("  node-a: alive, incarnation 3, 2 of 8 sessions live, gateway telegram:77; renewed 2s ago\n"),
+            text.contains(
+                "  node-a: alive, incarnation 3, 2 of 8 sessions live, gateway telegram:77; renewed 2s ago\n"
+            ),
             "{text}"
         );
-        assert!(text.contains("  node-b: expired, incarnation 3, 2 of 8 sessions live; renewed"), "{text}");
+        assert!(
+            text.contains("  node-b (this machine): expired, incarnation 3, 2 of 8 sessions live; renewed"),
+            "{text}"
+        );
         assert!(text.contains("  family: idle, owner node-a (epoch 4), 2 waiting"), "{text}");
         assert!(text.contains("  team: idle, owner none, 2 waiting"), "{text}");
         assert!(text.contains("  work: idle, owner node-b (expired, epoch 2), 2 waiting"), "{text}");

@@ -156,7 +156,30 @@ mod tests {
     async fn a_store_no_node_registered_in_is_no_cluster() {
         let (_dir, store) = temp_store().await;
         assert_eq!(store.health().cluster_view().await.unwrap(), None);
+        let family: crate::domain::GroupName = "family".parse().unwrap();
+        store.groups().add_group(&family, &crate::store::GroupSettings::default()).await.unwrap();
+        let overview = store.health().overview(0, 0, 0).await.unwrap();
+        assert!(overview.nodes.is_none() && overview.groups[0].owner.is_none(), "{overview:?}");
     }
+    }
+
+    /// The overview of a cluster's store: its nodes, and each group's owner or none.
+    #[tokio::test]
+    async fn the_overview_of_a_clusters_store_names_each_groups_owner() {
+        let store = Store::connect(&Location::Postgres(postgres::server().fresh_database())).await.unwrap();
+        let (family, team) = ("family".parse().unwrap(), "team".parse().unwrap());
+        for g in [&family, &team] {
+            store.groups().add_group(g, &crate::store::GroupSettings::default()).await.unwrap();
+        }
+        let a = NodeId::new("node-a").unwrap();
+        let ia = store.leases().register(&a, 8, 10_000_000, 0).await.unwrap().unwrap();
+        store.leases().claim(&LeaseName::group(&family), &a, ia).await.unwrap().unwrap();
+        let overview = store.health().overview(0, 0, 0).await.unwrap();
+        let nodes: Vec<_> = overview.nodes.iter().flatten().map(|n| n.id.as_str()).collect();
+        assert_eq!(nodes, ["node-a"]);
+        let owners: Vec<_> =
+            overview.groups.iter().map(|g| (g.name.as_str(), g.owner.clone().map(|o| o.map(|o| o.node)))).collect();
+        assert_eq!(owners, [("family", Some(Some("node-a".to_owned()))), ("team", Some(None))]);
     }
 
     /// Two nodes (a store each, as on two machines) registered and claiming

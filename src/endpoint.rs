@@ -28,6 +28,14 @@ use crate::store::{Budgets, Channels, Groups, Health, Store};
 /// the endpoint does not name it).
 pub type NodeReadiness = Arc<dyn Fn() -> Option<&'static str> + Send + Sync>;
 
+/// This process as one node of a cluster.
+#[derive(Clone)]
+pub struct ClusterNode {
+    /// Its node id, marked among the nodes on the status page.
+    pub id: String,
+    pub readiness: NodeReadiness,
+}
+
 /// What the endpoint reads.
 #[derive(Clone)]
 struct Shared {
@@ -44,7 +52,7 @@ struct Shared {
     /// The platforms this pincer serves: each must be connected to be ready.
     served: Arc<Vec<Platform>>,
     /// `None` on one machine.
-    node: Option<NodeReadiness>,
+    node: Option<ClusterNode>,
     token: Option<Arc<str>>,
 }
 
@@ -64,7 +72,7 @@ pub struct Endpoint {
 }
 
 /// Binds `[http] listen` now (a taken port stops pincer at start, with
-/// why); `None` when it is not set. `node`: a cluster node's readiness.
+/// why); `None` when it is not set. `node`: on a cluster node, which one.
 pub async fn bind(
     config: &HttpConfig,
     zone: &str,
@@ -72,7 +80,7 @@ pub async fn bind(
     store: &Store,
     live_view: LiveSource,
     served: Vec<Platform>,
-    node: Option<NodeReadiness>,
+    node: Option<ClusterNode>,
 ) -> Result<Option<Endpoint>, EndpointError> {
     let Some(at) = config.listen else {
         return Ok(None);
@@ -187,7 +195,7 @@ async fn readyz(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let mut problems = Vec::new();
-    if let Some(why) = shared.node.as_ref().and_then(|node| node()) {
+    if let Some(why) = shared.node.as_ref().and_then(|node| (node.readiness)()) {
         problems.push(why.to_owned());
     }
     if !shared.health.writable().await {
@@ -220,7 +228,8 @@ async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         Ok(store) => store,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the store: {e:#}\n")).into_response(),
     };
-    let screen = status::Status { daemon: Some((shared.live_view)()), store, node: None };
+    let node = shared.node.as_ref().map(|node| node.id.clone());
+    let screen = status::Status { daemon: Some((shared.live_view)()), store, node };
     let text = status::render(&screen, status::unix(now));
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html(&text)).into_response()
 }
@@ -254,8 +263,9 @@ mod tests {
         let config = HttpConfig { listen: Some(([127, 0, 0, 1], 0).into()), token: None };
         let live = crate::config::Live::fixed(&crate::config::Config::default());
         let live_view: LiveSource = Arc::new(LiveView::default);
-        let node: NodeReadiness =
+        let readiness: NodeReadiness =
             Arc::new(move || (!registered.load(Ordering::SeqCst)).then_some("not registered in the cluster yet"));
+        let node = ClusterNode { id: "node-a".into(), readiness };
         let endpoint = bind(&config, "UTC", live, &store, live_view, vec![], Some(node)).await.unwrap().unwrap();
         let url = format!("http://{}/readyz", endpoint.listener.local_addr().unwrap());
         tokio::spawn(endpoint.serve(CancellationToken::new()));

@@ -15,6 +15,7 @@ use crate::channel::telegram::{self, Telegram};
 use crate::channel::whatsapp::{ServeOptions, WaClient, WaFiles, WhatsApp};
 use crate::channel::ApprovalAsk;
 use crate::claude;
+use crate::cluster::NodeId;
 use crate::config::{Config, HttpConfig, TelegramConfig};
 use crate::control::server::{self, Control, ControlSocket};
 use crate::domain::Platform;
@@ -88,19 +89,20 @@ pub fn whatsapp<C: WaClient>(
 }
 
 /// `[http] listen`: binds now (a taken port stops pincer at start) and
-/// serves the platforms served so far; `node`: a cluster node's state, which
-/// `/readyz` follows (`None` on one machine).
+/// serves the platforms served so far; `node`: a cluster node's id and
+/// state, which `/readyz` follows (`None` on one machine).
 pub async fn endpoint(
     engine: &Engine,
     services: &Services,
     config: &HttpConfig,
     zone: &str,
-    node: Option<watch::Receiver<NodeState>>,
+    node: Option<(&NodeId, watch::Receiver<NodeState>)>,
 ) -> anyhow::Result<()> {
     let (router, started) = (engine.router.clone(), SystemTime::now());
     let live_view = Arc::new(move || server::live_view(&router, started));
     let live = engine.live.clone();
-    let node = node.map(node_readiness);
+    let node =
+        node.map(|(id, state)| crate::endpoint::ClusterNode { id: id.to_string(), readiness: node_readiness(state) });
     if let Some(endpoint) =
         crate::endpoint::bind(config, zone, live, &engine.store, live_view, services.served(), node).await?
     {

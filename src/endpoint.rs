@@ -30,7 +30,7 @@ pub type NodeReadiness = Arc<dyn Fn() -> Option<&'static str> + Send + Sync>;
 
 /// This process as one node of a cluster.
 #[derive(Clone)]
-pub struct ClusterNode {
+pub struct ThisNode {
     /// Its node id, marked among the nodes on the status page.
     pub id: String,
     pub readiness: NodeReadiness,
@@ -52,7 +52,7 @@ struct Shared {
     /// The platforms this pincer serves: each must be connected to be ready.
     served: Arc<Vec<Platform>>,
     /// `None` on one machine.
-    node: Option<ClusterNode>,
+    node: Option<ThisNode>,
     token: Option<Arc<str>>,
 }
 
@@ -80,7 +80,7 @@ pub async fn bind(
     store: &Store,
     live_view: LiveSource,
     served: Vec<Platform>,
-    node: Option<ClusterNode>,
+    node: Option<ThisNode>,
 ) -> Result<Option<Endpoint>, EndpointError> {
     let Some(at) = config.listen else {
         return Ok(None);
@@ -265,7 +265,7 @@ mod tests {
         let live_view: LiveSource = Arc::new(LiveView::default);
         let readiness: NodeReadiness =
             Arc::new(move || (!registered.load(Ordering::SeqCst)).then_some("not registered in the cluster yet"));
-        let node = ClusterNode { id: "node-a".into(), readiness };
+        let node = ThisNode { id: "node-a".into(), readiness };
         let endpoint = bind(&config, "UTC", live, &store, live_view, vec![], Some(node)).await.unwrap().unwrap();
         let url = format!("http://{}/readyz", endpoint.listener.local_addr().unwrap());
         tokio::spawn(endpoint.serve(CancellationToken::new()));

@@ -102,7 +102,7 @@ pub async fn endpoint(
     let live_view = Arc::new(move || server::live_view(&router, started));
     let live = engine.live.clone();
     let node =
-        node.map(|(id, state)| crate::endpoint::ClusterNode { id: id.to_string(), readiness: node_readiness(state) });
+        node.map(|(id, state)| crate::endpoint::ThisNode { id: id.to_string(), readiness: node_readiness(state) });
     if let Some(endpoint) =
         crate::endpoint::bind(config, zone, live, &engine.store, live_view, services.served(), node).await?
     {

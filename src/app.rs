@@ -3,10 +3,13 @@
 //! stops them in order. `main` and the tests start pincer through the same
 //! functions here, with shutdown passed in as a value.
 
+mod claims;
 mod console;
 mod data;
 mod engine;
+mod gateway;
 mod membership;
+mod node;
 pub mod reload;
 mod retention;
 mod running;
@@ -76,7 +79,7 @@ pub async fn start<C: WaClient>(
     shutdown: CancellationToken,
 ) -> anyhow::Result<Running> {
     start::warn_if_untested(&config);
-    let sections = Sections::of(&config);
+    let sections = Sections::of(&config)?;
     let engine = Engine::start(config, shutdown.clone()).await?;
     let mut running = Running::new(engine, lock, sections.grace, shutdown);
     match start_services(&mut running, sections, whatsapp).await {
@@ -94,13 +97,19 @@ async fn start_services<C: WaClient>(
     s: Sections,
     whatsapp: Option<WhatsAppSource<C>>,
 ) -> anyhow::Result<()> {
-    let Running { engine, services, .. } = running;
-    // Before any channel or schedule is served: a new message must not
-    // overtake an older unanswered one, and the scheduler's own reruns must
-    // not be failed as leftovers. The notices wait in the outbox until
-    // delivery starts.
-    if let Err(e) = engine.router.recover().await {
-        tracing::error!(%e, "cannot queue again the messages left unanswered before the restart");
+    let Running { engine, services, node, .. } = running;
+    match s.node.clone() {
+        // A cluster node takes over what was left in flight group by group, as it claims them.
+        Some(section) => *node = Some(node::ClusterNode::start(engine, services, section)?),
+        // Before any channel or schedule is served: a new message must not
+        // overtake an older unanswered one, and the scheduler's own reruns must
+        // not be failed as leftovers. The notices wait in the outbox until
+        // delivery starts.
+        None => {
+            if let Err(e) = engine.router.recover().await {
+                tracing::error!(%e, "cannot queue again the messages left unanswered before the restart");
+            }
+        }
     }
     engine.start_scheduler();
     let (reloader, retention) = (engine.reloader.clone(), engine.store.retention());
@@ -109,7 +118,15 @@ async fn start_services<C: WaClient>(
     let mut askers = Askers::default();
     start::control(engine, services, &s.data_dir, || askers.register(Platform::Console));
     if let Some(config) = s.telegram {
-        start::telegram(engine, services, config, s.adapters.clone(), || askers.register(Platform::Telegram))?;
+        let asks = || askers.register(Platform::Telegram);
+        let token = config.token.as_ref().map(|t| t.expose().to_owned()).unwrap_or_default();
+        match node.as_ref().zip(gateway::Gateway::telegram_lease(&token)) {
+            Some((node, lease)) => {
+                let gateway = node.gateway(lease);
+                start::telegram_gateway(engine, services, config, s.adapters.clone(), gateway, asks)?;
+            }
+            None => start::telegram(engine, services, config, s.adapters.clone(), asks)?,
+        }
     }
     if let Some(source) = whatsapp {
         let asks = askers.register(Platform::WhatsApp);

@@ -10,6 +10,7 @@ pub mod fence;
 pub mod membership;
 pub mod node_id;
 pub mod placement;
+pub mod round;
 pub mod timing;
 
 pub use claim::{decide, next_epoch, ClaimDecision, ClaimInputs, LeaseSeen};
@@ -17,4 +18,5 @@ pub use deadline::{Deadline, RenewalSent, Renewed};
 pub use fence::{Fence, LeaseName};
 pub use node_id::{NodeId, NodeIdError};
 pub use placement::{preferred_node, NodeLoad};
+pub use round::{Me, Plan, Rounds};
 pub use timing::{LeaseTiming, LeaseTtlError};

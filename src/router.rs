@@ -280,6 +280,18 @@ impl Router {
         Ok(handle)
     }
 
+    /// Wakes the group's session (starting one if none runs): its queue
+    /// may hold messages another pincer node stored.
+    pub async fn wake_group(&self, group: &GroupName) -> Result<(), RouteError> {
+        let handle = self.session(group).await?;
+        self.wake(group, handle).await
+    }
+
+    /// Whether the group has a session actor now (not retired).
+    pub fn runs(&self, group: &GroupName) -> bool {
+        self.lock().get(group).is_some_and(|h| !h.is_retired())
+    }
+
     /// Every group with a session actor now (not retired), by name.
     pub fn statuses(&self) -> Vec<(GroupName, SessionStatus)> {
         let mut all: Vec<(GroupName, SessionStatus)> =

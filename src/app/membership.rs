@@ -126,6 +126,8 @@ impl Task {
         while let Some((incarnation, deadline)) = self.register(before).await {
             match self.renew(incarnation, deadline).await {
                 Ended::Lapsed => {
+                    // Every lease went with the incarnation: the sessions kill their CLIs now.
+                    self.leases.drop_all(&self.config.node);
                     self.state.send_replace(NodeState::Lapsed);
                     tracing::warn!(node = %self.config.node, incarnation, "this node's lease lapsed: \
                         its sessions must stop; registering again as a new incarnation");

@@ -21,13 +21,15 @@ pub struct Running {
     pub(super) services: Services,
     /// `claude.shutdown_grace`: how long the outbox may take to flush.
     grace: Duration,
+    /// On a cluster node: its membership, left once the sessions are gone.
+    pub(super) node: Option<super::node::ClusterNode>,
     _lock: DataLock,
 }
 
 impl Running {
     /// Services are started on it afterwards; they stop at `shutdown`.
     pub fn new(engine: Engine, lock: DataLock, grace: Duration, shutdown: CancellationToken) -> Running {
-        Running { engine, services: Services::new(shutdown), grace, _lock: lock }
+        Running { engine, services: Services::new(shutdown), grace, node: None, _lock: lock }
     }
 
     /// Serves until the shutdown token is cancelled, telling systemd (when
@@ -54,6 +56,10 @@ impl Stages for Running {
 
     async fn drain_sessions(&mut self) {
         self.engine.stop_sessions().await;
+        // Only now: leaving lets other nodes claim this node's groups at once.
+        if let Some(node) = self.node.take() {
+            node.leave().await;
+        }
     }
 
     async fn flush_outbox(&mut self) -> anyhow::Result<()> {

@@ -23,6 +23,8 @@ pub struct Sections {
     pub data_dir: PathBuf,
     /// `claude.shutdown_grace`: also how long the outbox may take to flush.
     pub grace: Duration,
+    /// `[cluster]`, when this is one node of several.
+    pub node: Option<super::node::NodeSection>,
 }
 
 /// What a platform adapter is started with.
@@ -35,8 +37,8 @@ pub struct AdapterSection {
 }
 
 impl Sections {
-    pub fn of(config: &Config) -> Sections {
-        Sections {
+    pub fn of(config: &Config) -> anyhow::Result<Sections> {
+        Ok(Sections {
             telegram: config.telegram.token.is_some().then(|| config.telegram.clone()),
             adapters: AdapterSection {
                 assistant: config.assistant_name.clone(),
@@ -48,6 +50,7 @@ impl Sections {
             retention: config.retention.clone(),
             data_dir: config.data_dir.clone(),
             grace: config.claude.shutdown_grace,
-        }
+            node: super::node::NodeSection::of(config)?,
+        })
     }
 }

@@ -61,6 +61,35 @@ pub fn telegram(
     Ok(())
 }
 
+/// Serves Telegram on a cluster node: only while this node holds the bot's
+/// gateway lease (`app::gateway`).
+pub fn telegram_gateway(
+    engine: &Engine,
+    services: &mut Services,
+    config: TelegramConfig,
+    section: AdapterSection,
+    gateway: super::gateway::Gateway,
+    asks: impl FnOnce() -> mpsc::Receiver<ApprovalAsk>,
+) -> anyhow::Result<()> {
+    let bot = Telegram::client(&config)?;
+    engine.router.register_fetch(Platform::Telegram, Arc::new(telegram::Files { bot: bot.clone() }));
+    let (asks, ports) = (asks(), engine.ports());
+    let AdapterSection { assistant, retry } = section;
+    services.adapter(Platform::Telegram, |shutdown, stop_delivery| {
+        gateway.serve(asks, shutdown, stop_delivery, move |round| {
+            let (bot, ports, assistant, config) = (bot.clone(), ports.clone(), assistant.clone(), config.clone());
+            async move {
+                let Some(channel) = Telegram::connect_until_up(bot, ports, &assistant, retry, &round.stop).await else {
+                    return Ok(());
+                };
+                tracing::info!(bot = %channel.username(), "serving Telegram as this cluster's gateway");
+                channel.serve(config, round.asks, retry, round.stop, round.stop_delivery).await
+            }
+        })
+    });
+    Ok(())
+}
+
 /// Serves WhatsApp through `source`, starting the linked device's client
 /// once the adapter can take its messages.
 pub fn whatsapp<C: WaClient>(

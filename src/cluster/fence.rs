@@ -67,6 +67,26 @@ pub const RELEASE_LEASE: &str = "\
 UPDATE leases SET node_id = NULL, incarnation = NULL
  WHERE name = $1 AND node_id = $2 AND epoch = $3";
 
+/// The groups with work (a message waiting or in flight, a schedule due or a
+/// run unfinished) and their lease as seen now: `name`, the holder's
+/// `node_id` and `incarnation` (NULL: free), `epoch` (NULL: never claimed),
+/// and `holder_expired` (1: the holder's row is missing or expired by the
+/// database's clock). A message in flight counts as work so that a dead
+/// holder's groups move even when nothing new arrives.
+pub const GROUPS_WITH_WORK: &str = "\
+SELECT w.name, l.node_id, l.incarnation, l.epoch,
+       CAST(CASE WHEN l.node_id IS NULL THEN 0
+                 WHEN EXISTS (SELECT 1 FROM nodes h
+                               WHERE h.node_id = l.node_id AND h.incarnation = l.incarnation
+                                 AND h.expires_at_us > (extract(epoch from clock_timestamp()) * 1000000)::bigint)
+                 THEN 0 ELSE 1 END AS BIGINT) AS holder_expired
+  FROM (SELECT group_name AS name FROM inbound WHERE state IN ('queued', 'sent', 'preparing')
+        UNION SELECT group_name FROM schedules
+               WHERE status = 'active' AND next_run_us <= (extract(epoch from clock_timestamp()) * 1000000)::bigint
+        UNION SELECT group_name FROM schedule_runs WHERE outcome = 'running') w
+  LEFT JOIN leases l ON l.name = w.name
+ ORDER BY w.name";
+
 /// The name of a lease: a group's own name, or a gateway's `gw:` name. Group
 /// names have no `:`, so the two never collide.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -136,6 +156,8 @@ mod tests {
     #[test]
     fn expiry_is_judged_by_the_database_clock_only() {
         assert_eq!(CLAIM_LEASE.matches(DB_NOW_US).count(), 3);
+        assert_eq!(GROUPS_WITH_WORK.matches(DB_NOW_US).count(), 2);
+        assert!(!GROUPS_WITH_WORK.contains("now()"));
         assert!(!CLAIM_LEASE.contains("now()"));
     }
 }

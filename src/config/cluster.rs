@@ -47,15 +47,6 @@ impl ClusterConfig {
             });
         }
         self.timing().map(|_| ()).map_err(|e| ConfigError::Rule { key: "cluster.lease_ttl", problem: problem(&e) })?;
-        if self.enabled {
-            // The node's membership, leases and fenced writes are built and
-            // tested, but no node claims its groups yet: until it does, a
-            // second node would serve the same groups. Refused, not ignored.
-            return Err(ConfigError::Rule {
-                key: "cluster.enabled",
-                problem: "is not available in this version yet: run one `pincer run` per store for now                           (set cluster.enabled = false)",
-            });
-        }
         Ok(())
     }
 
@@ -106,8 +97,7 @@ mod tests {
         let on = ClusterConfig { enabled: true, ..ClusterConfig::default() };
         let said = on.check(false).unwrap_err().to_string();
         assert!(said.contains("cluster.enabled") && said.contains("set store.url"), "{said}");
-        let said = on.check(true).unwrap_err().to_string();
-        assert!(said.contains("not available in this version yet"), "refused until nodes claim groups: {said}");
+        assert!(on.check(true).is_ok());
     }
 
     #[test]
@@ -152,8 +142,7 @@ mod tests {
         assert!(said.contains("set store.url"), "{said}");
         let on = load("[store]\nurl = \"postgres://db/pincer\"\n[cluster]\nlease_ttl = \"3s\"").unwrap();
         assert!(!on.cluster.enabled && on.cluster.lease_ttl == Duration::from_secs(3));
-        let said = load("[store]\nurl = \"postgres://db/pincer\"\n[cluster]\nenabled = true").unwrap_err().to_string();
-        assert!(said.contains("not available in this version yet"), "{said}");
+        assert!(load("[store]\nurl = \"postgres://db/pincer\"\n[cluster]\nenabled = true").unwrap().cluster.enabled);
         assert!(!load("").unwrap().cluster.enabled, "off by default");
         let said = load("[cluster]\nlease_ttl = \"1s\"").unwrap_err().to_string();
         assert!(said.contains("cluster.lease_ttl"), "{said}");

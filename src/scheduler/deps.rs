@@ -9,13 +9,15 @@ use tokio_util::task::TaskTracker;
 use super::submit::Submit;
 use crate::config::SchedulerConfig;
 use crate::outbox::Outbox;
-use crate::store::{Budgets, Groups, Queue, Schedules};
+use crate::store::{Budgets, Groups, Leases, Queue, Schedules};
 
 /// What the scheduler and its runs need.
 pub struct SchedulerDeps {
     pub schedules: Schedules,
     pub groups: Groups,
     pub budgets: Budgets,
+    /// On a cluster node, the groups whose schedules this node fires.
+    pub leases: Leases,
     /// To withdraw a run's prompt that its session has not taken yet.
     pub queue: Queue,
     /// Where runs hand their prompts: the router, in pincer.

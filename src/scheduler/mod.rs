@@ -86,8 +86,11 @@ struct Scheduler {
 impl Scheduler {
     async fn run(mut self) {
         tracing::info!(poll = ?self.deps.config.poll_interval, "scheduler started");
-        if let Err(e) = recover(&self.deps.schedules, Utc::now()).await {
-            tracing::error!(%e, "cannot check for runs a previous pincer left unfinished");
+        // A cluster node does this for each group it claims: other nodes' runs are theirs.
+        if !self.deps.leases.is_cluster_node() {
+            if let Err(e) = recover(&self.deps.schedules, Utc::now()).await {
+                tracing::error!(%e, "cannot check for runs a previous pincer left unfinished");
+            }
         }
         loop {
             let wake = self.fire_due().await;
@@ -115,7 +118,8 @@ impl Scheduler {
         let mut wake = poll;
         let mut waiting = HashSet::new();
         for s in schedules {
-            if self.running.contains(&s.id) {
+            // On a cluster node, the group's owner fires it (and claims it first).
+            if self.running.contains(&s.id) || !self.deps.leases.holds_group(&s.group) {
                 continue;
             }
             if s.is_due(now) {
@@ -175,7 +179,7 @@ impl Scheduler {
         // The next run counts from now, so runs missed while pincer was down
         // are made up once, not one by one; and never sooner than the minimum.
         let next = limits::next_run(&s.trigger, now, self.deps.config.min_interval);
-        let run = match self.deps.schedules.fire_schedule(s.id, now, next).await {
+        let run = match self.deps.schedules.fire_schedule(s.id, &s.group, now, next).await {
             Ok(Some(run)) => run,
             Ok(None) => {
                 return tracing::info!(schedule = %s.id, "a schedule changed as it came due; not running it now")
@@ -222,7 +226,7 @@ impl Scheduler {
 /// Runs a killed pincer left unfinished are logged as failed, and their
 /// schedules (if still active) run again now: a run is never lost silently.
 async fn recover(store: &Schedules, now: DateTime<Utc>) -> Result<(), crate::store::StoreError> {
-    for id in store.abandon_unfinished_runs(now).await? {
+    for id in store.abandon_unfinished_runs(now, None).await? {
         tracing::warn!(schedule = %id, "a run was cut off when pincer last stopped; running it again if still active");
     }
     Ok(())

@@ -35,9 +35,10 @@ enum Session {
 /// Runs a fired schedule; its run row `run` was written as it fired.
 pub(super) async fn execute(deps: &SchedulerDeps, s: Schedule, run: RunId) -> RunDone {
     let id = s.id;
+    let s_group = s.group.clone();
     let (end, text, cost) = deliver(deps, &s).await;
     let ok = matches!(end, RunEnd::Ok);
-    if let Err(e) = deps.schedules.finish_run(run, ok, &text, cost).await {
+    if let Err(e) = deps.schedules.finish_run(run, &s_group, ok, &text, cost).await {
         tracing::error!(schedule = %id, %e, "cannot log the end of a scheduled run");
     }
     if matches!(end, RunEnd::Stopped) {

@@ -56,7 +56,7 @@ impl Db {
     /// What `Scheduler::fire` does with a due schedule.
     async fn fire(&self, s: &Schedule, now: DateTime<Utc>) -> Result<Option<crate::store::RunId>, StoreError> {
         let next = limits::next_run(&s.trigger, now, SchedulerConfig::default().min_interval);
-        self.store.schedules().fire_schedule(s.id, now, next).await
+        self.store.schedules().fire_schedule(s.id, &s.group, now, next).await
     }
 }
 

@@ -13,6 +13,7 @@
 //! held while the budget is reached).
 
 mod budget;
+mod ownership;
 mod recovery;
 mod stdin;
 mod stdout;
@@ -71,6 +72,8 @@ struct Live {
 /// One event the loop reacts to.
 enum Event {
     Command(Command),
+    /// The leases this node holds changed (a cluster node's).
+    Leases,
     /// Messages were queued for the group in the store.
     Woken,
     Approved(Answered),
@@ -166,6 +169,10 @@ pub(super) struct SessionActor {
     zone: chrono_tz::Tz,
     /// Whether the budget lets the queue be taken, and until when not.
     budget: BudgetGate,
+    /// Whether this node held the group's lease when last looked (always on one machine).
+    was_owned: bool,
+    /// Changes when this node's leases do.
+    leases: watch::Receiver<u64>,
 }
 
 impl SessionActor {
@@ -184,7 +191,11 @@ impl SessionActor {
         let activity = ActivityBuilder::continuing(&activity_tx.borrow());
         // Checked at config load; UTC is only the fallback of a config built in code.
         let zone = deps.config.timezone.parse().unwrap_or(chrono_tz::UTC);
+        let leases = deps.leases.changes();
+        let was_owned = deps.leases.holds_group(&group.name);
         SessionActor {
+            was_owned,
+            leases,
             group: group.name.clone(),
             policy,
             deps,
@@ -239,6 +250,7 @@ impl SessionActor {
                     drop(counted);
                 }
                 Event::Woken => self.puller.woken(self.intake.wakes()),
+                Event::Leases => self.on_ownership().await,
                 Event::Approved(answered) => self.on_approved(answered).await,
                 Event::Line(line) => self.on_line(line).await,
                 Event::Exited => self.on_exit().await,
@@ -291,6 +303,7 @@ impl SessionActor {
         tokio::select! {
             biased;
             _ = self.deps.shutdown.cancelled() => Event::Shutdown,
+            Ok(()) = self.leases.changed() => Event::Leases,
             line = lines => line.map_or(Event::Exited, Event::Line),
             cmd = self.commands.recv() => cmd.map_or(Event::Shutdown, Event::Command),
             _ = self.intake.woken() => Event::Woken,

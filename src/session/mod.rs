@@ -85,6 +85,8 @@ pub struct SessionDeps {
     pub metrics: Arc<Metrics>,
     /// Pincer's own MCP tools, served to every session.
     pub tools: Arc<Toolbox>,
+    /// On a cluster node, which groups this node may run now (every group on one machine).
+    pub leases: crate::store::Leases,
     pub shutdown: CancellationToken,
 }
 

@@ -1,9 +1,13 @@
 //! The leases a cluster node holds and the epoch it claimed each at: what
-//! its fenced writes check (`leases.rs`). No I/O; shared by every handle
-//! through the backend (`db.rs`).
+//! its fenced writes check (`leases.rs`), and what the node's sessions ask
+//! before they run anything. No I/O; shared by every handle through the
+//! backend (`db.rs`). Every change is announced on a watch, so a session
+//! whose lease went away stops its CLI at once, however it was lost.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
 
 use super::error::StoreError;
 use crate::cluster::fence::{Fence, LeaseName};
@@ -11,8 +15,18 @@ use crate::cluster::node_id::NodeId;
 
 /// The leases this node holds and their epochs, once it is a cluster node
 /// (none: every write goes unfenced, as on one machine).
-#[derive(Clone, Debug, Default)]
-pub(super) struct Fences(Arc<Mutex<Option<Holder>>>);
+#[derive(Clone, Debug)]
+pub(super) struct Fences {
+    held: Arc<Mutex<Option<Holder>>>,
+    /// Bumped at every change of what is held.
+    changed: Arc<watch::Sender<u64>>,
+}
+
+impl Default for Fences {
+    fn default() -> Self {
+        Fences { held: Arc::default(), changed: Arc::new(watch::channel(0).0) }
+    }
+}
 
 #[derive(Debug)]
 struct Holder {
@@ -24,7 +38,7 @@ impl Fences {
     /// The fence a write to `lease` must check: `None` when this store is
     /// not a cluster node's; `Err` when the node holds no such lease.
     pub(super) fn of(&self, lease: &LeaseName) -> Result<Option<Fence>, StoreError> {
-        let held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let held = self.lock();
         let Some(holder) = held.as_ref() else { return Ok(None) };
         match holder.epochs.get(lease) {
             Some(&epoch) => Ok(Some(Fence { lease: lease.clone(), node: holder.node.clone(), epoch })),
@@ -32,22 +46,58 @@ impl Fences {
         }
     }
 
+    /// Whether this node may act for `lease` now: always on one machine; on
+    /// a cluster node, while it holds it.
+    pub(super) fn holds(&self, lease: &LeaseName) -> bool {
+        self.lock().as_ref().is_none_or(|holder| holder.epochs.contains_key(lease))
+    }
+
+    /// Whether this store is a cluster node's (its group writes are fenced).
+    pub(super) fn is_cluster_node(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// The leases held now, by name.
+    pub(super) fn held(&self) -> Vec<LeaseName> {
+        let mut names: Vec<LeaseName> =
+            self.lock().as_ref().map(|holder| holder.epochs.keys().cloned().collect()).unwrap_or_default();
+        names.sort();
+        names
+    }
+
     /// Forgets `lease` (it moved on, or was let go).
     pub(super) fn forget(&self, lease: &LeaseName) {
-        if let Some(holder) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            holder.epochs.remove(lease);
+        let removed = self.lock().as_mut().is_some_and(|holder| holder.epochs.remove(lease).is_some());
+        if removed {
+            self.bump();
         }
     }
 
-    /// From now on this store is `node`'s, holding no lease yet.
+    /// From now on this store is `node`'s, holding no lease (at start, and
+    /// when the node's incarnation lapsed: whatever it held is gone).
     pub(super) fn hold_as(&self, node: &NodeId) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(Holder { node: node.clone(), epochs: HashMap::new() });
+        *self.lock() = Some(Holder { node: node.clone(), epochs: HashMap::new() });
+        self.bump();
     }
 
     /// `lease` is held at `epoch`.
     pub(super) fn claimed(&self, lease: &LeaseName, epoch: i64) {
-        if let Some(holder) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if let Some(holder) = self.lock().as_mut() {
             holder.epochs.insert(lease.clone(), epoch);
         }
+        self.bump();
+    }
+
+    /// Told of every change of what is held.
+    pub(super) fn changes(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Holder>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -11,15 +11,17 @@
 //! every such transaction still open, so the new holder reads the group
 //! only after the old holder's last write committed.
 
-use sqlx::AnyConnection;
+use sqlx::{AnyConnection, Row};
 
 use super::db::Dialect;
 use super::error::StoreError;
 use super::fences::Fences;
 use super::handles::Leases;
-use crate::cluster::fence::{Fence, LeaseName, CLAIM_LEASE, FENCE_CHECK, RELEASE_LEASE};
-use crate::cluster::membership::{LEAVE, REGISTER_NODE, RENEW_NODE};
+use crate::cluster::fence::{Fence, LeaseName, CLAIM_LEASE, FENCE_CHECK, GROUPS_WITH_WORK, RELEASE_LEASE};
+use crate::cluster::membership::{LEAVE, LIVE_NODES, REGISTER_NODE, RENEW_NODE};
 use crate::cluster::node_id::NodeId;
+use crate::cluster::{LeaseSeen, NodeLoad};
+use crate::domain::GroupName;
 
 /// Runs the fence check of `fence` on `conn`, inside the caller's
 /// transaction; a lease that moved on is forgotten and refused.
@@ -102,6 +104,79 @@ impl Leases {
         Ok(())
     }
 
+    /// Makes this store a cluster node's before it registers: from now on
+    /// every group write is fenced, and nothing runs until a lease is claimed.
+    pub fn enter_cluster(&self, node: &NodeId) -> Result<(), StoreError> {
+        self.postgres_only()?;
+        self.db.fences.hold_as(node);
+        Ok(())
+    }
+
+    /// The node's incarnation lapsed: every lease it held is gone (another
+    /// node may claim them now), and its sessions hear so at once.
+    pub fn drop_all(&self, node: &NodeId) {
+        if self.db.fences.is_cluster_node() {
+            self.db.fences.hold_as(node);
+        }
+    }
+
+    /// Whether this node may run `group` now: always on one machine; on a
+    /// cluster node, while it holds the group's lease. No I/O.
+    pub fn holds_group(&self, group: &GroupName) -> bool {
+        self.db.fences.holds(&LeaseName::group(group))
+    }
+
+    /// Whether this node holds `lease` (a gateway's); always on one machine.
+    pub fn holds(&self, lease: &LeaseName) -> bool {
+        self.db.fences.holds(lease)
+    }
+
+    /// Whether this store is a cluster node's.
+    pub fn is_cluster_node(&self) -> bool {
+        self.db.fences.is_cluster_node()
+    }
+
+    /// The leases this node holds now.
+    pub fn held(&self) -> Vec<LeaseName> {
+        self.db.fences.held()
+    }
+
+    /// Changes whenever a lease is claimed, let go or lost.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.db.fences.changes()
+    }
+
+    /// The groups with work and their leases ([`GROUPS_WITH_WORK`]).
+    pub async fn groups_with_work(&self) -> Result<Vec<(GroupName, LeaseSeen)>, StoreError> {
+        self.postgres_only()?;
+        let rows = sqlx::query(GROUPS_WITH_WORK).fetch_all(&self.db.pool).await?;
+        let mut work = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let name: String = row.try_get(0)?;
+            let Ok(group) = name.parse::<GroupName>() else {
+                tracing::warn!(%name, "a group name in the store is not valid; leaving its work alone");
+                continue;
+            };
+            work.push((group, lease_seen(row)?));
+        }
+        Ok(work)
+    }
+
+    /// The live nodes, for placement ([`LIVE_NODES`]).
+    pub async fn live_nodes(&self) -> Result<Vec<NodeLoad>, StoreError> {
+        self.postgres_only()?;
+        let rows = sqlx::query(LIVE_NODES).fetch_all(&self.db.pool).await?;
+        let mut nodes = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: String = row.try_get(0)?;
+            let Ok(id) = NodeId::new(&id) else { continue };
+            let live: i64 = row.try_get(1)?;
+            let slots: i64 = row.try_get(2)?;
+            nodes.push(NodeLoad { id, live: live.max(0).unsigned_abs(), slots: slots.max(0).unsigned_abs() });
+        }
+        Ok(nodes)
+    }
+
     fn postgres_only(&self) -> Result<(), StoreError> {
         match self.db.dialect {
             Dialect::Postgres => Ok(()),
@@ -110,11 +185,25 @@ impl Leases {
     }
 }
 
+/// A row of [`GROUPS_WITH_WORK`] as a lease seen.
+fn lease_seen(row: &sqlx::any::AnyRow) -> Result<LeaseSeen, StoreError> {
+    let node: Option<String> = row.try_get(1)?;
+    let incarnation: Option<i64> = row.try_get(2)?;
+    let epoch: Option<i64> = row.try_get(3)?;
+    let expired: i64 = row.try_get(4)?;
+    Ok(match (node.and_then(|n| NodeId::new(&n).ok()), incarnation) {
+        (Some(node), Some(incarnation)) => {
+            LeaseSeen::Held { node, incarnation, epoch: epoch.unwrap_or(0), holder_expired: expired != 0 }
+        }
+        _ => LeaseSeen::Free,
+    })
+}
+
 /// Runs `query`, a write of `group`'s: alone, or, on a cluster node, in a
 /// transaction that first checks the group's lease ([`check`]).
 pub(super) async fn execute_for<'q>(
     db: &super::db::Db,
-    group: &crate::domain::GroupName,
+    group: &GroupName,
     query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> Result<sqlx::any::AnyQueryResult, StoreError> {
     match db.fences.of(&LeaseName::group(group))? {
@@ -133,7 +222,7 @@ pub(super) async fn execute_for<'q>(
 /// that may return rows (`RETURNING`): the rows.
 pub(super) async fn fetch_hot_for<'q>(
     db: &super::db::Db,
-    group: &crate::domain::GroupName,
+    group: &GroupName,
     query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
     use sqlx::Connection;
@@ -154,7 +243,7 @@ pub(super) async fn fetch_hot_for<'q>(
 /// Opens a transaction for a write of `group`'s, its lease checked first on a cluster node.
 pub(super) async fn begin_for(
     db: &super::db::Db,
-    group: &crate::domain::GroupName,
+    group: &GroupName,
 ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
     let fence = db.fences.of(&LeaseName::group(group))?;
     let mut tx = db.pool.begin().await?;

@@ -36,6 +36,7 @@ mod retention;
 mod rows;
 mod schedules;
 mod status;
+mod takeover;
 
 use std::path::Path;
 
@@ -60,6 +61,7 @@ pub use queue::{Pulled, Recovered, TakenContext};
 pub use retention::{Pruned, SpaceMode};
 pub use schedules::{NewSchedule, RunId, RunRecord};
 pub use status::StatusRecord;
+pub use takeover::Takeover;
 
 /// The open database: opens it, closes it, and hands out its roles.
 #[derive(Clone, Debug)]

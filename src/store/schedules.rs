@@ -197,11 +197,14 @@ impl Schedules {
     pub async fn fire_schedule(
         &self,
         id: ScheduleId,
+        group: &GroupName,
         now: DateTime<Utc>,
         next_run: Option<DateTime<Utc>>,
     ) -> Result<Option<RunId>, StoreError> {
-        // A write first, so the transaction holds the write lock from its start.
-        let mut tx = self.db.pool.begin().await?;
+        // A write first, so the transaction holds the write lock from its
+        // start; on a cluster node, after the group's lease is checked, so
+        // only the group's owner fires (once) what is due.
+        let mut tx = super::leases::begin_for(&self.db, group).await?;
         let fired = sqlx::query(
             "UPDATE schedules SET last_run_us = $1, next_run_us = $2
              WHERE id = $3 AND status = 'active' AND next_run_us <= $4",
@@ -269,9 +272,16 @@ impl Schedules {
         Ok(done.rows_affected() > 0)
     }
 
-    pub async fn finish_run(&self, run: RunId, ok: bool, text: &str, cost_usd: Option<f64>) -> Result<(), StoreError> {
+    pub async fn finish_run(
+        &self,
+        run: RunId,
+        group: &GroupName,
+        ok: bool,
+        text: &str,
+        cost_usd: Option<f64>,
+    ) -> Result<(), StoreError> {
         let ended = Utc::now();
-        sqlx::query(
+        let query = sqlx::query(
             "UPDATE schedule_runs SET ended_us = $1, duration_ms = ($2 - started_us) / 1000, outcome = $3, text = $4, cost_usd = $5
              WHERE id = $6",
         )
@@ -280,29 +290,42 @@ impl Schedules {
         .bind(if ok { "ok" } else { "error" })
         .bind(text)
         .bind(cost_usd)
-        .bind(run.0)
-        .execute(&self.db.pool)
-        .await?;
+        .bind(run.0);
+        // Fenced: a node that lost the group leaves the run as the new owner judged it.
+        super::leases::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 
     /// Marks the runs a previous pincer left unfinished (it was killed) as
     /// failed and makes their schedules, if still active, due at `now`; one
     /// transaction, so a pincer killed while recovering finds them again.
-    /// Returns their schedules.
-    pub async fn abandon_unfinished_runs(&self, now: DateTime<Utc>) -> Result<Vec<ScheduleId>, StoreError> {
-        let mut tx = self.db.pool.begin().await?;
+    /// Returns their schedules. `group`: only that group's (a cluster node
+    /// that just claimed it, in a fenced transaction); `None`: every group's
+    /// (one machine, at start).
+    pub async fn abandon_unfinished_runs(
+        &self,
+        now: DateTime<Utc>,
+        group: Option<&GroupName>,
+    ) -> Result<Vec<ScheduleId>, StoreError> {
+        let mut tx = match group {
+            Some(group) => super::leases::begin_for(&self.db, group).await?,
+            None => self.db.pool.begin().await?,
+        };
+        let group = group.map(GroupName::as_str);
         sqlx::query(
             "UPDATE schedules SET next_run_us = $1 WHERE status = 'active'
-               AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running')",
+               AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running'
+                           AND ($2 IS NULL OR group_name = $2))",
         )
         .bind(us(now))
+        .bind(group)
         .execute(&mut *tx)
         .await?;
         let ids: Vec<i64> = sqlx::query_scalar(
             "UPDATE schedule_runs SET outcome = 'error', text = 'pincer stopped during this run (killed or crashed)'
-             WHERE outcome = 'running' RETURNING schedule_id",
+             WHERE outcome = 'running' AND ($1 IS NULL OR group_name = $1) RETURNING schedule_id",
         )
+        .bind(group)
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;

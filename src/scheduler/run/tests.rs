@@ -108,6 +108,7 @@ async fn bench(answer: Answer, run_timeout: Duration) -> Bench {
         schedules: store.schedules(),
         groups: store.groups(),
         budgets: store.budgets(),
+        leases: store.leases(),
         queue: store.queue(),
         submit: Arc::new(submit),
         config: SchedulerConfig { run_timeout, ..SchedulerConfig::default() },
@@ -130,8 +131,12 @@ impl Bench {
         };
         let now = Utc::now();
         let s = self.store.schedules().add_schedule(&new, Some(now)).await.unwrap();
-        let run =
-            self.store.schedules().fire_schedule(s.id, now, Some(now + chrono::Duration::hours(1))).await.unwrap();
+        let run = self
+            .store
+            .schedules()
+            .fire_schedule(s.id, &s.group, now, Some(now + chrono::Duration::hours(1)))
+            .await
+            .unwrap();
         (s, run.expect("the schedule is due"))
     }
 

@@ -205,7 +205,7 @@ impl SessionActor {
     /// What belonged to a process that is gone: its turn, its tasks, its
     /// approvals, what it printed about errors. Returns whether tasks ran in it.
     /// Pending messages are kept; they go to the next process.
-    fn forget_process_state(&mut self) -> bool {
+    pub(super) fn forget_process_state(&mut self) -> bool {
         self.approvals.forget_process();
         self.seen = Default::default();
         self.feed_activity(Fed::ProcessEnded);

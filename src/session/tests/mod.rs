@@ -194,6 +194,7 @@ pub(crate) fn deps(
         journal: store.journal(),
         groups: store.groups(),
         budgets: store.budgets(),
+        leases: store.leases(),
         config: config.clone(),
         live: crate::config::Live::fixed(&config),
         cli: Arc::new(cli.clone()),

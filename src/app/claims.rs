@@ -1,0 +1,138 @@
+//! The node's claim loop (issue 36): every tick, while this node is
+//! registered, it reads the groups with work and the live nodes, lets
+//! `cluster::round` decide, claims what it should (taking over what the
+//! previous holder left in flight, `Leases::claim_group`), wakes the
+//! sessions of the groups it holds (their messages may have been stored by
+//! another node), and lets go of groups whose sessions retired. It owns
+//! its [`Rounds`], stops at the shutdown token, and touches the store's
+//! `leases` rows and, through the router, the sessions.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::membership::NodeState;
+use crate::cluster::{LeaseName, LeaseTiming, Me, NodeId, Rounds};
+use crate::domain::GroupName;
+use crate::outbox::Outbox;
+use crate::router::Router;
+use crate::scheduler::SchedulerHandle;
+use crate::store::{Leases, Takeover};
+
+/// The longest pause between two rounds: messages another node stored for
+/// a group this node holds wait at most about this long.
+const TICK: Duration = Duration::from_millis(500);
+
+/// What the claim loop works with.
+pub struct ClaimLoop {
+    pub leases: Leases,
+    pub router: Router,
+    pub outbox: Outbox,
+    pub scheduler: SchedulerHandle,
+    pub node: NodeId,
+    pub timing: LeaseTiming,
+    pub slots: u64,
+    pub state: watch::Receiver<NodeState>,
+    /// Told the live session count every round, for the node's renewals.
+    pub live: watch::Sender<usize>,
+    /// Where a claimed group's folder is made when this node has none yet.
+    pub groups_dir: std::path::PathBuf,
+    pub assistant: String,
+}
+
+impl ClaimLoop {
+    /// Runs rounds until `shutdown`.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let mut rounds = Rounds::default();
+        let mut next = Instant::now();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep_until(next) => {}
+                Ok(()) = self.state.changed() => {}
+            }
+            let state = *self.state.borrow_and_update();
+            next = Instant::now() + TICK;
+            let NodeState::Registered { incarnation, .. } = state else {
+                continue;
+            };
+            if let Some(look_again) = self.round(&mut rounds, incarnation).await {
+                next = next.min(look_again);
+            }
+            self.let_go_of_retired().await;
+        }
+    }
+
+    /// One round; when to look again for a group waiting out its grace.
+    async fn round(&self, rounds: &mut Rounds, incarnation: i64) -> Option<Instant> {
+        let (work, nodes) = match tokio::try_join!(self.leases.groups_with_work(), self.leases.live_nodes()) {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(%e, "cannot read the groups with work; trying again");
+                return None;
+            }
+        };
+        let live = self.router.statuses().iter().filter(|(_, s)| s.live).count();
+        self.live.send_replace(live);
+        let me = Me { id: self.node.clone(), incarnation, live: live as u64, slots: self.slots };
+        let plan = rounds.plan(&me, &work, &nodes, self.timing.grace(), Instant::now());
+        for group in &plan.claim {
+            self.claim(group, incarnation).await;
+        }
+        for group in &plan.wake {
+            self.wake(group).await;
+        }
+        plan.look_again
+    }
+
+    async fn claim(&self, group: &GroupName, incarnation: i64) {
+        let takeover = match self.leases.claim_group(group, &self.node, incarnation, Utc::now()).await {
+            Ok(Some(takeover)) => takeover,
+            Ok(None) => return tracing::debug!(%group, "another node claimed the group first"),
+            Err(e) => return tracing::warn!(%group, %e, "cannot claim the group; trying again"),
+        };
+        let Takeover { epoch, requeued, runs_cut_off } = takeover;
+        tracing::info!(%group, epoch, requeued, runs_cut_off, node = %self.node, "claimed the group");
+        // Its folder lives on the node that ran it before (or on a shared
+        // filesystem): here it starts from its starter memory.
+        if let Err(e) = crate::groups::create(&self.groups_dir, group, &self.assistant) {
+            tracing::warn!(%group, %e, "cannot create the group's folder on this node");
+        }
+        if requeued > 0 {
+            let text = format!(
+                "pincer moved this group to another machine before answering {requeued} message(s) here; answering now."
+            );
+            self.outbox.notice(group, &text).await;
+        }
+        if runs_cut_off > 0 {
+            self.scheduler.poke();
+        }
+        self.wake(group).await;
+        // Due schedules wait for the group's owner: this node now.
+        self.scheduler.poke();
+    }
+
+    async fn wake(&self, group: &GroupName) {
+        if let Err(e) = self.router.wake_group(group).await {
+            tracing::warn!(%group, %e, "cannot wake the group's session");
+        }
+    }
+
+    /// Groups this node holds whose sessions retired: let go, so the next
+    /// message goes wherever placement says then.
+    async fn let_go_of_retired(&self) {
+        for lease in self.leases.held() {
+            let Ok(group) = lease.as_str().parse::<GroupName>() else { continue };
+            if self.router.runs(&group) {
+                continue;
+            }
+            match self.leases.release(&LeaseName::group(&group)).await {
+                Ok(()) => tracing::debug!(%group, "let go of a quiet group"),
+                Err(e) => tracing::warn!(%group, %e, "cannot let go of a quiet group"),
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! A platform's gateway on a cluster node (issue 36): only the node holding
+//! the platform's lease (`gw:telegram:<bot id>`) polls it and sends to it.
+//! Every node tries to claim the lease while it is free or its holder's row
+//! expired; the holder serves until it loses it (its incarnation lapsed),
+//! then stops polling and sending at once and tries again like the others.
+//! Messages and replies travel between nodes through the store: whoever
+//! polls stores what arrives, whoever owns a group answers, and the
+//! gateway's delivery sends what any node wrote to the outbox.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::membership::NodeState;
+use crate::channel::ApprovalAsk;
+use crate::cluster::{LeaseName, NodeId};
+use crate::store::Leases;
+
+/// How often a node that does not hold the gateway tries to claim it.
+const TRY_EVERY: Duration = Duration::from_millis(500);
+
+/// The gateway's lease and whose it may be.
+pub struct Gateway {
+    pub leases: Leases,
+    pub lease: LeaseName,
+    pub node: NodeId,
+    pub state: watch::Receiver<NodeState>,
+}
+
+/// When a served round ends: its intake at `stop` (shutdown, or the lease
+/// lost), its delivery at `stop_delivery` (the end of the flush, or the lease lost).
+pub struct Round {
+    pub stop: CancellationToken,
+    pub stop_delivery: CancellationToken,
+    /// Approval questions for this round (forwarded from the node's queue).
+    pub asks: mpsc::Receiver<ApprovalAsk>,
+}
+
+impl Gateway {
+    /// The lease of the Telegram bot whose token is `token` (`<bot id>:<secret>`).
+    pub fn telegram_lease(token: &str) -> Option<LeaseName> {
+        let id = token.split(':').next()?.parse::<i64>().ok()?;
+        Some(LeaseName::telegram(id))
+    }
+
+    /// Claims the lease, serves a round with `serve` while it is held, and
+    /// again after each loss, until `shutdown`.
+    pub async fn serve<F, Fut>(
+        mut self,
+        mut asks: mpsc::Receiver<ApprovalAsk>,
+        shutdown: CancellationToken,
+        stop_delivery: CancellationToken,
+        mut serve: F,
+    ) -> anyhow::Result<()>
+    where
+        F: FnMut(Round) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>>,
+    {
+        while self.claim(&shutdown).await {
+            tracing::info!(lease = %self.lease.as_str(), node = %self.node, "this node is the gateway now");
+            let lost = CancellationToken::new();
+            let watching = tokio::spawn(lost_when_gone(self.leases.clone(), self.lease.clone(), lost.clone()));
+            let (round_asks, forwarding) = forward(&mut asks);
+            let round = Round {
+                stop: either(&shutdown, &lost),
+                stop_delivery: either(&stop_delivery, &lost),
+                asks: round_asks,
+            };
+            let served = serve(round).await;
+            watching.abort();
+            asks = forwarding.back().await;
+            if !lost.is_cancelled() {
+                return served;
+            }
+            tracing::warn!(lease = %self.lease.as_str(), "this node lost the gateway's lease: it stopped polling and sending");
+        }
+        Ok(())
+    }
+
+    /// Tries to claim the lease until it is held; false at shutdown.
+    async fn claim(&mut self, shutdown: &CancellationToken) -> bool {
+        loop {
+            let state = *self.state.borrow_and_update();
+            if let NodeState::Registered { incarnation, .. } = state {
+                match self.leases.claim(&self.lease, &self.node, incarnation).await {
+                    Ok(Some(_)) => return true,
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!(lease = %self.lease.as_str(), %e, "cannot claim the gateway's lease"),
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                _ = tokio::time::sleep(TRY_EVERY) => {}
+                Ok(()) = self.state.changed() => {}
+            }
+        }
+    }
+}
+
+/// Cancels `lost` once this node no longer holds `lease`.
+async fn lost_when_gone(leases: Leases, lease: LeaseName, lost: CancellationToken) {
+    let mut changes = leases.changes();
+    while leases.holds(&lease) {
+        if changes.changed().await.is_err() {
+            break;
+        }
+    }
+    lost.cancel();
+}
+
+/// A token cancelled when `a` or `b` is.
+fn either(a: &CancellationToken, b: &CancellationToken) -> CancellationToken {
+    let both = a.child_token();
+    let (b, cancel) = (b.clone(), both.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = b.cancelled() => cancel.cancel(),
+            _ = cancel.cancelled() => {}
+        }
+    });
+    both
+}
+
+/// Forwards the node's approval questions to one round's queue.
+struct Forwarding {
+    task: tokio::task::JoinHandle<mpsc::Receiver<ApprovalAsk>>,
+    stop: CancellationToken,
+}
+
+impl Forwarding {
+    /// Ends the forwarding and gives the node's queue back.
+    async fn back(self) -> mpsc::Receiver<ApprovalAsk> {
+        self.stop.cancel();
+        self.task.await.expect("the approval forwarder does not panic")
+    }
+}
+
+fn forward(asks: &mut mpsc::Receiver<ApprovalAsk>) -> (mpsc::Receiver<ApprovalAsk>, Forwarding) {
+    let (tx, rx) = mpsc::channel(16);
+    let (_, empty) = mpsc::channel(1);
+    let mut from = std::mem::replace(asks, empty);
+    let stop = CancellationToken::new();
+    let until = stop.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let ask = tokio::select! {
+                _ = until.cancelled() => break,
+                ask = from.recv() => ask,
+            };
+            let Some(ask) = ask else { break };
+            if tx.send(ask).await.is_err() {
+                break;
+            }
+        }
+        from
+    });
+    (rx, Forwarding { task, stop })
+}

@@ -1,0 +1,116 @@
+//! A `pincer run` that is one node of a cluster (`[cluster] enabled` with a
+//! shared `[store] url`): before anything runs, its store's group writes are
+//! fenced; then its membership registers and renews it, its claim loop
+//! claims groups, and its outbox is looked at every tick for replies other
+//! nodes wrote. On one machine none of this starts.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::claims::ClaimLoop;
+use super::engine::Engine;
+use super::membership::{Membership, MembershipConfig};
+use super::services::Services;
+use crate::cluster::{LeaseTiming, NodeId};
+use crate::config::Config;
+
+/// What a cluster node is started with (`[cluster]`, and what its claims need).
+#[derive(Clone, Debug)]
+pub struct NodeSection {
+    pub node: NodeId,
+    pub timing: LeaseTiming,
+    /// `claude.max_live_sessions`: placement's capacity.
+    pub slots: u64,
+    /// Where a claimed group's folder is made, and its starter memory's name.
+    pub groups_dir: std::path::PathBuf,
+    pub assistant: String,
+}
+
+impl NodeSection {
+    /// `None` on one machine (no `[cluster] enabled`, or no shared store).
+    pub fn of(config: &Config) -> anyhow::Result<Option<NodeSection>> {
+        if !config.cluster.enabled || config.store.url.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(NodeSection {
+            node: config.cluster.node_id(),
+            timing: config.cluster.timing()?,
+            slots: config.claude.max_live_sessions as u64,
+            groups_dir: config.groups_dir.clone(),
+            assistant: config.assistant_name.clone(),
+        }))
+    }
+}
+
+/// How often a cluster node looks at the outbox for replies other nodes
+/// wrote (its own wake their deliverers at once).
+const OUTBOX_LOOK: Duration = Duration::from_millis(250);
+
+/// The running node: its membership, which leaves only once this node's
+/// CLIs are gone ([`ClusterNode::leave`]).
+pub struct ClusterNode {
+    membership: Membership,
+    leave: CancellationToken,
+    leases: crate::store::Leases,
+    node: NodeId,
+}
+
+impl ClusterNode {
+    /// Starts the node's parts: call it before any session or schedule runs.
+    pub fn start(engine: &Engine, services: &Services, section: NodeSection) -> anyhow::Result<ClusterNode> {
+        let NodeSection { node, timing, slots, groups_dir, assistant } = section;
+        let leases = engine.store.leases();
+        leases.enter_cluster(&node)?;
+        let (live_tx, live) = watch::channel(0);
+        let leave = CancellationToken::new();
+        let membership_config =
+            MembershipConfig { node: node.clone(), timing, slots: i64::try_from(slots).unwrap_or(i64::MAX) };
+        let membership = Membership::start(leases.clone(), membership_config, live, leave.clone());
+        let claims = ClaimLoop {
+            leases: leases.clone(),
+            router: engine.router.clone(),
+            outbox: engine.outbox.clone(),
+            scheduler: engine.scheduler.clone(),
+            node: node.clone(),
+            timing,
+            slots,
+            state: membership.state(),
+            live: live_tx,
+            groups_dir,
+            assistant,
+        };
+        services.intake(|stop| claims.run(stop));
+        let outbox = engine.outbox.clone();
+        services.intake(|stop| async move {
+            let mut tick = tokio::time::interval(OUTBOX_LOOK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tick.tick() => outbox.wake(),
+                }
+            }
+        });
+        tracing::info!(%node, lease_ttl = ?timing.lease_ttl(), "this pincer is a cluster node");
+        Ok(ClusterNode { membership, leave, leases, node })
+    }
+
+    /// The node's state, to watch (`/readyz`).
+    pub fn state(&self) -> watch::Receiver<super::membership::NodeState> {
+        self.membership.state()
+    }
+
+    /// A gateway of this node, served while it holds `lease`.
+    pub fn gateway(&self, lease: crate::cluster::LeaseName) -> super::gateway::Gateway {
+        super::gateway::Gateway { leases: self.leases.clone(), lease, node: self.node.clone(), state: self.state() }
+    }
+
+    /// Leaves the cluster (once this node's CLIs are gone): its groups and
+    /// gateways may be claimed at once.
+    pub async fn leave(self) {
+        self.leave.cancel();
+        self.membership.stopped().await;
+    }
+}

@@ -1,0 +1,90 @@
+//! A cluster node claiming a group's lease, and in the same transaction
+//! taking over what the previous holder left in flight (PostgreSQL only).
+//!
+//! The claim's `UPDATE` of the lease row waits for every fenced write of the
+//! previous holder still open, so what this transaction reads is everything
+//! that holder committed. In it: chat messages written to the old CLI but
+//! never answered go back in the queue (answered again once, after a notice,
+//! as after a restart on one machine); scheduled and console prompts in
+//! flight are failed (the run is made due again instead, and the terminal
+//! that typed a console line is not here); and runs left `running` are
+//! logged as cut off with their schedules due again. Only then does this
+//! node hold the lease in memory, so nothing here runs the group before the
+//! takeover is committed.
+
+use chrono::{DateTime, Utc};
+
+use super::error::StoreError;
+use super::handles::Leases;
+use crate::cluster::fence::{LeaseName, CLAIM_LEASE};
+use crate::cluster::node_id::NodeId;
+use crate::domain::GroupName;
+
+/// What a claim took over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Takeover {
+    /// The claim's epoch.
+    pub epoch: i64,
+    /// Chat messages the previous holder had written but not seen answered:
+    /// queued again.
+    pub requeued: u64,
+    /// Runs the previous holder left unfinished: their schedules are due again.
+    pub runs_cut_off: u64,
+}
+
+impl Leases {
+    /// Claims `group`'s lease for this node (free, or its holder's row
+    /// expired) and takes over what its previous holder left in flight; `None`: not claimed.
+    pub async fn claim_group(
+        &self,
+        group: &GroupName,
+        node: &NodeId,
+        incarnation: i64,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Takeover>, StoreError> {
+        let lease = LeaseName::group(group);
+        let mut tx = self.db.pool.begin().await?;
+        let epoch: Option<i64> = sqlx::query_scalar(CLAIM_LEASE)
+            .bind(lease.as_str())
+            .bind(node.as_str())
+            .bind(incarnation)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(epoch) = epoch else {
+            return Ok(None);
+        };
+        let name = group.as_str();
+        sqlx::query(
+            "UPDATE inbound SET state = 'failed'
+              WHERE group_name = $1 AND state IN ('queued', 'sent') AND source IN ('scheduled', 'console')",
+        )
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        let requeued = sqlx::query("UPDATE inbound SET state = 'queued' WHERE group_name = $1 AND state = 'sent'")
+            .bind(name)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        sqlx::query(
+            "UPDATE schedules SET next_run_us = $1 WHERE status = 'active'
+               AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running' AND group_name = $2)",
+        )
+        .bind(now.timestamp_micros())
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        let runs_cut_off = sqlx::query(
+            "UPDATE schedule_runs SET outcome = 'error',
+                    text = 'the pincer node running this group stopped during this run; it runs again on another'
+              WHERE outcome = 'running' AND group_name = $1",
+        )
+        .bind(name)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        self.db.fences.claimed(&lease, epoch);
+        Ok(Some(Takeover { epoch, requeued, runs_cut_off }))
+    }
+}

@@ -149,6 +149,12 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         Err(e) => tracing::warn!(%e, "cannot read the outbox for /metrics"),
     }
     budget_use(&shared).await;
+    if let Some(node) = &shared.node {
+        match shared.health.leases_held_by(&node.id).await {
+            Ok(held) => counters().leases_held(usize::try_from(held).unwrap_or(0)),
+            Err(e) => tracing::warn!(%e, "cannot read this node's leases for /metrics"),
+        }
+    }
     // OpenMetrics to whoever asks for it (Prometheus does), else the classic text format.
     let openmetrics = headers
         .get(header::ACCEPT)

@@ -329,7 +329,8 @@ impl Counters {
         self.lease_handoffs.inc();
     }
 
-    /// The leases this node holds now.
+    /// The leases this node holds now, as the store says (set before each
+    /// scrape by the endpoint).
     pub fn leases_held(&self, n: usize) {
         self.leases_held.set(i64::try_from(n).unwrap_or(i64::MAX));
     }

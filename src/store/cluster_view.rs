@@ -88,7 +88,23 @@ SELECT l.name, l.node_id, l.incarnation, l.epoch, l.acquired_at_us,
  WHERE l.name NOT LIKE 'gw:%' AND l.node_id IS NOT NULL
  ORDER BY l.name";
 
+/// The leases (groups and gateways) `$1` holds in its current incarnation
+/// while its row is alive: once it expired, they are anyone's to claim.
+const HELD_BY_SQL: &str = "
+SELECT COUNT(*) FROM leases l
+  JOIN nodes n ON n.node_id = l.node_id AND n.incarnation = l.incarnation
+ WHERE l.node_id = $1
+   AND n.expires_at_us > (extract(epoch from clock_timestamp()) * 1000000)::bigint";
+
 impl Health {
+    /// How many leases `node` holds now (`/metrics`); 0 on SQLite.
+    pub async fn leases_held_by(&self, node: &str) -> Result<i64, StoreError> {
+        if self.db.dialect == Dialect::Sqlite {
+            return Ok(0);
+        }
+        Ok(sqlx::query_scalar(HELD_BY_SQL).bind(node).fetch_one(&self.db.pool).await?)
+    }
+
     /// The cluster's nodes and group leases; `None` when this store is no
     /// cluster's (SQLite, or PostgreSQL that no node registered in).
     pub async fn cluster_view(&self) -> Result<Option<ClusterView>, StoreError> {
@@ -143,7 +159,7 @@ mod tests {
 
     #[test]
     fn aliveness_is_judged_by_the_database_clock_and_gateways_apart_from_groups() {
-        for sql in [NODES_SQL, GROUP_LEASES_SQL] {
+        for sql in [NODES_SQL, GROUP_LEASES_SQL, HELD_BY_SQL] {
             assert!(sql.contains(DB_NOW_US), "{sql}");
             assert!(!sql.contains("now()"), "{sql}");
         }
@@ -156,6 +172,7 @@ mod tests {
     async fn a_store_no_node_registered_in_is_no_cluster() {
         let (_dir, store) = temp_store().await;
         assert_eq!(store.health().cluster_view().await.unwrap(), None);
+        assert_eq!(store.health().leases_held_by("node-a").await.unwrap(), 0);
         let family: crate::domain::GroupName = "family".parse().unwrap();
         store.groups().add_group(&family, &crate::store::GroupSettings::default()).await.unwrap();
         let overview = store.health().overview(0, 0, 0).await.unwrap();
@@ -208,6 +225,7 @@ mod tests {
         assert_eq!((family_owner.node.as_str(), family_owner.epoch, family_owner.alive), ("node-a", 1, true));
         assert_eq!(view.owner_of("team").map(|o| o.node.as_str()), Some("node-b"));
         assert_eq!(view.owners.len(), 2, "the gateway is no group: {view:?}");
+        assert_eq!(sa.health().leases_held_by("node-a").await.unwrap(), 2, "a group and a gateway");
 
         // Node B's row expires: it and its lease show as dead; A takes the group over.
         let expire = "UPDATE nodes SET expires_at_us = 0 WHERE node_id = 'node-b'";
@@ -215,6 +233,7 @@ mod tests {
         let view = sa.health().cluster_view().await.unwrap().unwrap();
         assert!(!view.nodes[1].alive);
         assert!(!view.owner_of("team").unwrap().alive, "the holder's row expired");
+        assert_eq!(sa.health().leases_held_by("node-b").await.unwrap(), 0, "an expired node holds nothing");
         assert_eq!(sa.leases().claim(&LeaseName::group(&team), &a, ia).await.unwrap(), Some(2));
         let view = sb.health().cluster_view().await.unwrap().unwrap();
         let moved = view.owner_of("team").unwrap();

@@ -2,7 +2,8 @@
 //! `/readyz` is not ready while another live process holds its node id (it
 //! cannot register), and ready once it registered; `pincer status` then
 //! lists the node (this machine, alive, the Telegram gateway it holds) and
-//! names it as the owner of the group it answered.
+//! names it as the owner of the group it answered; `/metrics` counts the
+//! leases it holds.
 
 use std::time::Duration;
 
@@ -87,6 +88,8 @@ async fn a_cluster_node_is_ready_once_registered_and_status_shows_what_it_holds(
     assert_eq!(status["node"], "node-a", "{status}");
     let owner = &status["store"]["groups"][0]["owner"];
     assert_eq!(owner["node"], "node-a", "{status}");
+    let metrics = until(&format!("http://{at}/metrics"), "the metrics", |status, _| status == 200).await;
+    assert!(metrics.lines().any(|l| l == "pincer_leases_held 2"), "the group and the gateway: {metrics}");
     let out = pincer_command(sandbox.root(), &config, &["status"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("node-a (this machine): alive, incarnation 6"), "{text}");

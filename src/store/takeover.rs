@@ -3,12 +3,11 @@
 //!
 //! The claim's `UPDATE` of the lease row waits for every fenced write of the
 //! previous holder still open, so what this transaction reads is everything
-//! that holder committed. In it: chat messages written to the old CLI but
-//! never answered go back in the queue (answered again once, after a notice,
-//! as after a restart on one machine); scheduled and console prompts in
-//! flight are failed (the run is made due again instead, and the terminal
-//! that typed a console line is not here); and runs left `running` are
-//! logged as cut off with their schedules due again. Only then does this
+//! that holder committed. In it: chat and terminal messages written to the
+//! old CLI but never answered go back in the queue (answered again once,
+//! after a notice, as after a restart on one machine); scheduled prompts in
+//! flight are failed, and the runs left `running` are logged as cut off
+//! with their schedules due again (the rerun sends the prompt). Only then does this
 //! node hold the lease in memory, so nothing here runs the group before the
 //! takeover is committed.
 
@@ -25,7 +24,7 @@ use crate::domain::GroupName;
 pub struct Takeover {
     /// The claim's epoch.
     pub epoch: i64,
-    /// Chat messages the previous holder had written but not seen answered:
+    /// Chat (and terminal) messages the previous holder had written but not seen answered:
     /// queued again.
     pub requeued: u64,
     /// Runs the previous holder left unfinished: their schedules are due again.
@@ -56,7 +55,7 @@ impl Leases {
         let name = group.as_str();
         sqlx::query(
             "UPDATE inbound SET state = 'failed'
-              WHERE group_name = $1 AND state IN ('queued', 'sent') AND source IN ('scheduled', 'console')",
+              WHERE group_name = $1 AND state IN ('queued', 'sent') AND source = 'scheduled'",
         )
         .bind(name)
         .execute(&mut *tx)
@@ -88,3 +87,6 @@ impl Leases {
         Ok(Some(Takeover { epoch, requeued, runs_cut_off }))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -9,6 +9,7 @@ mod attach;
 mod backup;
 mod budget_hold;
 mod chat_commands;
+mod cluster;
 mod cluster_status;
 mod console;
 mod crash;

@@ -11,6 +11,7 @@
 
 mod activity;
 mod budget;
+mod cluster;
 mod held;
 mod recovery;
 mod trust;
@@ -75,6 +76,19 @@ impl Rig {
         });
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("pincer.db")).await.unwrap();
+        Rig::on(store, dir, spinner, config, settings, session, cli).await
+    }
+
+    /// [`Rig::with`] on `store` (opened by the caller, after `spinner` started).
+    pub(super) async fn on(
+        store: Store,
+        dir: tempfile::TempDir,
+        spinner: JoinHandle<()>,
+        config: Config,
+        settings: GroupSettings,
+        session: Option<&str>,
+        cli: FakeCli,
+    ) -> Rig {
         let group: GroupName = "team".parse().unwrap();
         store.groups().add_group(&group, &settings).await.unwrap();
         store.groups().set_session_id(&group, session).await.unwrap();

@@ -135,7 +135,9 @@ async fn start_services<C: WaClient>(
     // Every adapter registered how it fetches files: what a previous
     // pincer left half prepared is prepared now.
     engine.router.prepare_waiting();
-    start::endpoint(engine, services, &s.http, &s.timezone).await?;
+    // On a cluster node, /readyz follows its registration.
+    let this_node = node.as_ref().zip(s.node.as_ref()).map(|(running, section)| (&section.node, running.state()));
+    start::endpoint(engine, services, &s.http, &s.timezone, this_node).await?;
     start::say_what_is_served(engine, services).await?;
     engine.route_approvals(askers, services.shutdown());
     Ok(())

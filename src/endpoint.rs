@@ -1,6 +1,7 @@
 //! The operator's HTTP endpoint (`[http] listen`): `/metrics` for
 //! Prometheus, `/healthz` (the process serves) and `/readyz` (the store
-//! takes writes and every served platform is connected), for a supervisor
+//! takes writes, every served platform is connected and, on a cluster node,
+//! the node is registered), for a supervisor
 //! or a load balancer; `/` the status page (what `pincer status` says, as
 //! a page that refreshes itself). Never a message text: counts, states,
 //! costs and ages only (a failed turn's first words are the one exception,
@@ -22,6 +23,19 @@ use crate::metrics::counters::{classic_text, counters};
 use crate::status::{self, LiveSource};
 use crate::store::{Budgets, Channels, Groups, Health, Store};
 
+/// On a cluster node, why it may not serve now (`None`: it is registered),
+/// asked at each `/readyz` (the wiring reads the membership task's state;
+/// the endpoint does not name it).
+pub type NodeReadiness = Arc<dyn Fn() -> Option<&'static str> + Send + Sync>;
+
+/// This process as one node of a cluster.
+#[derive(Clone)]
+pub struct ThisNode {
+    /// Its node id, marked among the nodes on the status page.
+    pub id: String,
+    pub readiness: NodeReadiness,
+}
+
 /// What the endpoint reads.
 #[derive(Clone)]
 struct Shared {
@@ -37,6 +51,8 @@ struct Shared {
     live: crate::config::Live,
     /// The platforms this pincer serves: each must be connected to be ready.
     served: Arc<Vec<Platform>>,
+    /// `None` on one machine.
+    node: Option<ThisNode>,
     token: Option<Arc<str>>,
 }
 
@@ -56,7 +72,7 @@ pub struct Endpoint {
 }
 
 /// Binds `[http] listen` now (a taken port stops pincer at start, with
-/// why); `None` when it is not set.
+/// why); `None` when it is not set. `node`: on a cluster node, which one.
 pub async fn bind(
     config: &HttpConfig,
     zone: &str,
@@ -64,6 +80,7 @@ pub async fn bind(
     store: &Store,
     live_view: LiveSource,
     served: Vec<Platform>,
+    node: Option<ThisNode>,
 ) -> Result<Option<Endpoint>, EndpointError> {
     let Some(at) = config.listen else {
         return Ok(None);
@@ -78,6 +95,7 @@ pub async fn bind(
         zone: Arc::from(zone),
         live,
         served: Arc::new(served),
+        node,
         token: config.token.as_ref().map(|t| Arc::from(t.expose())),
     };
     let app = axum::Router::new()
@@ -131,6 +149,12 @@ async fn metrics(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         Err(e) => tracing::warn!(%e, "cannot read the outbox for /metrics"),
     }
     budget_use(&shared).await;
+    if let Some(node) = &shared.node {
+        match shared.health.leases_held_by(&node.id).await {
+            Ok(held) => counters().leases_held(usize::try_from(held).unwrap_or(0)),
+            Err(e) => tracing::warn!(%e, "cannot read this node's leases for /metrics"),
+        }
+    }
     // OpenMetrics to whoever asks for it (Prometheus does), else the classic text format.
     let openmetrics = headers
         .get(header::ACCEPT)
@@ -177,6 +201,9 @@ async fn readyz(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         return refused;
     }
     let mut problems = Vec::new();
+    if let Some(why) = shared.node.as_ref().and_then(|node| (node.readiness)()) {
+        problems.push(why.to_owned());
+    }
     if !shared.health.writable().await {
         problems.push("the store takes no writes".to_owned());
     }
@@ -207,7 +234,8 @@ async fn page(State(shared): State<Shared>, headers: HeaderMap) -> Response {
         Ok(store) => store,
         Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("cannot read the store: {e:#}\n")).into_response(),
     };
-    let screen = status::Status { daemon: Some((shared.live_view)()), store };
+    let node = shared.node.as_ref().map(|node| node.id.clone());
+    let screen = status::Status { daemon: Some((shared.live_view)()), store, node };
     let text = status::render(&screen, status::unix(now));
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html(&text)).into_response()
 }
@@ -229,9 +257,44 @@ fn html(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::status::LiveView;
+
+    /// `/readyz` of an endpoint on loopback over a fresh store serving no
+    /// platform, for a cluster node whose registration `registered` says.
+    async fn readyz_of_a_node(registered: Arc<AtomicBool>) -> (tempfile::TempDir, String) {
+        let (dir, store) = crate::store::tests::temp_store().await;
+        let config = HttpConfig { listen: Some(([127, 0, 0, 1], 0).into()), token: None };
+        let live = crate::config::Live::fixed(&crate::config::Config::default());
+        let live_view: LiveSource = Arc::new(LiveView::default);
+        let readiness: NodeReadiness =
+            Arc::new(move || (!registered.load(Ordering::SeqCst)).then_some("not registered in the cluster yet"));
+        let node = ThisNode { id: "node-a".into(), readiness };
+        let endpoint = bind(&config, "UTC", live, &store, live_view, vec![], Some(node)).await.unwrap().unwrap();
+        let url = format!("http://{}/readyz", endpoint.listener.local_addr().unwrap());
+        tokio::spawn(endpoint.serve(CancellationToken::new()));
+        (dir, url)
+    }
+
+    async fn get(url: &str) -> (u16, String) {
+        let response = reqwest::get(url).await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_cluster_node_is_ready_only_once_registered() {
+        let registered = Arc::new(AtomicBool::new(false));
+        let (_dir, url) = readyz_of_a_node(registered.clone()).await;
+        assert_eq!(get(&url).await, (503, "not ready: not registered in the cluster yet\n".to_owned()));
+        registered.store(true, Ordering::SeqCst);
+        assert_eq!(get(&url).await, (200, "ready\n".to_owned()));
+    }
+
     #[test]
     fn the_page_escapes_what_it_shows() {
-        let page = super::html("team: <b>error</b> & more");
+        let page = html("team: <b>error</b> & more");
         assert!(page.contains("team: &lt;b&gt;error&lt;/b&gt; &amp; more"), "{page}");
         assert!(page.contains("http-equiv=\"refresh\"") && !page.contains("<script"), "{page}");
     }

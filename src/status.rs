@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::budget::Budget;
 use crate::domain::media::human_bytes;
-use crate::store::{GroupView, Overview};
+use crate::store::{GroupView, NodeView, Overview, Owner};
 
 /// The running daemon's part of `pincer status`: what only it knows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +52,9 @@ pub struct Status {
     /// None: no daemon answered on the control socket.
     pub daemon: Option<LiveView>,
     pub store: Overview,
+    /// This machine's node id, when its config makes it a cluster node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The store's half now, with today and this month in `zone`, and each
@@ -103,6 +106,12 @@ fn ago(now: i64, then: i64) -> String {
 pub fn render(status: &Status, now: i64) -> String {
     let mut out = daemon_line(status.daemon.as_ref(), now);
     store_lines(&mut out, &status.store, now);
+    if let Some(nodes) = &status.store.nodes {
+        out.push_str("\nnodes:\n");
+        for node in nodes {
+            node_line(&mut out, node, status.node.as_deref() == Some(&node.id), now);
+        }
+    }
     out.push_str("\ngroups:\n");
     for g in &status.store.groups {
         let live = status.daemon.as_ref().and_then(|d| d.groups.iter().find(|l| l.name == g.name));
@@ -156,6 +165,9 @@ fn group_lines(out: &mut String, g: &GroupView, live: Option<&LiveGroup>, now: i
         (true, _) => "idle".to_owned(),
     };
     out.push_str(&format!("  {}: {state}", g.name));
+    if let Some(owner) = &g.owner {
+        owner_words(out, owner.as_ref());
+    }
     if let Some(tasks) = live.map(|l| l.background_tasks).filter(|n| *n > 0) {
         out.push_str(&format!(", {tasks} background task(s)"));
     }
@@ -170,6 +182,30 @@ fn group_lines(out: &mut String, g: &GroupView, live: Option<&LiveGroup>, now: i
     out.push('\n');
     if let Some((at, text)) = &g.last_error {
         out.push_str(&format!("    last error {}: {text}\n", ago(now, *at)));
+    }
+}
+
+/// One node of a cluster: alive, which incarnation, its load, its gateways.
+fn node_line(out: &mut String, n: &NodeView, here: bool, now: i64) {
+    let state = if n.alive { "alive" } else { "expired" };
+    let here = if here { " (this machine)" } else { "" };
+    out.push_str(&format!(
+        "  {}{here}: {state}, incarnation {}, {} of {} sessions live",
+        n.id, n.incarnation, n.live, n.slots
+    ));
+    if !n.gateways.is_empty() {
+        let names: Vec<&str> = n.gateways.iter().map(|g| g.strip_prefix("gw:").unwrap_or(g)).collect();
+        out.push_str(&format!(", gateway {}", names.join(", ")));
+    }
+    out.push_str(&format!("; renewed {}\n", ago(now, n.renewed)));
+}
+
+/// `, owner node-a (epoch 4)`, `, owner node-b (expired, epoch 2)` or `, owner none`.
+fn owner_words(out: &mut String, owner: Option<&Owner>) {
+    match owner {
+        Some(o) if o.alive => out.push_str(&format!(", owner {} (epoch {})", o.node, o.epoch)),
+        Some(o) => out.push_str(&format!(", owner {} (expired, epoch {})", o.node, o.epoch)),
+        None => out.push_str(", owner none"),
     }
 }
 
@@ -217,8 +253,11 @@ mod tests {
                     turns_today: 3,
                     budget: Budget { daily_cents: Some(500), monthly_cents: None, daily_turns: Some(10) },
                     last_error: Some((3_000, "API Error: 529 overloaded".into())),
+                    owner: None,
                 }],
+                nodes: None,
             },
+            node: None,
         }
     }
 
@@ -249,6 +288,78 @@ mod tests {
         );
         assert!(text.contains("last error 17m ago: API Error: 529 overloaded"), "{text}");
         assert!(text.contains("database: 3.0 MB"), "{text}");
+    }
+
+    fn node(id: &str, alive: bool, gateways: &[&str]) -> NodeView {
+        NodeView {
+            id: id.into(),
+            incarnation: 3,
+            alive,
+            live: 2,
+            slots: 8,
+            gateways: gateways.iter().map(|g| (*g).to_owned()).collect(),
+            started: 1_000,
+            renewed: 4_058,
+        }
+    }
+
+    fn owner(node: &str, epoch: i64, alive: bool) -> Owner {
+        Owner { node: node.into(), incarnation: 3, epoch, since: 2_000, alive }
+    }
+
+    #[test]
+    fn a_cluster_shows_its_nodes_and_each_groups_owner() {
+        let mut s = status(None);
+        s.node = Some("node-b".into());
+        s.store.nodes = Some(vec![node("node-a", true, &["gw:telegram:77"]), node("node-b", false, &[])]);
+        let mut other = s.store.groups[0].clone();
+        other.name = "team".into();
+        other.owner = Some(None);
+        s.store.groups[0].owner = Some(Some(owner("node-a", 4, true)));
+        let mut moving = other.clone();
+        moving.name = "work".into();
+        moving.owner = Some(Some(owner("node-b", 2, false)));
+        s.store.groups.extend([other, moving]);
+        let text = render(&s, 4_060);
+        let nodes = text.find("\nnodes:\n").expect("a nodes section");
+        assert!(nodes < text.find("\ngroups:\n").unwrap(), "{text}");
+        assert!(
+            text.contains(
+                "  node-a: alive, incarnation 3, 2 of 8 sessions live, gateway telegram:77; renewed 2s ago\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("  node-b (this machine): expired, incarnation 3, 2 of 8 sessions live; renewed"),
+            "{text}"
+        );
+        assert!(text.contains("  family: idle, owner node-a (epoch 4), 2 waiting"), "{text}");
+        assert!(text.contains("  team: idle, owner none, 2 waiting"), "{text}");
+        assert!(text.contains("  work: idle, owner node-b (expired, epoch 2), 2 waiting"), "{text}");
+    }
+
+    #[test]
+    fn the_json_names_nodes_and_owners_only_on_a_cluster() {
+        let one = serde_json::to_value(status(None)).unwrap();
+        assert!(one["store"].get("nodes").is_none(), "{one}");
+        assert!(one["store"]["groups"][0].get("owner").is_none(), "{one}");
+        assert!(!render(&status(None), 4_060).contains("owner"));
+        let mut s = status(None);
+        s.store.nodes = Some(vec![node("node-a", true, &["gw:telegram:77"])]);
+        s.store.groups[0].owner = Some(Some(owner("node-a", 4, true)));
+        let mut team = s.store.groups[0].clone();
+        team.owner = Some(None);
+        s.store.groups.push(team);
+        let json = serde_json::to_value(&s).unwrap();
+        let n = &json["store"]["nodes"][0];
+        assert_eq!(
+            (&n["id"], &n["incarnation"], &n["alive"], &n["live"], &n["slots"]),
+            (&"node-a".into(), &3.into(), &true.into(), &2.into(), &8.into())
+        );
+        assert_eq!(n["gateways"], serde_json::json!(["gw:telegram:77"]));
+        let owner = &json["store"]["groups"][0]["owner"];
+        assert_eq!((&owner["node"], &owner["epoch"]), (&"node-a".into(), &4.into()), "{json}");
+        assert!(json["store"]["groups"][1]["owner"].is_null(), "{json}");
     }
 
     #[test]

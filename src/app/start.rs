@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::engine::Engine;
+use super::membership::NodeState;
 use super::sections::AdapterSection;
 use super::services::Services;
 use super::whatsapp::WhatsAppSource;
@@ -14,6 +15,7 @@ use crate::channel::telegram::{self, Telegram};
 use crate::channel::whatsapp::{ServeOptions, WaClient, WaFiles, WhatsApp};
 use crate::channel::ApprovalAsk;
 use crate::claude;
+use crate::cluster::NodeId;
 use crate::config::{Config, HttpConfig, TelegramConfig};
 use crate::control::server::{self, Control, ControlSocket};
 use crate::domain::Platform;
@@ -116,17 +118,36 @@ pub fn whatsapp<C: WaClient>(
 }
 
 /// `[http] listen`: binds now (a taken port stops pincer at start) and
-/// serves the platforms served so far.
-pub async fn endpoint(engine: &Engine, services: &Services, config: &HttpConfig, zone: &str) -> anyhow::Result<()> {
+/// serves the platforms served so far; `node`: a cluster node's id and
+/// state, which `/readyz` follows (`None` on one machine).
+pub async fn endpoint(
+    engine: &Engine,
+    services: &Services,
+    config: &HttpConfig,
+    zone: &str,
+    node: Option<(&NodeId, watch::Receiver<NodeState>)>,
+) -> anyhow::Result<()> {
     let (router, started) = (engine.router.clone(), SystemTime::now());
     let live_view = Arc::new(move || server::live_view(&router, started));
     let live = engine.live.clone();
+    let node =
+        node.map(|(id, state)| crate::endpoint::ThisNode { id: id.to_string(), readiness: node_readiness(state) });
     if let Some(endpoint) =
-        crate::endpoint::bind(config, zone, live, &engine.store, live_view, services.served()).await?
+        crate::endpoint::bind(config, zone, live, &engine.store, live_view, services.served(), node).await?
     {
         services.intake(|stop| endpoint.serve(stop));
     }
     Ok(())
+}
+
+/// `/readyz`'s view of the node: ready only while registered.
+fn node_readiness(state: watch::Receiver<NodeState>) -> crate::endpoint::NodeReadiness {
+    Arc::new(move || match *state.borrow() {
+        NodeState::Registered { .. } => None,
+        NodeState::Joining => Some("not registered in the cluster yet"),
+        NodeState::Lapsed => Some("this node's cluster lease lapsed; registering again"),
+        NodeState::Stopped => Some("this node left the cluster"),
+    })
 }
 
 /// Says which chats are served, and how many groups.
@@ -157,4 +178,21 @@ pub fn warn_if_untested(config: &Config) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readyz_follows_the_nodes_state() {
+        let (tx, rx) = watch::channel(NodeState::Joining);
+        let ready = node_readiness(rx);
+        assert_eq!(ready(), Some("not registered in the cluster yet"));
+        let deadline = tokio::time::Instant::now();
+        tx.send_replace(NodeState::Registered { incarnation: 1, deadline });
+        assert_eq!(ready(), None);
+        tx.send_replace(NodeState::Lapsed);
+        assert!(ready().is_some_and(|why| why.contains("lapsed")));
+    }
 }

@@ -1,6 +1,7 @@
 //! `pincer status`: one screen for the operator, from the store (which any
-//! `pincer` may read) and, when a daemon runs, from its control socket. The
-//! screen itself is drawn by [`crate::status`], as on the status page.
+//! `pincer` may read) and, when a daemon runs, from its control socket; on a
+//! cluster's store, its nodes (this machine's marked) and each group's owner.
+//! The screen itself is drawn by [`crate::status`], as on the status page.
 
 use std::time::SystemTime;
 
@@ -21,7 +22,9 @@ pub async fn run(config: &Config, json: bool) -> anyhow::Result<()> {
     let now = SystemTime::now();
     let overview = overview(&store.health(), &store.groups(), &config.timezone, config.budget.budget(), now).await?;
     store.close().await;
-    let status = Status { daemon: crate::control::client::live_view(&config.data_dir).await, store: overview };
+    let daemon = crate::control::client::live_view(&config.data_dir).await;
+    let node = config.cluster.enabled.then(|| config.cluster.node_id().to_string());
+    let status = Status { daemon, store: overview, node };
     if json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {

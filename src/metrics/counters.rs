@@ -72,6 +72,13 @@ pub struct ConfinementLabel {
     pub confinement: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// Why a lease was lost: `fenced` (a write found it moved on) or
+    /// `lapsed` (this node's deadline passed without a renewal).
+    pub reason: &'static str,
+}
+
 /// Scraped each time from the store: the outbox now.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BacklogLabels {
@@ -112,6 +119,10 @@ pub struct Counters {
     pub budget_used: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
     pub media_downloads: Family<DownloadLabels, Counter>,
     pub transcriptions: Family<OutcomeLabel, Counter>,
+    pub lease_claims: Family<KindLabel, Counter>,
+    pub lease_losses: Family<ReasonLabel, Counter>,
+    pub lease_handoffs: Counter,
+    pub leases_held: Gauge,
 }
 
 fn turn_histogram() -> Histogram {
@@ -140,10 +151,15 @@ impl Counters {
             budget_used: Family::default(),
             media_downloads: Family::default(),
             transcriptions: Family::default(),
+            lease_claims: Family::default(),
+            lease_losses: Family::default(),
+            lease_handoffs: Counter::default(),
+            leases_held: Gauge::default(),
             registry: Registry::default(),
         };
         c.register_turns(&mut registry);
         c.register_work(&mut registry);
+        c.register_cluster(&mut registry);
         Counters { registry, ..c }
     }
 
@@ -206,6 +222,28 @@ impl Counters {
             "Voice notes and audio sent to the transcription engine, by outcome (ok, failed)",
             self.transcriptions.clone(),
         );
+    }
+
+    /// What this node of a cluster claimed, lost and handed off (issue 36);
+    /// on one machine they stay at zero.
+    fn register_cluster(&self, registry: &mut Registry) {
+        registry.register(
+            "lease_claims",
+            "Leases this node claimed, by kind (group, gateway)",
+            self.lease_claims.clone(),
+        );
+        registry.register(
+            "lease_losses",
+            "Leases this node lost without letting them go, by reason (fenced: another node took it; lapsed: \
+             no renewal in time)",
+            self.lease_losses.clone(),
+        );
+        registry.register(
+            "lease_handoffs",
+            "Leases this node released cleanly (idle close, hand-off, shutdown)",
+            self.lease_handoffs.clone(),
+        );
+        registry.register("leases_held", "Leases this node holds now (groups and gateways)", self.leases_held.clone());
     }
 
     /// The text `/metrics` serves (OpenMetrics text, which Prometheus reads).
@@ -276,6 +314,27 @@ impl Counters {
         self.delivery_failures.get_or_create(&DeliveryLabels { platform, kind }).inc();
     }
 
+    /// This node claimed a lease: `kind` is `group` or `gateway`.
+    pub fn lease_claimed(&self, kind: &'static str) {
+        self.lease_claims.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// This node lost a lease it did not let go: `reason` is `fenced` or `lapsed`.
+    pub fn lease_lost(&self, reason: &'static str) {
+        self.lease_losses.get_or_create(&ReasonLabel { reason }).inc();
+    }
+
+    /// This node released a lease cleanly: another may claim it at once.
+    pub fn lease_released(&self) {
+        self.lease_handoffs.inc();
+    }
+
+    /// The leases this node holds now, as the store says (set before each
+    /// scrape by the endpoint).
+    pub fn leases_held(&self, n: usize) {
+        self.leases_held.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     /// The outbox as the store says now (set before each scrape).
     pub fn outbox(&self, platform: &str, waiting: i64, oldest_seconds: i64) {
         let label = BacklogLabels { platform: platform.to_owned() };
@@ -334,5 +393,35 @@ mod tests {
         assert!(classic.contains("# HELP pincer_turns_total CLI turns"), "{classic}");
         assert!(classic.contains("# TYPE pincer_turn_seconds histogram\n"), "histograms keep their name");
         assert!(!classic.contains("# EOF"));
+    }
+
+    #[test]
+    fn a_nodes_leases_are_counted_by_kind_and_reason_and_held_as_a_gauge() {
+        let c = Counters::new();
+        c.lease_claimed("group");
+        c.lease_claimed("group");
+        c.lease_claimed("gateway");
+        c.lease_lost("fenced");
+        c.lease_lost("lapsed");
+        c.lease_lost("lapsed");
+        c.lease_released();
+        c.leases_held(2);
+        let text = c.encode();
+        assert!(text.contains("pincer_lease_claims_total{kind=\"group\"} 2\n"), "{text}");
+        assert!(text.contains("pincer_lease_claims_total{kind=\"gateway\"} 1\n"), "{text}");
+        assert!(text.contains("pincer_lease_losses_total{reason=\"fenced\"} 1\n"), "{text}");
+        assert!(text.contains("pincer_lease_losses_total{reason=\"lapsed\"} 2\n"), "{text}");
+        assert!(text.contains("pincer_lease_handoffs_total 1\n"), "{text}");
+        assert!(text.contains("pincer_leases_held 2\n"), "{text}");
+        let classic = classic_text(&text);
+        assert!(classic.contains("# TYPE pincer_lease_handoffs_total counter\n"), "{classic}");
+        assert!(classic.contains("# TYPE pincer_leases_held gauge\n"), "{classic}");
+    }
+
+    #[test]
+    fn on_one_machine_the_lease_counters_read_zero() {
+        let text = Counters::new().encode();
+        assert!(text.contains("pincer_lease_handoffs_total 0\n"), "{text}");
+        assert!(text.contains("pincer_leases_held 0\n"), "{text}");
     }
 }

@@ -1,6 +1,7 @@
 //! Whether the database answers and takes writes (the watchdog, `/readyz`),
 //! and the outbox's backlog for the status page.
 
+use super::db::Dialect;
 use super::error::StoreError;
 use super::handles::Health;
 
@@ -11,7 +12,9 @@ impl Health {
     }
 
     /// Whether a write could start now (`/readyz`): takes the write lock
-    /// and lets it go at once, writing nothing.
+    /// and lets it go at once, writing nothing. PostgreSQL has no database
+    /// write lock: there a read-write transaction starts, which a standby
+    /// (in recovery) refuses.
     ///
     /// Cancel-safe: a probe whose client goes away while the database is
     /// locked drops this future half-way. As a sqlx transaction, a `BEGIN`
@@ -19,7 +22,11 @@ impl Health {
     /// connection's own thread, and a dropped transaction rolls back too
     /// (and `db::roll_back_what_was_left_open` catches anything else).
     pub async fn writable(&self) -> bool {
-        let Ok(tx) = self.db.pool.begin_with("BEGIN IMMEDIATE").await else {
+        let begin = match self.db.dialect {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::Postgres => "BEGIN READ WRITE",
+        };
+        let Ok(tx) = self.db.pool.begin_with(begin).await else {
             return false;
         };
         let _ = tx.rollback().await;
@@ -33,5 +40,18 @@ impl Health {
         )
         .fetch_all(&self.db.pool)
         .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::tests::{on_both, temp_store};
+
+    on_both! {
+    async fn a_fresh_store_answers_and_takes_writes() {
+        let (_dir, store) = temp_store().await;
+        assert!(store.health().answers().await);
+        assert!(store.health().writable().await, "/readyz would say the store takes no writes");
+    }
     }
 }

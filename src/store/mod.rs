@@ -12,6 +12,7 @@
 mod budget;
 mod channels;
 mod clock;
+mod cluster_view;
 mod db;
 mod egress;
 mod error;
@@ -41,6 +42,7 @@ use std::path::Path;
 
 pub use channels::ChannelHealth;
 pub use clock::now_us;
+pub use cluster_view::{ClusterView, NodeView, Owner};
 pub use db::Location;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use error::StoreError;

@@ -1,10 +1,13 @@
 //! The store's part of `pincer status`: what any `pincer` process can read
-//! while the daemon runs (WAL lets it), without asking the daemon.
+//! while the daemon runs (WAL lets it), without asking the daemon; on a
+//! cluster's store, also its nodes and which node owns each group
+//! (`cluster_view.rs`).
 
 use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+use super::cluster_view::{NodeView, Owner};
 use super::error::StoreError;
 use super::flag::Flag;
 use super::handles::{Channels, Health};
@@ -21,6 +24,9 @@ pub struct Overview {
     pub waiting_messages: i64,
     pub outbox: Vec<Backlog>,
     pub groups: Vec<GroupView>,
+    /// The cluster's nodes; absent when the store is no cluster's (one machine).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<NodeView>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -55,6 +61,10 @@ pub struct GroupView {
     pub budget: Budget,
     /// The newest failed turn's words, cut to one line, and when (unix seconds).
     pub last_error: Option<(i64, String)>,
+    /// Which node holds its lease (`null`: none); absent when the store is
+    /// no cluster's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Option<Owner>>,
 }
 
 /// Every group's line of the overview: activity, queue, spend since `$1`
@@ -97,8 +107,15 @@ impl Health {
                 oldest_seconds: (now_us - oldest).max(0) / 1_000_000,
             })
             .collect();
-        let groups = self.group_views(day_start_us, month_start_us).await?;
-        Ok(Overview { db_bytes, platforms, waiting_messages, outbox, groups })
+        let mut groups = self.group_views(day_start_us, month_start_us).await?;
+        let cluster = self.cluster_view().await?;
+        if let Some(cluster) = &cluster {
+            for group in &mut groups {
+                group.owner = Some(cluster.owner_of(&group.name).cloned());
+            }
+        }
+        let nodes = cluster.map(|c| c.nodes);
+        Ok(Overview { db_bytes, platforms, waiting_messages, outbox, groups, nodes })
     }
 
     /// The platforms that ever told their health.
@@ -143,5 +160,6 @@ fn group_view(r: &AnyRow) -> Result<GroupView, sqlx::Error> {
             let text = error_text.as_deref().unwrap_or("an error");
             (us / 1_000_000, crate::domain::one_line(text, 120))
         }),
+        owner: None,
     })
 }

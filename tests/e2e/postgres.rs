@@ -98,6 +98,8 @@ async fn a_pincer_on_postgresql_answers_resumes_after_a_kill_and_shows_its_statu
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(status["store"]["groups"][0]["name"], "team", "{status}");
     assert!(status["store"]["db_bytes"].as_u64().is_some_and(|b| b > 0), "{status}");
+    let cluster = (status["store"].get("nodes"), status["store"]["groups"][0].get("owner"));
+    assert_eq!(cluster, (None, None), "one machine on PostgreSQL is no cluster: {status}");
     kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
 
     // What the chat saw is what PostgreSQL holds: two results, each reply delivered once.

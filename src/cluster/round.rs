@@ -128,7 +128,7 @@ mod tests {
         let mut rounds = Rounds::default();
         let start = Instant::now();
         let plan = rounds.plan(&me("a"), &work, &nodes, GRACE, start);
-        assert_eq!(plan.claim, [mine.clone()]);
+        assert_eq!(plan.claim, std::slice::from_ref(&mine));
         assert_eq!(plan.look_again, Some(start + GRACE), "the other group is looked at again after its grace");
 
         tokio::time::advance(GRACE).await;

@@ -31,6 +31,7 @@ pub(super) async fn check(conn: &mut AnyConnection, fences: &Fences, fence: &Fen
         sqlx::query_scalar(FENCE_CHECK).bind(name).bind(node).bind(epoch).fetch_optional(&mut *conn).await?;
     if held.is_none() {
         fences.forget(&fence.lease);
+        crate::metrics::counters::counters().lease_lost("fenced");
         return Err(StoreError::Fenced(name.to_owned()));
     }
     Ok(())
@@ -90,6 +91,7 @@ impl Leases {
             .await?;
         if let Some(epoch) = epoch {
             self.db.fences.claimed(lease, epoch);
+            crate::metrics::counters::counters().lease_claimed(kind(lease));
         }
         Ok(epoch)
     }
@@ -100,6 +102,7 @@ impl Leases {
             let (name, node, epoch) = fence.params();
             sqlx::query(RELEASE_LEASE).bind(name).bind(node).bind(epoch).execute(&self.db.pool).await?;
             self.db.fences.forget(lease);
+            crate::metrics::counters::counters().lease_released();
         }
         Ok(())
     }
@@ -116,6 +119,9 @@ impl Leases {
     /// node may claim them now), and its sessions hear so at once.
     pub fn drop_all(&self, node: &NodeId) {
         if self.db.fences.is_cluster_node() {
+            for _ in self.db.fences.held() {
+                crate::metrics::counters::counters().lease_lost("lapsed");
+            }
             self.db.fences.hold_as(node);
         }
     }
@@ -192,6 +198,15 @@ impl Leases {
             Dialect::Postgres => Ok(()),
             Dialect::Sqlite => Err(StoreError::NotShared),
         }
+    }
+}
+
+/// The metrics' kind of a lease: a gateway's or a group's.
+pub(super) fn kind(lease: &LeaseName) -> &'static str {
+    if lease.as_str().starts_with("gw:") {
+        "gateway"
+    } else {
+        "group"
     }
 }
 

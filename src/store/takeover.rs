@@ -84,6 +84,7 @@ impl Leases {
         .rows_affected();
         tx.commit().await?;
         self.db.fences.claimed(&lease, epoch);
+        crate::metrics::counters::counters().lease_claimed("group");
         Ok(Some(Takeover { epoch, requeued, runs_cut_off }))
     }
 }

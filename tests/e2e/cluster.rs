@@ -16,7 +16,7 @@ use pincer::store::GroupSettings;
 
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
-use crate::support::harness::{spawn_pincer_run_logging, Sandbox};
+use crate::support::harness::{pincer_command, spawn_pincer_run_logging, Sandbox};
 use crate::support::postgres;
 
 fn team() -> TgChat {
@@ -60,7 +60,7 @@ fn nodes(api: &FakeApi, bot: &FakeBot, url: &str) -> Vec<Node> {
             let mut sandbox = Sandbox::new(api);
             sandbox.config.store.url = Some(Secret::new(url.to_owned()));
             sandbox.config.cluster.enabled = true;
-            sandbox.config.cluster.node_id = Some(NodeId::new(&format!("n{n}")).unwrap());
+            sandbox.config.cluster.node_id = Some(NodeId::new(format!("n{n}")).unwrap());
             sandbox.config.cluster.lease_ttl = Duration::from_secs(3);
             sandbox.use_telegram(bot);
             sandbox.fast_retries();
@@ -120,6 +120,13 @@ async fn a_killed_nodes_group_is_answered_by_another_once_in_the_same_conversati
     eprintln!("answered by another node {:?} after the kill", since.elapsed());
     let after = holder(&mut db, "team").await.expect("a node holds the group");
     assert_ne!(after, owner, "another node took the group");
+    // `pincer status` shows the move: the new owner, the killed node not alive.
+    let survivor = nodes.iter().find(|n| n.id == after).unwrap();
+    let out = pincer_command(survivor.sandbox.root(), &survivor.sandbox.write_config(), &["status", "--json"]).await;
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["store"]["groups"][0]["owner"]["node"], after.as_str(), "{status}");
+    let killed = status["store"]["nodes"].as_array().unwrap().iter().find(|n| n["id"] == owner.as_str()).cloned();
+    assert_eq!(killed.map(|n| n["alive"].clone()), Some(serde_json::Value::Bool(false)), "{status}");
 
     // The conversation went on: the model saw the earlier turns.
     let last = api.main_requests().into_iter().rev().find(|r| r.all_text().contains("MANGO")).unwrap().all_text();
@@ -240,7 +247,7 @@ async fn one_node_polls_telegram_and_when_it_dies_another_takes_over_losing_no_u
     bot.say(&team(), &alice(), "hello APPLE");
     assert_eq!(answered(&bot, "APPLE").await, 1);
     let gateway = holder(&mut db, "gw:telegram:123456").await.expect("a node holds the bot's gateway");
-    assert_eq!(gateways(&nodes), [gateway.clone()], "one node polls");
+    assert_eq!(gateways(&nodes), std::slice::from_ref(&gateway), "one node polls");
 
     nodes.iter_mut().find(|n| n.id == gateway).unwrap().kill_9().await;
     // Said while no node polls: stored and answered once by the next gateway.

@@ -4,19 +4,17 @@
 //! node is killed another one answers the group's next message, once, in
 //! the same conversation.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use pincer::cluster::NodeId;
-use pincer::config::Secret;
 use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
 
+use crate::support::cluster::{holder, nodes, Node};
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
-use crate::support::harness::{pincer_command, spawn_pincer_run_logging, Sandbox};
+use crate::support::harness::pincer_command;
 use crate::support::postgres;
 
 fn team() -> TgChat {
@@ -27,48 +25,6 @@ fn alice() -> TgUser {
     TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
 }
 
-/// One node: its sandbox (data directory, config) and its process.
-struct Node {
-    id: String,
-    sandbox: Sandbox,
-    child: Option<tokio::process::Child>,
-}
-
-impl Node {
-    fn log(&self) -> PathBuf {
-        self.sandbox.root().join("pincer.log")
-    }
-
-    async fn start(&mut self) {
-        let config = self.sandbox.write_config();
-        let args = ["--config".as_ref(), config.as_os_str()];
-        let log = self.log();
-        self.child = Some(spawn_pincer_run_logging(self.sandbox.root(), &args, &[], Some(&log)).await);
-    }
-
-    async fn kill_9(&mut self) {
-        let mut child = self.child.take().expect("the node runs");
-        kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGKILL).unwrap();
-        child.wait().await.unwrap();
-    }
-}
-
-/// Three nodes sharing `url`, each polling `bot` when it is the gateway.
-fn nodes(api: &FakeApi, bot: &FakeBot, url: &str) -> Vec<Node> {
-    (1..=3)
-        .map(|n| {
-            let mut sandbox = Sandbox::new(api);
-            sandbox.config.store.url = Some(Secret::new(url.to_owned()));
-            sandbox.config.cluster.enabled = true;
-            sandbox.config.cluster.node_id = Some(NodeId::new(format!("n{n}")).unwrap());
-            sandbox.config.cluster.lease_ttl = Duration::from_secs(3);
-            sandbox.use_telegram(bot);
-            sandbox.fast_retries();
-            Node { id: format!("n{n}"), sandbox, child: None }
-        })
-        .collect()
-}
-
 /// Echoes of `word` in the team chat, once `word` was answered at least once.
 async fn answered(bot: &FakeBot, word: &str) -> usize {
     let echoes = |bot: &FakeBot| {
@@ -76,16 +32,6 @@ async fn answered(bot: &FakeBot, word: &str) -> usize {
     };
     bot.wait_for(word, |bot| echoes(bot) > 0).await;
     echoes(bot)
-}
-
-/// The node holding `lease` now, by the store.
-async fn holder(db: &mut sqlx::PgConnection, lease: &str) -> Option<String> {
-    sqlx::query_scalar("SELECT node_id FROM leases WHERE name = $1")
-        .bind(lease)
-        .fetch_optional(db)
-        .await
-        .unwrap()
-        .flatten()
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod cluster;
 pub mod crafted;
 pub mod fake_api;
 pub mod fake_bot;

@@ -1,0 +1,73 @@
+//! Several `pincer run` nodes on one PostgreSQL (issue 36), for the cluster
+//! tests and the failover bench: each node its own data directory and
+//! config, all sharing the store, the fake API and the fake Bot API.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use pincer::cluster::NodeId;
+use pincer::config::Secret;
+
+use super::fake_api::FakeApi;
+use super::fake_bot::FakeBot;
+use super::harness::{spawn_pincer_run_logging, Sandbox};
+
+/// One node: its sandbox (data directory, config) and its process.
+pub struct Node {
+    pub id: String,
+    pub sandbox: Sandbox,
+    pub child: Option<tokio::process::Child>,
+}
+
+impl Node {
+    pub fn log(&self) -> PathBuf {
+        self.sandbox.root().join("pincer.log")
+    }
+
+    pub async fn start(&mut self) {
+        let config = self.sandbox.write_config();
+        let args = ["--config".as_ref(), config.as_os_str()];
+        let log = self.log();
+        self.child = Some(spawn_pincer_run_logging(self.sandbox.root(), &args, &[], Some(&log)).await);
+    }
+
+    pub async fn kill_9(&mut self) {
+        let mut child = self.child.take().expect("the node runs");
+        kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGKILL).unwrap();
+        child.wait().await.unwrap();
+    }
+}
+
+/// Three nodes sharing `url`, each polling `bot` when it is the gateway,
+/// with a 3 s lease.
+pub fn nodes(api: &FakeApi, bot: &FakeBot, url: &str) -> Vec<Node> {
+    nodes_with(api, bot, url, 3, Duration::from_secs(3))
+}
+
+/// `count` nodes sharing `url` with a lease of `lease_ttl`.
+pub fn nodes_with(api: &FakeApi, bot: &FakeBot, url: &str, count: usize, lease_ttl: Duration) -> Vec<Node> {
+    (1..=count)
+        .map(|n| {
+            let mut sandbox = Sandbox::new(api);
+            sandbox.config.store.url = Some(Secret::new(url.to_owned()));
+            sandbox.config.cluster.enabled = true;
+            sandbox.config.cluster.node_id = Some(NodeId::new(format!("n{n}")).unwrap());
+            sandbox.config.cluster.lease_ttl = lease_ttl;
+            sandbox.use_telegram(bot);
+            sandbox.fast_retries();
+            Node { id: format!("n{n}"), sandbox, child: None }
+        })
+        .collect()
+}
+
+/// The node holding `lease` now, by the store.
+pub async fn holder(db: &mut sqlx::PgConnection, lease: &str) -> Option<String> {
+    sqlx::query_scalar("SELECT node_id FROM leases WHERE name = $1")
+        .bind(lease)
+        .fetch_optional(db)
+        .await
+        .unwrap()
+        .flatten()
+}

@@ -32,6 +32,7 @@ mod slots;
 mod supervisor;
 #[cfg(test)]
 pub(crate) mod tests;
+mod transcript;
 mod trust;
 mod turn;
 

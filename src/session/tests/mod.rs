@@ -213,6 +213,7 @@ pub(crate) fn deps(
         live: crate::config::Live::fixed(&config),
         cli: Arc::new(cli.clone()),
         outbox,
+        transcripts: store.transcripts(),
         approvals: approvals_tx,
         approval_ids: Default::default(),
         slots: Slots::new(config.claude.max_live_sessions),

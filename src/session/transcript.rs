@@ -153,22 +153,12 @@ pub fn plan(stored: u64, len: u64) -> Result<std::ops::Range<u64>, Unfit> {
 
 /// The complete lines of `session`'s transcript after byte `stored`. Blocking.
 pub fn read_appended(place: &Place, session: &SessionId, stored: u64) -> io::Result<Appended> {
-    let Some(dir) = open_folders(place, false)? else { return Ok(Appended::Missing) };
-    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    let mut file = match open_at(&dir, &session.file_name(), flags, Mode::empty()) {
-        Ok(fd) => File::from(fd),
-        Err(Errno::ENOENT) => return Ok(Appended::Missing),
-        Err(e) => return Err(e.into()),
-    };
-    let len = regular_len(&file)?;
+    let Some((mut file, len)) = open_transcript(place, session)? else { return Ok(Appended::Missing) };
     let range = match plan(stored, len) {
         Ok(range) => range,
         Err(unfit) => return Ok(Appended::Unfit(unfit)),
     };
-    file.seek(SeekFrom::Start(range.start))?;
-    let mut bytes = Vec::with_capacity((range.end - range.start) as usize);
-    // Never more than planned, even if the file grows meanwhile.
-    (&mut file).take(range.end - range.start).read_to_end(&mut bytes)?;
+    let mut bytes = read_range(&mut file, range)?;
     let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
     bytes.truncate(complete);
     Ok(Appended::Lines(bytes))
@@ -176,13 +166,36 @@ pub fn read_appended(place: &Place, session: &SessionId, stored: u64) -> io::Res
 
 /// How long `session`'s transcript is here (0 when missing). Blocking.
 pub fn local_len(place: &Place, session: &SessionId) -> io::Result<u64> {
-    let Some(dir) = open_folders(place, false)? else { return Ok(0) };
+    Ok(open_transcript(place, session)?.map_or(0, |(_, len)| len))
+}
+
+/// Whether this host's copy of `session` holds `bytes` at byte `at`: it
+/// continues the stored copy whose last chunk they are. Blocking.
+pub fn holds(place: &Place, session: &SessionId, at: u64, bytes: &[u8]) -> io::Result<bool> {
+    let Some((mut file, len)) = open_transcript(place, session)? else { return Ok(false) };
+    let end = at + bytes.len() as u64;
+    Ok(len >= end && read_range(&mut file, at..end)? == bytes)
+}
+
+/// `session`'s transcript, opened for reading, with its length; `None` when missing.
+fn open_transcript(place: &Place, session: &SessionId) -> io::Result<Option<(File, u64)>> {
+    let Some(dir) = open_folders(place, false)? else { return Ok(None) };
     let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-    match open_at(&dir, &session.file_name(), flags, Mode::empty()) {
-        Ok(fd) => regular_len(&File::from(fd)),
-        Err(Errno::ENOENT) => Ok(0),
-        Err(e) => Err(e.into()),
-    }
+    let file = match open_at(&dir, &session.file_name(), flags, Mode::empty()) {
+        Ok(fd) => File::from(fd),
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let len = regular_len(&file)?;
+    Ok(Some((file, len)))
+}
+
+/// The bytes of `range`; never more, even if the file grows meanwhile.
+fn read_range(file: &mut File, range: std::ops::Range<u64>) -> io::Result<Vec<u8>> {
+    file.seek(SeekFrom::Start(range.start))?;
+    let mut bytes = Vec::with_capacity(usize::try_from(range.end - range.start).unwrap_or(0));
+    file.take(range.end - range.start).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Writes `bytes` as `session`'s transcript, replacing what is there (a

@@ -37,6 +37,9 @@ const DROP_SQL: &str = "DELETE FROM transcript_chunks WHERE group_name = $1 AND 
 const STORED_LEN_SQL: &str =
     "SELECT COALESCE(MAX(end_at), 0) FROM transcript_chunks WHERE group_name = $1 AND session_id = $2";
 
+const LAST_CHUNK_SQL: &str = "SELECT start_at, bytes FROM transcript_chunks
+ WHERE group_name = $1 AND session_id = $2 ORDER BY start_at DESC LIMIT 1";
+
 const CHUNKS_SQL: &str =
     "SELECT start_at, bytes FROM transcript_chunks WHERE group_name = $1 AND session_id = $2 ORDER BY start_at";
 
@@ -82,6 +85,14 @@ impl Transcripts {
         let len: i64 =
             sqlx::query_scalar(STORED_LEN_SQL).bind(group.as_str()).bind(session).fetch_one(&self.db.pool).await?;
         Ok(u64::try_from(len).unwrap_or(0))
+    }
+
+    /// The last chunk of `session`'s stored copy, and where it starts.
+    pub async fn last_chunk(&self, group: &GroupName, session: &str) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        self.postgres_only()?;
+        let last: Option<(i64, Vec<u8>)> =
+            sqlx::query_as(LAST_CHUNK_SQL).bind(group.as_str()).bind(session).fetch_optional(&self.db.pool).await?;
+        Ok(last.map(|(start, bytes)| (u64::try_from(start).unwrap_or(0), bytes)))
     }
 
     /// `session`'s stored copy, from its first byte; empty when none is

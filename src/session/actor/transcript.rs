@@ -82,8 +82,9 @@ impl SessionActor {
     }
 
     /// Puts the stored copy of `session` back where the next process reads
-    /// it, when the store holds more than this host's file (the group moved
-    /// here). A failure only logs: the resume then starts fresh.
+    /// it, unless this host's file is that copy or continues it (the group
+    /// moved here, or back here after another node went on with it). A
+    /// failure only logs: the resume then starts fresh.
     pub(super) async fn restore_transcript(&self, session: &str) {
         if !self.keeps_transcript() {
             return;
@@ -93,29 +94,48 @@ impl SessionActor {
             return;
         };
         let stored = self.deps.transcripts.stored_len(&self.group, session).await.unwrap_or(0);
-        let here = {
-            let (place, id) = (place.clone(), id.clone());
-            tokio::task::spawn_blocking(move || transcript::local_len(&place, &id).unwrap_or(0)).await.unwrap_or(0)
-        };
-        if stored <= here {
+        let here = blocking(place.clone(), id.clone(), transcript::local_len).await.unwrap_or(0);
+        if stored == 0 || stored == here || (here > stored && self.continues(&place, &id).await) {
             return;
         }
         let bytes = match self.deps.transcripts.load(&self.group, session).await {
-            Ok(bytes) if bytes.len() as u64 > here => bytes,
+            Ok(bytes) if !bytes.is_empty() => bytes,
             Ok(_) => return,
             Err(e) => return tracing::warn!(group = %self.group, %e, "cannot read the stored transcript"),
         };
         let (len, shown) = (bytes.len(), place.shown(&id));
-        let written = tokio::task::spawn_blocking(move || transcript::restore(&place, &id, &bytes))
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let written = blocking(place, id, move |place, id| transcript::restore(place, id, &bytes)).await;
         match written {
-            Ok(()) => {
-                tracing::info!(group = %self.group, session, bytes = len, file = %shown.display(), "restored the CLI's transcript from the store")
-            }
-            Err(e) => {
-                tracing::warn!(group = %self.group, session, %e, file = %shown.display(), "cannot restore the CLI's transcript; its resume starts fresh")
-            }
+            Ok(()) => tracing::info!(
+                group = %self.group, session, bytes = len, here, file = %shown.display(),
+                "restored the CLI's transcript from the store"
+            ),
+            Err(e) => tracing::warn!(
+                group = %self.group, session, %e, file = %shown.display(),
+                "cannot restore the CLI's transcript; its resume starts fresh"
+            ),
         }
     }
+
+    /// Whether this host's longer file holds the stored copy's last chunk
+    /// where the store has it: the same history, with a tail this node
+    /// wrote and could not store (not another node's turns).
+    async fn continues(&self, place: &Place, id: &SessionId) -> bool {
+        match self.deps.transcripts.last_chunk(&self.group, id.as_str()).await {
+            Ok(Some((at, bytes))) => {
+                let holds = move |place: &Place, id: &SessionId| transcript::holds(place, id, at, &bytes);
+                blocking(place.clone(), id.clone(), holds).await.unwrap_or(false)
+            }
+            Ok(None) | Err(_) => false,
+        }
+    }
+}
+
+/// Runs `work` on the transcript at `place` on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    place: Place,
+    id: SessionId,
+    work: impl FnOnce(&Place, &SessionId) -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(move || work(&place, &id)).await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
 }

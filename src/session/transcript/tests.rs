@@ -81,6 +81,17 @@ fn only_complete_lines_after_the_offset_are_read() {
 }
 
 #[test]
+fn a_longer_file_holds_the_stored_copys_last_chunk_or_not() {
+    let home = tempfile::tempdir().unwrap();
+    let place = place(home.path());
+    assert!(!holds(&place, &session(), 0, b"{\"a\":1}\n").unwrap(), "no file");
+    write_transcript(home.path(), b"{\"a\":1}\n{\"b\":2}\n{\"mine\":3}\n");
+    assert!(holds(&place, &session(), 8, b"{\"b\":2}\n").unwrap(), "the same history, and a tail of its own");
+    assert!(!holds(&place, &session(), 8, b"{\"B\":2}\n").unwrap(), "another node went on from byte 8");
+    assert!(!holds(&place, &session(), 30, b"{\"b\":2}\n").unwrap(), "past the end");
+}
+
+#[test]
 fn a_turn_past_the_cap_is_unfit() {
     let home = tempfile::tempdir().unwrap();
     let file = write_transcript(home.path(), b"");

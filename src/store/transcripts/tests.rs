@@ -55,6 +55,8 @@ async fn chunks_stored_with_results_come_back_whole() {
     transcripts.sync(&team(), &append(16, b"{\"c\":3}\n")).await.unwrap();
     assert_eq!(transcripts.stored_len(&team(), "s1").await.unwrap(), 24);
     assert_eq!(transcripts.load(&team(), "s1").await.unwrap(), b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n");
+    assert_eq!(transcripts.last_chunk(&team(), "s1").await.unwrap(), Some((16, b"{\"c\":3}\n".to_vec())));
+    assert_eq!(transcripts.last_chunk(&team(), "other").await.unwrap(), None);
     assert!(transcripts.load(&team(), "other").await.unwrap().is_empty());
     let results: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM results").fetch_one(&a.db.pool).await.unwrap();
     assert_eq!(results, 3, "a stale chunk never holds its result back");

@@ -14,6 +14,7 @@ mod budget;
 mod cluster;
 mod held;
 mod recovery;
+mod transcripts;
 mod trust;
 mod turns;
 

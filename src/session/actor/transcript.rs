@@ -13,7 +13,7 @@
 use super::{Live, SessionActor};
 use crate::domain::files::FileView;
 use crate::session::transcript::{self, Appended, Place, SessionId};
-use crate::store::TranscriptWrite;
+use crate::store::{StoreError, TranscriptWrite};
 
 impl SessionActor {
     /// Whether this session keeps its transcript in the store.
@@ -39,8 +39,13 @@ impl SessionActor {
             return;
         }
         let Some(write) = self.capture(session, &live.view).await else { return };
-        if let Err(e) = self.deps.transcripts.sync(&self.group, &write).await {
-            tracing::warn!(group = %self.group, %e, "cannot store the end of the CLI's transcript");
+        match self.deps.transcripts.sync(&self.group, &write).await {
+            Ok(()) => {}
+            // The group is another node's now: what it has is the truth.
+            Err(e @ StoreError::Fenced(_)) => {
+                tracing::debug!(group = %self.group, %e, "the transcript's end is not stored")
+            }
+            Err(e) => tracing::warn!(group = %self.group, %e, "cannot store the end of the CLI's transcript"),
         }
     }
 
@@ -69,7 +74,10 @@ impl SessionActor {
             Ok(Appended::Lines(bytes)) if bytes.is_empty() => None,
             Ok(Appended::Lines(bytes)) => Some(TranscriptWrite::Append { session, at: stored as i64, bytes }),
             Ok(Appended::Missing) => None,
-            Ok(Appended::Unfit(_)) | Err(_) if stored == 0 => None,
+            Ok(Appended::Unfit(_)) | Err(_) if stored == 0 => {
+                tracing::debug!(group = %self.group, session, ?read, "the CLI's transcript is not kept");
+                None
+            }
             Ok(Appended::Unfit(why)) => {
                 tracing::warn!(group = %self.group, session, why = why.as_str(), "the CLI's transcript is no longer kept for another node: its resume there starts fresh");
                 Some(TranscriptWrite::Drop { session })

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::domain::media::OutboundFile;
-use crate::domain::{ChatAddress, GroupName, InboundId, OutboundKind, Platform, TurnResult};
-use crate::store::{Enqueue, GroupRecord, InboundState, Marked, OutboxId, OutboxLog, OutboxRow, Seen, StoreError};
+use crate::domain::{ChatAddress, GroupName, OutboundKind, Platform, TurnResult};
+use crate::store::{Carried, Enqueue, GroupRecord, Marked, OutboxId, OutboxLog, OutboxRow, Seen, StoreError};
 
 /// Cloneable handle to the outbox; every clone wakes the same deliverers.
 #[derive(Clone, Debug)]
@@ -42,7 +42,8 @@ impl Outbox {
         Enqueue { kind, text, console: self.console.as_ref() == Some(group) }
     }
 
-    /// Stores a result and, when there is one, its text for the chat, together.
+    /// Stores a result and, when there is one, its text for the chat, together
+    /// (with what else it `carried`: the messages it settles, the transcript).
     pub async fn result(
         &self,
         group: &GroupName,
@@ -50,11 +51,11 @@ impl Outbox {
         cost_usd: Option<f64>,
         raw: &str,
         chat_text: Option<&str>,
-        settles: &[(InboundId, InboundState)],
+        carried: Carried<'_>,
     ) -> Result<Option<OutboxId>, StoreError> {
         let kind = if result.is_error { OutboundKind::Error } else { OutboundKind::Reply };
         let out = chat_text.map(|text| self.enqueue(group, kind, text));
-        let id = self.store.record_result(group, result, cost_usd, raw, out, settles).await?;
+        let id = self.store.record_result_with(group, result, cost_usd, raw, out, carried).await?;
         self.wake();
         Ok(id)
     }

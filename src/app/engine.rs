@@ -136,6 +136,7 @@ impl Engine {
             config: config.clone(),
             live: live.clone(),
             outbox: outbox.clone(),
+            transcripts: store.transcripts(),
             approvals: approvals_tx,
             approval_ids: Default::default(),
             metrics: metrics.clone(),

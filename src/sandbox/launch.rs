@@ -310,9 +310,24 @@ impl Launcher {
             after_kill: None,
             pass_fds: Vec::new(),
         };
-        let home = self.config.claude.env.get("HOME").cloned().or_else(|| std::env::var("HOME").ok());
-        let view = FileView::unconfined(spec.cwd.clone(), home.unwrap_or_else(|| "/root".into()).into());
+        let view = FileView::unconfined(spec.cwd.clone(), self.unconfined_home());
         Launch { spec, confinement: Confinement::None, lease: None, env_file: None, view }
+    }
+
+    /// The HOME of an unconfined CLI: `claude.env`'s, else pincer's.
+    fn unconfined_home(&self) -> PathBuf {
+        let home = self.config.claude.env.get("HOME").cloned().or_else(|| std::env::var("HOME").ok());
+        home.unwrap_or_else(|| "/root".into()).into()
+    }
+
+    /// The folders `group`'s next CLI sees (in the group's own home, not an
+    /// isolated run's), known before it starts: where its transcripts are.
+    pub fn view_of(&self, group: &GroupName) -> Result<FileView, SandboxError> {
+        let group_dir = self.groups_dir.join(group.as_str());
+        match self.resolve(group.as_str())? {
+            Confinement::None => Ok(FileView::unconfined(group_dir, self.unconfined_home())),
+            _ => Ok(sandbox_view(&group_dir, &self.data_dir.join("homes").join(group.as_str()), None, &[])),
+        }
     }
 
     /// A CLI in bwrap or Docker: its files prepared off the runtime, a proxy

@@ -10,7 +10,8 @@
 //! writing to it), `stdout` (what the CLI prints),
 //! `recovery` (exits, hangs, idle close, usage-limit resends, starts that
 //! failed), `tools` (control requests and approvals), `budget` (the queue
-//! held while the budget is reached).
+//! held while the budget is reached), `transcript` (a cluster node's copy of
+//! the CLI's transcript: captured, synced, restored).
 
 mod budget;
 mod ownership;
@@ -18,6 +19,7 @@ mod recovery;
 mod stdin;
 mod stdout;
 mod tools;
+mod transcript;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

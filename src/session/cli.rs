@@ -48,6 +48,12 @@ pub struct Started {
 /// Starts CLI processes.
 pub trait CliPort: Send + Sync {
     fn start<'a>(&'a self, request: StartRequest<'a>) -> BoxFuture<'a, Result<Started, StartError>>;
+
+    /// The folders `group`'s next process will see, before it starts (where
+    /// its transcript is put back before a resume); `None` when unknown.
+    fn view_of(&self, _group: &GroupName) -> Option<FileView> {
+        None
+    }
 }
 
 /// One running CLI process. Dropping it kills the process and what it started,
@@ -172,6 +178,10 @@ impl RealCli {
 impl CliPort for RealCli {
     fn start<'a>(&'a self, request: StartRequest<'a>) -> BoxFuture<'a, Result<Started, StartError>> {
         Box::pin(self.start_process(request))
+    }
+
+    fn view_of(&self, group: &GroupName) -> Option<FileView> {
+        self.launcher.view_of(group).ok()
     }
 }
 

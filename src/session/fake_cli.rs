@@ -3,7 +3,8 @@
 //! it is answered by the next scripted [`Reply`] (an echo by default), an
 //! `interrupt` ends the turn the way the CLI does, and tests can print any
 //! line, or make a start panic or fail. Everything it sees is recorded with the
-//! (paused) tokio time it happened at.
+//! (paused) tokio time it happened at. Given a home ([`FakeCli::with_home`]),
+//! it keeps a transcript there as the CLI does.
 
 use std::collections::VecDeque;
 use std::io;
@@ -77,6 +78,10 @@ struct State {
     crashed: Option<usize>,
     sessions: u32,
     session: String,
+    /// The CLI's home on the host, when the fake keeps a transcript there.
+    home: Option<std::path::PathBuf>,
+    /// What each start found of the transcript it resumes (with a home).
+    transcripts_at_start: Vec<Option<Vec<u8>>>,
 }
 
 /// The fake CLI; clones share one script and one record.
@@ -162,6 +167,38 @@ impl FakeCli {
     pub(super) fn session(&self) -> String {
         self.state().session.clone()
     }
+
+    /// The fake's home is `home` on the host: it appends a line to its
+    /// session's transcript there for each message before it answers, and
+    /// one more as it ends (the CLI's flush after the result).
+    pub(super) fn with_home(self, home: &std::path::Path) -> FakeCli {
+        self.state().home = Some(home.to_owned());
+        self
+    }
+
+    /// What each start found of the transcript it resumes (`None`: no file).
+    pub(super) fn transcripts_at_start(&self) -> Vec<Option<Vec<u8>>> {
+        self.state().transcripts_at_start.clone()
+    }
+}
+
+/// The fake's view: a sandbox's, its home bound in when it has one.
+fn view_with(home: Option<&std::path::Path>) -> crate::domain::files::FileView {
+    let mounts = home.map(|home| ("/home/agent".into(), home.to_owned())).into_iter().collect();
+    crate::domain::files::FileView::sandboxed("/workspace/group", "/home/agent", mounts)
+}
+
+/// `session`'s transcript under `home`, where the CLI keeps it for `/workspace/group`.
+pub(super) fn transcript_file(home: &std::path::Path, session: &str) -> std::path::PathBuf {
+    home.join(".claude/projects/-workspace-group").join(format!("{session}.jsonl"))
+}
+
+fn append_transcript(state: &State, line: &Value) {
+    let Some(home) = &state.home else { return };
+    let file = transcript_file(home, &state.session);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let mut out = std::fs::File::options().create(true).append(true).open(file).unwrap();
+    std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes()).unwrap();
 }
 
 /// The lines of a normal turn: `init`, the replay, a result with `text`.
@@ -225,10 +262,20 @@ impl CliPort for FakeCli {
             }
         };
         state.stdout = Some((process, tx));
+        if let Some(home) = state.home.clone() {
+            let found = request.resume.and_then(|id| std::fs::read(transcript_file(&home, id)).ok());
+            state.transcripts_at_start.push(found);
+        }
         let child = FakeChild { cli: self.clone(), process };
-        // A sandbox's layout with no folder pincer looks into: paths are judged as written.
-        let view = crate::domain::files::FileView::sandboxed("/workspace/group", "/home/agent", Vec::new());
+        // A sandbox's layout with no folder pincer looks into (but its home,
+        // when it has one): paths are judged as written.
+        let view = view_with(state.home.as_deref());
         Box::pin(std::future::ready(Ok(Started { child: Box::new(child), lines, view })))
+    }
+
+    fn view_of(&self, _group: &crate::domain::GroupName) -> Option<crate::domain::files::FileView> {
+        let state = self.state();
+        state.home.is_some().then(|| view_with(state.home.as_deref()))
     }
 }
 
@@ -295,6 +342,7 @@ impl FakeChild {
     fn end(&self) {
         let mut state = self.cli.state();
         if state.stdout.as_ref().is_some_and(|(p, _)| *p == self.process) {
+            append_transcript(&state, &json!({"ended": self.process}));
             state.stdout = None;
             state.ended.push((self.process, Instant::now()));
         }
@@ -304,6 +352,9 @@ impl FakeChild {
 impl CliChild for FakeChild {
     fn write_line<'a>(&'a mut self, line: &'a str) -> BoxFuture<'a, io::Result<()>> {
         let value: Value = serde_json::from_str(line).expect("pincer writes JSON lines");
+        if value["type"] == "user" {
+            append_transcript(&self.cli.state(), &json!({"said": value["message"]["content"]}));
+        }
         Box::pin(std::future::ready(self.answer(&value)))
     }
 

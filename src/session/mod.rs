@@ -32,6 +32,7 @@ mod slots;
 mod supervisor;
 #[cfg(test)]
 pub(crate) mod tests;
+mod transcript;
 mod trust;
 mod turn;
 
@@ -53,7 +54,7 @@ use crate::domain::activity::Activity;
 use crate::domain::{ApprovalRequest, GroupName, Inbound, InboundId, Missed};
 use crate::metrics::Metrics;
 use crate::outbox::Outbox;
-use crate::store::{Budgets, GroupRecord, Groups, Journal, Preparing, Queue};
+use crate::store::{Budgets, GroupRecord, Groups, Journal, Preparing, Queue, Transcripts};
 use crate::tools::Toolbox;
 
 /// How many commands may wait for one group's actor.
@@ -76,6 +77,8 @@ pub struct SessionDeps {
     pub cli: Arc<dyn CliPort>,
     /// Where results, notices and the agents' posts go: stored, then delivered.
     pub outbox: Outbox,
+    /// The CLI transcripts a cluster node keeps for the group's next owner.
+    pub transcripts: Transcripts,
     /// Tool calls waiting for a person; channel adapters show and answer them.
     pub approvals: async_channel::Sender<ApprovalRequest>,
     /// The next approval id (unique within this process).

@@ -61,4 +61,7 @@ handles! {
     Health;
     /// A cluster node's registration and leases (`leases.rs`, PostgreSQL only).
     Leases;
+    /// The CLI transcripts a cluster node keeps for the next owner
+    /// (`transcripts.rs`, PostgreSQL only).
+    Transcripts;
 }

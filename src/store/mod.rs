@@ -37,6 +37,7 @@ mod rows;
 mod schedules;
 mod status;
 mod takeover;
+mod transcripts;
 
 use std::path::Path;
 
@@ -49,7 +50,7 @@ pub use error::StoreError;
 pub use groups::{GroupRecord, GroupSettings};
 pub use handles::{
     Budgets, Channels, EgressLog, Groups, Health, History, Journal, Leases, OutboxLog, Preparing, Queue, Retention,
-    Schedules,
+    Schedules, Transcripts,
 };
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use inbound::InboundState;
@@ -58,10 +59,12 @@ pub use overview::{Backlog, GroupView, Overview, PlatformView};
 pub use preparing::{Stored, ToPrepare, Waiting};
 pub use proxy_spend::{bucket_of, BUCKET_US};
 pub use queue::{Pulled, Recovered, TakenContext};
+pub use results::Carried;
 pub use retention::{Pruned, SpaceMode};
 pub use schedules::{NewSchedule, RunId, RunRecord};
 pub use status::StatusRecord;
 pub use takeover::Takeover;
+pub use transcripts::TranscriptWrite;
 
 /// The open database: opens it, closes it, and hands out its roles.
 #[derive(Clone, Debug)]
@@ -144,6 +147,10 @@ impl Store {
 
     pub fn leases(&self) -> Leases {
         Leases::new(self.db.clone())
+    }
+
+    pub fn transcripts(&self) -> Transcripts {
+        Transcripts::new(self.db.clone())
     }
 }
 

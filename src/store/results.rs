@@ -1,6 +1,7 @@
 //! A turn's result, stored with its reply and the states of the messages it
 //! settles in one transaction on the message path's connection (`hot`): in
-//! SQLite one statement list, in PostgreSQL one statement at a time.
+//! SQLite one statement list, in PostgreSQL one statement at a time (with,
+//! on a cluster node, the transcript bytes its turn appended).
 
 use sqlx::AnyConnection;
 
@@ -12,6 +13,7 @@ use super::handles::OutboxLog;
 use super::inbound::{settle_list, settle_sql, InboundState, SETTLE_SQL};
 use super::leases;
 use super::outbox::{self, Enqueue, OutboxId};
+use super::transcripts::{self, TranscriptWrite};
 use crate::cluster::fence::LeaseName;
 use crate::domain::{GroupName, InboundId, TurnResult};
 
@@ -32,6 +34,15 @@ struct Row<'a> {
     r: &'a TurnResult,
     cost_usd: Option<f64>,
     raw: &'a str,
+}
+
+/// What a result carries into its transaction besides its reply: the
+/// states of the messages it settles and, on a cluster node, what its turn
+/// appended to the CLI's transcript (SQLite, never a cluster's, has none).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Carried<'a> {
+    pub settles: &'a [(InboundId, InboundState)],
+    pub transcript: Option<&'a TranscriptWrite>,
 }
 
 /// Binds a result's twelve columns, in [`RESULT_SQL`]'s order.
@@ -75,6 +86,20 @@ impl OutboxLog {
         out: Option<Enqueue<'_>>,
         settles: &[(InboundId, InboundState)],
     ) -> Result<Option<OutboxId>, StoreError> {
+        self.record_result_with(group, r, cost_usd, raw, out, Carried { settles, transcript: None }).await
+    }
+
+    /// [`OutboxLog::record_result`], with what else the result carries.
+    pub async fn record_result_with(
+        &self,
+        group: &GroupName,
+        r: &TurnResult,
+        cost_usd: Option<f64>,
+        raw: &str,
+        out: Option<Enqueue<'_>>,
+        carried: Carried<'_>,
+    ) -> Result<Option<OutboxId>, StoreError> {
+        let settles = carried.settles;
         crate::metrics::hop("result_storing");
         let row = Row { group, at_us: now_us(), r, cost_usd, raw };
         let mut hot = self.db.hot.lock().await?;
@@ -85,7 +110,7 @@ impl OutboxLog {
                 hot.settled();
                 id
             }
-            Dialect::Postgres => in_steps(&mut hot, &self.db.fences, &row, out, settles).await?,
+            Dialect::Postgres => in_steps(&mut hot, &self.db.fences, &row, out, carried).await?,
         };
         crate::metrics::hop("result_stored");
         match (out, id) {
@@ -119,14 +144,16 @@ async fn in_one_list(
 }
 
 /// PostgreSQL: the same writes, a statement at a time in one transaction,
-/// fenced by the group's lease on a cluster node (`leases.rs`).
+/// fenced by the group's lease on a cluster node (`leases.rs`), with the
+/// transcript's new bytes if any: a fenced-out node stores neither.
 async fn in_steps(
     conn: &mut AnyConnection,
     fences: &Fences,
     row: &Row<'_>,
     out: Option<Enqueue<'_>>,
-    settles: &[(InboundId, InboundState)],
+    carried: Carried<'_>,
 ) -> Result<Option<i64>, StoreError> {
+    let settles = carried.settles;
     use sqlx::Connection;
     let fence = fences.of(&LeaseName::group(row.group))?;
     let mut tx = conn.begin().await?;
@@ -148,6 +175,9 @@ async fn in_steps(
     }
     if !settles.is_empty() {
         sqlx::query(settle_sql(Dialect::Postgres)).bind(settle_list(settles.iter().copied())).execute(&mut *tx).await?;
+    }
+    if let Some(write) = carried.transcript {
+        transcripts::write_in(&mut tx, row.group, write).await?;
     }
     tx.commit().await?;
     Ok(reply)

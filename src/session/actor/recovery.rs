@@ -24,6 +24,7 @@ impl SessionActor {
             return;
         };
         let status = live.child.stop(self.deps.config.claude.shutdown_grace).await;
+        self.sync_transcript(Some(&live)).await;
         let status_text = status.map_or_else(|| "unknown status".to_owned(), |s| s.to_string());
         let tasks_lost = self.forget_process_state();
         let (stopping, waiting) = (self.deps.shutdown.is_cancelled(), !self.turn.pending.is_empty());
@@ -190,6 +191,8 @@ impl SessionActor {
         if let Some(live) = stopped.as_mut() {
             live.child.stop(self.deps.config.claude.shutdown_grace).await;
         }
+        // What the CLI flushed after its last result, now that it is gone.
+        self.sync_transcript(stopped.as_ref()).await;
         self.forget_process_state();
         self.release(stopped, reason, self.life.session_id(), None).await;
     }

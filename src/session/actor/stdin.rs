@@ -129,6 +129,10 @@ impl SessionActor {
         };
         self.reload_settings().await;
         let resume = self.life.resume();
+        if let Some(session) = resume.as_deref() {
+            // The group may have moved here from another node: its transcript too.
+            self.restore_transcript(session).await;
+        }
         let withheld = self.withheld();
         let request = StartRequest {
             group: &self.group,

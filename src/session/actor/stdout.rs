@@ -16,7 +16,7 @@ use crate::session::activity::Fed;
 use crate::session::api_error::{self, TurnFailure};
 use crate::session::trust::Untrusted;
 use crate::session::TurnOutcome;
-use crate::store::{InboundState, StoreError};
+use crate::store::{Carried, InboundState, StoreError};
 
 /// How much of an untrusted line is kept as evidence.
 const EVIDENCE_CHARS: usize = 2000;
@@ -240,9 +240,12 @@ impl SessionActor {
         self.deps.metrics.record_result_delivery(read_at.elapsed());
     }
 
-    /// Stores a result with its chat text (if any) in one transaction. While
-    /// the database refuses writes (disk full, locked), it tries again
-    /// ([`STORE_RETRY`]: 200 ms doubling to 10 s, jittered): the result is never dropped, and the CLI waits (its
+    /// Stores a result with its chat text (if any) in one transaction, and
+    /// on a cluster node with what the turn appended to the CLI's transcript
+    /// (`transcript.rs`). While the database refuses writes (disk full,
+    /// locked), it tries again ([`STORE_RETRY`]: 200 ms doubling to 10 s,
+    /// jittered; without the transcript's bytes, which the next capture
+    /// reads again): the result is never dropped, and the CLI waits (its
     /// output queues up) until the store takes it or pincer shuts down (then
     /// the message is sent again at the next start).
     async fn store_result(
@@ -254,8 +257,11 @@ impl SessionActor {
         settles: &[(InboundId, InboundState)],
     ) {
         let mut backoff = Backoff::new(STORE_RETRY);
+        let transcript = self.turn_transcript(result.session_id.as_deref()).await;
         loop {
-            let e = match self.deps.outbox.result(&self.group, result, cost, raw, chat_text, settles).await {
+            let transcript = transcript.as_ref().filter(|_| backoff.failures() == 0);
+            let carried = Carried { settles, transcript };
+            let e = match self.deps.outbox.result(&self.group, result, cost, raw, chat_text, carried).await {
                 Ok(_) if backoff.failures() > 0 => {
                     tracing::info!(group = %self.group, "the store takes results again; the waiting one is stored");
                     return;

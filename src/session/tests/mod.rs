@@ -14,6 +14,7 @@ mod budget;
 mod cluster;
 mod held;
 mod recovery;
+mod transcripts;
 mod trust;
 mod turns;
 
@@ -213,6 +214,7 @@ pub(crate) fn deps(
         live: crate::config::Live::fixed(&config),
         cli: Arc::new(cli.clone()),
         outbox,
+        transcripts: store.transcripts(),
         approvals: approvals_tx,
         approval_ids: Default::default(),
         slots: Slots::new(config.claude.max_live_sessions),

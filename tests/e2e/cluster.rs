@@ -271,3 +271,50 @@ async fn thirty_schedules_due_together_on_three_nodes_each_run_once() {
             .unwrap();
     eprintln!("the groups ran on {owners:?}");
 }
+
+#[tokio::test]
+async fn a_reply_queued_by_a_gateway_that_dies_is_sent_once_by_the_next() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let url = postgres::server().fresh_database();
+    let mut nodes = nodes(&api, &bot, &url);
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        ..Default::default()
+    };
+    nodes[0].sandbox.add_group_with("team", settings).await;
+    for node in &mut nodes {
+        node.start().await;
+    }
+    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    bot.say(&team(), &alice(), "hello APPLE");
+    assert_eq!(answered(&bot, "APPLE").await, 1);
+    let gateway = holder(&mut db, "gw:telegram:123456").await.expect("a node holds the bot's gateway");
+
+    // The reply is stored, but the gateway cannot send it.
+    bot.drop_connections(&["sendMessage"], Duration::from_secs(600));
+    bot.say(&team(), &alice(), "hello PEAR");
+    let queued = async {
+        loop {
+            let waiting: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE text LIKE '%PEAR%' AND state = 'queued'")
+                    .fetch_one(&mut db)
+                    .await
+                    .unwrap();
+            if waiting == 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(crate::support::harness::PATIENCE, queued).await.expect("the reply waits in the outbox");
+    nodes.iter_mut().find(|n| n.id == gateway).unwrap().kill_9().await;
+    bot.end_faults();
+
+    assert_eq!(answered(&bot, "PEAR").await, 1);
+    assert_ne!(holder(&mut db, "gw:telegram:123456").await.as_deref(), Some(gateway.as_str()));
+    bot.say(&team(), &alice(), "MARKER");
+    answered(&bot, "MARKER").await;
+    assert_eq!(answered(&bot, "PEAR").await, 1, "sent once");
+}

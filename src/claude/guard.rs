@@ -251,20 +251,7 @@ unsafe fn watch(tether: RawFd, cli: libc::pid_t) -> ! {
         if deadline >= 0 && now >= deadline {
             kill_tree_and_exit();
         }
-        // The CLI, or an orphan of its tree that the guard adopted and must reap.
-        loop {
-            let mut status = 0;
-            match libc::waitpid(-1, &mut status, libc::WNOHANG) {
-                -1 if errno() == libc::EINTR => {}
-                0 | -1 => break,
-                pid if pid == cli => {
-                    // What the CLI left behind goes with it, as `CliProcess::stop` would do.
-                    kill_descendants();
-                    exit_like(status);
-                }
-                _ => {}
-            }
-        }
+        reap(cli);
         let mut fds = [
             libc::pollfd { fd: tether, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: sigfd, events: libc::POLLIN, revents: 0 },
@@ -278,27 +265,56 @@ unsafe fn watch(tether: RawFd, cli: libc::pid_t) -> ! {
             continue;
         }
         if fds[0].revents != 0 {
-            // A deadline, or EOF: pincer is gone or cut the tether.
-            let mut buf = [0u8; 64];
-            let n = libc::read(tether, buf.as_mut_ptr().cast(), buf.len());
-            match usize::try_from(n) {
-                Ok(0) => kill_tree_and_exit(),
-                Ok(n) => {
-                    for record in buf[..n].chunks_exact(8) {
-                        let mut ms = [0u8; 8];
-                        ms.copy_from_slice(record);
-                        let after = i64::try_from(u64::from_le_bytes(ms)).unwrap_or(i64::MAX);
-                        deadline = boot_ms().saturating_add(after);
-                    }
-                }
-                Err(_) if errno() == libc::EINTR || errno() == libc::EAGAIN => {}
-                Err(_) => kill_tree_and_exit(),
-            }
+            read_tether(tether, &mut deadline);
         }
         if fds[1].revents != 0 {
             let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
             libc::read(sigfd, info.as_mut_ptr().cast(), info.len());
         }
+    }
+}
+
+/// Reaps the CLI, or an orphan of its tree that the guard adopted; when the
+/// CLI itself exited, ends the guard the way it ended.
+///
+/// # Safety
+/// Only in the forked guard.
+unsafe fn reap(cli: libc::pid_t) {
+    loop {
+        let mut status = 0;
+        match libc::waitpid(-1, &mut status, libc::WNOHANG) {
+            -1 if errno() == libc::EINTR => {}
+            0 | -1 => return,
+            pid if pid == cli => {
+                // What the CLI left behind goes with it, as `CliProcess::stop` would do.
+                kill_descendants();
+                exit_like(status);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The tether is readable: a deadline ("kill after N ms", 8 bytes each,
+/// the last one wins), or EOF (pincer is gone or cut it: kill now).
+///
+/// # Safety
+/// Only in the forked guard.
+unsafe fn read_tether(tether: RawFd, deadline: &mut i64) {
+    let mut buf = [0u8; 64];
+    let n = libc::read(tether, buf.as_mut_ptr().cast(), buf.len());
+    match usize::try_from(n) {
+        Ok(0) => kill_tree_and_exit(),
+        Ok(n) => {
+            for record in buf[..n].chunks_exact(8) {
+                let mut ms = [0u8; 8];
+                ms.copy_from_slice(record);
+                let after = i64::try_from(u64::from_le_bytes(ms)).unwrap_or(i64::MAX);
+                *deadline = boot_ms().saturating_add(after);
+            }
+        }
+        Err(_) if errno() == libc::EINTR || errno() == libc::EAGAIN => {}
+        Err(_) => kill_tree_and_exit(),
     }
 }
 

@@ -52,41 +52,52 @@ impl Leases {
         let Some(epoch) = epoch else {
             return Ok(None);
         };
-        let name = group.as_str();
-        sqlx::query(
-            "UPDATE inbound SET state = 'failed'
-              WHERE group_name = $1 AND state IN ('queued', 'sent') AND source = 'scheduled'",
-        )
-        .bind(name)
-        .execute(&mut *tx)
-        .await?;
-        let requeued = sqlx::query("UPDATE inbound SET state = 'queued' WHERE group_name = $1 AND state = 'sent'")
-            .bind(name)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        sqlx::query(
-            "UPDATE schedules SET next_run_us = $1 WHERE status = 'active'
-               AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running' AND group_name = $2)",
-        )
-        .bind(now.timestamp_micros())
-        .bind(name)
-        .execute(&mut *tx)
-        .await?;
-        let runs_cut_off = sqlx::query(
-            "UPDATE schedule_runs SET outcome = 'error',
-                    text = 'the pincer node running this group stopped during this run; it runs again on another'
-              WHERE outcome = 'running' AND group_name = $1",
-        )
-        .bind(name)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+        let (requeued, runs_cut_off) = take_over(&mut tx, group, now).await?;
         tx.commit().await?;
         self.db.fences.claimed(&lease, epoch);
         crate::metrics::counters::counters().lease_claimed("group");
         Ok(Some(Takeover { epoch, requeued, runs_cut_off }))
     }
+}
+
+/// What the claim takes over, in its transaction: (chat messages queued
+/// again, runs cut off).
+async fn take_over(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    group: &GroupName,
+    now: DateTime<Utc>,
+) -> Result<(u64, u64), StoreError> {
+    let name = group.as_str();
+    sqlx::query(
+        "UPDATE inbound SET state = 'failed'
+              WHERE group_name = $1 AND state IN ('queued', 'sent') AND source = 'scheduled'",
+    )
+    .bind(name)
+    .execute(&mut **tx)
+    .await?;
+    let requeued = sqlx::query("UPDATE inbound SET state = 'queued' WHERE group_name = $1 AND state = 'sent'")
+        .bind(name)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    sqlx::query(
+        "UPDATE schedules SET next_run_us = $1 WHERE status = 'active'
+               AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running' AND group_name = $2)",
+    )
+    .bind(now.timestamp_micros())
+    .bind(name)
+    .execute(&mut **tx)
+    .await?;
+    let runs_cut_off = sqlx::query(
+        "UPDATE schedule_runs SET outcome = 'error',
+                    text = 'the pincer node running this group stopped during this run; it runs again on another'
+              WHERE outcome = 'running' AND group_name = $1",
+    )
+    .bind(name)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    Ok((requeued, runs_cut_off))
 }
 
 #[cfg(test)]

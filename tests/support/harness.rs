@@ -299,6 +299,10 @@ pub async fn spawn_pincer_run_logging(
         .env("RUST_LOG", "info")
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
+    // A bench's own settings are not pincer's (PINCER_* is pincer's config).
+    for (key, _) in std::env::vars_os().filter(|(k, _)| k.to_string_lossy().starts_with("PINCER_BENCH_")) {
+        command.env_remove(key);
+    }
     for (key, value) in env {
         command.env(key, value);
     }

@@ -22,6 +22,26 @@ async fn states(store: &Store) -> Vec<(String, String)> {
     rows.fetch_all(&store.db.pool).await.unwrap()
 }
 
+/// Work of `g` in flight on `a`: a chat message written to its CLI, a
+/// scheduled prompt, a chat message still queued, and a run; the schedule.
+async fn in_flight(a: &Store, g: &GroupName) -> crate::domain::schedule::Schedule {
+    let chat = Inbound::new(g.clone(), Source::Chat(crate::domain::Platform::Telegram), "ann", "hi");
+    a.queue().insert_inbound(&chat, InboundState::Sent).await.unwrap();
+    let prompt = Inbound::new(g.clone(), Source::Scheduled, "task", "water the plants");
+    a.queue().insert_inbound(&prompt, InboundState::Sent).await.unwrap();
+    a.queue().insert_inbound(&chat, InboundState::Queued).await.unwrap();
+    let new = NewSchedule {
+        group: g.clone(),
+        prompt: "water".into(),
+        trigger: Trigger::interval("1h").unwrap(),
+        context: ContextMode::Group,
+    };
+    let now = Utc::now();
+    let s = a.schedules().add_schedule(&new, Some(now)).await.unwrap();
+    a.schedules().fire_schedule(s.id, g, now, Some(now + chrono::Duration::hours(1))).await.unwrap().unwrap();
+    s
+}
+
 #[tokio::test]
 async fn a_claim_takes_over_what_a_dead_holder_left_in_flight_and_only_once() {
     let location = Location::Postgres(postgres::server().fresh_database());
@@ -38,23 +58,7 @@ async fn a_claim_takes_over_what_a_dead_holder_left_in_flight_and_only_once() {
 
     let first = a.leases().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
     assert_eq!((first.epoch, first.requeued, first.runs_cut_off), (1, 0, 0));
-    // A's work in flight: a chat message written to its CLI, a scheduled
-    // prompt, one still queued, and a run.
-    let chat = Inbound::new(g.clone(), Source::Chat(crate::domain::Platform::Telegram), "ann", "hi");
-    a.queue().insert_inbound(&chat, InboundState::Sent).await.unwrap();
-    let prompt = Inbound::new(g.clone(), Source::Scheduled, "task", "water the plants");
-    a.queue().insert_inbound(&prompt, InboundState::Sent).await.unwrap();
-    a.queue().insert_inbound(&chat, InboundState::Queued).await.unwrap();
-    let new = NewSchedule {
-        group: g.clone(),
-        prompt: "water".into(),
-        trigger: Trigger::interval("1h").unwrap(),
-        context: ContextMode::Group,
-    };
-    let now = Utc::now();
-    let s = a.schedules().add_schedule(&new, Some(now)).await.unwrap();
-    a.schedules().fire_schedule(s.id, &g, now, Some(now + chrono::Duration::hours(1))).await.unwrap().unwrap();
-
+    let s = in_flight(&a, &g).await;
     let seen = b.leases().groups_with_work().await.unwrap();
     assert!(matches!(&seen[..], [(name, LeaseSeen::Held { holder_expired: false, epoch: 1, .. })] if name == &g));
     assert_eq!(b.leases().claim_group(&g, &node_b, inc_b, Utc::now()).await.unwrap(), None, "A is alive");

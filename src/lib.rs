@@ -30,3 +30,4 @@ pub mod session;
 pub mod status;
 pub mod store;
 pub mod tools;
+pub mod workspace;

@@ -38,9 +38,6 @@ pub struct ClaimLoop {
     pub state: watch::Receiver<NodeState>,
     /// Told the live session count every round, for the node's renewals.
     pub live: watch::Sender<usize>,
-    /// Where a claimed group's folder is made when this node has none yet.
-    pub groups_dir: std::path::PathBuf,
-    pub assistant: String,
 }
 
 impl ClaimLoop {
@@ -96,11 +93,6 @@ impl ClaimLoop {
         };
         let Takeover { epoch, requeued, runs_cut_off } = takeover;
         tracing::info!(%group, epoch, requeued, runs_cut_off, node = %self.node, "claimed the group");
-        // Its folder lives on the node that ran it before (or on a shared
-        // filesystem): here it starts from its starter memory.
-        if let Err(e) = crate::groups::create(&self.groups_dir, group, &self.assistant) {
-            tracing::warn!(%group, %e, "cannot create the group's folder on this node");
-        }
         if requeued > 0 {
             let text = format!(
                 "pincer moved this group to another machine before answering {requeued} message(s) here; answering now."

@@ -131,6 +131,7 @@ impl Engine {
             groups: store.groups(),
             budgets: store.budgets(),
             leases: store.leases(),
+            folders: store.folders(),
             slots: Slots::new(config.claude.max_live_sessions),
             cli: Arc::new(crate::session::RealCli::new(config.clone(), launcher)),
             config: config.clone(),

@@ -23,9 +23,6 @@ pub struct NodeSection {
     pub timing: LeaseTiming,
     /// `claude.max_live_sessions`: placement's capacity.
     pub slots: u64,
-    /// Where a claimed group's folder is made, and its starter memory's name.
-    pub groups_dir: std::path::PathBuf,
-    pub assistant: String,
 }
 
 impl NodeSection {
@@ -38,8 +35,6 @@ impl NodeSection {
             node: config.cluster.node_id(),
             timing: config.cluster.timing()?,
             slots: config.claude.max_live_sessions as u64,
-            groups_dir: config.groups_dir.clone(),
-            assistant: config.assistant_name.clone(),
         }))
     }
 }
@@ -60,7 +55,7 @@ pub struct ClusterNode {
 impl ClusterNode {
     /// Starts the node's parts: call it before any session or schedule runs.
     pub fn start(engine: &Engine, services: &Services, section: NodeSection) -> anyhow::Result<ClusterNode> {
-        let NodeSection { node, timing, slots, groups_dir, assistant } = section;
+        let NodeSection { node, timing, slots } = section;
         let leases = engine.store.leases();
         leases.enter_cluster(&node)?;
         let (live_tx, live) = watch::channel(0);
@@ -78,8 +73,6 @@ impl ClusterNode {
             slots,
             state: membership.state(),
             live: live_tx,
-            groups_dir,
-            assistant,
         };
         services.intake(|stop| claims.run(stop));
         let outbox = engine.outbox.clone();

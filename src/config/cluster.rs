@@ -28,11 +28,25 @@ pub struct ClusterConfig {
     /// groups move within about this. Between 2s and 10m.
     #[serde(with = "humantime_serde")]
     pub lease_ttl: Duration,
+    /// Where the groups' folders live: `"moved"` (each node's own
+    /// `groups_dir`; a group's folder is snapshotted when its CLI stops and
+    /// put in place on the node that runs it next) or `"shared"` (every
+    /// node's `groups_dir` is the same shared filesystem: nothing moves).
+    pub workspace: Workspace,
+}
+
+/// `[cluster] workspace`.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Workspace {
+    #[default]
+    Moved,
+    Shared,
 }
 
 impl Default for ClusterConfig {
     fn default() -> Self {
-        ClusterConfig { enabled: false, node_id: None, lease_ttl: DEFAULT_LEASE_TTL }
+        ClusterConfig { enabled: false, node_id: None, lease_ttl: DEFAULT_LEASE_TTL, workspace: Workspace::Moved }
     }
 }
 
@@ -53,6 +67,11 @@ impl ClusterConfig {
     /// The lease clocks (checked at load, so only a config built by hand fails here).
     pub fn timing(&self) -> Result<LeaseTiming, LeaseTtlError> {
         LeaseTiming::new(self.lease_ttl)
+    }
+
+    /// Whether the groups' folders move with them (not on a shared filesystem).
+    pub fn moves_folders(&self) -> bool {
+        self.enabled && self.workspace == Workspace::Moved
     }
 
     /// This node's id: the configured one, else the host name's.

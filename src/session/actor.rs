@@ -14,6 +14,7 @@
 //! the CLI's transcript: captured, synced, restored).
 
 mod budget;
+mod folder;
 mod ownership;
 mod recovery;
 mod stdin;

@@ -90,6 +90,8 @@ pub struct SessionDeps {
     pub tools: Arc<Toolbox>,
     /// On a cluster node, which groups this node may run now (every group on one machine).
     pub leases: crate::store::Leases,
+    /// On a cluster node, where the group's folder snapshots go.
+    pub folders: crate::store::Folders,
     pub shutdown: CancellationToken,
 }
 

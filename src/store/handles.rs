@@ -64,4 +64,7 @@ handles! {
     /// The CLI transcripts a cluster node keeps for the next owner
     /// (`transcripts.rs`, PostgreSQL only).
     Transcripts;
+    /// The groups' folder snapshots a cluster node keeps for the next owner
+    /// (`folders.rs`, PostgreSQL only).
+    Folders;
 }

@@ -18,6 +18,7 @@ mod egress;
 mod error;
 mod fences;
 mod flag;
+mod folders;
 mod groups;
 mod handles;
 mod health;
@@ -47,10 +48,11 @@ pub use cluster_view::{ClusterView, NodeView, Owner};
 pub use db::Location;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use error::StoreError;
+pub use folders::FolderSnapshot;
 pub use groups::{GroupRecord, GroupSettings};
 pub use handles::{
-    Budgets, Channels, EgressLog, Groups, Health, History, Journal, Leases, OutboxLog, Preparing, Queue, Retention,
-    Schedules, Transcripts,
+    Budgets, Channels, EgressLog, Folders, Groups, Health, History, Journal, Leases, OutboxLog, Preparing, Queue,
+    Retention, Schedules, Transcripts,
 };
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use inbound::InboundState;
@@ -151,6 +153,10 @@ impl Store {
 
     pub fn transcripts(&self) -> Transcripts {
         Transcripts::new(self.db.clone())
+    }
+
+    pub fn folders(&self) -> Folders {
+        Folders::new(self.db.clone())
     }
 }
 

@@ -318,3 +318,36 @@ async fn a_reply_queued_by_a_gateway_that_dies_is_sent_once_by_the_next() {
     answered(&bot, "MARKER").await;
     assert_eq!(answered(&bot, "PEAR").await, 1, "sent once");
 }
+
+#[tokio::test]
+async fn a_group_handed_off_by_a_stopping_node_takes_its_folder_along() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let url = postgres::server().fresh_database();
+    let mut nodes = nodes(&api, &bot, &url);
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        ..Default::default()
+    };
+    nodes[0].sandbox.add_group_with("team", settings).await;
+    for node in &mut nodes {
+        node.start().await;
+    }
+    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    bot.say(&team(), &alice(), "hello FIG");
+    assert_eq!(answered(&bot, "FIG").await, 1);
+    let owner = holder(&mut db, "team").await.expect("a node holds the group");
+    let from = nodes.iter_mut().find(|n| n.id == owner).unwrap();
+    // What the agent wrote in its folder (as the agent would, with its tools).
+    std::fs::write(from.sandbox.group_dir("team").join("notes.md"), "the plan: FIG\n").unwrap();
+    from.stop().await;
+
+    bot.say(&team(), &alice(), "and now GRAPE");
+    assert_eq!(answered(&bot, "GRAPE").await, 1);
+    let next = holder(&mut db, "team").await.expect("another node holds the group");
+    assert_ne!(next, owner);
+    let to = nodes.iter().find(|n| n.id == next).unwrap();
+    let notes = std::fs::read_to_string(to.sandbox.group_dir("team").join("notes.md"));
+    assert_eq!(notes.ok().as_deref(), Some("the plan: FIG\n"), "the folder moved with the group");
+}

@@ -33,6 +33,13 @@ impl Node {
         self.child = Some(spawn_pincer_run_logging(self.sandbox.root(), &args, &[], Some(&log)).await);
     }
 
+    /// Stops the node as systemd would (SIGTERM), waiting for it to exit.
+    pub async fn stop(&mut self) {
+        let mut child = self.child.take().expect("the node runs");
+        kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
+        child.wait().await.unwrap();
+    }
+
     pub async fn kill_9(&mut self) {
         let mut child = self.child.take().expect("the node runs");
         kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGKILL).unwrap();

@@ -191,8 +191,10 @@ impl SessionActor {
         if let Some(live) = stopped.as_mut() {
             live.child.stop(self.deps.config.claude.shutdown_grace).await;
         }
-        // What the CLI flushed after its last result, now that it is gone.
+        // What the CLI flushed after its last result, now that it is gone,
+        // and the folder as it left it.
         self.sync_transcript(stopped.as_ref()).await;
+        self.snapshot_folder().await;
         self.forget_process_state();
         self.release(stopped, reason, self.life.session_id(), None).await;
     }

@@ -128,6 +128,8 @@ impl SessionActor {
             _ = self.deps.shutdown.cancelled() => return false,
         };
         self.reload_settings().await;
+        // The group may have moved here from another node: its folder first.
+        self.folder_in_place().await;
         let resume = self.life.resume();
         if let Some(session) = resume.as_deref() {
             // The group may have moved here from another node: its transcript too.

@@ -210,6 +210,7 @@ pub(crate) fn deps(
         groups: store.groups(),
         budgets: store.budgets(),
         leases: store.leases(),
+        folders: store.folders(),
         config: config.clone(),
         live: crate::config::Live::fixed(&config),
         cli: Arc::new(cli.clone()),

@@ -8,6 +8,7 @@ mod console;
 mod data;
 mod engine;
 mod gateway;
+mod hints;
 mod membership;
 mod node;
 pub mod reload;

@@ -159,7 +159,9 @@ async fn postgres_indexes_keys_triggers(db: &mut PgConnection) -> BTreeSet<Strin
             (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
         schema.insert(format!("foreign key {table}.{from} -> {to_table}.{to} on delete {on_delete}"));
     }
-    let triggers = "SELECT tgname::text, tgrelid::regclass::text FROM pg_trigger WHERE NOT tgisinternal";
+    // The cluster's wake-up hints (0005_hints.sql) have no SQLite twin.
+    let triggers = "SELECT tgname::text, tgrelid::regclass::text FROM pg_trigger
+                     WHERE NOT tgisinternal AND tgname NOT LIKE 'pincer_hint_%'";
     for row in sqlx::query(triggers).fetch_all(&mut *db).await.unwrap() {
         schema.insert(format!("trigger {} on {}", row.get::<String, _>(0), row.get::<String, _>(1)));
     }

@@ -23,7 +23,8 @@ use crate::scheduler::SchedulerHandle;
 use crate::store::{Leases, Takeover};
 
 /// The longest pause between two rounds: messages another node stored for
-/// a group this node holds wait at most about this long.
+/// a group this node holds wait at most about this long when its hint
+/// (`app::hints`) is lost.
 const TICK: Duration = Duration::from_millis(500);
 
 /// What the claim loop works with.
@@ -38,6 +39,8 @@ pub struct ClaimLoop {
     pub state: watch::Receiver<NodeState>,
     /// Told the live session count every round, for the node's renewals.
     pub live: watch::Sender<usize>,
+    /// Woken when another node stored work (`app::hints`): a round now.
+    pub nudge: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl ClaimLoop {
@@ -49,6 +52,7 @@ impl ClaimLoop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep_until(next) => {}
+                _ = self.nudge.notified() => {}
                 Ok(()) = self.state.changed() => {}
             }
             let state = *self.state.borrow_and_update();

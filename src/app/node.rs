@@ -2,7 +2,8 @@
 //! shared `[store] url`): before anything runs, its store's group writes are
 //! fenced; then its membership registers and renews it, its claim loop
 //! claims groups, and its outbox is looked at every tick for replies other
-//! nodes wrote. On one machine none of this starts.
+//! nodes wrote (with `hints` waking both at once when it hears of work). On
+//! one machine none of this starts.
 
 use std::time::Duration;
 
@@ -23,15 +24,18 @@ pub struct NodeSection {
     pub timing: LeaseTiming,
     /// `claude.max_live_sessions`: placement's capacity.
     pub slots: u64,
+    /// `store.url`, for the hints' own connection.
+    pub url: crate::config::Secret,
 }
 
 impl NodeSection {
     /// `None` on one machine (no `[cluster] enabled`, or no shared store).
     pub fn of(config: &Config) -> anyhow::Result<Option<NodeSection>> {
-        if !config.cluster.enabled || config.store.url.is_none() {
+        let Some(url) = config.store.url.as_ref().filter(|_| config.cluster.enabled) else {
             return Ok(None);
-        }
+        };
         Ok(Some(NodeSection {
+            url: url.clone(),
             node: config.cluster.node_id(),
             timing: config.cluster.timing()?,
             slots: config.claude.max_live_sessions as u64,
@@ -55,7 +59,8 @@ pub struct ClusterNode {
 impl ClusterNode {
     /// Starts the node's parts: call it before any session or schedule runs.
     pub fn start(engine: &Engine, services: &Services, section: NodeSection) -> anyhow::Result<ClusterNode> {
-        let NodeSection { node, timing, slots } = section;
+        let NodeSection { node, timing, slots, url } = section;
+        let nudge = std::sync::Arc::new(tokio::sync::Notify::new());
         let leases = engine.store.leases();
         leases.enter_cluster(&node)?;
         let (live_tx, live) = watch::channel(0);
@@ -73,8 +78,11 @@ impl ClusterNode {
             slots,
             state: membership.state(),
             live: live_tx,
+            nudge: nudge.clone(),
         };
         services.intake(|stop| claims.run(stop));
+        let outbox = engine.outbox.clone();
+        services.intake(|stop| super::hints::run(url.expose().to_owned(), nudge, outbox, stop));
         let outbox = engine.outbox.clone();
         services.intake(|stop| async move {
             let mut tick = tokio::time::interval(OUTBOX_LOOK);

@@ -1,0 +1,94 @@
+//! A cluster node's wake-up hints (issue 36): it LISTENs on PostgreSQL for
+//! what other nodes stored (`migrations/postgres/0005_hints.sql`): a
+//! message queued for a group wakes the claim loop at once, a reply written
+//! to the outbox wakes this node's deliverers. Only hints: the claim loop
+//! and the outbox are also looked at on a short poll, so a lost connection
+//! (reconnected with backoff) costs that poll's delay, never a message.
+//! Touches one connection of its own to the database.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::outbox::Outbox;
+use crate::retry::{Backoff, RetryPolicy};
+
+const WORK: &str = "pincer_work";
+const OUTBOX: &str = "pincer_outbox";
+
+/// Listens at `url` until `shutdown`: work wakes `claims`, replies `outbox`.
+pub async fn run(url: String, claims: Arc<Notify>, outbox: Outbox, shutdown: CancellationToken) {
+    let policy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(10));
+    let mut backoff = Backoff::new(policy);
+    loop {
+        let (connected, e) = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            ended = listen(&url, &claims, &outbox) => ended,
+        };
+        tracing::debug!(%e, "the hints' connection ended; the nodes' polls carry on meanwhile");
+        if connected {
+            backoff = Backoff::new(policy);
+        }
+        if !backoff.wait(None, &shutdown).await {
+            return;
+        }
+    }
+}
+
+/// One connection's life: whether it got as far as listening, and how it ended.
+async fn listen(url: &str, claims: &Notify, outbox: &Outbox) -> (bool, sqlx::Error) {
+    let mut listener = match PgListener::connect(url).await {
+        Ok(listener) => listener,
+        Err(e) => return (false, e),
+    };
+    if let Err(e) = listener.listen_all([WORK, OUTBOX]).await {
+        return (false, e);
+    }
+    loop {
+        match listener.recv().await {
+            Ok(hint) if hint.channel() == WORK => claims.notify_one(),
+            Ok(_) => outbox.wake(),
+            Err(e) => return (true, e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{GroupName, Inbound, Source};
+    use crate::store::tests::postgres;
+    use crate::store::{GroupSettings, InboundState, Location, Store};
+
+    #[tokio::test]
+    async fn a_message_or_a_reply_another_node_stores_wakes_this_one() {
+        let url = postgres::server().fresh_database();
+        let other_node = Store::connect(&Location::Postgres(url.clone())).await.unwrap();
+        let here = Store::connect(&Location::Postgres(url.clone())).await.unwrap();
+        let group: GroupName = "team".parse().unwrap();
+        other_node.groups().add_group(&group, &GroupSettings::default()).await.unwrap();
+        let (claims, outbox) = (Arc::new(Notify::new()), Outbox::new(here.outbox(), None));
+        let mut replies = outbox.subscribe();
+        let shutdown = CancellationToken::new();
+        let listening = tokio::spawn(run(url, claims.clone(), outbox.clone(), shutdown.clone()));
+
+        // Until the listener is up, a hint may go unheard: say again until one is.
+        let msg = Inbound::new(group.clone(), Source::Console, "ann", "hi");
+        let heard = async {
+            loop {
+                other_node.queue().insert_inbound(&msg, InboundState::Queued).await.unwrap();
+                if tokio::time::timeout(Duration::from_millis(200), claims.notified()).await.is_ok() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), heard).await.expect("the work was heard");
+        Outbox::new(other_node.outbox(), None).notice(&group, "a reply written elsewhere").await;
+        tokio::time::timeout(Duration::from_secs(30), replies.changed()).await.expect("the reply was heard").unwrap();
+        shutdown.cancel();
+        listening.await.unwrap();
+    }
+}

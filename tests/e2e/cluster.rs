@@ -53,7 +53,7 @@ async fn a_killed_nodes_group_is_answered_by_another_once_in_the_same_conversati
 
     bot.say(&team(), &alice(), "remember PINEAPPLE");
     assert_eq!(answered(&bot, "PINEAPPLE").await, 1);
-    // A second turn: the first one's transcript is complete in the store by its result.
+    // A second turn: by its result, the first one's lines are in the store.
     bot.say(&team(), &alice(), "and KIWI");
     assert_eq!(answered(&bot, "KIWI").await, 1);
     let owner = holder(&mut db, "team").await.expect("a node holds the group");
@@ -76,7 +76,10 @@ async fn a_killed_nodes_group_is_answered_by_another_once_in_the_same_conversati
 
     // The conversation went on: the model saw the earlier turns.
     let last = api.main_requests().into_iter().rev().find(|r| r.all_text().contains("MANGO")).unwrap().all_text();
-    assert!(last.contains("remember PINEAPPLE") && last.contains("KIWI"), "the conversation moved: {last}");
+    // The turn before the kill may be lost with it, as on one machine: the
+    // CLI writes a turn's lines to its transcript a little after its result
+    // (2.1.197 a whole turn later), and kill -9 takes the CLI too.
+    assert!(last.contains("remember PINEAPPLE"), "the conversation moved: {last}");
 
     // Each message answered once: a marker's answer comes after any second answer would.
     bot.say(&team(), &alice(), "MARKER");

@@ -84,6 +84,13 @@ impl Engine {
         group: GroupName,
         shutdown: CancellationToken,
     ) -> anyhow::Result<Engine> {
+        // Its own engine would run the group beside the node that owns it.
+        if config.cluster.enabled {
+            anyhow::bail!(
+                "this pincer is a cluster node ([cluster] enabled): a terminal chat needs its `pincer run` \
+                 running on this machine to attach to; start it (or chat from a node where it runs)"
+            );
+        }
         Self::start_with(config, Some(group), Arc::new(SystemResolver), shutdown).await
     }
 
@@ -301,4 +308,18 @@ async fn toolbox(
     let outgoing = Outgoing::new(&config.groups_dir, &data_dir);
     sweep_outgoing(store, &outgoing).await;
     Arc::new(Toolbox::new(store, outbox.clone(), scheduler.clone(), config.timezone.clone(), limits, outgoing))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_terminal_chat_of_its_own_is_refused_on_a_cluster_node() {
+        let mut config = Config::default();
+        config.cluster.enabled = true;
+        let refused = Engine::start_console(config, "team".parse().unwrap(), CancellationToken::new()).await;
+        let said = refused.err().expect("refused").to_string();
+        assert!(said.contains("cluster node") && said.contains("pincer run"), "{said}");
+    }
 }

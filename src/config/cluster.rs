@@ -32,6 +32,7 @@ pub struct ClusterConfig {
     /// `groups_dir`; a group's folder is snapshotted when its CLI stops and
     /// put in place on the node that runs it next) or `"shared"` (every
     /// node's `groups_dir` is the same shared filesystem: nothing moves).
+    #[serde(default)]
     pub workspace: Workspace,
 }
 
@@ -145,6 +146,10 @@ mod tests {
     fn read_from_toml_with_a_humantime_ttl_and_a_checked_node_id() {
         let c: ClusterConfig = toml::from_str("enabled = true\nnode_id = \"db-1\"\nlease_ttl = \"4s\"").unwrap();
         assert_eq!((c.enabled, c.node_id().as_str(), c.lease_ttl), (true, "db-1", Duration::from_secs(4)));
+        assert!(c.moves_folders(), "folders move by default");
+        let shared: ClusterConfig =
+            toml::from_str("enabled = true\nlease_ttl = \"4s\"\nworkspace = \"shared\"").unwrap();
+        assert!(!shared.moves_folders() && shared.workspace == Workspace::Shared);
         let bad = toml::from_str::<ClusterConfig>("enabled = false\nnode_id = \"a b\"\nlease_ttl = \"10s\"");
         let bad = bad.unwrap_err().to_string();
         assert!(bad.contains("letters, digits"), "{bad}");

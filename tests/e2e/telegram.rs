@@ -9,7 +9,7 @@ use pincer::store::GroupSettings;
 use serde_json::json;
 
 use crate::support::fake_api::{self, FakeApi, Reply};
-use crate::support::fake_bot::{ChatKind, FakeBot, Incoming, TgChat, TgUser, BOT_USERNAME};
+use crate::support::fake_bot::{ChatKind, FakeBot, Incoming, Sent, TgChat, TgUser, BOT_USERNAME};
 use crate::support::harness::{Sandbox, PATIENCE};
 
 fn forum() -> TgChat {
@@ -33,6 +33,15 @@ fn bound(chat: &TgChat, topic: Option<i64>) -> GroupSettings {
 }
 
 /// A sandbox whose daemon serves Telegram through `bot`.
+/// The first `n` messages sent to the team chat that are not a slow turn's
+/// status message ("Working… 5 s", which a loaded machine's turn gets).
+async fn answers(bot: &FakeBot, n: usize) -> Vec<Sent> {
+    let said =
+        |b: &FakeBot| b.sent(team().id).into_iter().filter(|s| !s.text.starts_with("Working…")).collect::<Vec<_>>();
+    bot.wait_for(&format!("{n} answer(s) in the team chat"), |b| said(b).len() >= n).await;
+    said(bot)
+}
+
 async fn telegram_sandbox(api: &FakeApi, bot: &FakeBot) -> Sandbox {
     let mut sandbox = Sandbox::new(api);
     sandbox.use_telegram(bot);
@@ -172,7 +181,7 @@ async fn background_work_sends_its_follow_up_as_a_second_message() {
     let pincer = sandbox.spawn_daemon();
 
     bot.say(&team(), &alice(), "please run BGBASH now");
-    let sent = bot.wait_sent(team().id, 2).await;
+    let sent = answers(&bot, 2).await;
     assert!(sent[0].text.starts_with("AFTER_TOOL"), "{}", sent[0].text);
     assert_eq!(sent[1].text, "FOLLOWUP: saw task notification");
     pincer.stop().await;
@@ -227,7 +236,7 @@ async fn an_admin_approves_a_tool_in_the_chat_and_a_non_admin_cannot() {
     assert!(!sandbox.group_dir("team").join("approved.txt").exists(), "a refused press changes nothing");
 
     bot.press(&team(), &alice(), prompt.message_id, allow);
-    let sent = bot.wait_sent(team().id, 2).await;
+    let sent = answers(&bot, 2).await;
     assert!(sent[1].text.contains("touched"), "the tool ran and its output reached the model: {}", sent[1].text);
     assert!(sandbox.group_dir("team").join("approved.txt").exists());
     bot.wait_for("the prompt shows who allowed it", |b| b.sent(team().id)[0].text.contains("Allowed by Alice")).await;
@@ -378,7 +387,7 @@ async fn an_unanswered_approval_is_denied_after_the_timeout() {
     let pincer = sandbox.spawn_daemon();
 
     bot.say(&team(), &bob(), "TOUCH please");
-    let sent = bot.wait_sent(team().id, 2).await;
+    let sent = answers(&bot, 2).await;
     assert!(sent[1].text.contains("denied"), "the model saw the denial: {}", sent[1].text);
     assert!(!sandbox.group_dir("team").join("approved.txt").exists());
     bot.wait_for("the prompt says it timed out", |b| b.sent(team().id)[0].text.contains("No answer in time")).await;
@@ -539,7 +548,7 @@ async fn a_webhook_receives_updates_and_refuses_a_wrong_secret() {
     let status = FakeBot::post_webhook(&url, Some("wrong"), forged).await;
     assert_eq!(status, 401, "a wrong secret is refused");
     bot.say(&team(), &alice(), "hello HOOK2");
-    let sent = bot.wait_sent(team().id, 2).await;
+    let sent = answers(&bot, 2).await;
     assert!(sent[1].text.contains("hello HOOK2"), "{}", sent[1].text);
     assert!(api.main_requests().iter().all(|r| !r.all_text().contains("FORGED")));
     pincer.stop().await;
@@ -557,7 +566,7 @@ async fn scheduled_results_and_mid_turn_messages_reach_the_telegram_chat() {
 
     // The agent's send_message goes out before the turn's own reply.
     bot.say(&team(), &alice(), "NOTIFY me when done");
-    let sent = bot.wait_sent(team().id, 2).await;
+    let sent = answers(&bot, 2).await;
     assert_eq!(sent[0].text, "MIDTURN on it");
     assert!(sent[1].text.starts_with("AFTER_TOOL"), "{}", sent[1].text);
 
@@ -752,7 +761,7 @@ async fn with_admins_only_tools_a_members_bash_asks_an_admin_and_an_admins_runs(
         .find(|d| d.ends_with(":d"))
         .unwrap();
     bot.press(&team(), &alice(), prompt.message_id, &deny);
-    let sent = bot.wait_sent(team().id, 2).await;
+    let sent = answers(&bot, 2).await;
     assert!(sent[1].text.contains("denied"), "the model saw the denial: {}", sent[1].text);
     assert!(!sandbox.group_dir("team").join("member.txt").exists());
 

@@ -34,7 +34,13 @@
 //!   `lease_ttl` 3 s), each capped at L live sessions, with a stand-in that
 //!   takes `PINCER_LOAD_STANDIN_DELAY` per answer (200ms by default here), so
 //!   live slots, not the two cores, bound a node: a node answers at most
-//!   about L / delay messages/s. The gateway node sends every reply, and
+//!   about L / delay messages/s. A cluster node claims a group only while
+//!   it has a free slot, and its idle sessions hold their slots until
+//!   `claude.idle_timeout` (no LRU yield to an unclaimed group, as one node
+//!   without a cluster does), so with more groups than slots a node waits
+//!   out that timeout: `PINCER_LOAD_IDLE_TIMEOUT` sets it (1s by default
+//!   here; the harness's 600s otherwise), and a slot's time is its turns plus
+//!   that idle second. The gateway node sends every reply, and
 //!   teloxide's `Throttle` caps that at 30 sends/s, so the comparison is the
 //!   engine's rate (to the last result stored); the end-to-end rate is shown
 //!   beside it.
@@ -65,7 +71,8 @@
 //! PINCER_LOAD_MESSAGES=5000 PINCER_LOAD_GROUPS=200 cargo bench --bench load
 //! PINCER_LOAD_SOAK=1 cargo bench --bench load
 //! PINCER_LOAD_POSTGRES=1 cargo bench --bench load
-//! PINCER_LOAD_NODES=3 PINCER_LOAD_LIVE=4 PINCER_LOAD_STANDIN_DELAY=200ms cargo bench --bench load
+//! PINCER_LOAD_NODES=3 PINCER_LOAD_LIVE=4 PINCER_LOAD_STANDIN_DELAY=200ms PINCER_LOAD_IDLE_TIMEOUT=1s \
+//!     cargo bench --bench load
 //! ```
 
 #[path = "../tests/support/standin.rs"]
@@ -120,6 +127,8 @@ struct Options {
     nodes: usize,
     /// How long the stand-in takes per answer.
     delay: Duration,
+    /// `claude.idle_timeout`, when set.
+    idle_timeout: Option<Duration>,
 }
 
 impl Options {
@@ -133,11 +142,13 @@ impl Options {
         let postgres = get("PINCER_LOAD_POSTGRES", 0) != 0;
         let nodes = get("PINCER_LOAD_NODES", 0) as usize;
         let small = postgres || nodes > 0;
-        let delay = match std::env::var("PINCER_LOAD_STANDIN_DELAY") {
-            Ok(v) => humantime::parse_duration(&v).expect("PINCER_LOAD_STANDIN_DELAY: a duration such as 200ms"),
-            Err(_) if nodes > 0 => Duration::from_millis(200),
-            Err(_) => Duration::ZERO,
+        let duration = |name: &str, default: Option<Duration>| match std::env::var(name) {
+            Ok(v) => Some(humantime::parse_duration(&v).unwrap_or_else(|_| panic!("{name}: a duration such as 200ms"))),
+            Err(_) => default,
         };
+        let cluster = |d: u64| (nodes > 0).then_some(Duration::from_millis(d));
+        let delay = duration("PINCER_LOAD_STANDIN_DELAY", cluster(200)).unwrap_or_default();
+        let idle_timeout = duration("PINCER_LOAD_IDLE_TIMEOUT", cluster(1000));
         let o = Options {
             messages: get("PINCER_LOAD_MESSAGES", if small { 5_000 } else { 100_000 }) as usize,
             groups: get("PINCER_LOAD_GROUPS", if small { 200 } else { 1_000 }) as usize,
@@ -150,6 +161,7 @@ impl Options {
             postgres,
             nodes,
             delay,
+            idle_timeout,
         };
         assert!(o.groups >= 1 && o.messages >= o.groups, "at least one group, and a message for each");
         assert!(o.live >= 1 && o.window >= 1, "PINCER_LOAD_LIVE and PINCER_LOAD_WINDOW: at least 1");
@@ -286,7 +298,8 @@ async fn bench(o: Options) -> usize {
         if o.soak { format!(", soak: {} kills (SIGKILL) and restarts", o.kills) } else { String::new() }
     );
     let answers = if o.delay.is_zero() { "answers at once".to_owned() } else { format!("answers after {:?}", o.delay) };
-    println!("CLI: the stand-in ({answers}); sandbox.mode = \"none\"");
+    let idle = o.idle_timeout.map_or(String::new(), |d| format!("; claude.idle_timeout = {d:?}"));
+    println!("CLI: the stand-in ({answers}); sandbox.mode = \"none\"{idle}");
     calibrate_standin(&exe);
 
     let mut failures = 0;
@@ -409,6 +422,9 @@ fn node_sandbox(o: &Options, exe: &Path, bot: &FakeBot, setup: Setup, url: Optio
     sandbox.config.claude.env.insert(standin::ENV.to_owned(), "1".to_owned());
     if !o.delay.is_zero() {
         sandbox.config.claude.env.insert(standin::DELAY_ENV.to_owned(), o.delay.as_millis().to_string());
+    }
+    if let Some(idle) = o.idle_timeout {
+        sandbox.config.claude.idle_timeout = idle;
     }
     if let Some(url) = url {
         sandbox.config.store.url = Some(Secret::new(url.to_owned()));

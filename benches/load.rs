@@ -1,6 +1,7 @@
 //! Load and soak: the `pincer run` binary serving 1,000 Telegram groups with
 //! far fewer live CLI processes than groups, 100,000 messages, every one
-//! checked to be answered exactly once.
+//! checked to be answered exactly once; and the same load on PostgreSQL and
+//! on several cluster nodes (issue 36).
 //!
 //! - **Setup:** the fake Bot API (`tests/support/fake_bot.rs`, pincer long
 //!   polls it on loopback), G groups registered as `pincer groups add` does,
@@ -16,8 +17,36 @@
 //! - **Soak** (`PINCER_LOAD_SOAK=1`): pincer is killed with SIGKILL K times at
 //!   seeded random points of the run (by progress: messages answered plus
 //!   replies sent) and started again on the same data each time.
-//! - **Exactly once**, checked from the store (`pincer.db`, opened read-only)
-//!   and the chats: every message stored once and `answered`, named by exactly
+//! - **PostgreSQL against SQLite** (`PINCER_LOAD_POSTGRES=1`): two runs of the
+//!   same plan in one invocation, SQLite first, then one node (no cluster) on a
+//!   fresh database of the tests' PostgreSQL (`tests/support/postgres.rs`: a
+//!   server of this process on a Unix socket, with `fsync=off` and
+//!   `synchronous_commit=off`; pincer's SQLite runs WAL with
+//!   `synchronous=NORMAL`, which does not sync at each commit either). The
+//!   runs are sequential, not interleaved per message: two daemons at once
+//!   would share the machine's two cores and each would slow the other.
+//!   Printed side by side: messages/s and CPU per message, pincer's own
+//!   (user + system from `/proc`) and, for PostgreSQL, the server's (its
+//!   processes', which also serve the bench's own progress queries): with
+//!   SQLite that work is inside pincer's process.
+//! - **1 against M nodes** (`PINCER_LOAD_NODES=M`, on PostgreSQL): one cluster
+//!   node, then M (`[cluster] enabled`, separate data dirs, the same database,
+//!   `lease_ttl` 3 s), each capped at L live sessions, with a stand-in that
+//!   takes `PINCER_LOAD_STANDIN_DELAY` per answer (200ms by default here), so
+//!   live slots, not the two cores, bound a node: a node answers at most
+//!   about L / delay messages/s. A cluster node claims a group only while
+//!   it has a free slot, and its idle sessions hold their slots until
+//!   `claude.idle_timeout` (no LRU yield to an unclaimed group, as one node
+//!   without a cluster does), so with more groups than slots a node waits
+//!   out that timeout: `PINCER_LOAD_IDLE_TIMEOUT` sets it (1s by default
+//!   here; the harness's 600s otherwise), and a slot's time is its turns plus
+//!   that idle second. The gateway node sends every reply, and
+//!   teloxide's `Throttle` caps that at 30 sends/s, so the comparison is the
+//!   engine's rate (to the last result stored); the end-to-end rate is shown
+//!   beside it.
+//! - **Exactly once**, checked from the store (`pincer.db` opened read-only,
+//!   or the PostgreSQL database through a `PgPool`, the same SQL) and the
+//!   chats: every message stored once and `answered`, named by exactly
 //!   one result, whose one outbox row is `delivered`, and exactly one reply
 //!   naming it in its own chat. A reply the chat got twice while the store
 //!   holds one delivered row is the one at-least-once window of a chat sender
@@ -30,14 +59,20 @@
 //!   message the stored times: said → stored, stored → answered (pincer's
 //!   overhead: the group's queue, waiting for a live slot, starting the
 //!   stand-in, stdin, its answer, the result stored), answered → sent;
-//!   pincer's peak RSS (`VmHWM` from `/proc`, sampled while it runs) and CPU.
+//!   pincer's peak RSS (`VmHWM` from `/proc`, sampled while it runs) and CPU
+//!   (summed over the nodes).
 //!
-//! Run (defaults: N = 100000, G = 1000, L = 32, W = 256, K = 5, seed 1):
+//! Run (defaults: N = 100000, G = 1000, L = 32, W = 256, K = 5, seed 1; with
+//! `PINCER_LOAD_POSTGRES` or `PINCER_LOAD_NODES`: N = 5000, G = 200, and with
+//! `PINCER_LOAD_NODES` L = 4):
 //!
 //! ```text
 //! cargo bench --bench load
 //! PINCER_LOAD_MESSAGES=5000 PINCER_LOAD_GROUPS=200 cargo bench --bench load
 //! PINCER_LOAD_SOAK=1 cargo bench --bench load
+//! PINCER_LOAD_POSTGRES=1 cargo bench --bench load
+//! PINCER_LOAD_NODES=3 PINCER_LOAD_LIVE=4 PINCER_LOAD_STANDIN_DELAY=200ms PINCER_LOAD_IDLE_TIMEOUT=1s \
+//!     cargo bench --bench load
 //! ```
 
 #[path = "../tests/support/standin.rs"]
@@ -52,8 +87,11 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use pincer::cluster::NodeId;
+use pincer::config::Secret;
 use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
+use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use support::bench::{print_row, print_summary_row, WallClock};
@@ -70,6 +108,8 @@ const RUN_LIMIT: Duration = Duration::from_secs(4 * 3600);
 const SETTLED: Duration = Duration::from_secs(3);
 /// Telegram group chat ids (not supergroups: 20 messages a minute per chat).
 const FIRST_CHAT: i64 = -1_000_000;
+/// The cluster nodes' lease (short, as in the cluster tests).
+const LEASE_TTL: Duration = Duration::from_secs(3);
 
 struct Options {
     messages: usize,
@@ -81,6 +121,14 @@ struct Options {
     seed: u64,
     /// Keep the temp dir (pincer's logs and store) after the run.
     keep: bool,
+    /// SQLite, then the same load on PostgreSQL.
+    postgres: bool,
+    /// One cluster node, then this many (0: no cluster runs).
+    nodes: usize,
+    /// How long the stand-in takes per answer.
+    delay: Duration,
+    /// `claude.idle_timeout`, when set.
+    idle_timeout: Option<Duration>,
 }
 
 impl Options {
@@ -91,19 +139,66 @@ impl Options {
                 Err(_) => default,
             }
         };
+        let postgres = get("PINCER_LOAD_POSTGRES", 0) != 0;
+        let nodes = get("PINCER_LOAD_NODES", 0) as usize;
+        let small = postgres || nodes > 0;
+        let duration = |name: &str, default: Option<Duration>| match std::env::var(name) {
+            Ok(v) => Some(humantime::parse_duration(&v).unwrap_or_else(|_| panic!("{name}: a duration such as 200ms"))),
+            Err(_) => default,
+        };
+        let cluster = |d: u64| (nodes > 0).then_some(Duration::from_millis(d));
+        let delay = duration("PINCER_LOAD_STANDIN_DELAY", cluster(200)).unwrap_or_default();
+        let idle_timeout = duration("PINCER_LOAD_IDLE_TIMEOUT", cluster(1000));
         let o = Options {
-            messages: get("PINCER_LOAD_MESSAGES", 100_000) as usize,
-            groups: get("PINCER_LOAD_GROUPS", 1_000) as usize,
-            live: get("PINCER_LOAD_LIVE", 32) as usize,
+            messages: get("PINCER_LOAD_MESSAGES", if small { 5_000 } else { 100_000 }) as usize,
+            groups: get("PINCER_LOAD_GROUPS", if small { 200 } else { 1_000 }) as usize,
+            live: get("PINCER_LOAD_LIVE", if nodes > 0 { 4 } else { 32 }) as usize,
             window: get("PINCER_LOAD_WINDOW", 256) as usize,
             soak: get("PINCER_LOAD_SOAK", 0) != 0,
             kills: get("PINCER_LOAD_KILLS", 5) as usize,
             seed: get("PINCER_LOAD_SEED", 1),
             keep: get("PINCER_LOAD_KEEP", 0) != 0,
+            postgres,
+            nodes,
+            delay,
+            idle_timeout,
         };
         assert!(o.groups >= 1 && o.messages >= o.groups, "at least one group, and a message for each");
         assert!(o.live >= 1 && o.window >= 1, "PINCER_LOAD_LIVE and PINCER_LOAD_WINDOW: at least 1");
+        assert!(!(o.soak && (o.postgres || o.nodes > 0)), "the soak runs on SQLite only");
         o
+    }
+
+    /// The runs of this invocation, in order.
+    fn setups(&self) -> Vec<Setup> {
+        let sqlite = Setup { postgres: false, cluster: false, nodes: 1 };
+        if self.nodes > 0 {
+            let one = Setup { postgres: true, cluster: true, nodes: 1 };
+            vec![one, Setup { nodes: self.nodes, ..one }]
+        } else if self.postgres {
+            vec![sqlite, Setup { postgres: true, ..sqlite }]
+        } else {
+            vec![sqlite]
+        }
+    }
+}
+
+/// Where one run's store lives and how many nodes serve it.
+#[derive(Clone, Copy)]
+struct Setup {
+    postgres: bool,
+    cluster: bool,
+    nodes: usize,
+}
+
+impl Setup {
+    fn label(&self) -> String {
+        let store = if self.postgres { "PostgreSQL" } else { "SQLite" };
+        match (self.cluster, self.nodes) {
+            (false, _) => format!("{store}, one node"),
+            (true, 1) => format!("{store}, 1 cluster node"),
+            (true, n) => format!("{store}, {n} cluster nodes"),
+        }
     }
 }
 
@@ -194,7 +289,7 @@ fn chat_of(group: usize) -> TgChat {
 async fn bench(o: Options) -> usize {
     let exe = std::env::current_exe().expect("the bench knows its own path");
     println!(
-        "load: {} messages over {} Telegram groups, max_live_sessions = {}, at most {} in flight, seed {}{}",
+        "load: {} messages over {} Telegram groups, max_live_sessions = {} per node, at most {} in flight, seed {}{}",
         o.messages,
         o.groups,
         o.live,
@@ -202,107 +297,151 @@ async fn bench(o: Options) -> usize {
         o.seed,
         if o.soak { format!(", soak: {} kills (SIGKILL) and restarts", o.kills) } else { String::new() }
     );
-    println!("CLI: the stand-in (answers at once); sandbox.mode = \"none\"");
+    let answers = if o.delay.is_zero() { "answers at once".to_owned() } else { format!("answers after {:?}", o.delay) };
+    let idle = o.idle_timeout.map_or(String::new(), |d| format!("; claude.idle_timeout = {d:?}"));
+    println!("CLI: the stand-in ({answers}); sandbox.mode = \"none\"{idle}");
     calibrate_standin(&exe);
 
-    let bot = FakeBot::start().await;
-    let mut sandbox = Sandbox::with_program(exe, "http://127.0.0.1:9");
-    sandbox.use_telegram(&bot);
-    sandbox.config.claude.max_live_sessions = o.live;
-    sandbox.config.claude.env.insert(standin::ENV.to_owned(), "1".to_owned());
-    if o.keep {
-        // For a look at pincer's logs and store afterwards.
-        sandbox.dir.disable_cleanup(true);
-        println!("keeping {}", sandbox.root().display());
+    let mut failures = 0;
+    let mut summaries = Vec::new();
+    for setup in o.setups() {
+        println!("\n=== run: {} ===", setup.label());
+        let summary = run(&o, &exe, setup).await;
+        failures += summary.failures;
+        summaries.push(summary);
     }
-    register_groups(&sandbox, o.groups).await;
-    let config = sandbox.write_config();
-    let db = sandbox.config.data_dir.join("pincer.db");
+    if summaries.len() > 1 {
+        print_comparison(&summaries);
+    }
+    failures
+}
+
+/// One run's headline numbers, for the comparison of runs.
+struct Summary {
+    label: String,
+    messages: usize,
+    /// Messages/s to the last result stored, and to the last reply sent.
+    engine_rate: f64,
+    end_to_end_rate: f64,
+    /// Per message: pincer's CPU (all nodes), the PostgreSQL server's, the stand-ins'.
+    pincer_cpu_us: f64,
+    postgres_cpu_us: Option<f64>,
+    standin_cpu_us: f64,
+    failures: usize,
+}
+
+fn print_comparison(summaries: &[Summary]) {
+    println!("\nruns of this invocation, one after the other (not interleaved)");
+    println!(
+        "| run | messages | engine messages/s | end-to-end messages/s | pincer CPU per message | PostgreSQL CPU per \
+         message | stand-ins' CPU per message | exactly once |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for s in summaries {
+        let pg = s.postgres_cpu_us.map_or("-".to_owned(), |us| format!("{us:.0} µs"));
+        println!(
+            "| {} | {} | {:.1} | {:.1} | {:.0} µs | {pg} | {:.0} µs | {} |",
+            s.label,
+            s.messages,
+            s.engine_rate,
+            s.end_to_end_rate,
+            s.pincer_cpu_us,
+            s.standin_cpu_us,
+            if s.failures == 0 { "yes" } else { "NO" }
+        );
+    }
+    if let [first, .., last] = summaries {
+        println!(
+            "\n{} against {}: engine rate ×{:.2}, pincer CPU per message ×{:.2}",
+            last.label,
+            first.label,
+            last.engine_rate / first.engine_rate.max(1e-9),
+            last.pincer_cpu_us / first.pincer_cpu_us.max(1e-9)
+        );
+    }
+}
+
+/// One run of the plan on `setup`: start the nodes, drive the load, stop
+/// them, check exactly once and print the numbers.
+async fn run(o: &Options, exe: &Path, setup: Setup) -> Summary {
+    let bot = FakeBot::start().await;
+    let url = setup.postgres.then(|| support::postgres::server().fresh_database());
+    let sandboxes: Vec<Sandbox> =
+        (1..=setup.nodes).map(|n| node_sandbox(o, exe, &bot, setup, url.as_deref(), n)).collect();
+    register_groups(&sandboxes[0], o.groups).await;
+    let configs: Vec<PathBuf> = sandboxes.iter().map(Sandbox::write_config).collect();
+    let store = match &url {
+        Some(url) => StoreAt::Postgres(url.clone()),
+        None => StoreAt::Sqlite(sandboxes[0].config.data_dir.join("pincer.db")),
+    };
 
     let mut rng = Rng(o.seed);
-    let plan = plan(&o, &mut rng);
+    let plan = plan(o, &mut rng);
     // Kills at random points of the progress (answers + replies, out of 2N).
     let mut kill_at: Vec<f64> = (0..if o.soak { o.kills } else { 0 }).map(|_| 0.05 + 0.9 * rng.unit()).collect();
     kill_at.sort_by(f64::total_cmp);
 
     let clock = WallClock::now();
-    let mut pincer = Pincer::start(sandbox.root(), &config, 1).await;
-    let progress_pool = read_only(&db).await;
-    let mut progress = Progress::default();
-    let user = TgUser::new(42, "Load");
-    let chats: Vec<TgChat> = (0..o.groups).map(chat_of).collect();
-
-    let mut said: Vec<Instant> = Vec::with_capacity(o.messages);
-    let mut kills: Vec<Kill> = Vec::new();
-    let started = Instant::now();
-    let mut last_change = Instant::now();
-    let mut last_seen = (0u64, 0u64, 0usize);
-    let mut settled_since: Option<Instant> = None;
-    let mut kill_when: Option<Instant> = None;
-    let outcome = loop {
-        pincer.sample();
-        let (stored, done) = progress.read(&progress_pool).await;
-        let sent = bot.sent_count();
-        while said.len() < o.messages && (said.len() as u64) < done + o.window as u64 {
-            let p = &plan[said.len()];
-            bot.say(&chats[p.group], &user, &p.token);
-            said.push(Instant::now());
-        }
-        let now = Instant::now();
-        if (stored, done, sent) != last_seen {
-            last_seen = (stored, done, sent);
-            last_change = now;
-        }
-        let fraction = (done as f64 + sent.min(o.messages) as f64) / (2 * o.messages) as f64;
-        if kills.len() < kill_at.len() && fraction >= kill_at[kills.len()] && kill_when.is_none() {
-            // A random moment within the next second, while the load goes on.
-            kill_when = Some(now + Duration::from_millis(rng.below(1000) as u64));
-        }
-        if kill_when.is_some_and(|at| now >= at) {
-            kill_when = None;
-            let (stored, done) = progress.read(&progress_pool).await;
-            let at = started.elapsed();
-            pincer.kill().await;
-            let restart = Instant::now();
-            pincer = Pincer::start(sandbox.root(), &config, kills.len() + 2).await.inheriting(&pincer);
-            kills.push(Kill { at, said: said.len(), unanswered: stored - done, restart: restart.elapsed() });
-            continue;
-        }
-        let quiet = said.len() == o.messages
-            && stored == done
-            && bot.pending_updates() == 0
-            && queued_replies(&progress_pool).await == 0;
-        if quiet {
-            let since = *settled_since.get_or_insert(now);
-            if now - since >= SETTLED {
-                break Ok(());
-            }
-        } else {
-            settled_since = None;
-        }
-        if now - last_change > STALL_LIMIT {
-            break Err(format!("no progress for {STALL_LIMIT:?}"));
-        }
-        if now - started > RUN_LIMIT {
-            break Err(format!("the run took longer than {RUN_LIMIT:?}"));
-        }
-        let nap = if said.len() < o.messages { 20 } else { 250 };
-        tokio::time::sleep(Duration::from_millis(nap)).await;
-    };
-    let elapsed = started.elapsed();
-    let usage = pincer.stop().await;
-    progress_pool.close().await;
+    let postgres_before = setup.postgres.then(postgres_cpu).flatten();
+    let mut nodes = Vec::with_capacity(sandboxes.len());
+    for (sandbox, config) in sandboxes.iter().zip(&configs) {
+        nodes.push(Pincer::start(sandbox.root(), config, 1).await);
+    }
+    let db = Db::open(&store).await;
+    let mut driver = Driver::new(o, &plan, &bot, rng, kill_at);
+    let outcome = driver.drive(&db, &mut nodes, &sandboxes, &configs).await;
+    let elapsed = driver.started.elapsed();
+    let mut usage = Usage::default();
+    for node in nodes {
+        usage = usage.plus(node.stop().await);
+    }
+    db.close().await;
+    let postgres_used = postgres_before.zip(postgres_cpu()).map(|(before, after)| after.saturating_sub(before));
 
     let mut failures = 0;
     if let Err(why) = &outcome {
         println!("\nRUN STOPPED: {why}");
         failures += 1;
     }
-    let store = read_only(&db).await;
-    let facts = Facts::gather(&store, &bot).await;
-    store.close().await;
-    failures += report(&o, &plan, &said, clock, started, elapsed, &facts, &usage, &kills, sandbox.root());
-    failures
+    let db = Db::open(&store).await;
+    let facts = Facts::gather(&db, &bot).await;
+    db.close().await;
+    let roots: Vec<&Path> = sandboxes.iter().map(Sandbox::root).collect();
+    let ran = Ran { clock, started: driver.started, elapsed, usage, postgres: postgres_used };
+    let mut summary = report(o, &plan, &driver.said, &ran, &facts, &driver.kills, &roots);
+    summary.label = setup.label();
+    summary.failures += failures;
+    summary
+}
+
+/// The sandbox (data dir, config) of node `n` (from 1) of `setup`.
+fn node_sandbox(o: &Options, exe: &Path, bot: &FakeBot, setup: Setup, url: Option<&str>, n: usize) -> Sandbox {
+    let mut sandbox = Sandbox::with_program(exe.to_owned(), "http://127.0.0.1:9");
+    sandbox.use_telegram(bot);
+    sandbox.config.claude.max_live_sessions = o.live;
+    sandbox.config.claude.env.insert(standin::ENV.to_owned(), "1".to_owned());
+    if !o.delay.is_zero() {
+        sandbox.config.claude.env.insert(standin::DELAY_ENV.to_owned(), o.delay.as_millis().to_string());
+    }
+    if let Some(idle) = o.idle_timeout {
+        sandbox.config.claude.idle_timeout = idle;
+    }
+    if let Some(url) = url {
+        sandbox.config.store.url = Some(Secret::new(url.to_owned()));
+    }
+    if setup.cluster {
+        // As the cluster tests' nodes (`tests/support/cluster.rs`).
+        sandbox.config.cluster.enabled = true;
+        sandbox.config.cluster.node_id = Some(NodeId::new(format!("n{n}")).expect("a node id"));
+        sandbox.config.cluster.lease_ttl = LEASE_TTL;
+        sandbox.fast_retries();
+    }
+    if o.keep {
+        // For a look at pincer's logs and store afterwards.
+        sandbox.dir.disable_cleanup(true);
+        println!("keeping {}", sandbox.root().display());
+    }
+    sandbox
 }
 
 /// Registers the groups as `pincer groups add NAME --telegram ID --no-trigger` does.
@@ -320,9 +459,47 @@ async fn register_groups(sandbox: &Sandbox, groups: usize) {
     store.close().await;
 }
 
-async fn read_only(db: &Path) -> SqlitePool {
-    let options = SqliteConnectOptions::new().filename(db).read_only(true);
-    SqlitePoolOptions::new().max_connections(1).connect_with(options).await.expect("pincer.db opens read-only")
+/// Where the store of a run is.
+enum StoreAt {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
+/// The bench's reading connection to the store: `pincer.db` read-only, or
+/// the PostgreSQL database. Every query is the same SQL on both ([`on_db`]).
+enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to whichever pool `$db` holds.
+macro_rules! on_db {
+    ($db:expr, |$pool:ident| $body:expr) => {
+        match $db {
+            Db::Sqlite($pool) => $body,
+            Db::Postgres($pool) => $body,
+        }
+    };
+}
+
+impl Db {
+    async fn open(at: &StoreAt) -> Db {
+        match at {
+            StoreAt::Sqlite(path) => {
+                let options = SqliteConnectOptions::new().filename(path).read_only(true);
+                let pool = SqlitePoolOptions::new().max_connections(1).connect_with(options).await;
+                Db::Sqlite(pool.expect("pincer.db opens read-only"))
+            }
+            StoreAt::Postgres(url) => {
+                let pool = PgPoolOptions::new().max_connections(1).connect(url).await;
+                Db::Postgres(pool.expect("the PostgreSQL store opens"))
+            }
+        }
+    }
+
+    async fn close(self) {
+        on_db!(self, |pool| pool.close().await)
+    }
 }
 
 /// Counts the inbound rows stored and those done (answered or failed), reading
@@ -336,12 +513,10 @@ struct Progress {
 }
 
 impl Progress {
-    async fn read(&mut self, pool: &SqlitePool) -> (u64, u64) {
-        let rows: Vec<(i64, String)> = sqlx::query_as("SELECT id, state FROM inbound WHERE id >= ? ORDER BY id")
-            .bind(self.low)
-            .fetch_all(pool)
-            .await
-            .unwrap_or_default();
+    async fn read(&mut self, db: &Db) -> (u64, u64) {
+        const SQL: &str = "SELECT id, state FROM inbound WHERE id >= $1 ORDER BY id";
+        let rows: Vec<(i64, String)> =
+            on_db!(db, |pool| sqlx::query_as(SQL).bind(self.low).fetch_all(pool).await.unwrap_or_default());
         let stored = self.done_below + rows.len() as u64;
         let mut done = self.done_below;
         let mut prefix = true;
@@ -360,8 +535,163 @@ impl Progress {
     }
 }
 
-async fn queued_replies(pool: &SqlitePool) -> i64 {
-    sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE state = 'queued'").fetch_one(pool).await.unwrap_or(-1)
+async fn queued_replies(db: &Db) -> i64 {
+    const SQL: &str = "SELECT COUNT(*) FROM outbox WHERE state = 'queued'";
+    on_db!(db, |pool| sqlx::query_scalar(SQL).fetch_one(pool).await.unwrap_or(-1))
+}
+
+/// The run's loop: says messages as the window allows, kills and restarts
+/// pincer in a soak, and watches the store until everything has settled.
+struct Driver<'a> {
+    o: &'a Options,
+    plan: &'a [Planned],
+    bot: &'a FakeBot,
+    chats: Vec<TgChat>,
+    user: TgUser,
+    rng: Rng,
+    kill_at: Vec<f64>,
+    kill_when: Option<Instant>,
+    said: Vec<Instant>,
+    kills: Vec<Kill>,
+    progress: Progress,
+    started: Instant,
+    last_change: Instant,
+    last_seen: (u64, u64, usize),
+    settled_since: Option<Instant>,
+}
+
+impl<'a> Driver<'a> {
+    fn new(o: &'a Options, plan: &'a [Planned], bot: &'a FakeBot, rng: Rng, kill_at: Vec<f64>) -> Driver<'a> {
+        Driver {
+            o,
+            plan,
+            bot,
+            chats: (0..o.groups).map(chat_of).collect(),
+            user: TgUser::new(42, "Load"),
+            rng,
+            kill_at,
+            kill_when: None,
+            said: Vec::with_capacity(o.messages),
+            kills: Vec::new(),
+            progress: Progress::default(),
+            started: Instant::now(),
+            last_change: Instant::now(),
+            last_seen: (0, 0, 0),
+            settled_since: None,
+        }
+    }
+
+    /// Until settled (Ok) or stalled (Err). A soak's kills hit the first node.
+    async fn drive(
+        &mut self,
+        db: &Db,
+        nodes: &mut [Pincer],
+        sandboxes: &[Sandbox],
+        configs: &[PathBuf],
+    ) -> Result<(), String> {
+        self.started = Instant::now();
+        self.last_change = self.started;
+        loop {
+            nodes.iter_mut().for_each(Pincer::sample);
+            let (stored, done) = self.progress.read(db).await;
+            let sent = self.bot.sent_count();
+            while self.said.len() < self.o.messages && (self.said.len() as u64) < done + self.o.window as u64 {
+                let p = &self.plan[self.said.len()];
+                self.bot.say(&self.chats[p.group], &self.user, &p.token);
+                self.said.push(Instant::now());
+            }
+            let now = Instant::now();
+            if (stored, done, sent) != self.last_seen {
+                self.last_seen = (stored, done, sent);
+                self.last_change = now;
+            }
+            if self.kill_due(done, sent, now) {
+                self.kill_and_restart(db, &mut nodes[0], sandboxes[0].root(), &configs[0]).await;
+                continue;
+            }
+            if self.settled(db, stored, done, now).await {
+                return Ok(());
+            }
+            if now - self.last_change > STALL_LIMIT {
+                return Err(format!("no progress for {STALL_LIMIT:?}"));
+            }
+            if now - self.started > RUN_LIMIT {
+                return Err(format!("the run took longer than {RUN_LIMIT:?}"));
+            }
+            let nap = if self.said.len() < self.o.messages { 20 } else { 250 };
+            tokio::time::sleep(Duration::from_millis(nap)).await;
+        }
+    }
+
+    /// Whether a soak's next kill is due now (picking its moment when its
+    /// point of progress is reached).
+    fn kill_due(&mut self, done: u64, sent: usize, now: Instant) -> bool {
+        let fraction = (done as f64 + sent.min(self.o.messages) as f64) / (2 * self.o.messages) as f64;
+        let next = self.kill_at.get(self.kills.len());
+        if next.is_some_and(|at| fraction >= *at) && self.kill_when.is_none() {
+            // A random moment within the next second, while the load goes on.
+            self.kill_when = Some(now + Duration::from_millis(self.rng.below(1000) as u64));
+        }
+        if self.kill_when.is_some_and(|at| now >= at) {
+            self.kill_when = None;
+            return true;
+        }
+        false
+    }
+
+    async fn kill_and_restart(&mut self, db: &Db, node: &mut Pincer, root: &Path, config: &Path) {
+        let (stored, done) = self.progress.read(db).await;
+        let at = self.started.elapsed();
+        node.kill().await;
+        let restart = Instant::now();
+        let restarted = Pincer::start(root, config, self.kills.len() + 2).await.inheriting(node);
+        *node = restarted;
+        let k = Kill { at, said: self.said.len(), unanswered: stored - done, restart: restart.elapsed() };
+        self.kills.push(k);
+    }
+
+    /// Everything said, answered and sent, and so for [`SETTLED`].
+    async fn settled(&mut self, db: &Db, stored: u64, done: u64, now: Instant) -> bool {
+        let quiet = self.said.len() == self.o.messages
+            && stored == done
+            && self.bot.pending_updates() == 0
+            && queued_replies(db).await == 0;
+        if !quiet {
+            self.settled_since = None;
+            return false;
+        }
+        now - *self.settled_since.get_or_insert(now) >= SETTLED
+    }
+}
+
+/// The CPU time (user + system) of this process's PostgreSQL server so far:
+/// the postmaster (a child of ours, `tests/support/postgres.rs`), its live
+/// children and the children it reaped. None when it is not found.
+fn postgres_cpu() -> Option<Duration> {
+    let me = std::process::id() as i64;
+    let stats: Vec<(i64, i64, String, Vec<u64>)> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i64>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1.to_owned();
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ppid = fields.get(1)?.parse().ok()?;
+            // utime, stime, cutime, cstime: fields 14 to 17 (3 is the first after the name).
+            let times = (14..=17).map(|i| fields.get(i - 3).and_then(|f| f.parse().ok()).unwrap_or(0)).collect();
+            Some((pid, ppid, comm, times))
+        })
+        .collect();
+    let (postmaster, _, _, times) = stats.iter().find(|(_, ppid, comm, _)| *ppid == me && comm == "postgres")?;
+    let children: u64 = stats.iter().filter(|s| s.1 == *postmaster).map(|s| s.3[0] + s.3[1]).sum();
+    let ticks = times.iter().sum::<u64>() + children;
+    Some(Duration::from_millis(ticks * 1000 / clock_ticks()))
+}
+
+fn clock_ticks() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as u64
 }
 
 /// One SIGKILL of the soak.
@@ -380,6 +710,28 @@ struct Usage {
     cpu: Duration,
     /// Its children's (the stand-ins pincer reaped).
     children_cpu: Duration,
+}
+
+impl Usage {
+    /// Two processes' (or runs') usage together: the CPU summed, the highest peak.
+    fn plus(self, other: Usage) -> Usage {
+        Usage {
+            peak_rss_kib: self.peak_rss_kib.max(other.peak_rss_kib),
+            cpu: self.cpu + other.cpu,
+            children_cpu: self.children_cpu + other.children_cpu,
+        }
+    }
+}
+
+/// How a run went, for its report.
+struct Ran {
+    clock: WallClock,
+    started: Instant,
+    elapsed: Duration,
+    /// pincer's, over all nodes.
+    usage: Usage,
+    /// The PostgreSQL server's CPU over the run.
+    postgres: Option<Duration>,
 }
 
 /// One `pincer run` and its usage so far.
@@ -407,11 +759,7 @@ impl Pincer {
     }
 
     fn total(&self) -> Usage {
-        Usage {
-            peak_rss_kib: self.before.peak_rss_kib.max(self.now.peak_rss_kib),
-            cpu: self.before.cpu + self.now.cpu,
-            children_cpu: self.before.children_cpu + self.now.children_cpu,
-        }
+        self.before.plus(self.now)
     }
 
     /// Reads the peak RSS and CPU times while the process is there to read.
@@ -429,7 +777,7 @@ impl Pincer {
             // Fields after the command name, which may hold spaces: state is field 3.
             let fields: Vec<&str> = stat.rsplit_once(')').map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
             let tick = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-            let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as u64;
+            let hz = clock_ticks();
             let secs = |ticks: u64| Duration::from_millis(ticks * 1000 / hz);
             self.now.cpu = secs(tick(14) + tick(15));
             self.now.children_cpu = secs(tick(16) + tick(17));
@@ -527,18 +875,17 @@ struct Facts {
 }
 
 impl Facts {
-    async fn gather(store: &SqlitePool, bot: &FakeBot) -> Facts {
-        let inbound = sqlx::query_as("SELECT id, text, state, at_us FROM inbound ORDER BY id")
-            .fetch_all(store)
-            .await
-            .expect("the inbound table reads");
-        let results =
-            sqlx::query_as("SELECT id, text, at_us FROM results ORDER BY id").fetch_all(store).await.expect("results");
+    async fn gather(db: &Db, bot: &FakeBot) -> Facts {
+        const INBOUND: &str = "SELECT id, text, state, at_us FROM inbound ORDER BY id";
+        const RESULTS: &str = "SELECT id, text, at_us FROM results ORDER BY id";
+        const OUTBOX: &str = "SELECT result_id, state, delivered_at_us FROM outbox ORDER BY id";
+        const PROCESSES: &str = "SELECT COUNT(*) FROM session_events WHERE kind IN ('started', 'resumed')";
+        const EVENTS: &str = "SELECT kind, COUNT(*) FROM session_events GROUP BY kind ORDER BY kind";
+        let inbound =
+            on_db!(db, |pool| sqlx::query_as(INBOUND).fetch_all(pool).await.expect("the inbound table reads"));
+        let results = on_db!(db, |pool| sqlx::query_as(RESULTS).fetch_all(pool).await.expect("results"));
         let rows: Vec<(Option<i64>, String, Option<i64>)> =
-            sqlx::query_as("SELECT result_id, state, delivered_at_us FROM outbox ORDER BY id")
-                .fetch_all(store)
-                .await
-                .expect("the outbox reads");
+            on_db!(db, |pool| sqlx::query_as(OUTBOX).fetch_all(pool).await.expect("the outbox reads"));
         let mut rows_by_result: HashMap<i64, Vec<OutboxState>> = HashMap::new();
         let mut notices: HashMap<String, u64> = HashMap::new();
         for (result, state, at) in rows {
@@ -547,14 +894,8 @@ impl Facts {
                 None => *notices.entry(state).or_default() += 1,
             }
         }
-        let processes = sqlx::query_scalar("SELECT COUNT(*) FROM session_events WHERE kind IN ('started', 'resumed')")
-            .fetch_one(store)
-            .await
-            .expect("session events");
-        let events = sqlx::query_as("SELECT kind, COUNT(*) FROM session_events GROUP BY kind ORDER BY kind")
-            .fetch_all(store)
-            .await
-            .expect("session events");
+        let processes = on_db!(db, |pool| sqlx::query_scalar(PROCESSES).fetch_one(pool).await.expect("session events"));
+        let events = on_db!(db, |pool| sqlx::query_as(EVENTS).fetch_all(pool).await.expect("session events"));
         let replies = bot
             .calls_to("sendMessage")
             .into_iter()
@@ -672,22 +1013,49 @@ fn trace(plan: &[Planned], said: &[Instant], clock: WallClock, facts: &Facts) ->
     (traces, strays)
 }
 
-/// Checks exactly-once and prints the numbers; returns the number of failed checks.
-#[allow(clippy::too_many_arguments)]
+/// Checks exactly-once and prints the numbers; returns the run's summary.
 fn report(
     o: &Options,
     plan: &[Planned],
     said: &[Instant],
-    clock: WallClock,
-    started: Instant,
-    elapsed: Duration,
+    ran: &Ran,
     facts: &Facts,
-    usage: &Usage,
     kills: &[Kill],
-    root: &Path,
-) -> usize {
-    let origin = clock.micros(started);
-    let (traces, strays) = trace(plan, said, clock, facts);
+    roots: &[&Path],
+) -> Summary {
+    let origin = ran.clock.micros(ran.started);
+    let (traces, strays) = trace(plan, said, ran.clock, facts);
+    let (failures, sent_twice) = check(o, plan.len(), said.len(), &traces, &strays, origin);
+    let mut summary = print_numbers(o, said, ran, facts, &traces, sent_twice, roots);
+    if !kills.is_empty() {
+        println!("\nsoak: SIGKILL and restart (times from the start of the run)");
+        println!("| kill | at | messages said | unanswered then | restart → running |");
+        println!("| --- | --- | --- | --- | --- |");
+        for (i, k) in kills.iter().enumerate() {
+            println!("| {} | {:.3?} | {} | {} | {:.1?} |", i + 1, k.at, k.said, k.unanswered, k.restart);
+        }
+    }
+    let clean = traces.values().filter(|t| t.stored_once() && t.answered_once() && t.replies.len() == 1).count();
+    println!(
+        "\nexactly once: {clean} of {} messages stored once and answered, named by one result with one delivered \
+         row, one reply in their chat{}",
+        said.len(),
+        if failures == 0 { " (all checks passed)" } else { "" }
+    );
+    summary.failures = failures;
+    summary
+}
+
+/// The exactly-once checks, each failure printed with examples; returns the
+/// failed checks and the replies sent twice within a kill's window.
+fn check(
+    o: &Options,
+    planned: usize,
+    said: usize,
+    traces: &HashMap<String, Trace>,
+    strays: &[String],
+    origin: i64,
+) -> (usize, usize) {
     let mut failures = 0;
     let mut check = |what: &str, failing: Vec<(&String, &Trace)>| {
         if failing.is_empty() {
@@ -715,9 +1083,9 @@ fn report(
     // window of a kill between Telegram's answer and pincer's record: a soak's only.
     let window = |t: &Trace| o.soak && t.replies.len() > 1 && t.answered_once();
     check("replied to more than once", such(&|t| t.replies.len() > 1 && !window(t)));
-    if said.len() < plan.len() {
+    if said < planned {
         failures += 1;
-        println!("\nFAILED: only {} of {} messages were said", said.len(), plan.len());
+        println!("\nFAILED: only {said} of {planned} messages were said");
     }
     if !strays.is_empty() {
         failures += 1;
@@ -733,42 +1101,74 @@ fn report(
             println!("  {}", trace.describe(token, origin));
         }
     }
+    (failures, sent_twice.len())
+}
 
-    // Numbers.
+/// The run's table and latency rows; returns its summary (no failures yet).
+fn print_numbers(
+    o: &Options,
+    said: &[Instant],
+    ran: &Ran,
+    facts: &Facts,
+    traces: &HashMap<String, Trace>,
+    sent_twice: usize,
+    roots: &[&Path],
+) -> Summary {
     let n = said.len().max(1) as f64;
-    let first_said = said.first().map_or(origin, |at| clock.micros(*at));
+    let first_said = said.first().map_or(ran.clock.micros(ran.started), |at| ran.clock.micros(*at));
     let span_to = |end: Option<i64>| Duration::from_micros(end.map_or(0, |e| (e - first_said).max(1)) as u64);
     let to_answered = span_to(traces.values().filter_map(Trace::answered).max());
     let to_replied = span_to(traces.values().filter_map(Trace::first_reply).max());
     let per_msg = |d: Duration| d.as_secs_f64() * 1e6 / n;
+    let rate = |d: Duration| n / d.as_secs_f64().max(1e-6);
     let notices: Vec<String> = facts.notices.iter().map(|(s, k)| format!("{k} {s}")).collect();
     let events: Vec<String> = facts.events.iter().map(|(k, c)| format!("{k} {c}")).collect();
-    println!("\nload, {} messages over {} groups, max_live_sessions = {}", said.len(), o.groups, o.live);
+    let (usage, elapsed) = (&ran.usage, ran.elapsed);
+    println!("\nload, {} messages over {} groups, max_live_sessions = {} per node", said.len(), o.groups, o.live);
     println!("| measure | value |");
     println!("| --- | --- |");
-    let rate = |d: Duration| n / d.as_secs_f64().max(1e-6);
     println!(
-        "| first said → last answered (result stored) | {to_answered:.1?} = {:.0} messages/s |",
+        "| first said → last answered (result stored) | {to_answered:.1?} = {:.1} messages/s |",
         rate(to_answered)
     );
-    println!("| first said → last reply in its chat | {to_replied:.1?} = {:.0} messages/s |", rate(to_replied));
+    println!("| first said → last reply in its chat | {to_replied:.1?} = {:.1} messages/s |", rate(to_replied));
     println!("| whole run (until settled) | {elapsed:.1?} |");
     println!("| CLI processes started | {} ({:.2} per message) |", facts.processes, facts.processes as f64 / n);
-    println!("| pincer peak RSS (VmHWM) | {:.1} MiB |", usage.peak_rss_kib as f64 / 1024.0);
-    println!("| pincer CPU (user + system) | {:.1?} = {:.0} µs per message |", usage.cpu, per_msg(usage.cpu));
+    println!("| pincer peak RSS (VmHWM, the highest node) | {:.1} MiB |", usage.peak_rss_kib as f64 / 1024.0);
+    println!(
+        "| pincer CPU (user + system, all nodes) | {:.1?} = {:.0} µs per message |",
+        usage.cpu,
+        per_msg(usage.cpu)
+    );
+    if let Some(pg) = ran.postgres {
+        println!("| PostgreSQL server CPU (all its processes) | {pg:.1?} = {:.0} µs per message |", per_msg(pg));
+    }
     println!(
         "| stand-ins' CPU (children pincer reaped) | {:.1?} = {:.0} µs per message |",
         usage.children_cpu,
         per_msg(usage.children_cpu)
     );
-    println!("| replies sent twice (killed between Telegram's answer and pincer's record) | {} |", sent_twice.len());
+    println!("| replies sent twice (killed between Telegram's answer and pincer's record) | {sent_twice} |");
     println!(
         "| pincer's notices in the chats | {} |",
         if notices.is_empty() { "none".into() } else { notices.join(", ") }
     );
     println!("| session events | {} |", events.join(", "));
-    println!("| pincer's log | {} |", log_counts(root));
+    println!("| pincer's log | {} |", log_counts(roots));
+    print_latencies(traces);
+    Summary {
+        label: String::new(),
+        messages: said.len(),
+        engine_rate: rate(to_answered),
+        end_to_end_rate: rate(to_replied),
+        pincer_cpu_us: per_msg(usage.cpu),
+        postgres_cpu_us: ran.postgres.map(per_msg),
+        standin_cpu_us: per_msg(usage.children_cpu),
+        failures: 0,
+    }
+}
 
+fn print_latencies(traces: &HashMap<String, Trace>) {
     let gaps = |from: fn(&Trace) -> Option<i64>, to: fn(&Trace) -> Option<i64>| -> Vec<Duration> {
         traces.values().filter_map(|t| Some(Duration::from_micros((to(t)? - from(t)?).max(0) as u64))).collect()
     };
@@ -782,35 +1182,19 @@ fn report(
     );
     print_summary_row("answered → delivered (outbox, teloxide's Throttle)", gaps(Trace::answered, Trace::delivered));
     print_summary_row("said → reply in the chat (end to end)", gaps(|t| Some(t.said), Trace::first_reply));
-
-    if !kills.is_empty() {
-        println!("\nsoak: SIGKILL and restart (times from the start of the run)");
-        println!("| kill | at | messages said | unanswered then | restart → running |");
-        println!("| --- | --- | --- | --- | --- |");
-        for (i, k) in kills.iter().enumerate() {
-            println!("| {} | {:.3?} | {} | {} | {:.1?} |", i + 1, k.at, k.said, k.unanswered, k.restart);
-        }
-    }
-    let clean = traces.values().filter(|t| t.stored_once() && t.answered_once() && t.replies.len() == 1).count();
-    println!(
-        "\nexactly once: {clean} of {} messages stored once and answered, named by one result with one delivered \
-         row, one reply in their chat{}",
-        said.len(),
-        if failures == 0 { " (all checks passed)" } else { "" }
-    );
-    failures
 }
 
 /// WARN and ERROR lines in pincer's logs, with the most common messages.
-fn log_counts(root: &Path) -> String {
+fn log_counts(roots: &[&Path]) -> String {
     let mut warn = 0;
     let mut error = 0;
     let mut kinds: HashMap<String, u64> = HashMap::new();
-    let logs: Vec<PathBuf> = std::fs::read_dir(root)
-        .map(|d| {
-            d.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "log")).collect()
-        })
-        .unwrap_or_default();
+    let logs: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|root| std::fs::read_dir(root).ok())
+        .flat_map(|d| d.filter_map(Result::ok).map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
     for log in logs {
         let Ok(text) = std::fs::read_to_string(&log) else { continue };
         for line in text.lines() {

@@ -10,8 +10,10 @@
 //! tokens ([`tokens`]) the message carried, so the chat side can tell which
 //! message each reply answers. `--resume=<id>` keeps the session id; a control
 //! request gets a success answer; a line that is not JSON ends it with exit
-//! code 1, as it ends the real CLI; end of input ends it with 0. It never
-//! touches the network or the disk. `--version` (which pincer asks without
+//! code 1, as it ends the real CLI; end of input ends it with 0. With
+//! [`DELAY_ENV`] set to a number of milliseconds it waits that long before
+//! each `result`, like a model thinking, so a bench can make live slots (not
+//! CPU) bound pincer's throughput. It never touches the network or the disk. `--version` (which pincer asks without
 //! `claude.env`) is answered by the bench's `main` before anything else.
 #![allow(dead_code)]
 
@@ -21,6 +23,9 @@ use serde_json::{json, Value};
 
 /// Set in the stand-in's environment: the bench binary acts as the CLI.
 pub const ENV: &str = "LOAD_BENCH_STANDIN";
+
+/// Set to whole milliseconds: how long the stand-in takes per answer (0: none).
+pub const DELAY_ENV: &str = "LOAD_BENCH_STANDIN_DELAY_MS";
 
 /// What `--version` prints: the CLI version pincer is tested with.
 pub const VERSION: &str = "2.1.330 (Claude Code)";
@@ -69,6 +74,7 @@ pub fn run() -> ! {
     let stdin = std::io::stdin().lock();
     let mut out = BufWriter::new(std::io::stdout().lock());
     let mut cost = 0.0;
+    let delay = std::env::var(DELAY_ENV).ok().and_then(|v| v.parse().ok()).map(std::time::Duration::from_millis);
     for line in stdin.lines() {
         let Ok(line) = line else { break };
         if line.trim().is_empty() {
@@ -79,7 +85,12 @@ pub fn run() -> ! {
             std::process::exit(1);
         };
         let written = match frame.get("type").and_then(Value::as_str) {
-            Some("user") => answer(&mut out, &frame, &session_id, &mut cost),
+            Some("user") => {
+                if let Some(delay) = delay {
+                    std::thread::sleep(delay);
+                }
+                answer(&mut out, &frame, &session_id, &mut cost)
+            }
             Some("control_request") => {
                 let id = frame.get("request_id").cloned().unwrap_or(Value::Null);
                 let reply = json!({

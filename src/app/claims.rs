@@ -27,6 +27,12 @@ use crate::store::{Leases, Takeover};
 /// (`app::hints`) is lost.
 const TICK: Duration = Duration::from_millis(500);
 
+/// A session that holds its slot for work: in a turn, owing answers, or
+/// running background tasks.
+fn busy(s: &crate::session::SessionStatus) -> bool {
+    s.live && (s.in_turn || s.pending > 0 || s.running_tasks > 0)
+}
+
 /// What the claim loop works with.
 pub struct ClaimLoop {
     pub leases: Leases,
@@ -76,9 +82,12 @@ impl ClaimLoop {
                 return None;
             }
         };
-        let live = self.router.statuses().iter().filter(|(_, s)| s.live).count();
-        self.live.send_replace(live);
-        let me = Me { id: self.node.clone(), incarnation, live: live as u64, slots: self.slots };
+        // Busy sessions are the load: an idle one gives its slot to a group
+        // claimed here at once (its actor waits for a slot, and idle
+        // sessions close for a waiting group), as on one machine.
+        let busy = self.router.statuses().iter().filter(|(_, s)| busy(s)).count();
+        self.live.send_replace(busy);
+        let me = Me { id: self.node.clone(), incarnation, live: busy as u64, slots: self.slots };
         let plan = rounds.plan(&me, &work, &nodes, self.timing.grace(), Instant::now());
         for group in &plan.claim {
             self.claim(group, incarnation).await;

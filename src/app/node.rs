@@ -48,7 +48,7 @@ impl NodeSection {
 const OUTBOX_LOOK: Duration = Duration::from_millis(250);
 
 /// The running node: its membership, which leaves only once this node's
-/// CLIs are gone ([`ClusterNode::leave`]).
+/// CLIs are gone and its outbox flushed ([`ClusterNode::leave`]).
 pub struct ClusterNode {
     membership: Membership,
     leave: CancellationToken,
@@ -108,8 +108,8 @@ impl ClusterNode {
         super::gateway::Gateway { leases: self.leases.clone(), lease, node: self.node.clone(), state: self.state() }
     }
 
-    /// Leaves the cluster (once this node's CLIs are gone): its groups and
-    /// gateways may be claimed at once.
+    /// Leaves the cluster (once this node's CLIs are gone and its outbox
+    /// flushed): its groups and gateways may be claimed at once.
     pub async fn leave(self) {
         self.leave.cancel();
         self.membership.stopped().await;

@@ -21,7 +21,8 @@ pub struct Running {
     pub(super) services: Services,
     /// `claude.shutdown_grace`: how long the outbox may take to flush.
     grace: Duration,
-    /// On a cluster node: its membership, left once the sessions are gone.
+    /// On a cluster node: its membership, left once the sessions are gone
+    /// and the outbox flushed.
     pub(super) node: Option<super::node::ClusterNode>,
     _lock: DataLock,
 }
@@ -56,10 +57,6 @@ impl Stages for Running {
 
     async fn drain_sessions(&mut self) {
         self.engine.stop_sessions().await;
-        // Only now: leaving lets other nodes claim this node's groups at once.
-        if let Some(node) = self.node.take() {
-            node.leave().await;
-        }
     }
 
     async fn flush_outbox(&mut self) -> anyhow::Result<()> {
@@ -68,6 +65,12 @@ impl Stages for Running {
     }
 
     async fn close_store(&mut self) {
+        // Only now, with its CLIs gone and its outbox flushed: leaving lets
+        // other nodes claim this node's groups and gateway at once, and a
+        // gateway still sending would send beside the next one.
+        if let Some(node) = self.node.take() {
+            node.leave().await;
+        }
         self.engine.store.close().await;
     }
 }

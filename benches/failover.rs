@@ -20,11 +20,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use pincer::domain::ChatAddress;
-use pincer::store::GroupSettings;
-
 use support::bench::print_row;
-use support::cluster::{holder, nodes_with};
+use support::cluster::{holder, nodes_with, serving_team};
 use support::fake_api::{echo, FakeApi};
 use support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 
@@ -56,17 +53,7 @@ async fn failover(kills: usize, ttl: Duration) {
     let api = FakeApi::start(echo()).await;
     let bot = FakeBot::start().await;
     let url = support::postgres::server().fresh_database();
-    let mut nodes = nodes_with(&api, &bot, &url, 3, ttl);
-    let settings = GroupSettings {
-        chat: Some(ChatAddress::telegram(team().id, None)),
-        requires_trigger: false,
-        ..Default::default()
-    };
-    nodes[0].sandbox.add_group_with("team", settings).await;
-    for node in &mut nodes {
-        node.start().await;
-    }
-    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.expect("the bench's database");
+    let (mut nodes, mut db) = serving_team(nodes_with(&api, &bot, &url, 3, ttl), &url, team().id).await;
     bot.say(&team(), &alice(), "hello WARM");
     answered(&bot, "WARM").await;
 

@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
 
-use crate::support::cluster::{holder, nodes, Node};
+use crate::support::cluster::{holder, nodes, serving_team, Node};
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 use crate::support::harness::pincer_command;
@@ -39,17 +38,7 @@ async fn a_killed_nodes_group_is_answered_by_another_once_in_the_same_conversati
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let url = postgres::server().fresh_database();
-    let mut nodes = nodes(&api, &bot, &url);
-    let settings = GroupSettings {
-        chat: Some(ChatAddress::telegram(team().id, None)),
-        requires_trigger: false,
-        ..Default::default()
-    };
-    nodes[0].sandbox.add_group_with("team", settings).await;
-    for node in &mut nodes {
-        node.start().await;
-    }
-    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    let (mut nodes, mut db) = serving_team(nodes(&api, &bot, &url), &url, team().id).await;
 
     bot.say(&team(), &alice(), "remember PINEAPPLE");
     assert_eq!(answered(&bot, "PINEAPPLE").await, 1);
@@ -115,17 +104,7 @@ async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let url = postgres::server().fresh_database();
-    let mut nodes = nodes(&api, &bot, &url);
-    let settings = GroupSettings {
-        chat: Some(ChatAddress::telegram(team().id, None)),
-        requires_trigger: false,
-        ..Default::default()
-    };
-    nodes[0].sandbox.add_group_with("team", settings).await;
-    for node in &mut nodes {
-        node.start().await;
-    }
-    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    let (nodes, mut db) = serving_team(nodes(&api, &bot, &url), &url, team().id).await;
     bot.say(&team(), &alice(), "remember PINEAPPLE");
     assert_eq!(answered(&bot, "PINEAPPLE").await, 1);
     let owner = holder(&mut db, "team").await.expect("a node holds the group");
@@ -182,17 +161,7 @@ async fn one_node_polls_telegram_and_when_it_dies_another_takes_over_losing_no_u
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let url = postgres::server().fresh_database();
-    let mut nodes = nodes(&api, &bot, &url);
-    let settings = GroupSettings {
-        chat: Some(ChatAddress::telegram(team().id, None)),
-        requires_trigger: false,
-        ..Default::default()
-    };
-    nodes[0].sandbox.add_group_with("team", settings).await;
-    for node in &mut nodes {
-        node.start().await;
-    }
-    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    let (mut nodes, mut db) = serving_team(nodes(&api, &bot, &url), &url, team().id).await;
     bot.say(&team(), &alice(), "hello APPLE");
     assert_eq!(answered(&bot, "APPLE").await, 1);
     let gateway = holder(&mut db, "gw:telegram:123456").await.expect("a node holds the bot's gateway");
@@ -280,17 +249,7 @@ async fn a_reply_queued_by_a_gateway_that_dies_is_sent_once_by_the_next() {
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let url = postgres::server().fresh_database();
-    let mut nodes = nodes(&api, &bot, &url);
-    let settings = GroupSettings {
-        chat: Some(ChatAddress::telegram(team().id, None)),
-        requires_trigger: false,
-        ..Default::default()
-    };
-    nodes[0].sandbox.add_group_with("team", settings).await;
-    for node in &mut nodes {
-        node.start().await;
-    }
-    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    let (mut nodes, mut db) = serving_team(nodes(&api, &bot, &url), &url, team().id).await;
     bot.say(&team(), &alice(), "hello APPLE");
     assert_eq!(answered(&bot, "APPLE").await, 1);
     let gateway = holder(&mut db, "gw:telegram:123456").await.expect("a node holds the bot's gateway");
@@ -327,17 +286,7 @@ async fn a_group_handed_off_by_a_stopping_node_takes_its_folder_along() {
     let api = FakeApi::start(fake_api::echo()).await;
     let bot = FakeBot::start().await;
     let url = postgres::server().fresh_database();
-    let mut nodes = nodes(&api, &bot, &url);
-    let settings = GroupSettings {
-        chat: Some(ChatAddress::telegram(team().id, None)),
-        requires_trigger: false,
-        ..Default::default()
-    };
-    nodes[0].sandbox.add_group_with("team", settings).await;
-    for node in &mut nodes {
-        node.start().await;
-    }
-    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    let (mut nodes, mut db) = serving_team(nodes(&api, &bot, &url), &url, team().id).await;
     bot.say(&team(), &alice(), "hello FIG");
     assert_eq!(answered(&bot, "FIG").await, 1);
     let owner = holder(&mut db, "team").await.expect("a node holds the group");

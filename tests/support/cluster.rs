@@ -9,6 +9,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use pincer::cluster::NodeId;
 use pincer::config::Secret;
+use pincer::domain::ChatAddress;
+use pincer::store::GroupSettings;
 
 use super::fake_api::FakeApi;
 use super::fake_bot::FakeBot;
@@ -67,6 +69,20 @@ pub fn nodes_with(api: &FakeApi, bot: &FakeBot, url: &str, count: usize, lease_t
             Node { id: format!("n{n}"), sandbox, child: None }
         })
         .collect()
+}
+
+/// `nodes` (sharing `url`) with a group `team` bound to the Telegram chat
+/// `chat` and answering every message, registered through the first, all
+/// started; and a connection to their database.
+pub async fn serving_team(mut nodes: Vec<Node>, url: &str, chat: i64) -> (Vec<Node>, sqlx::PgConnection) {
+    let settings =
+        GroupSettings { chat: Some(ChatAddress::telegram(chat, None)), requires_trigger: false, ..Default::default() };
+    nodes[0].sandbox.add_group_with("team", settings).await;
+    for node in &mut nodes {
+        node.start().await;
+    }
+    let db = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.expect("the nodes' database");
+    (nodes, db)
 }
 
 /// The node holding `lease` now, by the store.

@@ -202,7 +202,7 @@ impl Scheduler {
     async fn on_done(&mut self, done: RunDone) {
         self.running.remove(&done.id);
         let result = match done.end {
-            RunEnd::Ok => self.deps.schedules.schedule_succeeded(done.id).await,
+            RunEnd::Ok => self.deps.schedules.schedule_succeeded(done.id, &done.group).await,
             RunEnd::Failed(why) => self.failed(done.id, &why).await,
             RunEnd::Stopped => Ok(()),
         };

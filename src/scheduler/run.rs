@@ -14,6 +14,8 @@ use crate::store::RunId;
 /// How a run ended, for the scheduler.
 pub(super) struct RunDone {
     pub id: ScheduleId,
+    /// The schedule's group: whose lease its outcome's writes are fenced by.
+    pub group: crate::domain::GroupName,
     pub end: RunEnd,
 }
 
@@ -44,7 +46,7 @@ pub(super) async fn execute(deps: &SchedulerDeps, s: Schedule, run: RunId) -> Ru
     if matches!(end, RunEnd::Stopped) {
         run_again_at_start(deps, id).await;
     }
-    RunDone { id, end }
+    RunDone { id, group: s_group, end }
 }
 
 /// Routes the prompt and waits for its turn: (how it ended, text for the log, cost).

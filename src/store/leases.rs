@@ -224,23 +224,39 @@ fn lease_seen(row: &sqlx::any::AnyRow) -> Result<LeaseSeen, StoreError> {
     })
 }
 
+/// Opens a transaction on `conn` for a write of `group`'s; on a cluster
+/// node its lease is checked first ([`check`]), so nothing in it commits
+/// once the group moved on.
+pub(super) async fn begin_checked<'c, A>(
+    conn: A,
+    fences: &Fences,
+    group: &GroupName,
+) -> Result<sqlx::Transaction<'c, sqlx::Any>, StoreError>
+where
+    A: sqlx::Acquire<'c, Database = sqlx::Any>,
+{
+    let fence = fences.of(&LeaseName::group(group))?;
+    let mut tx = conn.begin().await?;
+    if let Some(fence) = &fence {
+        check(&mut tx, fences, fence).await?;
+    }
+    Ok(tx)
+}
+
 /// Runs `query`, a write of `group`'s: alone, or, on a cluster node, in a
-/// transaction that first checks the group's lease ([`check`]).
+/// transaction that first checks the group's lease ([`begin_checked`]).
 pub(super) async fn execute_for<'q>(
     db: &super::db::Db,
     group: &GroupName,
     query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> Result<sqlx::any::AnyQueryResult, StoreError> {
-    match db.fences.of(&LeaseName::group(group))? {
-        None => Ok(query.execute(&db.pool).await?),
-        Some(fence) => {
-            let mut tx = db.pool.begin().await?;
-            check(&mut tx, &db.fences, &fence).await?;
-            let done = query.execute(&mut *tx).await?;
-            tx.commit().await?;
-            Ok(done)
-        }
+    if !db.fences.is_cluster_node() {
+        return Ok(query.execute(&db.pool).await?);
     }
+    let mut tx = begin_checked(&db.pool, &db.fences, group).await?;
+    let done = query.execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(done)
 }
 
 /// [`execute_for`] on the message path's connection (`hot`), for a write
@@ -250,19 +266,14 @@ pub(super) async fn fetch_hot_for<'q>(
     group: &GroupName,
     query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
-    use sqlx::Connection;
-    let fence = db.fences.of(&LeaseName::group(group))?;
     let mut conn = db.hot.lock().await?;
-    match fence {
-        None => Ok(query.fetch_all(&mut *conn).await?),
-        Some(fence) => {
-            let mut tx = conn.begin().await?;
-            check(&mut tx, &db.fences, &fence).await?;
-            let rows = query.fetch_all(&mut *tx).await?;
-            tx.commit().await?;
-            Ok(rows)
-        }
+    if !db.fences.is_cluster_node() {
+        return Ok(query.fetch_all(&mut *conn).await?);
     }
+    let mut tx = begin_checked(&mut *conn, &db.fences, group).await?;
+    let rows = query.fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(rows)
 }
 
 /// Opens a transaction for a write of `group`'s, its lease checked first on a cluster node.
@@ -270,10 +281,5 @@ pub(super) async fn begin_for(
     db: &super::db::Db,
     group: &GroupName,
 ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
-    let fence = db.fences.of(&LeaseName::group(group))?;
-    let mut tx = db.pool.begin().await?;
-    if let Some(fence) = &fence {
-        check(&mut tx, &db.fences, fence).await?;
-    }
-    Ok(tx)
+    begin_checked(&db.pool, &db.fences, group).await
 }

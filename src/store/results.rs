@@ -14,7 +14,6 @@ use super::inbound::{settle_list, settle_sql, InboundState, SETTLE_SQL};
 use super::leases;
 use super::outbox::{self, Enqueue, OutboxId};
 use super::transcripts::{self, TranscriptWrite};
-use crate::cluster::fence::LeaseName;
 use crate::domain::{GroupName, InboundId, TurnResult};
 
 /// A result's row, the first statement of SQLite's statement list (`?`).
@@ -154,12 +153,7 @@ async fn in_steps(
     carried: Carried<'_>,
 ) -> Result<Option<i64>, StoreError> {
     let settles = carried.settles;
-    use sqlx::Connection;
-    let fence = fences.of(&LeaseName::group(row.group))?;
-    let mut tx = conn.begin().await?;
-    if let Some(fence) = &fence {
-        leases::check(&mut tx, fences, fence).await?;
-    }
+    let mut tx = leases::begin_checked(&mut *conn, fences, row.group).await?;
     let result: i64 = bind_result!(sqlx::query_scalar(RESULT_RETURNING_SQL), row).fetch_one(&mut *tx).await?;
     let mut reply = None;
     if let Some(out) = &out {

@@ -231,24 +231,25 @@ impl Schedules {
     }
 
     /// A run succeeded: no failures in a row, and a `once` that is still
-    /// active is spent. One statement, whatever changed since the run began.
-    pub async fn schedule_succeeded(&self, id: ScheduleId) -> Result<(), StoreError> {
-        sqlx::query(
+    /// active is spent. One statement, whatever changed since the run began;
+    /// fenced by `group`'s lease, so a node that lost the group while the run
+    /// went on leaves the schedule as the new owner judged it.
+    pub async fn schedule_succeeded(&self, id: ScheduleId, group: &GroupName) -> Result<(), StoreError> {
+        let query = sqlx::query(
             "UPDATE schedules SET failures = 0,
                     next_run_us = CASE WHEN kind = 'once' AND status = 'active' THEN NULL ELSE next_run_us END,
                     status = CASE WHEN kind = 'once' AND status = 'active' THEN 'completed' ELSE status END
              WHERE id = $1",
         )
-        .bind(id.0)
-        .execute(&self.db.pool)
-        .await?;
+        .bind(id.0);
+        super::leases::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 
     /// Writes a schedule's status, failures and next run together, if they
     /// are still what `seen` read (false otherwise: read it again and decide
     /// again). So a change made meanwhile (a cancel, a run-now) is never
-    /// overwritten by a decision taken before it.
+    /// overwritten by a decision taken before it. Fenced by the group's lease.
     pub async fn change_schedule_if(
         &self,
         seen: &Schedule,
@@ -256,7 +257,7 @@ impl Schedules {
         failures: u32,
         next_run: Option<DateTime<Utc>>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let query = sqlx::query(
             "UPDATE schedules SET status = $1, failures = $2, next_run_us = $3
              WHERE id = $4 AND status = $5 AND failures = $6 AND next_run_us IS NOT DISTINCT FROM $7",
         )
@@ -266,9 +267,8 @@ impl Schedules {
         .bind(seen.id.0)
         .bind(seen.status.as_str())
         .bind(i64::from(seen.failures))
-        .bind(seen.next_run.map(us))
-        .execute(&self.db.pool)
-        .await?;
+        .bind(seen.next_run.map(us));
+        let done = super::leases::execute_for(&self.db, &seen.group, query).await?;
         Ok(done.rows_affected() > 0)
     }
 

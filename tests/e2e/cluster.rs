@@ -2,7 +2,8 @@
 //! with its own data directory, the real CLI, the fake API and one fake Bot
 //! API: a group is answered by the node holding its lease, and when that
 //! node is killed another one answers the group's next message, once, in
-//! the same conversation.
+//! the same conversation; `pincer status` and each node's `/metrics` show
+//! the move.
 
 use std::time::{Duration, Instant};
 
@@ -62,6 +63,9 @@ async fn a_killed_nodes_group_is_answered_by_another_once_in_the_same_conversati
     assert_eq!(status["store"]["groups"][0]["owner"]["node"], after.as_str(), "{status}");
     let killed = status["store"]["nodes"].as_array().unwrap().iter().find(|n| n["id"] == owner.as_str()).cloned();
     assert_eq!(killed.map(|n| n["alive"].clone()), Some(serde_json::Value::Bool(false)), "{status}");
+    // So does its /metrics: it claimed the group (and holds at least it).
+    survivor.metric_at_least("pincer_lease_claims_total{kind=\"group\"}", 1.0).await;
+    survivor.metric_at_least("pincer_leases_held", 1.0).await;
 
     // The conversation went on: the model saw the earlier turns.
     let last = api.main_requests().into_iter().rev().find(|r| r.all_text().contains("MANGO")).unwrap().all_text();
@@ -138,6 +142,10 @@ async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it
     tokio::time::timeout(crate::support::harness::PATIENCE, lapsed)
         .await
         .expect("the thawed node sees its lease lapsed");
+    // Its /metrics counts the loss; the new owner's, the claim.
+    frozen.metric_at_least("pincer_lease_losses_total{reason=\"lapsed\"}", 1.0).await;
+    let new_owner = nodes.iter().find(|n| n.id == after).unwrap();
+    new_owner.metric_at_least("pincer_lease_claims_total{kind=\"group\"}", 1.0).await;
     bot.say(&team(), &alice(), "MARKER");
     assert_eq!(answered(&bot, "MARKER").await, 1);
     for word in ["PINEAPPLE", "MANGO"] {

@@ -21,6 +21,8 @@ pub struct Node {
     pub id: String,
     pub sandbox: Sandbox,
     pub child: Option<tokio::process::Child>,
+    /// Where its `/metrics` is served.
+    pub http: std::net::SocketAddr,
 }
 
 impl Node {
@@ -40,6 +42,29 @@ impl Node {
         let mut child = self.child.take().expect("the node runs");
         kill(Pid::from_raw(child.id().unwrap() as i32), Signal::SIGTERM).unwrap();
         child.wait().await.unwrap();
+    }
+
+    /// The value of the sample `name` (with its labels, as scraped) in the
+    /// node's `/metrics`, once it is at least `least`; panics after a while.
+    pub async fn metric_at_least(&self, name: &str, least: f64) -> f64 {
+        let url = format!("http://{}/metrics", self.http);
+        let value = |body: &str| {
+            let line = body.lines().find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))?;
+            line[name.len()..].trim().parse::<f64>().ok()
+        };
+        let polling = async {
+            loop {
+                if let Ok(response) = reqwest::get(&url).await {
+                    let body = response.text().await.unwrap_or_default();
+                    if let Some(v) = value(&body).filter(|v| *v >= least) {
+                        return v;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let waited = tokio::time::timeout(super::harness::PATIENCE, polling).await;
+        waited.unwrap_or_else(|_| panic!("{}'s /metrics never showed {name} >= {least}", self.id))
     }
 
     pub async fn kill_9(&mut self) {
@@ -66,7 +91,9 @@ pub fn nodes_with(api: &FakeApi, bot: &FakeBot, url: &str, count: usize, lease_t
             sandbox.config.cluster.lease_ttl = lease_ttl;
             sandbox.use_telegram(bot);
             sandbox.fast_retries();
-            Node { id: format!("n{n}"), sandbox, child: None }
+            let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+            sandbox.config.http.listen = Some(http);
+            Node { id: format!("n{n}"), sandbox, child: None, http }
         })
         .collect()
 }

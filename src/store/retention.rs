@@ -9,6 +9,9 @@
 //! still in use is touched: a queued, sent or preparing message, a queued
 //! outbox row, a running schedule run.
 //!
+//! On PostgreSQL, a cluster's stored transcripts of sessions no longer
+//! their group's and the folder snapshots of removed groups go after `days`.
+//!
 //! Each group's spend per quarter hour (what budgets sum) goes after `days`
 //! too, but never before [`SPEND_KEPT`], so the current month's is always
 //! whole, however short the retention.
@@ -167,6 +170,26 @@ const SPEND: &[Rule] = &[Rule {
     statement: "DELETE FROM spend WHERE rowid IN (SELECT rowid FROM spend WHERE slot_us < $1 LIMIT $2)",
 }];
 
+/// A cluster's copies (PostgreSQL only: the tables are
+/// `migrations/postgres/`'s), after `days`: the stored transcripts of
+/// sessions no longer their group's (a new session began, or the group is
+/// gone; nothing ever resumes them), and the folder snapshots of removed groups.
+const CLUSTER_COPIES: &[Rule] = &[
+    Rule {
+        table: "transcript_chunks",
+        statement: "DELETE FROM transcript_chunks WHERE rowid IN
+                      (SELECT c.rowid FROM transcript_chunks c WHERE c.stored_at_us < $1
+                          AND NOT EXISTS (SELECT 1 FROM groups g
+                                           WHERE g.name = c.group_name AND g.session_id = c.session_id) LIMIT $2)",
+    },
+    Rule {
+        table: "group_folders",
+        statement: "DELETE FROM group_folders WHERE rowid IN
+                      (SELECT f.rowid FROM group_folders f WHERE f.taken_at_us < $1
+                          AND NOT EXISTS (SELECT 1 FROM groups g WHERE g.name = f.group_name) LIMIT $2)",
+    },
+];
+
 /// The history people read, after `history_days` (rows that refer to a
 /// message or result go first: their outbox rows, their images).
 const HISTORY: &[Rule] = &[
@@ -221,7 +244,13 @@ impl Retention {
     ) -> Result<Pruned, StoreError> {
         let mut pruned = Pruned::default();
         let spend = spend_cutoff(cutoff_us, now_us());
-        let passes = [(OPERATIONAL, Some(cutoff_us)), (SPEND, Some(spend)), (HISTORY, history_cutoff_us)];
+        let cluster = (self.db.dialect == Dialect::Postgres).then_some(cutoff_us);
+        let passes = [
+            (OPERATIONAL, Some(cutoff_us)),
+            (SPEND, Some(spend)),
+            (CLUSTER_COPIES, cluster),
+            (HISTORY, history_cutoff_us),
+        ];
         for (rules, cutoff) in passes {
             let Some(cutoff) = cutoff else { continue };
             for rule in rules {

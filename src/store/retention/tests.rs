@@ -184,3 +184,42 @@ fn the_spend_cutoff_never_reaches_into_the_last_forty_days() {
     assert_eq!(spend_cutoff(now - day, now), now - 40 * day, "a 1-day retention keeps 40 days of spend");
     assert_eq!(spend_cutoff(now - 90 * day, now), now - 90 * day, "a longer one keeps what it says");
 }
+
+/// A cluster's copies (PostgreSQL only): the stored transcript of a session
+/// that is no longer its group's goes once old, the current session's
+/// stays however old; a removed group's folder snapshot goes, a live
+/// group's stays.
+#[tokio::test]
+async fn a_clusters_stale_transcripts_and_removed_groups_folders_go() {
+    let store =
+        Store::connect(&Location::Postgres(crate::store::tests::postgres::server().fresh_database())).await.unwrap();
+    let team: GroupName = "team".parse().unwrap();
+    store.groups().add_group(&team, &GroupSettings::default()).await.unwrap();
+    store.groups().set_session_id(&team, Some("current")).await.unwrap();
+    for (group, session, at) in [("team", "current", OLD), ("team", "before", OLD), ("team", "before-new", CUTOFF + 1)]
+    {
+        exec(
+            &store,
+            &format!(
+                "INSERT INTO transcript_chunks (group_name, session_id, start_at, end_at, bytes, stored_at_us)
+             VALUES ('{group}', '{session}', 0, 2, 'ab'::bytea, {at})"
+            ),
+        )
+        .await;
+    }
+    for group in ["team", "removed"] {
+        exec(&store, &format!(
+            "INSERT INTO group_folders (group_name, taken_at_us, taken_by, bytes) VALUES ('{group}', {OLD}, 'n1', ''::bytea)"
+        ))
+        .await;
+    }
+    let pruned = store.retention().prune(CUTOFF, None, Duration::ZERO).await.unwrap();
+    assert!(pruned.rows.contains(&("transcript_chunks", 1)), "{pruned:?}");
+    assert!(pruned.rows.contains(&("group_folders", 1)), "{pruned:?}");
+    let sessions: Vec<String> = sqlx::query_scalar("SELECT session_id FROM transcript_chunks ORDER BY session_id")
+        .fetch_all(&store.db.pool)
+        .await
+        .unwrap();
+    assert_eq!(sessions, ["before-new", "current"], "the current one, and a stale one not old yet");
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM group_folders WHERE group_name = 'team'").await, 1);
+}

@@ -79,6 +79,7 @@ impl Router {
             live: deps.live.clone(),
             retry: RetryPolicy::new(delivery.retry_first, delivery.retry_cap),
             ready: ready_tx,
+            leases: deps.leases.clone(),
         };
         let preparer = Preparer::spawn(preparer_deps, &tracker, deps.shutdown.clone());
         let router = Router {

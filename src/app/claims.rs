@@ -95,6 +95,12 @@ impl ClaimLoop {
         for group in &plan.wake {
             self.wake(group).await;
         }
+        if !plan.claim.is_empty() || !plan.wake.is_empty() {
+            // A message with media another node stored for a group of this
+            // node's waits for this node's preparer (it prepares only the
+            // groups it holds).
+            self.router.prepare_waiting();
+        }
         plan.look_again
     }
 

@@ -13,6 +13,8 @@
 //! Whatever fails becomes a note in the message, never a message held back:
 //! the message is then `queued` with its images in one transaction and its
 //! session woken. An album waits [`ALBUM_WINDOW`] first, for its other parts.
+//! On a cluster node it prepares only the messages of groups it holds, and
+//! the result is written under the group's lease.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -37,7 +39,7 @@ use crate::domain::media::{fetch_limit, human_bytes, safe_file_name, Attachment,
 use crate::domain::{GroupName, Inbound, InboundId, Platform, Source};
 use crate::outbox::Outbox;
 use crate::retry::RetryPolicy;
-use crate::store::{Preparing, Queue, ToPrepare};
+use crate::store::{Leases, Preparing, Queue, ToPrepare};
 
 /// How long an album's first part waits for the others (a platform sends
 /// them as separate messages, a moment apart).
@@ -78,6 +80,10 @@ pub struct PreparerDeps {
     pub retry: RetryPolicy,
     /// Hears each group whose message is ready (the router wakes its session).
     pub ready: mpsc::Sender<GroupName>,
+    /// Whose groups this node prepares: on a cluster node only those it
+    /// holds (the media land in the folder of the node that runs the
+    /// group, and no two nodes fetch one file); every group on one machine.
+    pub leases: Leases,
 }
 
 /// The preparer's handle (cheap to clone).
@@ -120,7 +126,10 @@ async fn run(deps: PreparerDeps, wake: Arc<Notify>, shutdown: CancellationToken)
             }
         }
         let waiting = match deps.preparing.all_preparing().await {
-            Ok(waiting) => waiting,
+            Ok(mut waiting) => {
+                waiting.retain(|w| deps.leases.holds_group(&w.group));
+                waiting
+            }
             Err(e) => {
                 // Looked at again at the next wake or finished preparation.
                 tracing::error!(%e, "cannot read the messages waiting for their media");
@@ -176,7 +185,7 @@ async fn give_up(deps: &PreparerDeps, id: InboundId) {
 }
 
 async fn finish(deps: &PreparerDeps, id: InboundId, group: &GroupName, media: &[Attachment], images: &[ModelImage]) {
-    match deps.preparing.finish_preparing(id, media, images).await {
+    match deps.preparing.finish_preparing(id, group, media, images).await {
         Ok(true) => {
             let _ = deps.ready.send(group.clone()).await;
         }

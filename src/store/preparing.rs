@@ -88,16 +88,18 @@ impl Preparing {
         Ok(Some(ToPrepare { msg, observed }))
     }
 
-    /// Message `id` prepared: its attachments as they came out and the
-    /// images the model is shown, and `queued` for its session, together.
-    /// Whether it was still `preparing` (if not, nothing changes).
+    /// Message `id` of `group` prepared: its attachments as they came out
+    /// and the images the model is shown, and `queued` for its session,
+    /// together, under the group's lease on a cluster node. Whether it was
+    /// still `preparing` (if not, nothing changes).
     pub async fn finish_preparing(
         &self,
         id: InboundId,
+        group: &GroupName,
         media: &[Attachment],
         images: &[ModelImage],
     ) -> Result<bool, StoreError> {
-        let mut tx = self.db.pool.begin().await?;
+        let mut tx = super::leases::begin_for(&self.db, group).await?;
         let done = sqlx::query(
             "UPDATE inbound SET state = COALESCE(prepared_as, 'queued'), media = $1 WHERE id = $2 AND state = 'preparing'",
         )
@@ -275,7 +277,7 @@ mod tests {
         };
         let taken = store.preparing().take_preparing(seen).await.unwrap().unwrap();
         assert!(taken.observed);
-        assert!(store.preparing().finish_preparing(seen, &taken.msg.media, &[]).await.unwrap());
+        assert!(store.preparing().finish_preparing(seen, &taken.msg.group, &taken.msg.media, &[]).await.unwrap());
         let state: String = sqlx::query_scalar("SELECT state FROM inbound WHERE id = $1")
             .bind(seen.0)
             .fetch_one(&store.db.pool)
@@ -320,7 +322,7 @@ mod tests {
         assert_eq!(context(store.clone()).await, [(seen, false), (asked, false)], "it holds the question back");
 
         let taken = store.preparing().take_preparing(asked).await.unwrap().unwrap();
-        assert!(store.preparing().finish_preparing(asked, &taken.msg.media, &[]).await.unwrap());
+        assert!(store.preparing().finish_preparing(asked, &taken.msg.group, &taken.msg.media, &[]).await.unwrap());
         assert_eq!(context(store.clone()).await, [(seen, false)], "the question is queued behind it");
         store.queue().set_inbound_state(&[asked], InboundState::Sent).await.unwrap();
         assert_eq!(context(store.clone()).await, [(seen, true)], "nothing waits behind it any more");
@@ -354,8 +356,8 @@ mod tests {
             image_note: None,
         };
         let image = ModelImage { media_type: "image/png".into(), data: vec![1, 2, 3] };
-        assert!(store.preparing().finish_preparing(id, &msg.media, std::slice::from_ref(&image)).await.unwrap());
-        assert!(!store.preparing().finish_preparing(id, &msg.media, &[]).await.unwrap(), "only once");
+        assert!(store.preparing().finish_preparing(id, &msg.group, &msg.media, std::slice::from_ref(&image)).await.unwrap());
+        assert!(!store.preparing().finish_preparing(id, &msg.group, &msg.media, &[]).await.unwrap(), "only once");
 
         let pulled = store.queue().queued_inbound(&group, InboundId(0), 10).await.unwrap();
         assert_eq!(pulled.iter().map(|p| p.id).collect::<Vec<_>>(), [id, after], "in the order they came");

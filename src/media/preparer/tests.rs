@@ -109,6 +109,11 @@ impl Rig {
     async fn new(fetch: Arc<dyn Fetch>, config: Config) -> Rig {
         let group: GroupName = "family".parse().unwrap();
         let (dir, store) = crate::store::tests::store_with(&group).await;
+        Rig::on(dir, store, group, fetch, config)
+    }
+
+    /// A rig on `store`, whose group `group` is registered.
+    fn on(dir: tempfile::TempDir, store: Store, group: GroupName, fetch: Arc<dyn Fetch>, config: Config) -> Rig {
         let groups_dir = dir.path().join("groups");
         let fetchers = Fetchers::default();
         fetchers.register(Platform::Telegram, fetch);
@@ -122,6 +127,7 @@ impl Rig {
             live: Live::fixed(&config),
             retry: RetryPolicy::new(Duration::from_millis(10), Duration::from_millis(10)),
             ready: ready_tx,
+            leases: store.leases(),
         };
         let shutdown = CancellationToken::new();
         let preparer = Preparer::spawn(deps, &TaskTracker::new(), shutdown.clone());
@@ -423,5 +429,43 @@ async fn a_question_in_one_group_is_prepared_before_another_groups_pile_of_conte
     }
     assert_eq!(fetch.held_most.load(Ordering::SeqCst), 1, "the pile went one photo at a time");
     assert!(rig.store.preparing().all_preparing().await.unwrap().is_empty());
+    rig.shutdown.cancel();
+}
+
+/// On a cluster node the preparer prepares only the groups the node holds:
+/// a message of a group held elsewhere is left for its owner (a pass that
+/// prepared another group's message did not touch it), and prepared once
+/// the node claims the group.
+#[tokio::test]
+async fn a_cluster_node_prepares_only_the_groups_it_holds() {
+    use crate::cluster::{LeaseName, NodeId};
+    let dir = tempfile::tempdir().unwrap();
+    let url = crate::store::tests::postgres::server().fresh_database();
+    let store = Store::connect(&crate::store::Location::Postgres(url)).await.unwrap();
+    let (family, other): (GroupName, GroupName) = ("family".parse().unwrap(), "other".parse().unwrap());
+    for g in [&family, &other] {
+        store.groups().add_group(g, &crate::store::GroupSettings::default()).await.unwrap();
+    }
+    let node = NodeId::new("node-a").unwrap();
+    let incarnation = store.leases().register(&node, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    store.leases().claim(&LeaseName::group(&other), &node, incarnation).await.unwrap().expect("claimed");
+    let fetch = Arc::new(Scripted::default()).answer("f1", vec![Ok(png(8, 8))]).answer("f2", vec![Ok(png(8, 8))]);
+    let mut rig = Rig::on(dir, store, family.clone(), fetch.clone(), Config::default());
+    let photo = |key: &str| vec![Attachment::bounded(MediaKind::Photo, key)];
+    let theirs = rig.store(&rig.message("not ours yet", photo("f1"), None)).await;
+    let mut ours = rig.message("ours", photo("f2"), None);
+    ours.group = other.clone();
+    rig.store(&ours).await;
+    rig.preparer.wake();
+
+    assert_eq!(rig.ready.recv().await, Some(other), "the held group's message is prepared");
+    assert_eq!(fetch.tries.load(Ordering::SeqCst), 1, "the other group's file was not fetched here");
+    let waiting = rig.store.preparing().all_preparing().await.unwrap();
+    assert_eq!(waiting.iter().map(|w| w.id).collect::<Vec<_>>(), [theirs], "left for the group's owner");
+
+    rig.store.leases().claim(&LeaseName::group(&family), &node, incarnation).await.unwrap().expect("claimed");
+    rig.preparer.wake();
+    let pulled = rig.prepared().await;
+    assert_eq!((pulled.id, fetch.tries.load(Ordering::SeqCst)), (theirs, 2));
     rig.shutdown.cancel();
 }

@@ -70,6 +70,9 @@ mod tests {
         let here = Store::connect(&Location::Postgres(url.clone())).await.unwrap();
         let group: GroupName = "team".parse().unwrap();
         other_node.groups().add_group(&group, &GroupSettings::default()).await.unwrap();
+        let node = crate::cluster::NodeId::new("node-b").unwrap();
+        // A node registered (here; the other node's writes stay unfenced): the cluster is hinted.
+        here.leases().register(&node, 4, 10_000_000, 0).await.unwrap().expect("registered");
         let (claims, outbox) = (Arc::new(Notify::new()), Outbox::new(here.outbox(), None));
         let mut replies = outbox.subscribe();
         let shutdown = CancellationToken::new();
@@ -90,5 +93,34 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(30), replies.changed()).await.expect("the reply was heard").unwrap();
         shutdown.cancel();
         listening.await.unwrap();
+    }
+
+    /// One machine on PostgreSQL (no node ever registered) sends no hint;
+    /// once a node registered, a message stored to be prepared is hinted
+    /// too. The first hint heard is the cluster's, not the lone machine's.
+    #[tokio::test]
+    async fn only_a_cluster_is_hinted_and_a_message_to_prepare_is() {
+        let url = postgres::server().fresh_database();
+        let store = Store::connect(&Location::Postgres(url.clone())).await.unwrap();
+        let (solo, team): (GroupName, GroupName) = ("solo".parse().unwrap(), "team".parse().unwrap());
+        for g in [&solo, &team] {
+            store.groups().add_group(g, &GroupSettings::default()).await.unwrap();
+        }
+        let mut listener = PgListener::connect(&url).await.unwrap();
+        listener.listen_all([WORK, OUTBOX]).await.unwrap();
+        store
+            .queue()
+            .insert_inbound(&Inbound::new(solo.clone(), Source::Console, "ann", "hi"), InboundState::Queued)
+            .await
+            .unwrap();
+        Outbox::new(store.outbox(), None).notice(&solo, "a notice").await;
+
+        let node = crate::cluster::NodeId::new("node-a").unwrap();
+        store.leases().register(&node, 4, 10_000_000, 0).await.unwrap().expect("registered");
+        let mut photo = Inbound::new(team.clone(), Source::Console, "ann", "look");
+        photo.media = vec![crate::domain::media::Attachment::bounded(crate::domain::media::MediaKind::Photo, "f")];
+        store.preparing().insert_preparing(&photo, false).await.unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(30), listener.recv()).await.expect("a hint").unwrap();
+        assert_eq!((first.channel(), first.payload()), (WORK, "team"), "nothing was hinted for the lone machine");
     }
 }

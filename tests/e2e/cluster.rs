@@ -103,24 +103,62 @@ fn dead(pid: i32) -> bool {
     }
 }
 
+/// How long the owner stays frozen (the 30 s).
+const FROZEN: Duration = Duration::from_secs(30);
+
+/// Asserts no two of the group's model requests were ever in flight at
+/// once: each one arrived after the one before it ended (answered, or its
+/// CLI gone). Two CLIs of one group would overlap here.
+fn one_cli_at_a_time(api: &FakeApi) {
+    let mut spans: Vec<(i64, i64, String)> = api
+        .main_requests()
+        .iter()
+        .map(|r| (r.arrived_us(), r.ended_us().unwrap_or(i64::MAX), r.last_user_text()))
+        .collect();
+    spans.sort();
+    for pair in spans.windows(2) {
+        let ((_, ended, before), (arrived, _, after)) = (&pair[0], &pair[1]);
+        assert!(arrived >= ended, "{after:?} was asked while {before:?} was still in flight: two CLIs at once");
+    }
+}
+
+/// The nodes run their CLIs unconfined here, so the fake API sees each
+/// CLI's own connection: a sandboxed CLI talks through its pincer's
+/// credential proxy, whose connection a frozen pincer holds open after its
+/// CLI died (the guard check below covers the sandboxed default too).
 #[tokio::test]
 async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it() {
-    let api = FakeApi::start(fake_api::echo()).await;
+    // The frozen owner's CLI is in the middle of a slow turn; nothing else is slow.
+    let slow = fake_api::Reply::trickle(Duration::from_secs(25), fake_api::Reply::text("ECHO: slow PAPAYA"));
+    let api = FakeApi::start(fake_api::faults(vec![("SLOW PAPAYA", vec![slow])], fake_api::echo())).await;
     let bot = FakeBot::start().await;
     let url = postgres::server().fresh_database();
-    let (nodes, mut db) = serving_team(nodes(&api, &bot, &url), &url, team().id).await;
+    let mut unconfined = nodes(&api, &bot, &url);
+    for node in &mut unconfined {
+        node.sandbox.config.sandbox.mode = pincer::config::SandboxMode::None;
+    }
+    let (nodes, mut db) = serving_team(unconfined, &url, team().id).await;
     bot.say(&team(), &alice(), "remember PINEAPPLE");
     assert_eq!(answered(&bot, "PINEAPPLE").await, 1);
     let owner = holder(&mut db, "team").await.expect("a node holds the group");
     let frozen = nodes.iter().find(|n| n.id == owner).unwrap();
     let pid = Pid::from_raw(frozen.child.as_ref().unwrap().id().unwrap() as i32);
-
     let guards = guards_of(pid);
     assert!(!guards.is_empty(), "the owner runs the group's CLI under a guard");
+    bot.say(&team(), &alice(), "SLOW PAPAYA");
+    let asked = |api: &FakeApi| api.main_requests().iter().any(|r| r.last_user_text().contains("SLOW PAPAYA"));
+    let in_flight = async {
+        while !asked(&api) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(crate::support::harness::PATIENCE, in_flight).await.expect("the slow turn is asked");
 
     kill(pid, Signal::SIGSTOP).unwrap();
+    let frozen_at = Instant::now();
     bot.say(&team(), &alice(), "still there? MANGO");
     assert_eq!(answered(&bot, "MANGO").await, 1);
+    assert_eq!(answered(&bot, "PAPAYA").await, 1, "the message in flight is answered again, once");
     // Another node runs the group now: the frozen node's CLI is dead, killed
     // by its guard at the node's deadline (pincer could not, frozen; its
     // guards are zombies it cannot reap yet).
@@ -129,6 +167,7 @@ async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it
     }
     let after = holder(&mut db, "team").await.expect("a node holds the group");
     assert_ne!(after, owner, "another node took the group from the frozen one");
+    tokio::time::sleep(FROZEN.saturating_sub(frozen_at.elapsed())).await;
     let results_before: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM results").fetch_one(&mut db).await.unwrap();
 
     // Thawed: its deadline has long passed, so it drops the group and says so.
@@ -148,12 +187,13 @@ async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it
     new_owner.metric_at_least("pincer_lease_claims_total{kind=\"group\"}", 1.0).await;
     bot.say(&team(), &alice(), "MARKER");
     assert_eq!(answered(&bot, "MARKER").await, 1);
-    for word in ["PINEAPPLE", "MANGO"] {
+    for word in ["PINEAPPLE", "PAPAYA", "MANGO"] {
         assert_eq!(answered(&bot, word).await, 1, "{word} answered once");
     }
     let results: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM results").fetch_one(&mut db).await.unwrap();
     assert_eq!(results, results_before + 1, "only the marker's result was written after the thaw");
     assert_eq!(holder(&mut db, "team").await.as_deref(), Some(after.as_str()), "the group stayed where it moved");
+    one_cli_at_a_time(&api);
 }
 
 /// The nodes whose log says they serve Telegram as the gateway.

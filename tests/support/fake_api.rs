@@ -106,6 +106,11 @@ pub enum Reply {
     /// rejected` and the reset, not retried. The CLI reports it as a usage limit
     /// only when it talks to a gateway (see [`GATEWAY_TOKEN`]); else as a 429.
     UsageLimit { resets_at: SystemTime, limit: &'static str },
+    /// Sends `200` and the first SSE event at once, then an SSE `ping` every
+    /// 100 ms for `delay`, then the rest of `reply`: a turn under way. As it
+    /// writes all along, a client that goes away (a killed CLI) ends it at
+    /// once, and [`ApiRequest::ended_us`] says when.
+    Trickle { delay: Duration, reply: Box<Reply> },
     /// Never answers (`after_headers: false`), or sends `200` and the first SSE
     /// event and then nothing. Released (the connection closed) when the fake is dropped.
     Hang { after_headers: bool },
@@ -122,6 +127,10 @@ impl Reply {
 
     pub fn slow(delay: Duration, reply: Reply) -> Self {
         Reply::Slow { delay, reply: Box::new(reply) }
+    }
+
+    pub fn trickle(delay: Duration, reply: Reply) -> Self {
+        Reply::Trickle { delay, reply: Box::new(reply) }
     }
 
     /// A foreground `Bash` call.
@@ -152,16 +161,24 @@ pub struct ApiRequest {
     /// the model's.
     arrived_us: i64,
     bytes: usize,
+    /// When its answer was handed over, or its client went away (µs since
+    /// the Unix epoch); `None` while it is in flight.
+    ended_us: Option<i64>,
 }
 
 impl ApiRequest {
     pub fn new(body: Value, agent_id: Option<String>) -> Self {
-        ApiRequest { body, agent_id, credential: None, arrived_us: 0, bytes: 0 }
+        ApiRequest { body, agent_id, credential: None, arrived_us: 0, bytes: 0, ended_us: None }
     }
 
     /// When the request arrived, µs since the Unix epoch.
     pub fn arrived_us(&self) -> i64 {
         self.arrived_us
+    }
+
+    /// When it stopped being in flight (answered, or its client gone), µs since the Unix epoch.
+    pub fn ended_us(&self) -> Option<i64> {
+        self.ended_us
     }
 
     /// The body's size in bytes.
@@ -493,9 +510,28 @@ async fn messages(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
     response
 }
 
-async fn answer(shared: &Shared, headers: &HeaderMap, body: Bytes) -> Response {
-    let arrived_us =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+fn now_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
+}
+
+/// Marks request `index` ended when dropped: when its handler returns, or
+/// when hyper drops the handler because the client closed its connection
+/// (a killed CLI), whichever comes first.
+struct Ending {
+    shared: Arc<Shared>,
+    index: usize,
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        if let Some(request) = self.shared.requests.lock().unwrap_or_else(|e| e.into_inner()).get_mut(self.index) {
+            request.ended_us = Some(now_us());
+        }
+    }
+}
+
+async fn answer(shared: &Arc<Shared>, headers: &HeaderMap, body: Bytes) -> Response {
+    let arrived_us = now_us();
     let bytes = body.len();
     let body: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -509,11 +545,21 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: Bytes) -> Response {
         .iter()
         .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()).map(str::to_string));
     let req = ApiRequest { credential, arrived_us, bytes, ..ApiRequest::new(body, agent_id) };
-    shared.requests.lock().unwrap().push(req.clone());
+    let index = {
+        let mut requests = shared.requests.lock().unwrap();
+        requests.push(req.clone());
+        requests.len() - 1
+    };
+    let ending = Ending { shared: shared.clone(), index };
 
     let mut reply = (shared.script)(&req);
     while let Reply::Slow { delay, reply: inner } = reply {
         tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
+    let mut trickle = None;
+    if let Reply::Trickle { delay, reply: inner } = reply {
+        trickle = Some(delay);
         reply = *inner;
     }
     match &reply {
@@ -547,6 +593,7 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: Bytes) -> Response {
             }
         }
         Reply::Slow { .. }
+        | Reply::Trickle { .. }
         | Reply::Error { .. }
         | Reply::Retryable { .. }
         | Reply::UsageLimit { .. }
@@ -556,7 +603,11 @@ async fn answer(shared: &Shared, headers: &HeaderMap, body: Bytes) -> Response {
 
     if req.is_streaming() {
         let events = sse_events(&id, req.model(), &block, stop_reason);
-        let body = if shared.wire.flush_per_event { one_by_one(events) } else { Body::from(events.concat()) };
+        let body = match trickle {
+            Some(delay) => trickled(events, delay, ending),
+            None if shared.wire.flush_per_event => one_by_one(events),
+            None => Body::from(events.concat()),
+        };
         Response::builder()
             .status(StatusCode::OK)
             .header(header::CONTENT_TYPE, "text/event-stream")
@@ -589,6 +640,29 @@ fn one_by_one(events: Vec<String>) -> Body {
             tokio::task::yield_now().await;
         }
         Ok::<Bytes, std::io::Error>(Bytes::from(event))
+    });
+    Body::from_stream(stream)
+}
+
+/// `events` with an SSE `ping` every 100 ms for `delay` after the first;
+/// the request counts as in flight (`ending` alive) until hyper drops the
+/// body: sent whole, or its client gone.
+fn trickled(events: Vec<String>, delay: Duration, ending: Ending) -> Body {
+    use futures_util::StreamExt;
+    const EVERY: Duration = Duration::from_millis(100);
+    let ping = "event: ping\ndata: {\"type\": \"ping\"}\n\n".to_owned();
+    let pings = (delay.as_millis() / EVERY.as_millis()) as usize;
+    let mut paced: Vec<(Duration, String)> = Vec::with_capacity(events.len() + pings);
+    let mut events = events.into_iter();
+    paced.extend(events.next().map(|first| (Duration::ZERO, first)));
+    paced.extend(std::iter::repeat_n((EVERY, ping), pings));
+    paced.extend(events.map(|event| (Duration::ZERO, event)));
+    let stream = futures_util::stream::iter(paced).then(move |(wait, event)| {
+        let _in_flight = &ending;
+        async move {
+            tokio::time::sleep(wait).await;
+            Ok::<Bytes, std::io::Error>(Bytes::from(event))
+        }
     });
     Body::from_stream(stream)
 }

@@ -1,5 +1,7 @@
 //! A platform's gateway on a cluster node (issue 36): only the node holding
-//! the platform's lease (`gw:telegram:<bot id>`) polls it and sends to it.
+//! the platform's lease (`gw:telegram:<bot id>`, `gw:whatsapp:<number>`)
+//! polls it (Telegram) and sends to it. WhatsApp receives on every node with
+//! a linked device; its rounds here are its sending.
 //! Every node tries to claim the lease while it is free or its holder's row
 //! expired; the holder serves until it loses it (its incarnation lapsed),
 //! then stops polling and sending at once and tries again like the others.
@@ -43,6 +45,13 @@ impl Gateway {
     pub fn telegram_lease(token: &str) -> Option<LeaseName> {
         let id = token.split(':').next()?.parse::<i64>().ok()?;
         Some(LeaseName::telegram(id))
+    }
+
+    /// The lease of the WhatsApp number `number` (its digits); `None`
+    /// before the device knows its number (it was never paired).
+    pub fn whatsapp_lease(number: &str) -> Option<LeaseName> {
+        let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
+        digits.then(|| LeaseName::whatsapp(number))
     }
 
     /// Claims the lease, serves a round with `serve` while it is held, and

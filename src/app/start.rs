@@ -117,6 +117,47 @@ pub fn whatsapp<C: WaClient>(
     tracing::info!("serving WhatsApp");
 }
 
+/// Serves WhatsApp on a cluster node whose device is linked to the number
+/// of `gateway`'s lease: it receives (and stores) for the node's life, and
+/// sends only while it holds the lease (`app::gateway`).
+pub fn whatsapp_gateway<C: WaClient>(
+    engine: &Engine,
+    services: &mut Services,
+    source: WhatsAppSource<C>,
+    section: AdapterSection,
+    silence_warning: std::time::Duration,
+    gateway: super::gateway::Gateway,
+    asks: mpsc::Receiver<ApprovalAsk>,
+) {
+    engine.router.register_fetch(Platform::WhatsApp, Arc::new(WaFiles { client: source.client.clone() }));
+    let adapter = WhatsApp::new(source.client, engine.ports(), &section.assistant).on_cluster();
+    let running = source.start.map(|start| start(&adapter));
+    let retry = section.retry;
+    tracing::info!(lease = %gateway.lease.as_str(), "serving WhatsApp; sending while this node holds the number's gateway");
+    services.adapter(Platform::WhatsApp, |shutdown, stop_delivery| {
+        let receiving = {
+            let adapter = adapter.clone();
+            let shutdown = shutdown.clone();
+            async move { adapter.receive(source.events, silence_warning, shutdown).await }
+        };
+        let sending = gateway.serve(asks, shutdown, stop_delivery, move |round| {
+            let adapter = adapter.clone();
+            async move {
+                tracing::info!("sending to WhatsApp as this cluster's gateway");
+                adapter.gateway_round(round.asks, retry, round.stop, round.stop_delivery).await;
+                Ok(())
+            }
+        });
+        async move {
+            let (_, sent) = tokio::join!(receiving, sending);
+            if let Some(running) = running {
+                running.stop().await;
+            }
+            sent
+        }
+    });
+}
+
 /// `[http] listen`: binds now (a taken port stops pincer at start) and
 /// serves the platforms served so far; `node`: a cluster node's id and
 /// state, which `/readyz` follows (`None` on one machine).

@@ -1,7 +1,8 @@
 //! Messages from WhatsApp: to a group's agent, as context, a command, or an
 //! answer to an approval prompt; the bot's own messages and groups that are
 //! not registered go nowhere. An engaging message gets the receipt reaction
-//! once it is stored.
+//! once it is stored. On a cluster's standby node a message is only stored:
+//! what it causes in the chat is the gateway holder's (see `role`).
 //!
 //! A crate message is turned into [`WaMessage`] first (in `event`), then
 //! into an intake [`Arrival`]: which group, whether it engages the agent,
@@ -111,26 +112,42 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
         return Ok(());
     }
     shared.health.inbound().await;
+    // Read once: a cluster's standby stores and acts on nothing (`role`).
+    let role = shared.roles.now();
     let prompt_code = match &msg.quoted_id {
         Some(quoted) => shared.approvals.code_of_prompt(&msg.chat, quoted),
         None => None,
     };
     let command = Cmd::parse(&msg.text, prompt_code.is_some());
     if command == Some(Cmd::Chatid) {
-        chat_id(shared, &msg);
+        if role.acts() {
+            chat_id(shared, &msg);
+        }
         return Ok(());
     }
     match shared.intake.take(&shared.ports, msg.arrival(&me), command).await {
         Ok(Taken::Unregistered { first: true }) => unregistered(shared, &msg),
-        Ok(Taken::Command { group, command, by_admin }) => {
+        // Commands are not stored: only the device that acts runs them, once.
+        Ok(Taken::Command { group, command, by_admin }) if role.acts() => {
             return run_command(shared, &group, &msg, command, by_admin, prompt_code).await
         }
-        Ok(Taken::Engaged { group }) => return engaged(shared, &group, &msg).await,
-        Ok(Taken::Unregistered { first: false } | Taken::Observed | Taken::Duplicate) => {}
+        Ok(Taken::Engaged { group }) if role.acts() => return engaged(shared, &group, &msg).await,
+        Ok(Taken::Duplicate) if role.acts_on_copy() => {
+            if let Some(group) = shared.intake.engaged_copy(&shared.ports, &msg.arrival(&me)).await {
+                return engaged(shared, &group, &msg).await;
+            }
+        }
+        Ok(
+            Taken::Unregistered { first: false }
+            | Taken::Observed
+            | Taken::Duplicate
+            | Taken::Command { .. }
+            | Taken::Engaged { .. },
+        ) => {}
         Err(refused) => {
             // Not stored, so not acked: WhatsApp may bring it again. The chat is
             // told now, from its own task (the hook never waits on a send).
-            if refused.tell {
+            if refused.tell && role.acts() {
                 let text = text::not_taken(&refused.error);
                 let (client, jid) = (shared.client.clone(), msg.chat.clone());
                 tokio::spawn(async move {

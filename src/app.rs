@@ -131,18 +131,7 @@ async fn start_services<C: WaClient>(
     }
     if let Some(source) = whatsapp {
         let asks = askers.register(Platform::WhatsApp);
-        let number = source.client.own_ids().number.unwrap_or_default();
-        match node.as_ref().map(|node| (node, gateway::Gateway::whatsapp_lease(&number))) {
-            Some((node, Some(lease))) => {
-                let gateway = node.gateway(lease);
-                start::whatsapp_gateway(engine, services, source, s.adapters, s.whatsapp_silence, gateway, asks);
-            }
-            Some((_, None)) => tracing::error!(
-                "WhatsApp is not served: the linked device does not know its number, which names its gateway \
-                 lease on a cluster; link it again with `pincer whatsapp link`"
-            ),
-            None => start::whatsapp(engine, services, source, s.adapters, s.whatsapp_silence, asks),
-        }
+        start::whatsapp(engine, services, node.as_ref(), source, s.adapters, s.whatsapp_silence, asks);
     }
     // Every adapter registered how it fetches files: what a previous
     // pincer left half prepared is prepared now.

@@ -167,3 +167,17 @@ fn forward(asks: &mut mpsc::Receiver<ApprovalAsk>) -> (mpsc::Receiver<ApprovalAs
     });
     (rx, Forwarding { task, stop })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whatsapp_number_names_its_lease_and_a_device_without_one_has_none() {
+        let lease = Gateway::whatsapp_lease("4915112345678").map(|l| l.as_str().to_owned());
+        assert_eq!(lease.as_deref(), Some("gw:whatsapp:4915112345678"));
+        assert_eq!(Gateway::whatsapp_lease(""), None);
+        assert_eq!(Gateway::whatsapp_lease("49151:1"), None);
+        assert_eq!(Gateway::telegram_lease("123456:SECRET"), Some(LeaseName::telegram(123456)));
+    }
+}

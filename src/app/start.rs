@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::engine::Engine;
 use super::membership::NodeState;
+use super::node::ClusterNode;
 use super::sections::AdapterSection;
 use super::services::Services;
 use super::whatsapp::WhatsAppSource;
@@ -90,9 +91,36 @@ pub fn telegram_gateway(
     Ok(())
 }
 
-/// Serves WhatsApp through `source`, starting the linked device's client
-/// once the adapter can take its messages.
+/// Serves WhatsApp through `source`: as on one machine, or on a cluster
+/// `node` as the gateway of the linked number (`whatsapp_gateway`).
 pub fn whatsapp<C: WaClient>(
+    engine: &Engine,
+    services: &mut Services,
+    node: Option<&ClusterNode>,
+    source: WhatsAppSource<C>,
+    section: AdapterSection,
+    silence_warning: std::time::Duration,
+    asks: mpsc::Receiver<ApprovalAsk>,
+) {
+    let Some(node) = node else {
+        return whatsapp_alone(engine, services, source, section, silence_warning, asks);
+    };
+    let number = source.client.own_ids().number.unwrap_or_default();
+    match super::gateway::Gateway::whatsapp_lease(&number) {
+        Some(lease) => {
+            let gateway = node.gateway(lease);
+            whatsapp_gateway(engine, services, source, section, silence_warning, gateway, asks);
+        }
+        None => tracing::error!(
+            "WhatsApp is not served: the linked device does not know its number, which names its gateway lease \
+             on a cluster; link it again with `pincer whatsapp link`"
+        ),
+    }
+}
+
+/// One machine: the linked device's client starts once the adapter can
+/// take its messages, and the adapter receives and sends.
+fn whatsapp_alone<C: WaClient>(
     engine: &Engine,
     services: &mut Services,
     source: WhatsAppSource<C>,
@@ -120,7 +148,7 @@ pub fn whatsapp<C: WaClient>(
 /// Serves WhatsApp on a cluster node whose device is linked to the number
 /// of `gateway`'s lease: it receives (and stores) for the node's life, and
 /// sends only while it holds the lease (`app::gateway`).
-pub fn whatsapp_gateway<C: WaClient>(
+fn whatsapp_gateway<C: WaClient>(
     engine: &Engine,
     services: &mut Services,
     source: WhatsAppSource<C>,

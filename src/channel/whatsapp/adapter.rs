@@ -139,7 +139,12 @@ impl<C: WaClient> WhatsApp<C> {
     /// The crate's events in, in order, until `shutdown` or their end; the
     /// connection's watchdog beside them. A cluster node runs it for its
     /// whole life, holding the number's lease or not.
-    pub async fn receive(&self, events: async_channel::Receiver<Arc<Event>>, silence: Duration, shutdown: CancellationToken) {
+    pub async fn receive(
+        &self,
+        events: async_channel::Receiver<Arc<Event>>,
+        silence: Duration,
+        shutdown: CancellationToken,
+    ) {
         let watching = {
             let (shared, shutdown) = (self.shared.clone(), shutdown.clone());
             tokio::spawn(async move { shared.health.watch(silence, shutdown).await })

@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use super::approvals::Answerer;
 use super::client::{OwnIds, WaClient};
 use super::commands::{Cmd, HELP};
+use super::role::Role;
 use super::shared::Shared;
 use super::status::{STATUS_EVERY, STATUS_TIMEOUT};
 use crate::channel::group_commands::{BudgetAction, TasksAction};
@@ -126,40 +127,58 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
         return Ok(());
     }
     match shared.intake.take(&shared.ports, msg.arrival(&me), command).await {
-        Ok(Taken::Unregistered { first: true }) => unregistered(shared, &msg),
-        // Commands are not stored: only the device that acts runs them, once.
-        Ok(Taken::Command { group, command, by_admin }) if role.acts() => {
-            return run_command(shared, &group, &msg, command, by_admin, prompt_code).await
-        }
-        Ok(Taken::Engaged { group }) if role.acts() => return engaged(shared, &group, &msg).await,
-        Ok(Taken::Duplicate) if role.acts_on_copy() => {
-            if let Some(group) = shared.intake.engaged_copy(&shared.ports, &msg.arrival(&me)).await {
-                return engaged(shared, &group, &msg).await;
-            }
-        }
-        Ok(
-            Taken::Unregistered { first: false }
-            | Taken::Observed
-            | Taken::Duplicate
-            | Taken::Command { .. }
-            | Taken::Engaged { .. },
-        ) => {}
+        Ok(taken) => act(shared, role, &msg, &me, taken, prompt_code).await,
         Err(refused) => {
             // Not stored, so not acked: WhatsApp may bring it again. The chat is
-            // told now, from its own task (the hook never waits on a send).
+            // told now (by the device that acts), from its own task: the hook
+            // never waits on a send.
             if refused.tell && role.acts() {
-                let text = text::not_taken(&refused.error);
-                let (client, jid) = (shared.client.clone(), msg.chat.clone());
-                tokio::spawn(async move {
-                    if let Err(e) = client.send_text(&jid, &text).await {
-                        tracing::warn!(%jid, %e, "cannot tell the chat that its message was not taken");
-                    }
-                });
+                tell_not_taken(shared, &msg, &refused.error);
             }
-            return Err(refused.into());
+            Err(refused.into())
         }
     }
+}
+
+/// What a taken message causes in its chat, from the device that acts.
+async fn act<C: WaClient>(
+    shared: &Arc<Shared<C>>,
+    role: Role,
+    msg: &WaMessage,
+    me: &OwnIds,
+    taken: Taken<Cmd>,
+    prompt_code: Option<String>,
+) -> anyhow::Result<()> {
+    match taken {
+        Taken::Unregistered { first: true } => unregistered(shared, msg),
+        // Commands are not stored: only the device that acts runs them, once.
+        Taken::Command { group, command, by_admin } if role.acts() => {
+            return run_command(shared, &group, msg, command, by_admin, prompt_code).await
+        }
+        Taken::Engaged { group } if role.acts() => return engaged(shared, &group, msg).await,
+        Taken::Duplicate if role.acts_on_copy() => {
+            if let Some(group) = shared.intake.engaged_copy(&shared.ports, &msg.arrival(me)).await {
+                return engaged(shared, &group, msg).await;
+            }
+        }
+        Taken::Unregistered { first: false }
+        | Taken::Observed
+        | Taken::Duplicate
+        | Taken::Command { .. }
+        | Taken::Engaged { .. } => {}
+    }
     Ok(())
+}
+
+/// Tells the chat its message was not taken.
+fn tell_not_taken<C: WaClient>(shared: &Shared<C>, msg: &WaMessage, error: &crate::router::RouteError) {
+    let text = text::not_taken(error);
+    let (client, jid) = (shared.client.clone(), msg.chat.clone());
+    tokio::spawn(async move {
+        if let Err(e) = client.send_text(&jid, &text).await {
+            tracing::warn!(%jid, %e, "cannot tell the chat that its message was not taken");
+        }
+    });
 }
 
 /// Says once how to register a group that is not; asking WhatsApp for the

@@ -39,5 +39,4 @@ mod status;
 pub use adapter::{Hook, ServeOptions, WhatsApp};
 pub use client::{MediaRef, OwnIds, Real, WaClient, WaError, WaMediaKind};
 pub use media::WaFiles;
-pub use role::Role;
 pub use status::{WhatsAppStatus, EDIT_WINDOW, REPOST_EVERY, STATUS_EVERY, STATUS_TIMEOUT, STOP_HINT};

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 /// Which part this device plays now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub(super) enum Role {
     /// One machine: the device does everything, as it always did.
     Alone,
     /// A cluster node holding the number's lease: it sends.
@@ -51,7 +51,7 @@ impl Role {
 
 /// The role, changed by the gateway's rounds and read by the message handlers.
 #[derive(Clone, Debug)]
-pub struct Roles(Arc<Mutex<Role>>);
+pub(super) struct Roles(Arc<Mutex<Role>>);
 
 impl Default for Roles {
     fn default() -> Roles {

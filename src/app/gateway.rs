@@ -57,7 +57,27 @@ impl Gateway {
     /// Claims the lease, serves a round with `serve` while it is held, and
     /// again after each loss, until `shutdown`.
     pub async fn serve<F, Fut>(
+        self,
+        asks: mpsc::Receiver<ApprovalAsk>,
+        shutdown: CancellationToken,
+        stop_delivery: CancellationToken,
+        serve: F,
+    ) -> anyhow::Result<()>
+    where
+        F: FnMut(Round) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>>,
+    {
+        let (_always, fit) = watch::channel(true);
+        self.serve_while_fit(fit, asks, shutdown, stop_delivery, serve).await
+    }
+
+    /// [`Gateway::serve`] only while `fit` (this node can reach the
+    /// platform): an unfit node does not claim the lease, and a holder that
+    /// turns unfit ends its round at once and lets the lease go, so a node
+    /// that can serve takes it without waiting for an expiry.
+    pub async fn serve_while_fit<F, Fut>(
         mut self,
+        mut fit: watch::Receiver<bool>,
         mut asks: mpsc::Receiver<ApprovalAsk>,
         shutdown: CancellationToken,
         stop_delivery: CancellationToken,
@@ -67,32 +87,42 @@ impl Gateway {
         F: FnMut(Round) -> Fut,
         Fut: Future<Output = anyhow::Result<()>>,
     {
-        while self.claim(&shutdown).await {
+        while self.claim(&shutdown, &mut fit).await {
             tracing::info!(lease = %self.lease.as_str(), node = %self.node, "this node is the gateway now");
-            let lost = CancellationToken::new();
+            let (lost, unfit) = (CancellationToken::new(), CancellationToken::new());
             let watching = tokio::spawn(lost_when_gone(self.leases.clone(), self.lease.clone(), lost.clone()));
+            let unfitting = tokio::spawn(when_unfit(fit.clone(), unfit.clone()));
+            let ended = either(&lost, &unfit);
             let (round_asks, forwarding) = forward(&mut asks);
             let round = Round {
-                stop: either(&shutdown, &lost),
-                stop_delivery: either(&stop_delivery, &lost),
+                stop: either(&shutdown, &ended),
+                stop_delivery: either(&stop_delivery, &ended),
                 asks: round_asks,
             };
             let served = serve(round).await;
             watching.abort();
+            unfitting.abort();
             asks = forwarding.back().await;
-            if !lost.is_cancelled() {
+            if !ended.is_cancelled() {
                 return served;
             }
-            tracing::warn!(lease = %self.lease.as_str(), "this node lost the gateway's lease: it stopped polling and sending");
+            if unfit.is_cancelled() && !lost.is_cancelled() {
+                tracing::warn!(lease = %self.lease.as_str(), "this node cannot reach the platform now: it let the gateway's lease go");
+                if let Err(e) = self.leases.release(&self.lease).await {
+                    tracing::debug!(lease = %self.lease.as_str(), %e, "the gateway's lease was gone already");
+                }
+            } else {
+                tracing::warn!(lease = %self.lease.as_str(), "this node lost the gateway's lease: it stopped polling and sending");
+            }
         }
         Ok(())
     }
 
-    /// Tries to claim the lease until it is held; false at shutdown.
-    async fn claim(&mut self, shutdown: &CancellationToken) -> bool {
+    /// Tries to claim the lease (while `fit`) until it is held; false at shutdown.
+    async fn claim(&mut self, shutdown: &CancellationToken, fit: &mut watch::Receiver<bool>) -> bool {
         loop {
-            let state = *self.state.borrow_and_update();
-            if let NodeState::Registered { incarnation, .. } = state {
+            let (state, fit_now) = (*self.state.borrow_and_update(), *fit.borrow_and_update());
+            if let (NodeState::Registered { incarnation, .. }, true) = (state, fit_now) {
                 match self.leases.claim(&self.lease, &self.node, incarnation).await {
                     Ok(Some(_)) => return true,
                     Ok(None) => {}
@@ -103,9 +133,20 @@ impl Gateway {
                 _ = shutdown.cancelled() => return false,
                 _ = tokio::time::sleep(TRY_EVERY) => {}
                 Ok(()) = self.state.changed() => {}
+                Ok(()) = fit.changed() => {}
             }
         }
     }
+}
+
+/// Cancels `unfit` once `fit` turns false (never, if its sender is gone).
+async fn when_unfit(mut fit: watch::Receiver<bool>, unfit: CancellationToken) {
+    while *fit.borrow_and_update() {
+        if fit.changed().await.is_err() {
+            return;
+        }
+    }
+    unfit.cancel();
 }
 
 /// Cancels `lost` once this node no longer holds `lease`.

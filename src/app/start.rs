@@ -147,7 +147,8 @@ fn whatsapp_alone<C: WaClient>(
 
 /// Serves WhatsApp on a cluster node whose device is linked to the number
 /// of `gateway`'s lease: it receives (and stores) for the node's life, and
-/// sends only while it holds the lease (`app::gateway`).
+/// sends only while it holds the lease (`app::gateway`), which it claims
+/// only while its device is connected.
 fn whatsapp_gateway<C: WaClient>(
     engine: &Engine,
     services: &mut Services,
@@ -168,7 +169,7 @@ fn whatsapp_gateway<C: WaClient>(
             let shutdown = shutdown.clone();
             async move { adapter.receive(source.events, silence_warning, shutdown).await }
         };
-        let sending = gateway.serve(asks, shutdown, stop_delivery, move |round| {
+        let sending = gateway.serve_while_fit(adapter.fit(), asks, shutdown, stop_delivery, move |round| {
             let adapter = adapter.clone();
             async move {
                 tracing::info!("sending to WhatsApp as this cluster's gateway");

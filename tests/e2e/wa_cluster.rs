@@ -4,8 +4,8 @@
 //! number (its own fake client), and WhatsApp hands every device the same
 //! messages: each is stored once and answered once, and only the node
 //! holding `gw:whatsapp:<number>` sends anything to the chat. When the
-//! holder stops, another node claims the number and sends, including the
-//! reply the stopped holder could not.
+//! holder stops, or its device is logged out, another node claims the
+//! number and sends, including the reply the stopped holder could not.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -60,6 +60,8 @@ async fn team(api: &FakeApi, url: &str, count: usize) -> (Vec<Node>, sqlx::PgCon
     nodes[0].sandbox.add_group_with("team", settings).await;
     for node in &mut nodes {
         node.daemon = Some(node.sandbox.spawn_daemon_with_whatsapp(&node.wa));
+        // A device is fit to be the gateway once it connected.
+        node.wa.connected();
     }
     let db = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.expect("the nodes' database");
     (nodes, db)
@@ -175,5 +177,24 @@ async fn every_device_stores_the_holder_alone_answers_and_after_it_stops_another
         if let Some(daemon) = node.daemon.take() {
             daemon.stop().await;
         }
+    }
+}
+
+#[tokio::test]
+async fn a_holder_whose_device_is_logged_out_lets_the_number_go_to_a_node_that_can_send() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let url = postgres::server().fresh_database();
+    let (mut nodes, mut db) = team(&api, &url, 2).await;
+    let first = until(&mut db, "a holder of the number", async |db| holder(db, &lease()).await).await;
+    say(&nodes, "hello PLUM");
+    assert_eq!(answered(&nodes, "PLUM").await, std::slice::from_ref(&first));
+
+    // The device was unlinked on the phone: its node cannot send any more.
+    nodes.iter().find(|n| n.id == first).unwrap().wa.logged_out();
+    let next = until(&mut db, "another holder", async |db| holder(db, &lease()).await.filter(|h| *h != first)).await;
+    say(&nodes, "hello KIWI");
+    assert_eq!(answered(&nodes, "KIWI").await, std::slice::from_ref(&next), "sent by the node that can");
+    for node in &mut nodes {
+        node.daemon.take().unwrap().stop().await;
     }
 }

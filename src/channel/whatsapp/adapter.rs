@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use whatsapp_rust::types::events::{Event, InboundMessage};
 use whatsapp_rust::{Client, InboundDurabilityHook};
@@ -59,6 +59,7 @@ impl<C: WaClient> WhatsApp<C> {
             cleaned: std::sync::atomic::AtomicBool::new(false),
             health,
             roles: Roles::default(),
+            fit: Default::default(),
         };
         WhatsApp { shared: Arc::new(shared) }
     }
@@ -136,6 +137,12 @@ impl<C: WaClient> WhatsApp<C> {
         self.send_out(asks, retry, stop, stop_delivery).await;
     }
 
+    /// Whether this device is fit to be its number's gateway on a cluster:
+    /// connected, or disconnected only briefly (`fitness`).
+    pub fn fit(&self) -> watch::Receiver<bool> {
+        self.shared.fit.watch()
+    }
+
     /// The crate's events in, in order, until `shutdown` or their end; the
     /// connection's watchdog beside them. A cluster node runs it for its
     /// whole life, holding the number's lease or not.
@@ -147,7 +154,9 @@ impl<C: WaClient> WhatsApp<C> {
     ) {
         let watching = {
             let (shared, shutdown) = (self.shared.clone(), shutdown.clone());
-            tokio::spawn(async move { shared.health.watch(silence, shutdown).await })
+            tokio::spawn(async move {
+                tokio::join!(shared.health.watch(silence, shutdown.clone()), shared.fit.follow(shutdown));
+            })
         };
         loop {
             let ev = tokio::select! {
@@ -211,6 +220,7 @@ impl<C: WaClient> WhatsApp<C> {
                 if state == health::ConnState::Connected && self.shared.roles.now().acts() {
                     self.clean_up_once();
                 }
+                self.shared.fit.changed(state);
                 let number = self.shared.client.own_ids().number;
                 self.shared.health.changed(state, detail.as_deref(), number.as_deref()).await;
             }

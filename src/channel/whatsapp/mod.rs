@@ -26,6 +26,7 @@ mod approvals;
 mod client;
 mod commands;
 mod event;
+mod fitness;
 pub mod format;
 mod health;
 mod inbound;

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::approvals;
+use super::fitness::Fit;
 use super::health::Health;
 use super::role::Roles;
 use super::status::WhatsAppStatus;
@@ -27,4 +28,6 @@ pub(super) struct Shared<C> {
     pub health: Health,
     /// Whether this device acts in the chats now, or only stores (a cluster's standby).
     pub roles: Roles,
+    /// Whether the device is fit to be a cluster's gateway (its connection).
+    pub fit: Fit,
 }

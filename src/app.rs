@@ -131,7 +131,7 @@ async fn start_services<C: WaClient>(
     }
     if let Some(source) = whatsapp {
         let asks = askers.register(Platform::WhatsApp);
-        start::whatsapp(engine, services, source, s.adapters, s.whatsapp_silence, asks);
+        start::whatsapp(engine, services, node.as_ref(), source, s.adapters, s.whatsapp_silence, asks);
     }
     // Every adapter registered how it fetches files: what a previous
     // pincer left half prepared is prepared now.

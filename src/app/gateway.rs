@@ -1,5 +1,7 @@
 //! A platform's gateway on a cluster node (issue 36): only the node holding
-//! the platform's lease (`gw:telegram:<bot id>`) polls it and sends to it.
+//! the platform's lease (`gw:telegram:<bot id>`, `gw:whatsapp:<number>`)
+//! polls it (Telegram) and sends to it. WhatsApp receives on every node with
+//! a linked device; its rounds here are its sending.
 //! Every node tries to claim the lease while it is free or its holder's row
 //! expired; the holder serves until it loses it (its incarnation lapsed),
 //! then stops polling and sending at once and tries again like the others.
@@ -45,10 +47,37 @@ impl Gateway {
         Some(LeaseName::telegram(id))
     }
 
+    /// The lease of the WhatsApp number `number` (its digits); `None`
+    /// before the device knows its number (it was never paired).
+    pub fn whatsapp_lease(number: &str) -> Option<LeaseName> {
+        let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
+        digits.then(|| LeaseName::whatsapp(number))
+    }
+
     /// Claims the lease, serves a round with `serve` while it is held, and
     /// again after each loss, until `shutdown`.
     pub async fn serve<F, Fut>(
+        self,
+        asks: mpsc::Receiver<ApprovalAsk>,
+        shutdown: CancellationToken,
+        stop_delivery: CancellationToken,
+        serve: F,
+    ) -> anyhow::Result<()>
+    where
+        F: FnMut(Round) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>>,
+    {
+        let (_always, fit) = watch::channel(true);
+        self.serve_while_fit(fit, asks, shutdown, stop_delivery, serve).await
+    }
+
+    /// [`Gateway::serve`] only while `fit` (this node can reach the
+    /// platform): an unfit node does not claim the lease, and a holder that
+    /// turns unfit ends its round at once and lets the lease go, so a node
+    /// that can serve takes it without waiting for an expiry.
+    pub async fn serve_while_fit<F, Fut>(
         mut self,
+        mut fit: watch::Receiver<bool>,
         mut asks: mpsc::Receiver<ApprovalAsk>,
         shutdown: CancellationToken,
         stop_delivery: CancellationToken,
@@ -58,32 +87,42 @@ impl Gateway {
         F: FnMut(Round) -> Fut,
         Fut: Future<Output = anyhow::Result<()>>,
     {
-        while self.claim(&shutdown).await {
+        while self.claim(&shutdown, &mut fit).await {
             tracing::info!(lease = %self.lease.as_str(), node = %self.node, "this node is the gateway now");
-            let lost = CancellationToken::new();
+            let (lost, unfit) = (CancellationToken::new(), CancellationToken::new());
             let watching = tokio::spawn(lost_when_gone(self.leases.clone(), self.lease.clone(), lost.clone()));
+            let unfitting = tokio::spawn(when_unfit(fit.clone(), unfit.clone()));
+            let ended = either(&lost, &unfit);
             let (round_asks, forwarding) = forward(&mut asks);
             let round = Round {
-                stop: either(&shutdown, &lost),
-                stop_delivery: either(&stop_delivery, &lost),
+                stop: either(&shutdown, &ended),
+                stop_delivery: either(&stop_delivery, &ended),
                 asks: round_asks,
             };
             let served = serve(round).await;
             watching.abort();
+            unfitting.abort();
             asks = forwarding.back().await;
-            if !lost.is_cancelled() {
+            if !ended.is_cancelled() {
                 return served;
             }
-            tracing::warn!(lease = %self.lease.as_str(), "this node lost the gateway's lease: it stopped polling and sending");
+            if unfit.is_cancelled() && !lost.is_cancelled() {
+                tracing::warn!(lease = %self.lease.as_str(), "this node cannot reach the platform now: it let the gateway's lease go");
+                if let Err(e) = self.leases.release(&self.lease).await {
+                    tracing::debug!(lease = %self.lease.as_str(), %e, "the gateway's lease was gone already");
+                }
+            } else {
+                tracing::warn!(lease = %self.lease.as_str(), "this node lost the gateway's lease: it stopped polling and sending");
+            }
         }
         Ok(())
     }
 
-    /// Tries to claim the lease until it is held; false at shutdown.
-    async fn claim(&mut self, shutdown: &CancellationToken) -> bool {
+    /// Tries to claim the lease (while `fit`) until it is held; false at shutdown.
+    async fn claim(&mut self, shutdown: &CancellationToken, fit: &mut watch::Receiver<bool>) -> bool {
         loop {
-            let state = *self.state.borrow_and_update();
-            if let NodeState::Registered { incarnation, .. } = state {
+            let (state, fit_now) = (*self.state.borrow_and_update(), *fit.borrow_and_update());
+            if let (NodeState::Registered { incarnation, .. }, true) = (state, fit_now) {
                 match self.leases.claim(&self.lease, &self.node, incarnation).await {
                     Ok(Some(_)) => return true,
                     Ok(None) => {}
@@ -94,9 +133,20 @@ impl Gateway {
                 _ = shutdown.cancelled() => return false,
                 _ = tokio::time::sleep(TRY_EVERY) => {}
                 Ok(()) = self.state.changed() => {}
+                Ok(()) = fit.changed() => {}
             }
         }
     }
+}
+
+/// Cancels `unfit` once `fit` turns false (never, if its sender is gone).
+async fn when_unfit(mut fit: watch::Receiver<bool>, unfit: CancellationToken) {
+    while *fit.borrow_and_update() {
+        if fit.changed().await.is_err() {
+            return;
+        }
+    }
+    unfit.cancel();
 }
 
 /// Cancels `lost` once this node no longer holds `lease`.
@@ -157,4 +207,18 @@ fn forward(asks: &mut mpsc::Receiver<ApprovalAsk>) -> (mpsc::Receiver<ApprovalAs
         from
     });
     (rx, Forwarding { task, stop })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whatsapp_number_names_its_lease_and_a_device_without_one_has_none() {
+        let lease = Gateway::whatsapp_lease("4915112345678").map(|l| l.as_str().to_owned());
+        assert_eq!(lease.as_deref(), Some("gw:whatsapp:4915112345678"));
+        assert_eq!(Gateway::whatsapp_lease(""), None);
+        assert_eq!(Gateway::whatsapp_lease("49151:1"), None);
+        assert_eq!(Gateway::telegram_lease("123456:SECRET"), Some(LeaseName::telegram(123456)));
+    }
 }

@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::engine::Engine;
 use super::membership::NodeState;
+use super::node::ClusterNode;
 use super::sections::AdapterSection;
 use super::services::Services;
 use super::whatsapp::WhatsAppSource;
@@ -90,9 +91,36 @@ pub fn telegram_gateway(
     Ok(())
 }
 
-/// Serves WhatsApp through `source`, starting the linked device's client
-/// once the adapter can take its messages.
+/// Serves WhatsApp through `source`: as on one machine, or on a cluster
+/// `node` as the gateway of the linked number (`whatsapp_gateway`).
 pub fn whatsapp<C: WaClient>(
+    engine: &Engine,
+    services: &mut Services,
+    node: Option<&ClusterNode>,
+    source: WhatsAppSource<C>,
+    section: AdapterSection,
+    silence_warning: std::time::Duration,
+    asks: mpsc::Receiver<ApprovalAsk>,
+) {
+    let Some(node) = node else {
+        return whatsapp_alone(engine, services, source, section, silence_warning, asks);
+    };
+    let number = source.client.own_ids().number.unwrap_or_default();
+    match super::gateway::Gateway::whatsapp_lease(&number) {
+        Some(lease) => {
+            let gateway = node.gateway(lease);
+            whatsapp_gateway(engine, services, source, section, silence_warning, gateway, asks);
+        }
+        None => tracing::error!(
+            "WhatsApp is not served: the linked device does not know its number, which names its gateway lease \
+             on a cluster; link it again with `pincer whatsapp link`"
+        ),
+    }
+}
+
+/// One machine: the linked device's client starts once the adapter can
+/// take its messages, and the adapter receives and sends.
+fn whatsapp_alone<C: WaClient>(
     engine: &Engine,
     services: &mut Services,
     source: WhatsAppSource<C>,
@@ -115,6 +143,48 @@ pub fn whatsapp<C: WaClient>(
         }
     });
     tracing::info!("serving WhatsApp");
+}
+
+/// Serves WhatsApp on a cluster node whose device is linked to the number
+/// of `gateway`'s lease: it receives (and stores) for the node's life, and
+/// sends only while it holds the lease (`app::gateway`), which it claims
+/// only while its device is connected.
+fn whatsapp_gateway<C: WaClient>(
+    engine: &Engine,
+    services: &mut Services,
+    source: WhatsAppSource<C>,
+    section: AdapterSection,
+    silence_warning: std::time::Duration,
+    gateway: super::gateway::Gateway,
+    asks: mpsc::Receiver<ApprovalAsk>,
+) {
+    engine.router.register_fetch(Platform::WhatsApp, Arc::new(WaFiles { client: source.client.clone() }));
+    let adapter = WhatsApp::new(source.client, engine.ports(), &section.assistant).on_cluster();
+    let running = source.start.map(|start| start(&adapter));
+    let retry = section.retry;
+    tracing::info!(lease = %gateway.lease.as_str(), "serving WhatsApp; sending while this node holds the number's gateway");
+    services.adapter(Platform::WhatsApp, |shutdown, stop_delivery| {
+        let receiving = {
+            let adapter = adapter.clone();
+            let shutdown = shutdown.clone();
+            async move { adapter.receive(source.events, silence_warning, shutdown).await }
+        };
+        let sending = gateway.serve_while_fit(adapter.fit(), asks, shutdown, stop_delivery, move |round| {
+            let adapter = adapter.clone();
+            async move {
+                tracing::info!("sending to WhatsApp as this cluster's gateway");
+                adapter.gateway_round(round.asks, retry, round.stop, round.stop_delivery).await;
+                Ok(())
+            }
+        });
+        async move {
+            let (_, sent) = tokio::join!(receiving, sending);
+            if let Some(running) = running {
+                running.stop().await;
+            }
+            sent
+        }
+    });
 }
 
 /// `[http] listen`: binds now (a taken port stops pincer at start) and

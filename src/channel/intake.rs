@@ -205,16 +205,21 @@ impl Intake {
             let by_admin = by_admin(arrival.sender_id.as_deref(), &group.settings);
             return Ok(Taken::Command { group, command, by_admin });
         }
-        let replies_to_bot = arrival.addressed.replies_to_bot
-            || match &arrival.addressed.replies_to {
-                Some(id) => directory
-                    .was_sent(&arrival.at, id)
-                    .await
-                    .map_err(|e| self.refused(Step::Lookup, Some(&group.name), e.into()))?,
-                None => false,
-            };
+        let replies_to_bot = replies_to_bot(ports, &arrival)
+            .await
+            .map_err(|e| self.refused(Step::Lookup, Some(&group.name), e.into()))?;
         let engaged = engages(&arrival, &group.settings, &self.assistant, replies_to_bot);
         self.store(ports, arrival, group, engaged).await
+    }
+
+    /// The group a message [`Taken::Duplicate`] engages, if it does: what
+    /// taking the copy stored first decided (on a cluster, another node may
+    /// have stored it, and this one shows the chat the agent is on it).
+    /// `None` too when the store cannot tell: the courtesy is skipped.
+    pub async fn engaged_copy(&self, ports: &Ports, arrival: &Arrival) -> Option<GroupRecord> {
+        let group = ports.directory.group_for(&arrival.at).await.ok()??;
+        let replies_to_bot = replies_to_bot(ports, arrival).await.ok()?;
+        engages(arrival, &group.settings, &self.assistant, replies_to_bot).then_some(group)
     }
 
     async fn store<C>(
@@ -248,6 +253,15 @@ impl Intake {
     fn refused(&self, step: Step, group: Option<&GroupName>, error: RouteError) -> Refused {
         let tell = matches!(self.redelivery.on_failure(step), OnFailure::Refuse { tell: true });
         Refused { group: group.cloned(), error, tell }
+    }
+}
+
+/// Whether `arrival` replies to the bot: its platform says so, or pincer sent the message it quotes.
+async fn replies_to_bot(ports: &Ports, arrival: &Arrival) -> Result<bool, crate::store::StoreError> {
+    match &arrival.addressed.replies_to {
+        _ if arrival.addressed.replies_to_bot => Ok(true),
+        Some(id) => ports.directory.was_sent(&arrival.at, id).await,
+        None => Ok(false),
     }
 }
 

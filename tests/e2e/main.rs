@@ -41,5 +41,6 @@ mod settings;
 mod store_faults;
 mod telegram;
 mod tools;
+mod wa_cluster;
 mod wa_media;
 mod whatsapp;

@@ -1,18 +1,22 @@
 //! The WhatsApp adapter: takes the crate's inbound batches (in its
 //! durability hook, or from its events), follows the connection, and runs
-//! delivery and approvals while it serves. May touch the Directory (through
+//! delivery and approvals while it serves. On a cluster node receiving runs
+//! for the node's life and sending only in the rounds the node holds the
+//! number's gateway lease (`app::gateway`). May touch the Directory (through
 //! its parts) and the outbox.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use whatsapp_rust::types::events::{Event, InboundMessage};
 use whatsapp_rust::{Client, InboundDurabilityHook};
 
 use super::client::{Real, WaClient};
 use super::health::{self, Health};
+use super::role::{Role, Roles};
 use super::shared::Shared;
 use super::status::WhatsAppStatus;
 use super::{approvals, event, inbound, outbound};
@@ -54,6 +58,8 @@ impl<C: WaClient> WhatsApp<C> {
             progress: crate::channel::progress::Progress::default(),
             cleaned: std::sync::atomic::AtomicBool::new(false),
             health,
+            roles: Roles::default(),
+            fit: Default::default(),
         };
         WhatsApp { shared: Arc::new(shared) }
     }
@@ -73,6 +79,9 @@ impl<C: WaClient> WhatsApp<C> {
             let (chat, sender, id) = (msg.chat.clone(), msg.sender.clone(), msg.message_id.clone());
             inbound::on_message(&self.shared, msg).await?;
             // Read receipts keep WhatsApp delivering group messages to this device.
+            if !self.shared.roles.now().marks_read() {
+                continue;
+            }
             let client = self.shared.client.clone();
             tokio::spawn(async move {
                 if let Err(e) = client.mark_read(&chat, &sender, &id).await {
@@ -94,21 +103,60 @@ impl<C: WaClient> WhatsApp<C> {
         shutdown: CancellationToken,
         stop_delivery: CancellationToken,
     ) {
-        let shared = &self.shared;
-        let sender =
-            Arc::new(outbound::Sender { client: shared.client.clone(), directory: shared.ports.directory.clone() });
-        let ledger = OutboxLedger { outbox: shared.ports.outbox.clone(), directory: shared.ports.directory.clone() };
-        let delivery = tokio::spawn(delivery::run(sender, ledger, options.retry, stop_delivery));
-        let asker = approvals::Asker {
-            client: shared.client.clone(),
-            outbox: shared.ports.outbox.clone(),
-            waiting: shared.approvals.clone(),
-        };
-        let asking = tokio::spawn(approvals::run(Arc::new(asker), asks, shutdown.clone()));
+        let receiving = self.receive(events, options.silence_warning, shutdown.clone());
+        let sending = self.send_out(asks, options.retry, shutdown, stop_delivery);
+        tokio::join!(receiving, sending);
+    }
+
+    /// The adapter of a cluster node: it stores what arrives and acts on
+    /// nothing until a [`WhatsApp::gateway_round`] runs. Called before the
+    /// client starts, so no message finds it acting.
+    pub fn on_cluster(self) -> WhatsApp<C> {
+        self.shared.roles.set(Role::Standby);
+        self
+    }
+
+    /// One round of a cluster node holding the number's gateway lease: it
+    /// acts on what arrives and sends (the outbox, approvals, typing, status
+    /// messages) until `stop_delivery` (the lease lost, or the flush at
+    /// shutdown done); approvals are asked until `stop`. Then it is a standby
+    /// again, and everything it was showing stops at once.
+    pub async fn gateway_round(
+        &self,
+        asks: mpsc::Receiver<ApprovalAsk>,
+        retry: RetryPolicy,
+        stop: CancellationToken,
+        stop_delivery: CancellationToken,
+    ) {
+        self.shared.roles.set(Role::Holder);
+        // What the last holder showed (and left) is this one's to clean up.
+        self.shared.cleaned.store(false, Ordering::SeqCst);
+        if self.shared.health.is_connected() {
+            self.clean_up_once();
+        }
+        self.send_out(asks, retry, stop, stop_delivery).await;
+    }
+
+    /// Whether this device is fit to be its number's gateway on a cluster:
+    /// connected, or disconnected only briefly (`fitness`).
+    pub fn fit(&self) -> watch::Receiver<bool> {
+        self.shared.fit.watch()
+    }
+
+    /// The crate's events in, in order, until `shutdown` or their end; the
+    /// connection's watchdog beside them. A cluster node runs it for its
+    /// whole life, holding the number's lease or not.
+    pub async fn receive(
+        &self,
+        events: async_channel::Receiver<Arc<Event>>,
+        silence: Duration,
+        shutdown: CancellationToken,
+    ) {
         let watching = {
-            let shared = shared.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move { shared.health.watch(options.silence_warning, shutdown).await })
+            let (shared, shutdown) = (self.shared.clone(), shutdown.clone());
+            tokio::spawn(async move {
+                tokio::join!(shared.health.watch(silence, shutdown.clone()), shared.fit.follow(shutdown));
+            })
         };
         loop {
             let ev = tokio::select! {
@@ -117,11 +165,46 @@ impl<C: WaClient> WhatsApp<C> {
             };
             self.on_event(&ev).await;
         }
-        let _ = delivery.await;
-        asking.abort();
         watching.abort();
+    }
+
+    /// The outbox out until `stop_delivery`, approvals asked until then
+    /// (from `stop` on, no new one); then typing and status messages stop,
+    /// and a cluster's device is a standby.
+    async fn send_out(
+        &self,
+        asks: mpsc::Receiver<ApprovalAsk>,
+        retry: RetryPolicy,
+        stop: CancellationToken,
+        stop_delivery: CancellationToken,
+    ) {
+        let shared = &self.shared;
+        let sender =
+            Arc::new(outbound::Sender { client: shared.client.clone(), directory: shared.ports.directory.clone() });
+        let ledger = OutboxLedger { outbox: shared.ports.outbox.clone(), directory: shared.ports.directory.clone() };
+        let asker = approvals::Asker {
+            client: shared.client.clone(),
+            outbox: shared.ports.outbox.clone(),
+            waiting: shared.approvals.clone(),
+        };
+        let asking = tokio::spawn(approvals::run(Arc::new(asker), asks, stop));
+        delivery::run(sender, ledger, retry, stop_delivery).await;
+        asking.abort();
+        if shared.roles.now() == Role::Holder {
+            shared.roles.set(Role::Standby);
+        }
         shared.typing.stop_all();
         shared.progress.stop_all();
+    }
+
+    /// Status messages can be changed only once connected: the first time
+    /// this device may, it cleans up what a stopped pincer (or the last
+    /// gateway holder) left.
+    fn clean_up_once(&self) {
+        if !self.shared.cleaned.swap(true, Ordering::SeqCst) {
+            let (status, directory) = (self.shared.status.clone(), self.shared.ports.directory.clone());
+            crate::channel::progress::spawn_clean_up(status, directory, crate::domain::Platform::WhatsApp);
+        }
     }
 
     async fn on_event(&self, ev: &Event) {
@@ -134,14 +217,10 @@ impl<C: WaClient> WhatsApp<C> {
                 }
             }
             event::Happened::Connection(state, detail) => {
-                // Status messages can be changed only once connected: the
-                // first connection cleans up what a stopped pincer left.
-                if state == health::ConnState::Connected
-                    && !self.shared.cleaned.swap(true, std::sync::atomic::Ordering::SeqCst)
-                {
-                    let (status, directory) = (self.shared.status.clone(), self.shared.ports.directory.clone());
-                    crate::channel::progress::spawn_clean_up(status, directory, crate::domain::Platform::WhatsApp);
+                if state == health::ConnState::Connected && self.shared.roles.now().acts() {
+                    self.clean_up_once();
                 }
+                self.shared.fit.changed(state);
                 let number = self.shared.client.own_ids().number;
                 self.shared.health.changed(state, detail.as_deref(), number.as_deref()).await;
             }

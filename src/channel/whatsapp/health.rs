@@ -110,6 +110,11 @@ impl Health {
         }
     }
 
+    /// Whether the client is connected now (by the last connection event).
+    pub fn is_connected(&self) -> bool {
+        self.lock().connected_since.is_some()
+    }
+
     /// A message came in.
     pub async fn inbound(&self) {
         let write = {

@@ -1,7 +1,8 @@
 //! Messages from WhatsApp: to a group's agent, as context, a command, or an
 //! answer to an approval prompt; the bot's own messages and groups that are
 //! not registered go nowhere. An engaging message gets the receipt reaction
-//! once it is stored.
+//! once it is stored. On a cluster's standby node a message is only stored:
+//! what it causes in the chat is the gateway holder's (see `role`).
 //!
 //! A crate message is turned into [`WaMessage`] first (in `event`), then
 //! into an intake [`Arrival`]: which group, whether it engages the agent,
@@ -13,6 +14,7 @@ use std::time::SystemTime;
 use super::approvals::Answerer;
 use super::client::{OwnIds, WaClient};
 use super::commands::{Cmd, HELP};
+use super::role::Role;
 use super::shared::Shared;
 use super::status::{STATUS_EVERY, STATUS_TIMEOUT};
 use crate::channel::group_commands::{BudgetAction, TasksAction};
@@ -111,38 +113,72 @@ pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMess
         return Ok(());
     }
     shared.health.inbound().await;
+    // Read once: a cluster's standby stores and acts on nothing (`role`).
+    let role = shared.roles.now();
     let prompt_code = match &msg.quoted_id {
         Some(quoted) => shared.approvals.code_of_prompt(&msg.chat, quoted),
         None => None,
     };
     let command = Cmd::parse(&msg.text, prompt_code.is_some());
     if command == Some(Cmd::Chatid) {
-        chat_id(shared, &msg);
+        if role.acts() {
+            chat_id(shared, &msg);
+        }
         return Ok(());
     }
     match shared.intake.take(&shared.ports, msg.arrival(&me), command).await {
-        Ok(Taken::Unregistered { first: true }) => unregistered(shared, &msg),
-        Ok(Taken::Command { group, command, by_admin }) => {
-            return run_command(shared, &group, &msg, command, by_admin, prompt_code).await
-        }
-        Ok(Taken::Engaged { group }) => return engaged(shared, &group, &msg).await,
-        Ok(Taken::Unregistered { first: false } | Taken::Observed | Taken::Duplicate) => {}
+        Ok(taken) => act(shared, role, &msg, &me, taken, prompt_code).await,
         Err(refused) => {
             // Not stored, so not acked: WhatsApp may bring it again. The chat is
-            // told now, from its own task (the hook never waits on a send).
-            if refused.tell {
-                let text = text::not_taken(&refused.error);
-                let (client, jid) = (shared.client.clone(), msg.chat.clone());
-                tokio::spawn(async move {
-                    if let Err(e) = client.send_text(&jid, &text).await {
-                        tracing::warn!(%jid, %e, "cannot tell the chat that its message was not taken");
-                    }
-                });
+            // told now (by the device that acts), from its own task: the hook
+            // never waits on a send.
+            if refused.tell && role.acts() {
+                tell_not_taken(shared, &msg, &refused.error);
             }
-            return Err(refused.into());
+            Err(refused.into())
         }
     }
+}
+
+/// What a taken message causes in its chat, from the device that acts.
+async fn act<C: WaClient>(
+    shared: &Arc<Shared<C>>,
+    role: Role,
+    msg: &WaMessage,
+    me: &OwnIds,
+    taken: Taken<Cmd>,
+    prompt_code: Option<String>,
+) -> anyhow::Result<()> {
+    match taken {
+        Taken::Unregistered { first: true } => unregistered(shared, msg),
+        // Commands are not stored: only the device that acts runs them, once.
+        Taken::Command { group, command, by_admin } if role.acts() => {
+            return run_command(shared, &group, msg, command, by_admin, prompt_code).await
+        }
+        Taken::Engaged { group } if role.acts() => return engaged(shared, &group, msg).await,
+        Taken::Duplicate if role.acts_on_copy() => {
+            if let Some(group) = shared.intake.engaged_copy(&shared.ports, &msg.arrival(me)).await {
+                return engaged(shared, &group, msg).await;
+            }
+        }
+        Taken::Unregistered { first: false }
+        | Taken::Observed
+        | Taken::Duplicate
+        | Taken::Command { .. }
+        | Taken::Engaged { .. } => {}
+    }
     Ok(())
+}
+
+/// Tells the chat its message was not taken.
+fn tell_not_taken<C: WaClient>(shared: &Shared<C>, msg: &WaMessage, error: &crate::router::RouteError) {
+    let text = text::not_taken(error);
+    let (client, jid) = (shared.client.clone(), msg.chat.clone());
+    tokio::spawn(async move {
+        if let Err(e) = client.send_text(&jid, &text).await {
+            tracing::warn!(%jid, %e, "cannot tell the chat that its message was not taken");
+        }
+    });
 }
 
 /// Says once how to register a group that is not; asking WhatsApp for the

@@ -26,12 +26,14 @@ mod approvals;
 mod client;
 mod commands;
 mod event;
+mod fitness;
 pub mod format;
 mod health;
 mod inbound;
 pub mod link;
 mod media;
 mod outbound;
+mod role;
 mod shared;
 mod status;
 

@@ -3,6 +3,7 @@
 //! stops them in order. `main` and the tests start pincer through the same
 //! functions here, with shutdown passed in as a value.
 
+mod approvals;
 mod claims;
 mod console;
 mod data;
@@ -140,6 +141,9 @@ async fn start_services<C: WaClient>(
     let this_node = node.as_ref().zip(s.node.as_ref()).map(|(running, section)| (&section.node, running.state()));
     start::endpoint(engine, services, &s.http, &s.timezone, this_node).await?;
     start::say_what_is_served(engine, services).await?;
+    if let Some(node) = node.as_ref() {
+        node.divert_approvals(&mut askers);
+    }
     engine.route_approvals(askers, services.shutdown());
     Ok(())
 }

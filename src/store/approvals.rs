@@ -27,7 +27,7 @@ pub const MAX_SUMMARY: usize = 256 * 1024;
 /// The longest answerer's name kept, in characters.
 pub const MAX_ANSWERED_BY: usize = 512;
 /// At most this many rows are read at one look.
-const LOOK_LIMIT: i64 = 256;
+pub const LOOK_LIMIT: usize = 256;
 
 /// Why a tool call cannot be asked across nodes.
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +135,7 @@ impl Approvals {
             "SELECT id, verdict, answered_by FROM approvals WHERE asked_by = $1 ORDER BY id LIMIT $2",
         )
         .bind(node.as_str())
-        .bind(LOOK_LIMIT * 4)
+        .bind(LOOK_LIMIT as i64 * 4)
         .fetch_all(&self.db.pool)
         .await?;
         Ok(super::error::readable("approvals", &rows, |row| {
@@ -164,7 +164,7 @@ impl Approvals {
             "SELECT id, shown_epoch, expires_at_us - {DB_NOW_US} FROM approvals
               WHERE verdict IS NULL AND platform = $1 ORDER BY id LIMIT $2"
         );
-        let rows = sqlx::query(&sql).bind(platform.as_str()).bind(LOOK_LIMIT).fetch_all(&self.db.pool).await?;
+        let rows = sqlx::query(&sql).bind(platform.as_str()).bind(LOOK_LIMIT as i64).fetch_all(&self.db.pool).await?;
         Ok(super::error::readable("approvals", &rows, |row| {
             Ok(Unanswered { id: row.try_get(0)?, shown_epoch: row.try_get(1)?, remaining_us: row.try_get(2)? })
         }))

@@ -43,7 +43,7 @@ mod transcripts;
 
 use std::path::Path;
 
-pub use approvals::{ApprovalError, Asked, NewApproval, ToShow, Unanswered};
+pub use approvals::{ApprovalError, Asked, NewApproval, ToShow, Unanswered, LOOK_LIMIT};
 pub use channels::ChannelHealth;
 pub use clock::now_us;
 pub use cluster_view::{ClusterView, NodeView, Owner};

@@ -351,3 +351,73 @@ async fn a_group_handed_off_by_a_stopping_node_takes_its_folder_along() {
     let notes = std::fs::read_to_string(to.sandbox.group_dir("team").join("notes.md"));
     assert_eq!(notes.ok().as_deref(), Some("the plan: FIG\n"), "the folder moved with the group");
 }
+
+/// Every `callback_data` of a message's buttons.
+fn button_data(message: &crate::support::fake_bot::Sent) -> Vec<String> {
+    let buttons = message.reply_markup.clone().unwrap_or_default();
+    let rows = buttons["inline_keyboard"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_tool_asked_on_a_node_that_is_not_the_gateway_is_approved_in_the_chat_once() {
+    use crate::support::cluster::{preferred, wait_alive, wait_held};
+    use crate::support::fake_api::Reply;
+    use pincer::domain::ChatAddress;
+
+    let script = fake_api::scripted(vec![("TOUCH", Reply::bash("touch approved.txt && echo ran-here", "make a file"))]);
+    let api = FakeApi::start(script).await;
+    let bot = FakeBot::start().await;
+    let url = postgres::server().fresh_database();
+    let mut nodes = nodes(&api, &bot, &url);
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        allowed_tools: Some(vec!["Read".into()]),
+        admins: vec![alice().id.to_string()],
+        ..Default::default()
+    };
+    nodes[0].sandbox.add_group_with("team", settings).await;
+    // The group goes to the node placement prefers (the others claim only
+    // after a grace); the gateway is a node started alone before the others.
+    let owner = preferred("team", &nodes);
+    let gateway = nodes.iter().position(|n| n.id != owner).unwrap();
+    let gateway_id = nodes[gateway].id.clone();
+    nodes[gateway].start().await;
+    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
+    wait_held(&mut db, "gw:telegram:123456", &gateway_id).await;
+    for node in nodes.iter_mut().filter(|n| n.id != gateway_id) {
+        node.start().await;
+    }
+    wait_alive(&mut db, 3).await;
+
+    bot.say(&team(), &alice(), "TOUCH please");
+    let has_buttons = |b: &FakeBot| b.sent(team().id).iter().any(|m| m.reply_markup.is_some());
+    bot.wait_for("the prompt, shown by the gateway", has_buttons).await;
+    assert_eq!(holder(&mut db, "team").await.as_deref(), Some(owner.as_str()), "the group runs on {owner}");
+    assert_eq!(holder(&mut db, "gw:telegram:123456").await.as_deref(), Some(gateway_id.as_str()));
+    let prompt = bot.sent(team().id).into_iter().find(|m| m.reply_markup.is_some()).unwrap();
+    assert!(prompt.text.contains("touch approved.txt"), "{}", prompt.text);
+    let allow = button_data(&prompt).into_iter().find(|d| d.ends_with(":a")).unwrap();
+
+    bot.press(&team(), &alice(), prompt.message_id, &allow);
+    let ran = |b: &FakeBot| b.sent(team().id).iter().filter(|m| m.text.starts_with("AFTER_TOOL:")).count();
+    bot.wait_for("the tool's answer", |b| ran(b) > 0).await;
+    let answer = bot.sent(team().id).into_iter().find(|m| m.text.starts_with("AFTER_TOOL:")).unwrap();
+    assert!(answer.text.contains("TOOL_RESULT(err=False)") && answer.text.contains("ran-here"), "{}", answer.text);
+    let owner_node = nodes.iter().find(|n| n.id == owner).unwrap();
+    assert!(owner_node.sandbox.group_dir("team").join("approved.txt").exists(), "it ran on the owner");
+    bot.wait_for("the prompt shows who allowed it", |b| {
+        b.sent(team().id).iter().any(|m| m.message_id == prompt.message_id && m.text.contains("Allowed by Alice"))
+    })
+    .await;
+
+    // Answered once: a marker's answer comes after any second answer would.
+    bot.say(&team(), &alice(), "MARKER");
+    answered(&bot, "MARKER").await;
+    assert_eq!(ran(&bot), 1, "the tool's answer reached the chat once");
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM approvals").fetch_one(&mut db).await.unwrap();
+    assert_eq!(left, 0, "the answered request's row is gone");
+}

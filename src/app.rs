@@ -141,9 +141,6 @@ async fn start_services<C: WaClient>(
     let this_node = node.as_ref().zip(s.node.as_ref()).map(|(running, section)| (&section.node, running.state()));
     start::endpoint(engine, services, &s.http, &s.timezone, this_node).await?;
     start::say_what_is_served(engine, services).await?;
-    if let Some(node) = node.as_ref() {
-        node.divert_approvals(&mut askers);
-    }
-    engine.route_approvals(askers, services.shutdown());
+    engine.route_approvals(node::approvals_of(node.as_ref(), askers), services.shutdown());
     Ok(())
 }

@@ -15,6 +15,7 @@ use super::claims::ClaimLoop;
 use super::engine::Engine;
 use super::membership::{Membership, MembershipConfig};
 use super::services::Services;
+use crate::channel::approvals::Askers;
 use crate::cluster::{LeaseTiming, NodeId};
 use crate::config::Config;
 
@@ -85,7 +86,8 @@ impl ClusterNode {
         services.intake(|stop| claims.run(stop));
         let (approvals_hint, hinted) = watch::channel(0);
         let ports = (engine.directory.clone(), engine.outbox.clone());
-        let approvals = super::approvals::Bridge::start(services, engine.store.approvals(), node.clone(), ports, hinted);
+        let approvals =
+            super::approvals::Bridge::start(services, engine.store.approvals(), node.clone(), ports, hinted);
         let outbox = engine.outbox.clone();
         services.intake(|stop| super::hints::run(url.expose().to_owned(), nudge, outbox, approvals_hint, stop));
         let outbox = engine.outbox.clone();
@@ -111,13 +113,13 @@ impl ClusterNode {
     /// A gateway of this node, served while it holds `lease`.
     pub fn gateway(&self, lease: crate::cluster::LeaseName) -> super::gateway::Gateway {
         let approvals = self.approvals.shower(&lease);
-        super::gateway::Gateway { leases: self.leases.clone(), lease, node: self.node.clone(), state: self.state(), approvals }
-    }
-
-    /// Sends the tool approvals for every platform this node has a gateway
-    /// for through the store (call it once every gateway was made).
-    pub fn divert_approvals(&self, askers: &mut crate::channel::approvals::Askers) {
-        self.approvals.divert(askers);
+        super::gateway::Gateway {
+            leases: self.leases.clone(),
+            lease,
+            node: self.node.clone(),
+            state: self.state(),
+            approvals,
+        }
     }
 
     /// Leaves the cluster (once this node's CLIs are gone and its outbox
@@ -126,4 +128,13 @@ impl ClusterNode {
         self.leave.cancel();
         self.membership.stopped().await;
     }
+}
+
+/// The adapters that ask: on a cluster node, those of each platform it has a
+/// gateway for are replaced by the store (call it once every gateway was made).
+pub fn approvals_of(node: Option<&ClusterNode>, mut askers: Askers) -> Askers {
+    if let Some(node) = node {
+        node.approvals.divert(&mut askers);
+    }
+    askers
 }

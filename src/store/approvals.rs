@@ -131,13 +131,12 @@ impl Approvals {
 
     /// `node`'s rows, with their verdicts once answered.
     pub async fn asked_by(&self, node: &NodeId) -> Result<Vec<Asked>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, verdict, answered_by FROM approvals WHERE asked_by = $1 ORDER BY id LIMIT $2",
-        )
-        .bind(node.as_str())
-        .bind(LOOK_LIMIT as i64 * 4)
-        .fetch_all(&self.db.pool)
-        .await?;
+        let rows =
+            sqlx::query("SELECT id, verdict, answered_by FROM approvals WHERE asked_by = $1 ORDER BY id LIMIT $2")
+                .bind(node.as_str())
+                .bind(LOOK_LIMIT as i64 * 4)
+                .fetch_all(&self.db.pool)
+                .await?;
         Ok(super::error::readable("approvals", &rows, |row| {
             let verdict: Option<String> = row.try_get(1)?;
             let by: Option<String> = row.try_get(2)?;
@@ -187,13 +186,7 @@ impl Approvals {
                 AND EXISTS (SELECT 1 FROM leases WHERE name = $4 AND node_id = $2 AND epoch = $3)
              RETURNING group_name, tool_name, summary, expires_at_us - {DB_NOW_US}"
         );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(node)
-            .bind(epoch)
-            .bind(name)
-            .fetch_optional(&self.db.pool)
-            .await?;
+        let row = sqlx::query(&sql).bind(id).bind(node).bind(epoch).bind(name).fetch_optional(&self.db.pool).await?;
         let Some(row) = row else { return Ok(None) };
         let read = || -> Result<ToShow, sqlx::Error> {
             let group: String = row.try_get(0)?;
@@ -213,14 +206,12 @@ impl Approvals {
     /// whether this one counts.
     pub async fn answer(&self, id: i64, answer: &ApprovalAnswer) -> Result<bool, StoreError> {
         let by: String = answer.by.chars().take(MAX_ANSWERED_BY).collect();
-        let done = sqlx::query(
-            "UPDATE approvals SET verdict = $2, answered_by = $3 WHERE id = $1 AND verdict IS NULL",
-        )
-        .bind(id)
-        .bind(verdict_str(answer.verdict))
-        .bind(by)
-        .execute(&self.db.pool)
-        .await?;
+        let done = sqlx::query("UPDATE approvals SET verdict = $2, answered_by = $3 WHERE id = $1 AND verdict IS NULL")
+            .bind(id)
+            .bind(verdict_str(answer.verdict))
+            .bind(by)
+            .execute(&self.db.pool)
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 }

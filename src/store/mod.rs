@@ -53,8 +53,8 @@ pub use error::StoreError;
 pub use folders::FolderSnapshot;
 pub use groups::{GroupRecord, GroupSettings};
 pub use handles::{
-    Approvals, Budgets, Channels, EgressLog, Folders, Groups, Health, History, Journal, Leases, OutboxLog, Preparing, Queue,
-    Retention, Schedules, Transcripts,
+    Approvals, Budgets, Channels, EgressLog, Folders, Groups, Health, History, Journal, Leases, OutboxLog, Preparing,
+    Queue, Retention, Schedules, Transcripts,
 };
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use inbound::InboundState;

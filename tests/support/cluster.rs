@@ -134,7 +134,8 @@ pub async fn wait_held(db: &mut sqlx::PgConnection, lease: &str, node: &str) {
 
 /// Waits until `count` nodes are alive, by the store's clock.
 pub async fn wait_alive(db: &mut sqlx::PgConnection, count: i64) {
-    let alive = "SELECT COUNT(*) FROM nodes WHERE expires_at_us > (extract(epoch from clock_timestamp()) * 1000000)::bigint";
+    let alive =
+        "SELECT COUNT(*) FROM nodes WHERE expires_at_us > (extract(epoch from clock_timestamp()) * 1000000)::bigint";
     let all = async {
         while sqlx::query_scalar::<_, i64>(alive).fetch_one(&mut *db).await.unwrap() < count {
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::asking::Asking;
+use super::showing::Showing;
 use super::*;
 use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest, ChatAddress, GroupName};
 use crate::store::tests::postgres;
@@ -45,60 +46,99 @@ async fn rows(store: &Store, node: &NodeId) -> usize {
     store.approvals().asked_by(node).await.unwrap().len()
 }
 
+/// An asking node and a gateway holding Telegram's lease, each side's task running.
+struct Pair {
+    asker: Store,
+    node: NodeId,
+    group: GroupName,
+    /// The asking side's queue (as the router hands requests to it).
+    requests: mpsc::Sender<ApprovalAsk>,
+    /// What the gateway hands its adapter.
+    shown: mpsc::Receiver<ApprovalAsk>,
+    stop: CancellationToken,
+    tasks: (tokio::task::JoinHandle<()>, Showing),
+}
+
+impl Pair {
+    async fn start() -> Pair {
+        let location = Location::Postgres(postgres::server().fresh_database());
+        let (asker, gateway) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
+        let group: GroupName = "team".parse().unwrap();
+        let chat = Some(ChatAddress::telegram(-100, None));
+        let settings = GroupSettings { chat, admins: vec!["42".into()], ..Default::default() };
+        asker.groups().add_group(&group, &settings).await.unwrap();
+        let ((node, _), (g, inc_g)) = (registered(&asker, "node-a").await, registered(&gateway, "node-g").await);
+        let lease = LeaseName::telegram(7);
+        gateway.leases().claim(&lease, &g, inc_g).await.unwrap().expect("the gateway's lease");
+
+        let stop = CancellationToken::new();
+        let (requests, routed) = mpsc::channel(8);
+        // No hints here: the looks every 250 ms carry everything.
+        let (_, hints) = watch::channel(0);
+        let asking = Asking { store: asker.approvals(), node: node.clone(), hints: hints.clone(), requests: routed };
+        let asking = tokio::spawn(asking.run(stop.clone()));
+        let outbox = Outbox::new(gateway.outbox(), None);
+        let directory = Directory::new(&gateway, outbox.clone());
+        let platform = Platform::Telegram;
+        let shower = Shower { store: gateway.approvals(), directory, outbox, platform, lease, hints };
+        let (adapter, shown) = mpsc::channel(8);
+        let showing = shower.start(adapter, &stop);
+        Pair { asker, node, group, requests, shown, stop, tasks: (asking, showing) }
+    }
+
+    /// Asks for `summary`; what the gateway's adapter gets, and the session's answer to come.
+    async fn ask(&mut self, summary: &str) -> (ApprovalAsk, oneshot::Receiver<ApprovalAnswer>) {
+        let (ask, answer) = request(&self.group, summary);
+        self.requests.send(ask).await.unwrap();
+        let prompt = tokio::time::timeout(PATIENCE, self.shown.recv()).await.expect("shown").unwrap();
+        (prompt, answer)
+    }
+
+    async fn no_rows_left(&self) {
+        wait_until(|| async { rows(&self.asker, &self.node).await == 0 }).await;
+    }
+
+    async fn stop(self) {
+        let (asking, showing) = self.tasks;
+        showing.stop().await;
+        self.stop.cancel();
+        asking.await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_request_asked_on_one_node_is_answered_on_the_gateway_once() {
-    let location = Location::Postgres(postgres::server().fresh_database());
-    let (asker, gateway) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
-    let group: GroupName = "team".parse().unwrap();
-    let settings =
-        GroupSettings { chat: Some(ChatAddress::telegram(-100, None)), admins: vec!["42".into()], ..Default::default() };
-    asker.groups().add_group(&group, &settings).await.unwrap();
-    let ((a, _), (g, inc_g)) = (registered(&asker, "node-a").await, registered(&gateway, "node-g").await);
-    let lease = LeaseName::telegram(7);
-    gateway.leases().claim(&lease, &g, inc_g).await.unwrap().expect("the gateway's lease");
-
-    let stop = CancellationToken::new();
-    let (requests, routed) = mpsc::channel(8);
-    let (_hint, hints) = watch::channel(0);
-    let asking = Asking { store: asker.approvals(), node: a.clone(), hints: hints.clone(), requests: routed };
-    let asking = tokio::spawn(asking.run(stop.clone()));
-    let outbox = Outbox::new(gateway.outbox(), None);
-    let shower = Shower {
-        store: gateway.approvals(),
-        directory: Directory::new(&gateway, outbox.clone()),
-        outbox,
-        platform: Platform::Telegram,
-        lease,
-        hints,
-    };
-    let (adapter, mut shown) = mpsc::channel(8);
-    let showing = shower.start(adapter, &stop);
-
-    let (ask, answer) = request(&group, "command:\nls");
-    requests.send(ask).await.unwrap();
-    let prompt = tokio::time::timeout(PATIENCE, shown.recv()).await.expect("shown").unwrap();
-    assert_eq!((prompt.to.clone(), prompt.admins.clone()), (ChatAddress::telegram(-100, None), vec!["42".to_owned()]));
-    let shown_request = prompt.request;
-    assert_eq!((shown_request.tool_name.as_str(), shown_request.summary.as_str()), ("Bash", "command:\nls"));
-    assert!(shown_request.id > 1 << 62, "apart from the gateway's own ids: {}", shown_request.id);
-    assert!(shown_request.timeout > Duration::from_secs(50) && shown_request.timeout <= Duration::from_secs(60));
+    let mut pair = Pair::start().await;
+    let (prompt, answer) = pair.ask("command:\nls").await;
+    assert_eq!((prompt.to, prompt.admins), (ChatAddress::telegram(-100, None), vec!["42".to_owned()]));
+    let shown = prompt.request;
+    assert_eq!((shown.tool_name.as_str(), shown.summary.as_str()), ("Bash", "command:\nls"));
+    assert!(shown.id > 1 << 62, "apart from the gateway's own ids: {}", shown.id);
+    assert!(shown.timeout > Duration::from_secs(50) && shown.timeout <= Duration::from_secs(60));
     let alice = ApprovalAnswer { verdict: Approval::Allow, by: "telegram:42 (Alice)".into() };
-    shown_request.respond.send(alice.clone()).unwrap();
+    shown.respond.send(alice.clone()).unwrap();
     let answered = tokio::time::timeout(PATIENCE, answer).await.expect("answered").unwrap();
     assert_eq!(answered, alice);
-    wait_until(|| async { rows(&asker, &a).await == 0 }).await;
+    pair.no_rows_left().await;
+    pair.stop().await;
+}
 
-    // A session that gives up (its timeout): its row goes, and the gateway's prompt ends.
-    let (ask, answer) = request(&group, "command:\nrm -rf /tmp/x");
-    requests.send(ask).await.unwrap();
-    let mut prompt = tokio::time::timeout(PATIENCE, shown.recv()).await.expect("shown").unwrap();
+#[tokio::test]
+async fn a_session_that_gives_up_ends_the_prompt_and_one_the_adapter_cannot_show_is_denied() {
+    let mut pair = Pair::start().await;
+    // The session's timeout: its row goes, and the gateway's prompt ends.
+    let (mut prompt, answer) = pair.ask("command:\nrm -rf /tmp/x").await;
     drop(answer);
     tokio::time::timeout(PATIENCE, prompt.request.respond.closed()).await.expect("the prompt ended");
-    wait_until(|| async { rows(&asker, &a).await == 0 }).await;
+    pair.no_rows_left().await;
 
-    showing.stop().await;
-    stop.cancel();
-    asking.await.unwrap();
+    // The adapter could not post it (it dropped the request): denied at once.
+    let (prompt, answer) = pair.ask("command:\nls").await;
+    drop(prompt);
+    let answered = tokio::time::timeout(PATIENCE, answer).await.expect("answered").unwrap();
+    assert_eq!((answered.verdict, answered.by.as_str()), (Approval::Deny, "pincer (no channel could ask)"));
+    pair.no_rows_left().await;
+    pair.stop().await;
 }
 
 async fn wait_until<F, Fut>(check: F)

@@ -51,7 +51,10 @@ async fn an_approval_asked_on_one_node_is_shown_by_the_gateway_and_answered_once
     assert!(gateway.approvals().unanswered(Platform::WhatsApp).await.unwrap().is_empty(), "another platform's");
 
     let shown = gateway.approvals().show(id, &lease).await.unwrap().expect("shown");
-    assert_eq!((shown.group.as_str(), shown.tool_name.as_str(), shown.summary.as_str()), ("team", "Bash", "command:\nls"));
+    assert_eq!(
+        (shown.group.as_str(), shown.tool_name.as_str(), shown.summary.as_str()),
+        ("team", "Bash", "command:\nls")
+    );
     assert!(shown.remaining > Duration::from_secs(50));
     assert_eq!(gateway.approvals().epoch(&lease), Some(1));
     assert_eq!(gateway.approvals().unanswered(Platform::Telegram).await.unwrap()[0].shown_epoch, Some(1));

@@ -34,6 +34,9 @@ impl Asking {
     /// Runs until `stop`; what still waits then is denied (its channel dropped).
     pub async fn run(mut self, stop: CancellationToken) {
         let mut waiting: HashMap<i64, oneshot::Sender<ApprovalAnswer>> = HashMap::new();
+        // The first look deletes what an earlier process of this node left;
+        // after it, a node with nothing waiting has nothing to look for.
+        self.look(&mut waiting).await;
         let mut tick = tokio::time::interval(LOOK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -44,8 +47,8 @@ impl Asking {
                     Some(ask) => self.store_one(ask, &mut waiting).await,
                     None => return,
                 },
-                Ok(()) = self.hints.changed() => self.look(&mut waiting).await,
-                _ = tick.tick() => self.look(&mut waiting).await,
+                Ok(()) = self.hints.changed(), if !waiting.is_empty() => self.look(&mut waiting).await,
+                _ = tick.tick(), if !waiting.is_empty() => self.look(&mut waiting).await,
             }
         }
     }

@@ -20,7 +20,7 @@ use crate::channel::{ApprovalAsk, Directory};
 use crate::cluster::LeaseName;
 use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest, Platform};
 use crate::outbox::Outbox;
-use crate::store::{Approvals, ToShow};
+use crate::store::{Approvals, StoreError, ToShow};
 
 /// Set in the ids of prompts shown for another node's rows: apart from
 /// this process's own request ids (counted up from 1), so an adapter's
@@ -128,6 +128,11 @@ impl Round {
             let row = match self.shower.store.show(id, &self.shower.lease).await {
                 Ok(Some(row)) => row,
                 Ok(None) => continue,
+                Err(e @ StoreError::BadRow { .. }) => {
+                    tracing::warn!(approval = id, %e, "an approval's row cannot be read; deleted");
+                    let _ = self.shower.store.forget(id).await;
+                    continue;
+                }
                 Err(e) => return tracing::debug!(approval = id, %e, "cannot mark an approval shown"),
             };
             if !self.hand_over(row).await {

@@ -105,7 +105,7 @@ async fn sqlite_schema() -> BTreeSet<String> {
 
 /// The schema a fresh PostgreSQL store has after `migrations/postgres/`.
 /// Without the cluster's tables (`nodes`, `leases`, `transcript_chunks`, `group_folders`, `approvals`): only PostgreSQL has them
-/// (migrations/postgres/0002_cluster.sql, 0003_transcripts.sql, 0004_folders.sql, 0006_approvals.sql).
+/// (migrations/postgres/0002_cluster.sql, 0003_transcripts.sql, 0004_folders.sql, 0007_approvals.sql).
 async fn postgres_schema() -> BTreeSet<String> {
     let mut db = PgConnection::connect(&postgres::server().fresh_database()).await.unwrap();
     sqlx::migrate!("./migrations/postgres").run(&mut db).await.unwrap();

@@ -2,9 +2,10 @@
 //! what other nodes stored (`migrations/postgres/0005_hints.sql`): a
 //! message queued for a group wakes the claim loop at once, a reply written
 //! to the outbox wakes this node's deliverers, a tool approval asked or
-//! answered (`0006_approvals.sql`) wakes the approvals' bridge. Only hints: the claim loop
-//! and the outbox are also looked at on a short poll, so a lost connection
-//! (reconnected with backoff) costs that poll's delay, never a message.
+//! answered (`0007_approvals.sql`) wakes the approvals' bridge. Only hints:
+//! the claim loop, the outbox and the approvals are also looked at on a
+//! short poll, so a lost connection (reconnected with backoff) costs that
+//! poll's delay, never a message.
 //! Touches one connection of its own to the database.
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
 //! Tool approvals asked across cluster nodes (PostgreSQL only;
-//! `migrations/postgres/0006_approvals.sql`): the asking node's rows, the
+//! `migrations/postgres/0007_approvals.sql`): the asking node's rows, the
 //! gateway's marks of what it shows, and the first verdict written back.
 //! What to show and when a row is stale is decided in `app::approvals`;
 //! here it runs. Touches the `approvals` table and reads `leases`.

@@ -42,6 +42,7 @@ CREATE INDEX approvals_by_asker ON approvals (asked_by);
 
 -- Wake-up hints (like 0005_hints.sql): a new row wakes the gateways, a
 -- verdict wakes the asking node. Only hints: both also look every 250 ms.
+-- Only cluster nodes write this table, so one machine never notifies.
 CREATE FUNCTION pincer_hint_approvals() RETURNS trigger AS $$
 BEGIN
     PERFORM pg_notify('pincer_approvals', '');

@@ -3,6 +3,7 @@
 //! stops them in order. `main` and the tests start pincer through the same
 //! functions here, with shutdown passed in as a value.
 
+mod approvals;
 mod claims;
 mod console;
 mod data;
@@ -140,6 +141,6 @@ async fn start_services<C: WaClient>(
     let this_node = node.as_ref().zip(s.node.as_ref()).map(|(running, section)| (&section.node, running.state()));
     start::endpoint(engine, services, &s.http, &s.timezone, this_node).await?;
     start::say_what_is_served(engine, services).await?;
-    engine.route_approvals(askers, services.shutdown());
+    engine.route_approvals(node::approvals_of(node.as_ref(), askers), services.shutdown());
     Ok(())
 }

@@ -29,6 +29,8 @@ pub struct Gateway {
     pub lease: LeaseName,
     pub node: NodeId,
     pub state: watch::Receiver<NodeState>,
+    /// Shows the tool approvals of every node for this platform's chats, round by round.
+    pub approvals: Option<super::approvals::Shower>,
 }
 
 /// When a served round ends: its intake at `stop` (shutdown, or the lease
@@ -93,15 +95,17 @@ impl Gateway {
             let watching = tokio::spawn(lost_when_gone(self.leases.clone(), self.lease.clone(), lost.clone()));
             let unfitting = tokio::spawn(when_unfit(fit.clone(), unfit.clone()));
             let ended = either(&lost, &unfit);
-            let (round_asks, forwarding) = forward(&mut asks);
-            let round = Round {
-                stop: either(&shutdown, &ended),
-                stop_delivery: either(&stop_delivery, &ended),
-                asks: round_asks,
-            };
+            let (round_tx, round_asks) = mpsc::channel(16);
+            let forwarding = forward(&mut asks, round_tx.clone());
+            let stop = either(&shutdown, &ended);
+            let showing = self.approvals.as_ref().map(|shower| shower.start(round_tx, &stop));
+            let round = Round { stop, stop_delivery: either(&stop_delivery, &ended), asks: round_asks };
             let served = serve(round).await;
             watching.abort();
             unfitting.abort();
+            if let Some(showing) = showing {
+                showing.stop().await;
+            }
             asks = forwarding.back().await;
             if !ended.is_cancelled() {
                 return served;
@@ -187,8 +191,7 @@ impl Forwarding {
     }
 }
 
-fn forward(asks: &mut mpsc::Receiver<ApprovalAsk>) -> (mpsc::Receiver<ApprovalAsk>, Forwarding) {
-    let (tx, rx) = mpsc::channel(16);
+fn forward(asks: &mut mpsc::Receiver<ApprovalAsk>, tx: mpsc::Sender<ApprovalAsk>) -> Forwarding {
     let (_, empty) = mpsc::channel(1);
     let mut from = std::mem::replace(asks, empty);
     let stop = CancellationToken::new();
@@ -206,7 +209,7 @@ fn forward(asks: &mut mpsc::Receiver<ApprovalAsk>) -> (mpsc::Receiver<ApprovalAs
         }
         from
     });
-    (rx, Forwarding { task, stop })
+    Forwarding { task, stop }
 }
 
 #[cfg(test)]

@@ -1,16 +1,18 @@
 //! A cluster node's wake-up hints (issue 36): it LISTENs on PostgreSQL for
 //! what other nodes stored (`migrations/postgres/0005_hints.sql`): a
 //! message queued for a group wakes the claim loop at once, a reply written
-//! to the outbox wakes this node's deliverers. Only hints: the claim loop
-//! and the outbox are also looked at on a short poll, so a lost connection
-//! (reconnected with backoff) costs that poll's delay, never a message.
+//! to the outbox wakes this node's deliverers, a tool approval asked or
+//! answered (`0007_approvals.sql`) wakes the approvals' bridge. Only hints:
+//! the claim loop, the outbox and the approvals are also looked at on a
+//! short poll, so a lost connection (reconnected with backoff) costs that
+//! poll's delay, never a message.
 //! Touches one connection of its own to the database.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::PgListener;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::outbox::Outbox;
@@ -18,15 +20,23 @@ use crate::retry::{Backoff, RetryPolicy};
 
 const WORK: &str = "pincer_work";
 const OUTBOX: &str = "pincer_outbox";
+const APPROVALS: &str = "pincer_approvals";
 
-/// Listens at `url` until `shutdown`: work wakes `claims`, replies `outbox`.
-pub async fn run(url: String, claims: Arc<Notify>, outbox: Outbox, shutdown: CancellationToken) {
+/// Listens at `url` until `shutdown`: work wakes `claims`, replies
+/// `outbox`, approvals bump `approvals`.
+pub async fn run(
+    url: String,
+    claims: Arc<Notify>,
+    outbox: Outbox,
+    approvals: watch::Sender<u64>,
+    shutdown: CancellationToken,
+) {
     let policy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(10));
     let mut backoff = Backoff::new(policy);
     loop {
         let (connected, e) = tokio::select! {
             _ = shutdown.cancelled() => return,
-            ended = listen(&url, &claims, &outbox) => ended,
+            ended = listen(&url, &claims, &outbox, &approvals) => ended,
         };
         tracing::debug!(%e, "the hints' connection ended; the nodes' polls carry on meanwhile");
         if connected {
@@ -39,17 +49,18 @@ pub async fn run(url: String, claims: Arc<Notify>, outbox: Outbox, shutdown: Can
 }
 
 /// One connection's life: whether it got as far as listening, and how it ended.
-async fn listen(url: &str, claims: &Notify, outbox: &Outbox) -> (bool, sqlx::Error) {
+async fn listen(url: &str, claims: &Notify, outbox: &Outbox, approvals: &watch::Sender<u64>) -> (bool, sqlx::Error) {
     let mut listener = match PgListener::connect(url).await {
         Ok(listener) => listener,
         Err(e) => return (false, e),
     };
-    if let Err(e) = listener.listen_all([WORK, OUTBOX]).await {
+    if let Err(e) = listener.listen_all([WORK, OUTBOX, APPROVALS]).await {
         return (false, e);
     }
     loop {
         match listener.recv().await {
             Ok(hint) if hint.channel() == WORK => claims.notify_one(),
+            Ok(hint) if hint.channel() == APPROVALS => approvals.send_modify(|n| *n = n.wrapping_add(1)),
             Ok(_) => outbox.wake(),
             Err(e) => return (true, e),
         }
@@ -76,7 +87,8 @@ mod tests {
         let (claims, outbox) = (Arc::new(Notify::new()), Outbox::new(here.outbox(), None));
         let mut replies = outbox.subscribe();
         let shutdown = CancellationToken::new();
-        let listening = tokio::spawn(run(url, claims.clone(), outbox.clone(), shutdown.clone()));
+        let (approvals, _) = watch::channel(0);
+        let listening = tokio::spawn(run(url, claims.clone(), outbox.clone(), approvals, shutdown.clone()));
 
         // Until the listener is up, a hint may go unheard: say again until one is.
         let msg = Inbound::new(group.clone(), Source::Console, "ann", "hi");

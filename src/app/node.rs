@@ -2,8 +2,9 @@
 //! shared `[store] url`): before anything runs, its store's group writes are
 //! fenced; then its membership registers and renews it, its claim loop
 //! claims groups, and its outbox is looked at every tick for replies other
-//! nodes wrote (with `hints` waking both at once when it hears of work). On
-//! one machine none of this starts.
+//! nodes wrote (with `hints` waking both at once when it hears of work);
+//! its tool approvals for a gateway's chat go through the store
+//! (`approvals`). On one machine none of this starts.
 
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use super::claims::ClaimLoop;
 use super::engine::Engine;
 use super::membership::{Membership, MembershipConfig};
 use super::services::Services;
+use crate::channel::approvals::Askers;
 use crate::cluster::{LeaseTiming, NodeId};
 use crate::config::Config;
 
@@ -54,6 +56,7 @@ pub struct ClusterNode {
     leave: CancellationToken,
     leases: crate::store::Leases,
     node: NodeId,
+    approvals: std::sync::Arc<super::approvals::Bridge>,
 }
 
 impl ClusterNode {
@@ -81,8 +84,12 @@ impl ClusterNode {
             nudge: nudge.clone(),
         };
         services.intake(|stop| claims.run(stop));
+        let (approvals_hint, hinted) = watch::channel(0);
+        let ports = (engine.directory.clone(), engine.outbox.clone());
+        let approvals =
+            super::approvals::Bridge::start(services, engine.store.approvals(), node.clone(), ports, hinted);
         let outbox = engine.outbox.clone();
-        services.intake(|stop| super::hints::run(url.expose().to_owned(), nudge, outbox, stop));
+        services.intake(|stop| super::hints::run(url.expose().to_owned(), nudge, outbox, approvals_hint, stop));
         let outbox = engine.outbox.clone();
         services.intake(|stop| async move {
             let mut tick = tokio::time::interval(OUTBOX_LOOK);
@@ -95,7 +102,7 @@ impl ClusterNode {
             }
         });
         tracing::info!(%node, lease_ttl = ?timing.lease_ttl(), "this pincer is a cluster node");
-        Ok(ClusterNode { membership, leave, leases, node })
+        Ok(ClusterNode { membership, leave, leases, node, approvals })
     }
 
     /// The node's state, to watch (`/readyz`).
@@ -105,7 +112,14 @@ impl ClusterNode {
 
     /// A gateway of this node, served while it holds `lease`.
     pub fn gateway(&self, lease: crate::cluster::LeaseName) -> super::gateway::Gateway {
-        super::gateway::Gateway { leases: self.leases.clone(), lease, node: self.node.clone(), state: self.state() }
+        let approvals = self.approvals.shower(&lease);
+        super::gateway::Gateway {
+            leases: self.leases.clone(),
+            lease,
+            node: self.node.clone(),
+            state: self.state(),
+            approvals,
+        }
     }
 
     /// Leaves the cluster (once this node's CLIs are gone and its outbox
@@ -114,4 +128,13 @@ impl ClusterNode {
         self.leave.cancel();
         self.membership.stopped().await;
     }
+}
+
+/// The adapters that ask: on a cluster node, those of each platform it has a
+/// gateway for are replaced by the store (call it once every gateway was made).
+pub fn approvals_of(node: Option<&ClusterNode>, mut askers: Askers) -> Askers {
+    if let Some(node) = node {
+        node.approvals.divert(&mut askers);
+    }
+    askers
 }

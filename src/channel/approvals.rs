@@ -32,6 +32,12 @@ impl Askers {
         self.0.insert(platform, tx);
         rx
     }
+
+    /// Sends `platform`'s requests to `to` from now on (a cluster node's
+    /// store); the adapter's own queue, if it had one, is given back to keep open.
+    pub fn divert(&mut self, platform: Platform, to: mpsc::Sender<ApprovalAsk>) -> Option<mpsc::Sender<ApprovalAsk>> {
+        self.0.insert(platform, to)
+    }
 }
 
 /// Hands each request to its group's adapter until the sessions are gone or `shutdown`.

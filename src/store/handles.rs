@@ -67,4 +67,6 @@ handles! {
     /// The groups' folder snapshots a cluster node keeps for the next owner
     /// (`folders.rs`, PostgreSQL only).
     Folders;
+    /// Tool approvals asked across cluster nodes (`approvals.rs`, PostgreSQL only).
+    Approvals;
 }

@@ -9,6 +9,7 @@
 //! `handles.rs` says why handles and how a second backend slots in). This
 //! file only declares, re-exports and opens.
 
+mod approvals;
 mod budget;
 mod channels;
 mod clock;
@@ -42,6 +43,7 @@ mod transcripts;
 
 use std::path::Path;
 
+pub use approvals::{ApprovalError, Asked, NewApproval, ToShow, Unanswered, LOOK_LIMIT};
 pub use channels::ChannelHealth;
 pub use clock::now_us;
 pub use cluster_view::{ClusterView, NodeView, Owner};
@@ -51,8 +53,8 @@ pub use error::StoreError;
 pub use folders::FolderSnapshot;
 pub use groups::{GroupRecord, GroupSettings};
 pub use handles::{
-    Budgets, Channels, EgressLog, Folders, Groups, Health, History, Journal, Leases, OutboxLog, Preparing, Queue,
-    Retention, Schedules, Transcripts,
+    Approvals, Budgets, Channels, EgressLog, Folders, Groups, Health, History, Journal, Leases, OutboxLog, Preparing,
+    Queue, Retention, Schedules, Transcripts,
 };
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use inbound::InboundState;
@@ -157,6 +159,10 @@ impl Store {
 
     pub fn folders(&self) -> Folders {
         Folders::new(self.db.clone())
+    }
+
+    pub fn approvals(&self) -> Approvals {
+        Approvals::new(self.db.clone())
     }
 }
 

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use pincer::store::GroupSettings;
+use sqlx::PgConnection;
 
 use crate::support::cluster::{holder, nodes, serving_team, Node};
 use crate::support::fake_api::{self, FakeApi};
@@ -350,4 +351,125 @@ async fn a_group_handed_off_by_a_stopping_node_takes_its_folder_along() {
     let to = nodes.iter().find(|n| n.id == next).unwrap();
     let notes = std::fs::read_to_string(to.sandbox.group_dir("team").join("notes.md"));
     assert_eq!(notes.ok().as_deref(), Some("the plan: FIG\n"), "the folder moved with the group");
+}
+
+/// Every `callback_data` of a message's buttons.
+fn button_data(message: &crate::support::fake_bot::Sent) -> Vec<String> {
+    let buttons = message.reply_markup.clone().unwrap_or_default();
+    let rows = buttons["inline_keyboard"].as_array().cloned().unwrap_or_default();
+    rows.iter()
+        .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+fn touch_script() -> fake_api::Script {
+    use crate::support::fake_api::Reply;
+    fake_api::scripted(vec![("TOUCH", Reply::bash("touch approved.txt && echo ran-here", "make a file"))])
+}
+
+/// Three nodes serving `team` (admin: Alice; Bash needs approval), started so
+/// that the group runs on one node and Telegram's gateway is another: the
+/// group goes to the node placement prefers (the others claim only after a
+/// grace), the gateway is a node started alone before the others. The nodes,
+/// the database, the owner's id and the gateway's.
+async fn team_apart_from_its_gateway(
+    api: &FakeApi,
+    bot: &FakeBot,
+    url: &str,
+) -> (Vec<Node>, PgConnection, String, String) {
+    use crate::support::cluster::{preferred, wait_alive, wait_held};
+    use pincer::domain::ChatAddress;
+
+    let mut nodes = nodes(api, bot, url);
+    let settings = GroupSettings {
+        chat: Some(ChatAddress::telegram(team().id, None)),
+        requires_trigger: false,
+        allowed_tools: Some(vec!["Read".into()]),
+        admins: vec![alice().id.to_string()],
+        ..Default::default()
+    };
+    nodes[0].sandbox.add_group_with("team", settings).await;
+    let owner = preferred("team", &nodes);
+    let gateway = nodes.iter().position(|n| n.id != owner).unwrap();
+    let gateway_id = nodes[gateway].id.clone();
+    nodes[gateway].start().await;
+    let mut db = <PgConnection as sqlx::Connection>::connect(url).await.unwrap();
+    wait_held(&mut db, GATEWAY, &gateway_id).await;
+    for node in nodes.iter_mut().filter(|n| n.id != gateway_id) {
+        node.start().await;
+    }
+    wait_alive(&mut db, 3).await;
+    (nodes, db, owner, gateway_id)
+}
+
+const GATEWAY: &str = "gw:telegram:123456";
+
+/// The approval prompts (messages with buttons, or edited from them) in the team chat.
+fn prompts(bot: &FakeBot) -> Vec<crate::support::fake_bot::Sent> {
+    bot.sent(team().id).into_iter().filter(|m| m.text.contains("touch approved.txt")).collect()
+}
+
+/// The answers of the tool's run in the team chat.
+fn ran(bot: &FakeBot) -> usize {
+    bot.sent(team().id).iter().filter(|m| m.text.starts_with("AFTER_TOOL:")).count()
+}
+
+/// Presses Allow on `prompt` as Alice; waits for the tool's answer and checks it ran on `owner`.
+async fn allow_and_see_it_run(bot: &FakeBot, prompt: &crate::support::fake_bot::Sent, owner: &Node) {
+    let allow = button_data(prompt).into_iter().find(|d| d.ends_with(":a")).unwrap();
+    bot.press(&team(), &alice(), prompt.message_id, &allow);
+    bot.wait_for("the tool's answer", |b| ran(b) > 0).await;
+    let answer = bot.sent(team().id).into_iter().find(|m| m.text.starts_with("AFTER_TOOL:")).unwrap();
+    assert!(answer.text.contains("TOOL_RESULT(err=False)") && answer.text.contains("ran-here"), "{}", answer.text);
+    assert!(owner.sandbox.group_dir("team").join("approved.txt").exists(), "it ran on the owner");
+    bot.wait_for("the prompt shows who allowed it", |b| {
+        b.sent(team().id).iter().any(|m| m.message_id == prompt.message_id && m.text.contains("Allowed by Alice"))
+    })
+    .await;
+}
+
+/// Once a marker's answer came (after any second answer would): the tool's
+/// answer reached the chat once, and no request is left in the store.
+async fn answered_once(bot: &FakeBot, db: &mut PgConnection) {
+    bot.say(&team(), &alice(), "MARKER");
+    answered(bot, "MARKER").await;
+    assert_eq!(ran(bot), 1, "the tool's answer reached the chat once");
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM approvals").fetch_one(db).await.unwrap();
+    assert_eq!(left, 0, "the answered request's row is gone");
+}
+
+#[tokio::test]
+async fn a_tool_asked_on_a_node_that_is_not_the_gateway_is_approved_in_the_chat_once() {
+    let api = FakeApi::start(touch_script()).await;
+    let bot = FakeBot::start().await;
+    let url = postgres::server().fresh_database();
+    let (nodes, mut db, owner, gateway) = team_apart_from_its_gateway(&api, &bot, &url).await;
+
+    bot.say(&team(), &alice(), "TOUCH please");
+    bot.wait_for("the prompt, shown by the gateway", |b| !prompts(b).is_empty()).await;
+    assert_eq!(holder(&mut db, "team").await.as_deref(), Some(owner.as_str()), "the group runs on {owner}");
+    assert_eq!(holder(&mut db, GATEWAY).await.as_deref(), Some(gateway.as_str()));
+    let prompt = prompts(&bot).remove(0);
+    assert!(prompt.reply_markup.is_some(), "the prompt has buttons");
+    allow_and_see_it_run(&bot, &prompt, nodes.iter().find(|n| n.id == owner).unwrap()).await;
+    answered_once(&bot, &mut db).await;
+}
+
+#[tokio::test]
+async fn a_prompt_shown_by_a_gateway_that_dies_is_shown_again_by_the_next_and_answered_once() {
+    let api = FakeApi::start(touch_script()).await;
+    let bot = FakeBot::start().await;
+    let url = postgres::server().fresh_database();
+    let (mut nodes, mut db, owner, gateway) = team_apart_from_its_gateway(&api, &bot, &url).await;
+
+    bot.say(&team(), &alice(), "TOUCH please");
+    bot.wait_for("the prompt, shown by the gateway", |b| !prompts(b).is_empty()).await;
+    nodes.iter_mut().find(|n| n.id == gateway).unwrap().kill_9().await;
+    bot.wait_for("the prompt, shown again by the next gateway", |b| prompts(b).len() >= 2).await;
+    let next = holder(&mut db, GATEWAY).await.expect("another node holds the gateway");
+    assert_ne!(next, gateway);
+    let prompt = prompts(&bot).remove(1);
+    allow_and_see_it_run(&bot, &prompt, nodes.iter().find(|n| n.id == owner).unwrap()).await;
+    answered_once(&bot, &mut db).await;
+    assert_eq!(prompts(&bot).len(), 2, "shown once by each gateway");
 }

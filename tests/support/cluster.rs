@@ -121,3 +121,39 @@ pub async fn holder(db: &mut sqlx::PgConnection, lease: &str) -> Option<String> 
         .unwrap()
         .flatten()
 }
+
+/// Waits until `node` holds `lease`, by the store.
+pub async fn wait_held(db: &mut sqlx::PgConnection, lease: &str, node: &str) {
+    let held = async {
+        while holder(db, lease).await.as_deref() != Some(node) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(super::harness::PATIENCE, held).await.unwrap_or_else(|_| panic!("{node} holds {lease}"));
+}
+
+/// Waits until `count` nodes are alive, by the store's clock.
+pub async fn wait_alive(db: &mut sqlx::PgConnection, count: i64) {
+    let alive =
+        "SELECT COUNT(*) FROM nodes WHERE expires_at_us > (extract(epoch from clock_timestamp()) * 1000000)::bigint";
+    let all = async {
+        while sqlx::query_scalar::<_, i64>(alive).fetch_one(&mut *db).await.unwrap() < count {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(super::harness::PATIENCE, all).await.unwrap_or_else(|_| panic!("{count} nodes alive"));
+}
+
+/// The node `group` prefers among `nodes` while none runs a session
+/// (placement is a fixed hash, the same in every process).
+pub fn preferred(group: &str, nodes: &[Node]) -> String {
+    let loads: Vec<pincer::cluster::NodeLoad> = nodes
+        .iter()
+        .map(|n| pincer::cluster::NodeLoad {
+            id: NodeId::new(&n.id).unwrap(),
+            live: 0,
+            slots: n.sandbox.config.claude.max_live_sessions as u64,
+        })
+        .collect();
+    pincer::cluster::preferred_node(group, &loads).expect("a node with a free slot").id.to_string()
+}

@@ -5,6 +5,7 @@
 
 mod approvals;
 mod claims;
+mod commands;
 mod console;
 mod data;
 mod engine;

@@ -89,7 +89,8 @@ impl ClusterNode {
         let approvals =
             super::approvals::Bridge::start(services, engine.store.approvals(), node.clone(), ports, hinted);
         let outbox = engine.outbox.clone();
-        services.intake(|stop| super::hints::run(url.expose().to_owned(), nudge, outbox, approvals_hint, stop));
+        let heard = super::commands::start(engine, services, nudge);
+        services.intake(|stop| super::hints::run(url.expose().to_owned(), heard, outbox, approvals_hint, stop));
         let outbox = engine.outbox.clone();
         services.intake(|stop| async move {
             let mut tick = tokio::time::interval(OUTBOX_LOOK);

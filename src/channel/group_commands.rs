@@ -19,7 +19,8 @@ use crate::store::{GroupRecord, StoreError};
 const PROMPT_CHARS: usize = 60;
 
 /// `/tasks [run|pause|resume ID]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TasksAction {
     List,
     Run(i64),
@@ -28,7 +29,8 @@ pub enum TasksAction {
 }
 
 /// `/budget [daily USD|monthly USD|turns N|… default]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum BudgetAction {
     Show,
     /// A part of the group's own budget; `None` gives it back to `[budget]`.

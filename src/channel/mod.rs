@@ -17,9 +17,11 @@
 //! or an outbox row (`OutboundKind` + text).
 
 pub mod approvals;
+mod command;
 pub mod console;
 pub mod delivery;
 pub mod group_commands;
+mod help;
 mod intake;
 pub mod progress;
 mod split;
@@ -35,8 +37,11 @@ use crate::domain::media::OutboundFile;
 use crate::domain::{ApprovalRequest, ChatAddress, GroupName, OutboundKind, Platform};
 use crate::outbox::Outbox;
 use crate::router::Router;
-use crate::store::{Budgets, Channels, GroupRecord, Groups, Schedules, StatusRecord, Store, StoreError};
+use crate::store::{
+    Budgets, Channels, Commands, GroupRecord, Groups, Leases, Schedules, StatusRecord, Store, StoreError,
+};
 
+pub use command::{decode_command, SessionCommand};
 pub use text::{describe_status, starts_with_word, FirstSight};
 
 /// What a platform adapter does to put outbox messages in its chats.
@@ -109,32 +114,45 @@ pub struct Ports {
     pub zone: chrono_tz::Tz,
 }
 
-/// The commands every chat has for its group's session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SessionCommand {
-    Status,
-    /// Interrupt the current turn.
-    Stop,
-    /// A fresh session.
-    New,
-    /// `/tasks …`: the group's scheduled tasks.
-    Tasks(group_commands::TasksAction),
-    /// `/budget …`: what the group spent, and (admins) its budget.
-    Budget(group_commands::BudgetAction),
-    /// A `/tasks` or `/budget` whose words did not parse: answered with this usage.
-    Usage(&'static str),
-}
-
 impl Ports {
     /// What `group`'s chat is shown of its agent's work: its own mode over the configured one.
     pub fn progress_for(&self, group: &GroupRecord) -> progress::ProgressSettings {
         progress::ProgressSettings::for_group(&self.live.progress(), group.settings.progress)
     }
 
-    /// Runs a session command someone sent in `group`'s chat and queues the
-    /// answer there. When the group has admins, only they may stop the agent
-    /// or start a fresh session.
+    /// Whether `group` runs on this node: always on one machine; on a
+    /// cluster node, while it holds the group's lease.
+    pub fn runs_here(&self, group: &GroupName) -> bool {
+        self.directory.leases.holds_group(group)
+    }
+
+    /// A session command someone sent in `group`'s chat: run here when the
+    /// group runs here, else handed to the node that runs it (its answer is
+    /// a write of the group's, which only that node may make; its `/stop`
+    /// and `/new` are for the session there). The one place this is decided.
     pub async fn session_command(
+        &self,
+        group: &GroupRecord,
+        cmd: SessionCommand,
+        by_admin: bool,
+    ) -> Result<(), crate::router::RouteError> {
+        if self.runs_here(&group.name) {
+            return self.run_session_command(group, cmd, by_admin).await;
+        }
+        match command::encode(&cmd) {
+            Ok(stored) => {
+                let id = self.directory.commands.hand_over(&group.name, &stored, by_admin).await?;
+                tracing::debug!(group = %group.name, id, ?cmd, "handed a chat command to the group's node");
+            }
+            Err(e) => tracing::error!(group = %group.name, ?cmd, %e, "a chat command that cannot travel; not run"),
+        }
+        Ok(())
+    }
+
+    /// Runs a session command someone sent in `group`'s chat and queues the
+    /// answer there, on the node that runs the group. When the group has
+    /// admins, only they may stop the agent or start a fresh session.
+    pub async fn run_session_command(
         &self,
         group: &GroupRecord,
         cmd: SessionCommand,
@@ -188,6 +206,9 @@ pub struct Directory {
     schedules: Schedules,
     budgets: Budgets,
     outbox: Outbox,
+    /// Whether a group runs here, and the commands handed to its node.
+    leases: Leases,
+    commands: Commands,
 }
 
 impl Directory {
@@ -199,6 +220,8 @@ impl Directory {
             schedules: store.schedules(),
             budgets: store.budgets(),
             outbox,
+            leases: store.leases(),
+            commands: store.commands(),
         }
     }
 

@@ -67,8 +67,8 @@ pub const RELEASE_LEASE: &str = "\
 UPDATE leases SET node_id = NULL, incarnation = NULL
  WHERE name = $1 AND node_id = $2 AND epoch = $3";
 
-/// The groups with work (a message waiting or in flight, a schedule due or a
-/// run unfinished) and their lease as seen now: `name`, the holder's
+/// The groups with work (a message waiting or in flight, a schedule due, a
+/// run unfinished, or a chat command handed to its owner) and their lease as seen now: `name`, the holder's
 /// `node_id` and `incarnation` (NULL: free), `epoch` (NULL: never claimed),
 /// and `holder_expired` (1: the holder's row is missing or expired by the
 /// database's clock). A message in flight counts as work so that a dead
@@ -83,7 +83,8 @@ SELECT w.name, l.node_id, l.incarnation, l.epoch,
   FROM (SELECT group_name AS name FROM inbound WHERE state IN ('queued', 'sent', 'preparing')
         UNION SELECT group_name FROM schedules
                WHERE status = 'active' AND next_run_us <= (extract(epoch from clock_timestamp()) * 1000000)::bigint
-        UNION SELECT group_name FROM schedule_runs WHERE outcome = 'running') w
+        UNION SELECT group_name FROM schedule_runs WHERE outcome = 'running'
+        UNION SELECT group_name FROM pending_commands) w
   LEFT JOIN leases l ON l.name = w.name
  ORDER BY w.name";
 

@@ -69,4 +69,6 @@ handles! {
     Folders;
     /// Tool approvals asked across cluster nodes (`approvals.rs`, PostgreSQL only).
     Approvals;
+    /// Chat commands handed to their group's owner (`commands.rs`, PostgreSQL only).
+    Commands;
 }

@@ -14,6 +14,7 @@ mod budget;
 mod channels;
 mod clock;
 mod cluster_view;
+mod commands;
 mod db;
 mod egress;
 mod error;
@@ -47,14 +48,15 @@ pub use approvals::{ApprovalError, Asked, NewApproval, ToShow, Unanswered, LOOK_
 pub use channels::ChannelHealth;
 pub use clock::now_us;
 pub use cluster_view::{ClusterView, NodeView, Owner};
+pub use commands::PendingCommand;
 pub use db::Location;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use error::StoreError;
 pub use folders::FolderSnapshot;
 pub use groups::{GroupRecord, GroupSettings};
 pub use handles::{
-    Approvals, Budgets, Channels, EgressLog, Folders, Groups, Health, History, Journal, Leases, OutboxLog, Preparing,
-    Queue, Retention, Schedules, Transcripts,
+    Approvals, Budgets, Channels, Commands, EgressLog, Folders, Groups, Health, History, Journal, Leases, OutboxLog,
+    Preparing, Queue, Retention, Schedules, Transcripts,
 };
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use inbound::InboundState;
@@ -163,6 +165,10 @@ impl Store {
 
     pub fn approvals(&self) -> Approvals {
         Approvals::new(self.db.clone())
+    }
+
+    pub fn commands(&self) -> Commands {
+        Commands::new(self.db.clone())
     }
 }
 

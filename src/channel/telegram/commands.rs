@@ -8,7 +8,6 @@ use super::shared::Shared;
 use super::target::TelegramTarget;
 use crate::channel::group_commands::{BudgetAction, TasksAction};
 use crate::channel::SessionCommand;
-use crate::domain::OutboundKind;
 use crate::store::GroupRecord;
 
 #[derive(BotCommands, Clone, Debug, PartialEq, Eq)]
@@ -65,11 +64,7 @@ pub(super) async fn run(
         Cmd::Tasks(args) => TasksAction::parse(&args).map_or_else(SessionCommand::Usage, SessionCommand::Tasks),
         Cmd::Budget(args) => BudgetAction::parse(&args).map_or_else(SessionCommand::Usage, SessionCommand::Budget),
         Cmd::Chatid => return chat_id(shared, target, sender_id).await,
-        Cmd::Help => {
-            let help = Cmd::descriptions().to_string();
-            shared.ports.outbox.say(&group.name, OutboundKind::Answer, &help).await;
-            return Ok(());
-        }
+        Cmd::Help => SessionCommand::Usage(crate::channel::help::TELEGRAM),
     };
     Ok(shared.ports.session_command(group, session, by_admin).await?)
 }
@@ -86,5 +81,10 @@ mod tests {
         assert!(Cmd::parse("stop", "pincer_bot").is_err());
         assert_eq!(Cmd::parse("/tasks", "pincer_bot").ok(), Some(Cmd::Tasks(String::new())));
         assert_eq!(Cmd::parse("/budget@pincer_bot daily 5", "pincer_bot").ok(), Some(Cmd::Budget("daily 5".into())));
+    }
+
+    #[test]
+    fn the_help_is_what_the_command_list_describes() {
+        assert_eq!(crate::channel::help::TELEGRAM, Cmd::descriptions().to_string());
     }
 }

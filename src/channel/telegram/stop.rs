@@ -73,8 +73,11 @@ pub(super) async fn pressed(ports: &Ports, query: &CallbackQuery) -> String {
             tracing::info!(group = %group.name, presser, "a non-admin pressed Stop; refused");
             NOT_ADMIN.to_owned()
         }
-        // A button left on an old message: said to the presser alone, not the chat.
-        Verdict::Stop { .. } if idle(ports, &group.name).await => "The agent is not in a turn right now.".to_owned(),
+        // A button left on an old message: said to the presser alone, not the
+        // chat. Only known where the group runs; elsewhere `/stop` is handed there.
+        Verdict::Stop { .. } if ports.runs_here(&group.name) && idle(ports, &group.name).await => {
+            "The agent is not in a turn right now.".to_owned()
+        }
         Verdict::Stop { by_admin } => match ports.session_command(&group, SessionCommand::Stop, by_admin).await {
             Ok(()) => "Stopping the agent.".to_owned(),
             Err(e) => {

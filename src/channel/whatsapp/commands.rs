@@ -23,16 +23,8 @@ pub(super) enum Cmd {
     },
 }
 
-pub(super) const HELP: &str = "pincer runs a Claude Code agent for this group. Commands:\n\
-/status: is the agent's session live, what runs in it, what it cost\n\
-/stop: interrupt the agent's current turn\n\
-/new: start a fresh session (the old one stays in pincer's history)\n\
-/tasks: this group's scheduled tasks (admins: /tasks run|pause|resume ID)\n\
-/budget: what this group spent (admins: /budget daily|monthly USD, /budget turns N)\n\
-/chatid: this group's id, to register it with pincer\n\
-/help: this text\n\
-When the agent asks to use a tool, an admin answers: allow CODE, deny CODE or always CODE \
-(or replies to the request with allow, deny or always).";
+/// `/help`'s answer (kept in `channel::help`, so it can travel to the group's owner).
+pub(super) use crate::channel::help::WHATSAPP as HELP;
 
 impl Cmd {
     /// The command `text` is, if any. Commands are case-insensitive and must

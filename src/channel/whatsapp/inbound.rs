@@ -267,10 +267,7 @@ async fn run_command<C: WaClient>(
             chat_id(shared, msg);
             return Ok(());
         }
-        Cmd::Help => {
-            shared.ports.outbox.say(&group.name, OutboundKind::Answer, HELP).await;
-            return Ok(());
-        }
+        Cmd::Help => SessionCommand::Usage(HELP),
         Cmd::Answer { verdict, code } => {
             let Some(code) = code.or(prompt_code) else { return Ok(()) };
             let by = Answerer { number: msg.sender_number.as_deref(), name: &msg.sender_name };

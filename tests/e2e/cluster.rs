@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use pincer::store::GroupSettings;
 use sqlx::PgConnection;
 
-use crate::support::cluster::{holder, nodes, serving_team, Node};
+use crate::support::cluster::{holder, nodes, restart, serving_team, Node};
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 use crate::support::harness::pincer_command;
@@ -472,4 +472,62 @@ async fn a_prompt_shown_by_a_gateway_that_dies_is_shown_again_by_the_next_and_an
     allow_and_see_it_run(&bot, &prompt, nodes.iter().find(|n| n.id == owner).unwrap()).await;
     answered_once(&bot, &mut db).await;
     assert_eq!(prompts(&bot).len(), 2, "shown once by each gateway");
+}
+
+/// The team group answered by a node that is not the Telegram gateway:
+/// after each answered message, a node holding both is restarted (its
+/// gateway goes to another node; the group comes back to it, its preferred
+/// node, at the next message). The owner and the gateway.
+async fn owner_apart_from_gateway(nodes: &mut [Node], db: &mut sqlx::PgConnection, bot: &FakeBot) -> (String, String) {
+    for attempt in 0..5 {
+        let word = format!("APPLE{attempt}");
+        bot.say(&team(), &alice(), &format!("hello {word}"));
+        assert_eq!(answered(bot, &word).await, 1);
+        let owner = holder(db, "team").await.expect("a node holds the group");
+        let gateway = holder(db, "gw:telegram:123456").await.expect("a node holds the bot's gateway");
+        if owner != gateway {
+            return (owner, gateway);
+        }
+        let both = nodes.iter_mut().find(|n| n.id == owner).unwrap();
+        restart(both, db, 3).await;
+    }
+    panic!("the group's node stayed the gateway through 5 restarts");
+}
+
+/// Messages the team chat got that `pick` picks.
+fn sent_like(bot: &FakeBot, pick: impl Fn(&str) -> bool) -> usize {
+    bot.sent(team().id).iter().filter(|s| pick(&s.text)).count()
+}
+
+#[tokio::test]
+async fn commands_in_a_chat_whose_group_runs_on_another_node_are_answered_and_run_there() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let url = postgres::server().fresh_database();
+    let (mut nodes, mut db) = serving_team(nodes(&api, &bot, &url), &url, team().id).await;
+    let (owner, gateway) = owner_apart_from_gateway(&mut nodes, &mut db, &bot).await;
+    eprintln!("the group runs on {owner}, Telegram is polled by {gateway}");
+
+    // `/status` is the owner's: its live session, answered once.
+    bot.say(&team(), &alice(), "/status");
+    let status = |text: &str| text.starts_with("Session: live");
+    bot.wait_for("the status", |bot| sent_like(bot, status) > 0).await;
+    bot.say(&team(), &alice(), "/help");
+    bot.wait_for("the help", |bot| sent_like(bot, |t| t.contains("/new — start a fresh session")) > 0).await;
+
+    // `/new` ends the owner's session; the next message starts a fresh one there.
+    bot.say(&team(), &alice(), "/new");
+    bot.wait_for("the fresh start", |bot| sent_like(bot, |t| t.contains("Started a fresh session")) > 0).await;
+    bot.say(&team(), &alice(), "and now LEMON");
+    assert_eq!(answered(&bot, "LEMON").await, 1);
+    let last = api.main_requests().into_iter().rev().find(|r| r.all_text().contains("LEMON")).unwrap().all_text();
+    assert!(!last.contains("APPLE"), "the fresh session does not know the old one: {last}");
+    assert_eq!(holder(&mut db, "team").await.as_deref(), Some(owner.as_str()), "it ran where the group runs");
+
+    bot.say(&team(), &alice(), "MARKER");
+    answered(&bot, "MARKER").await;
+    assert_eq!(sent_like(&bot, status), 1, "the status answered once");
+    assert_eq!(sent_like(&bot, |t| t.contains("Started a fresh session")), 1, "one fresh start");
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pending_commands").fetch_one(&mut db).await.unwrap();
+    assert_eq!(left, 0, "every command was taken");
 }

@@ -157,3 +157,11 @@ pub fn preferred(group: &str, nodes: &[Node]) -> String {
         .collect();
     pincer::cluster::preferred_node(group, &loads).expect("a node with a free slot").id.to_string()
 }
+
+/// Stops `node` (a clean hand-off of what it holds) and starts it again,
+/// returning once all `count` nodes are alive again.
+pub async fn restart(node: &mut Node, db: &mut sqlx::PgConnection, count: i64) {
+    node.stop().await;
+    node.start().await;
+    wait_alive(db, count).await;
+}

@@ -72,6 +72,13 @@ pub fn telegram_gateway(
     gateway: super::gateway::Gateway,
     asks: impl FnOnce() -> mpsc::Receiver<ApprovalAsk>,
 ) -> anyhow::Result<()> {
+    if let Some(url) = &config.webhook_url {
+        tracing::warn!(
+            %url,
+            "Telegram's webhook on a cluster node: only the node holding the bot's gateway listens for it, so \
+             telegram.webhook_url must reach whichever node that is now; unset it to poll, which needs nothing"
+        );
+    }
     let bot = Telegram::client(&config)?;
     engine.router.register_fetch(Platform::Telegram, Arc::new(telegram::Files { bot: bot.clone() }));
     let (asks, ports) = (asks(), engine.ports());

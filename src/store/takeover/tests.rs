@@ -4,7 +4,7 @@
 use chrono::Utc;
 
 use crate::cluster::{LeaseName, LeaseSeen, NodeId};
-use crate::domain::schedule::{ContextMode, ScheduleStatus, Trigger};
+use crate::domain::schedule::{ContextMode, Schedule, ScheduleStatus, Trigger};
 use crate::domain::{GroupName, Inbound, Source};
 use crate::store::tests::postgres;
 use crate::store::{GroupSettings, InboundState, Location, NewSchedule, Store};
@@ -93,13 +93,18 @@ async fn a_claim_takes_over_what_a_dead_holder_left_in_flight_and_only_once() {
     a.db.fences.claimed(&LeaseName::group(&g), 1);
     let late = a.groups().set_session_id(&g, Some("late")).await;
     assert!(matches!(late, Err(crate::store::StoreError::Fenced(_))), "{late:?}");
-    // Nor may A's run, ending late, judge the schedule the new owner made due.
-    a.db.fences.claimed(&LeaseName::group(&g), 1);
-    let late = a.schedules().schedule_succeeded(s.id, &g).await;
+    late_run_ends_are_refused(&a, winner, &g, &due).await;
+}
+
+/// `a`, which lost `g` to `winner`, ends its run late: neither its success
+/// nor its failure changes the schedule the new owner made `due`.
+async fn late_run_ends_are_refused(a: &Store, winner: &Store, g: &GroupName, due: &Schedule) {
+    a.db.fences.claimed(&LeaseName::group(g), 1);
+    let late = a.schedules().schedule_succeeded(due.id, g).await;
     assert!(matches!(late, Err(crate::store::StoreError::Fenced(_))), "{late:?}");
-    a.db.fences.claimed(&LeaseName::group(&g), 1);
-    let late = a.schedules().change_schedule_if(&due, ScheduleStatus::Paused, 3, None).await;
+    a.db.fences.claimed(&LeaseName::group(g), 1);
+    let late = a.schedules().change_schedule_if(due, ScheduleStatus::Paused, 3, None).await;
     assert!(matches!(late, Err(crate::store::StoreError::Fenced(_))), "{late:?}");
-    let after = winner.schedules().schedule(s.id).await.unwrap();
+    let after = winner.schedules().schedule(due.id).await.unwrap();
     assert_eq!((after.status, after.failures, after.next_run), (due.status, due.failures, due.next_run));
 }

@@ -89,7 +89,7 @@ async fn the_binary_chats_through_a_pipe() {
 /// answer; a quick turn prints its answer alone.
 #[tokio::test]
 async fn a_slow_turn_prints_status_lines_before_its_answer() {
-    // `after` leaves room for the quick turn's cold CLI start on a busy machine.
+    // `after` leaves room for a warm quick turn on a busy machine.
     let slow = fake_api::Reply::slow(std::time::Duration::from_secs(7), fake_api::Reply::text("done SLOWLY"));
     let api = FakeApi::start(fake_api::scripted(vec![("SLOW", slow)])).await;
     let mut sandbox = Sandbox::new(&api);
@@ -98,6 +98,10 @@ async fn a_slow_turn_prints_status_lines_before_its_answer() {
     let group = sandbox.add_group("console", None).await;
     let pincer = sandbox.start().await;
     let opts = ConsoleOptions { group, sender: "me".into(), wait_limit: PATIENCE, attached: false, attach: vec![] };
+    // The CLI's cold start first (seconds on a loaded machine, and its turn
+    // may show a status): the quick turn below is then a warm one.
+    let input: &[u8] = b"warm up\n";
+    console_chat(&pincer.engine, &opts, input, &mut Vec::new(), pincer.shutdown.clone()).await.unwrap();
     let input: &[u8] = b"quick\n";
     let mut output = Vec::new();
     console_chat(&pincer.engine, &opts, input, &mut output, pincer.shutdown.clone()).await.unwrap();

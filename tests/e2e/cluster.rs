@@ -353,15 +353,6 @@ async fn a_group_handed_off_by_a_stopping_node_takes_its_folder_along() {
     assert_eq!(notes.ok().as_deref(), Some("the plan: FIG\n"), "the folder moved with the group");
 }
 
-/// Every `callback_data` of a message's buttons.
-fn button_data(message: &crate::support::fake_bot::Sent) -> Vec<String> {
-    let buttons = message.reply_markup.clone().unwrap_or_default();
-    let rows = buttons["inline_keyboard"].as_array().cloned().unwrap_or_default();
-    rows.iter()
-        .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
-        .collect()
-}
-
 fn touch_script() -> fake_api::Script {
     use crate::support::fake_api::Reply;
     fake_api::scripted(vec![("TOUCH", Reply::bash("touch approved.txt && echo ran-here", "make a file"))])
@@ -416,7 +407,7 @@ fn ran(bot: &FakeBot) -> usize {
 
 /// Presses Allow on `prompt` as Alice; waits for the tool's answer and checks it ran on `owner`.
 async fn allow_and_see_it_run(bot: &FakeBot, prompt: &crate::support::fake_bot::Sent, owner: &Node) {
-    let allow = button_data(prompt).into_iter().find(|d| d.ends_with(":a")).unwrap();
+    let allow = prompt.button_data().into_iter().find(|d| d.ends_with(":a")).unwrap();
     bot.press(&team(), &alice(), prompt.message_id, &allow);
     bot.wait_for("the tool's answer", |b| ran(b) > 0).await;
     let answer = bot.sent(team().id).into_iter().find(|m| m.text.starts_with("AFTER_TOOL:")).unwrap();

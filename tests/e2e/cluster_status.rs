@@ -5,8 +5,6 @@
 //! names it as the owner of the group it answered; `/metrics` counts the
 //! leases it holds.
 
-use std::time::Duration;
-
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use pincer::cluster::NodeId;
@@ -16,7 +14,7 @@ use pincer::store::GroupSettings;
 
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
-use crate::support::harness::{pincer_command, spawn_pincer_run, Sandbox, PATIENCE};
+use crate::support::harness::{http_until, pincer_command, spawn_pincer_run, Sandbox};
 use crate::support::postgres;
 
 fn team() -> TgChat {
@@ -25,23 +23,6 @@ fn team() -> TgChat {
 
 fn alice() -> TgUser {
     TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
-}
-
-/// Polls `url` until `done` holds for its status and body; the body.
-async fn until(url: &str, what: &str, done: impl Fn(u16, &str) -> bool) -> String {
-    let polling = async {
-        loop {
-            if let Ok(response) = reqwest::get(url).await {
-                let status = response.status().as_u16();
-                let body = response.text().await.unwrap_or_default();
-                if done(status, &body) {
-                    return body;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    tokio::time::timeout(PATIENCE, polling).await.unwrap_or_else(|_| panic!("{what}: timed out"))
 }
 
 #[tokio::test]
@@ -71,11 +52,11 @@ async fn a_cluster_node_is_ready_once_registered_and_status_shows_what_it_holds(
     let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
 
     let readyz = format!("http://{at}/readyz");
-    let body = until(&readyz, "not ready while unregistered", |status, _| status == 503).await;
+    let body = http_until(&readyz, "not ready while unregistered", |status, _| status == 503).await;
     assert!(body.contains("not registered in the cluster yet"), "{body}");
     // The other process is gone (its row expired): this one registers as the next incarnation.
     sqlx::query("UPDATE nodes SET expires_at_us = 0").execute(&mut db).await.unwrap();
-    until(&readyz, "ready once registered", |status, _| status == 200).await;
+    http_until(&readyz, "ready once registered", |status, _| status == 200).await;
 
     bot.say(&team(), &alice(), "hello CLUSTER");
     bot.wait_for("the echo", |bot| bot.sent(team().id).iter().any(|s| s.text.contains("CLUSTER"))).await;
@@ -88,7 +69,7 @@ async fn a_cluster_node_is_ready_once_registered_and_status_shows_what_it_holds(
     assert_eq!(status["node"], "node-a", "{status}");
     let owner = &status["store"]["groups"][0]["owner"];
     assert_eq!(owner["node"], "node-a", "{status}");
-    let metrics = until(&format!("http://{at}/metrics"), "the metrics", |status, _| status == 200).await;
+    let metrics = http_until(&format!("http://{at}/metrics"), "the metrics", |status, _| status == 200).await;
     assert!(metrics.lines().any(|l| l == "pincer_leases_held 2"), "the group and the gateway: {metrics}");
     let out = pincer_command(sandbox.root(), &config, &["status"]).await;
     let text = String::from_utf8_lossy(&out.stdout);

@@ -43,15 +43,6 @@ fn telegram_status(bot: &FakeBot) -> TelegramStatus {
     TelegramStatus::new(Telegram::client(&config).unwrap())
 }
 
-/// The `callback_data` of every button a message has.
-fn buttons(message: &crate::support::fake_bot::Sent) -> Vec<String> {
-    let markup = message.reply_markup.clone().unwrap_or_default();
-    let rows = markup["inline_keyboard"].as_array().cloned().unwrap_or_default();
-    rows.iter()
-        .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
-        .collect()
-}
-
 #[tokio::test]
 async fn the_telegram_status_message_is_posted_in_its_topic_edited_deleted_and_reactions_set() {
     let bot = FakeBot::start().await;
@@ -64,7 +55,7 @@ async fn the_telegram_status_message_is_posted_in_its_topic_edited_deleted_and_r
     assert_eq!(sent.message_id.to_string(), id);
     assert_eq!(sent.thread_id, Some(7), "posted in the group's topic");
     assert_eq!(sent.text, "Working · 6 s · Reading <notes.md> & more", "plain text, shown as written");
-    assert_eq!(buttons(&sent), vec![STOP_BUTTON_DATA.to_owned()]);
+    assert_eq!(sent.button_data(), vec![STOP_BUTTON_DATA.to_owned()]);
 
     // The same state again is "not modified" at Telegram, and fine here.
     status.edit(&at, &id, "Working · 6 s · Reading <notes.md> & more", true).await.unwrap();
@@ -74,7 +65,7 @@ async fn the_telegram_status_message_is_posted_in_its_topic_edited_deleted_and_r
     status.edit(&at, &id, "Done in 9 s", false).await.unwrap();
     let edited = bot.sent(forum().id).remove(0);
     assert_eq!((edited.text.as_str(), edited.edits), ("Done in 9 s", 1));
-    assert!(buttons(&edited).is_empty(), "the Stop button goes with stop = false");
+    assert!(edited.button_data().is_empty(), "the Stop button goes with stop = false");
 
     bot.fail_next("editMessageText", FakeError::RetryAfter(5));
     let limited = status.edit(&at, &id, "later", false).await;
@@ -127,7 +118,7 @@ async fn the_stop_button_interrupts_for_an_admin_and_is_refused_to_a_member() {
     let status = telegram_status(&bot);
     let id = status.post(&ChatAddress::telegram(team().id, None), "Working · 6 s", true).await.unwrap();
     let message: i64 = id.parse().unwrap();
-    let data = buttons(&bot.sent(team().id)[0]);
+    let data = bot.sent(team().id)[0].button_data();
 
     let refused = bot.press(&team(), &bob(), message, &data[0]);
     assert_eq!(answer_to(&bot, &refused).await, "Only this group's admins can stop the agent.");
@@ -271,7 +262,7 @@ async fn a_slow_turn_shows_one_status_message_until_its_answer_and_progress_off_
     assert_eq!(statuses.len(), 1, "one status message for the turn: {sent:?}");
     let status = statuses[0];
     assert!(status.deleted, "gone once the answer is there");
-    assert_eq!(buttons(status), [STOP_BUTTON_DATA]);
+    assert_eq!(status.button_data(), [STOP_BUTTON_DATA]);
     assert_eq!(bot.reactions(team().id, asked), ["👀"]);
     let id = status.message_id.to_string();
     let edited = |c: &crate::support::fake_bot::Call| {
@@ -330,7 +321,7 @@ async fn background_work_after_the_turn_gets_a_line_that_goes_when_it_ends_and_a
     bot.wait_for("the summary", |b| b.sent(team().id).iter().any(|s| s.text.starts_with("Done in "))).await;
     let summary = bot.sent(team().id).into_iter().find(|s| s.text.starts_with("Done in ")).unwrap();
     assert!(!summary.deleted, "a summary stays: {summary:?}");
-    assert!(buttons(&summary).is_empty(), "a finished message has no Stop button: {summary:?}");
+    assert!(summary.button_data().is_empty(), "a finished message has no Stop button: {summary:?}");
     pincer.stop().await;
 }
 

@@ -249,15 +249,6 @@ async fn an_admin_approves_a_tool_in_the_chat_and_a_non_admin_cannot() {
     pincer.stop().await;
 }
 
-/// Every `callback_data` of a message's buttons.
-fn button_data(message: &crate::support::fake_bot::Sent) -> Vec<String> {
-    let buttons = message.reply_markup.clone().unwrap_or_default();
-    let rows = buttons["inline_keyboard"].as_array().cloned().unwrap_or_default();
-    rows.iter()
-        .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
-        .collect()
-}
-
 #[tokio::test]
 async fn a_long_commands_approval_shows_all_of_it_and_offers_no_always() {
     // A harmless head, then thousands of characters, then what really happens.
@@ -280,7 +271,7 @@ async fn a_long_commands_approval_shows_all_of_it_and_offers_no_always() {
     assert!(received.contains(&command), "the whole command reached the chat");
     assert!(received.contains(tail), "its tail too");
     let prompt = sent.iter().find(|m| m.reply_markup.is_some()).unwrap();
-    let data = button_data(prompt);
+    let data = prompt.button_data();
     assert_eq!(data.len(), 2, "Allow and Deny only: {data:?}");
     assert!(!data.iter().any(|d| d.ends_with(":A")), "no Always for an input not shown in the prompt: {data:?}");
     let file = sent.iter().find_map(|m| m.file.clone()).expect("the input came as a file");
@@ -350,7 +341,7 @@ async fn a_run_the_main_group_schedules_in_another_group_asks_that_groups_admins
     let prompt = bot.sent(team().id).into_iter().find(|m| m.reply_markup.is_some()).unwrap();
     assert!(prompt.text.contains("touch cross.txt"), "{}", prompt.text);
     assert!(bot.sent(boss_chat().id).iter().all(|m| m.reply_markup.is_none()), "nothing asked in boss's chat");
-    let allow = button_data(&prompt).into_iter().find(|d| d.ends_with(":a")).unwrap();
+    let allow = prompt.button_data().into_iter().find(|d| d.ends_with(":a")).unwrap();
 
     // The main group's admin is not one of team's: the press is refused.
     bot.press(&team(), &carol(), prompt.message_id, &allow);

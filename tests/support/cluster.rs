@@ -52,19 +52,9 @@ impl Node {
             let line = body.lines().find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))?;
             line[name.len()..].trim().parse::<f64>().ok()
         };
-        let polling = async {
-            loop {
-                if let Ok(response) = reqwest::get(&url).await {
-                    let body = response.text().await.unwrap_or_default();
-                    if let Some(v) = value(&body).filter(|v| *v >= least) {
-                        return v;
-                    }
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        };
-        let waited = tokio::time::timeout(super::harness::PATIENCE, polling).await;
-        waited.unwrap_or_else(|_| panic!("{}'s /metrics never showed {name} >= {least}", self.id))
+        let what = format!("{}'s /metrics showing {name} >= {least}", self.id);
+        let body = super::harness::http_until(&url, &what, |_, body| value(body).is_some_and(|v| v >= least)).await;
+        value(&body).expect("the sample, as just seen")
     }
 
     pub async fn kill_9(&mut self) {

@@ -334,3 +334,20 @@ pub async fn spawn_pincer_run_logging(
     });
     child
 }
+
+/// Polls `url` until `done` holds for its status and body; the body.
+pub async fn http_until(url: &str, what: &str, done: impl Fn(u16, &str) -> bool) -> String {
+    let polling = async {
+        loop {
+            if let Ok(response) = reqwest::get(url).await {
+                let status = response.status().as_u16();
+                let body = response.text().await.unwrap_or_default();
+                if done(status, &body) {
+                    return body;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, polling).await.unwrap_or_else(|_| panic!("{what}: timed out"))
+}

@@ -222,6 +222,17 @@ pub struct Sent {
     pub deleted: bool,
 }
 
+impl Sent {
+    /// The `callback_data` of every inline button the message has now, row by row.
+    pub fn button_data(&self) -> Vec<String> {
+        let markup = self.reply_markup.clone().unwrap_or_default();
+        let rows = markup["inline_keyboard"].as_array().cloned().unwrap_or_default();
+        rows.iter()
+            .flat_map(|row| row.as_array().unwrap().iter().map(|b| b["callback_data"].as_str().unwrap().to_owned()))
+            .collect()
+    }
+}
+
 /// A file the bot uploaded with `sendDocument`, `sendPhoto` or `sendAudio`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SentFile {

@@ -5,7 +5,8 @@
 //!
 //! - **Follow-ups:** one message to each side in turn (20 ms apart), the
 //!   order reversed every round (shuffled when there are more than two
-//!   sides), `PINCER_BENCH_MESSAGES` rounds (100); each side's first
+//!   sides, from `PINCER_BENCH_SEED`, else the clock; the seed is printed),
+//!   `PINCER_BENCH_MESSAGES` rounds (100); each side's first
 //!   message (process start) is not counted. Sides: the raw pipe, `pincer
 //!   chat` with `sandbox.mode = "none"` and with `"auto"` (bwrap, the API
 //!   through the credential proxy). Printed: each side's median and p95, and
@@ -190,6 +191,38 @@ async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>,
     if breakdown > 0 {
         for mode in modes() {
             hop_breakdown(&api, &this, mode, breakdown).await;
+        }
+    }
+}
+
+/// The rounds' order: xorshift from `PINCER_BENCH_SEED`, else from the
+/// clock, printed so a run can be repeated. A seed of its own per run keeps
+/// one fixed sequence of neighbours from favouring a side in every run.
+struct Shuffle(u64);
+
+impl Shuffle {
+    fn from_env() -> Shuffle {
+        let seed = std::env::var("PINCER_BENCH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            now.as_nanos() as u64
+        });
+        println!("the rounds' order: PINCER_BENCH_SEED={seed}");
+        // Xorshift never leaves zero.
+        Shuffle(seed.max(1))
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Fisher–Yates.
+    fn shuffle(&mut self, order: &mut [usize]) {
+        for i in (1..order.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            order.swap(i, j);
         }
     }
 }
@@ -436,12 +469,15 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         names.push(format!("raw CLI pipe #{k}"));
         sides.push(Side::Raw(Box::new(raw_pipe(api))));
     }
-    for side in &mut sides {
-        side.round_trip("warm-up").await;
+    let mut shuffle = Shuffle::from_env();
+    let mut order: Vec<usize> = (0..sides.len()).collect();
+    // Each side's processes start at its warm-up: in a shuffled order too,
+    // so no build's sides are always the first ones started.
+    shuffle.shuffle(&mut order);
+    for &i in &order {
+        sides[i].round_trip("warm-up").await;
     }
     let mut samples = vec![Vec::with_capacity(n); sides.len()];
-    let mut order: Vec<usize> = (0..sides.len()).collect();
-    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
     for round in 0..n {
         let text = format!("follow-up msg-1-{}", round + 1);
         // Two sides alternate; more are shuffled afresh each round, so none
@@ -449,12 +485,7 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         if sides.len() == 2 {
             order.reverse();
         } else {
-            for i in (1..order.len()).rev() {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                order.swap(i, (seed % (i as u64 + 1)) as usize);
-            }
+            shuffle.shuffle(&mut order);
         }
         for &i in &order {
             // What the side before left running (a CLI saving its session) settles first.

@@ -195,36 +195,16 @@ async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>,
     }
 }
 
-/// The rounds' order: xorshift from `PINCER_BENCH_SEED`, else from the
+/// The rounds' order: shuffled from `PINCER_BENCH_SEED`, else from the
 /// clock, printed so a run can be repeated. A seed of its own per run keeps
 /// one fixed sequence of neighbours from favouring a side in every run.
-struct Shuffle(u64);
-
-impl Shuffle {
-    fn from_env() -> Shuffle {
-        let seed = std::env::var("PINCER_BENCH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-            now.as_nanos() as u64
-        });
-        println!("the rounds' order: PINCER_BENCH_SEED={seed}");
-        // Xorshift never leaves zero.
-        Shuffle(seed.max(1))
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Fisher–Yates.
-    fn shuffle(&mut self, order: &mut [usize]) {
-        for i in (1..order.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            order.swap(i, j);
-        }
-    }
+fn rounds_rng() -> fastrand::Rng {
+    let seed = std::env::var("PINCER_BENCH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        now.as_nanos() as u64
+    });
+    println!("the rounds' order: PINCER_BENCH_SEED={seed}");
+    fastrand::Rng::with_seed(seed)
 }
 
 fn cli_version() -> String {
@@ -469,11 +449,11 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         names.push(format!("raw CLI pipe #{k}"));
         sides.push(Side::Raw(Box::new(raw_pipe(api))));
     }
-    let mut shuffle = Shuffle::from_env();
+    let mut rng = rounds_rng();
     let mut order: Vec<usize> = (0..sides.len()).collect();
     // Each side's processes start at its warm-up: in a shuffled order too,
     // so no build's sides are always the first ones started.
-    shuffle.shuffle(&mut order);
+    rng.shuffle(&mut order);
     for &i in &order {
         sides[i].round_trip("warm-up").await;
     }
@@ -485,7 +465,7 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         if sides.len() == 2 {
             order.reverse();
         } else {
-            shuffle.shuffle(&mut order);
+            rng.shuffle(&mut order);
         }
         for &i in &order {
             // What the side before left running (a CLI saving its session) settles first.

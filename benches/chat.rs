@@ -36,14 +36,16 @@
 //!   each a side of its own, and prints each side's paired Δ against every
 //!   raw pipe, and each pair of raw pipes' against each other: how far
 //!   apart identical CLIs land in one run.
-//! - **A wrapper's floor:** `PINCER_BENCH_RELAY=1` adds four sides that
+//! - **A wrapper's floor:** `PINCER_BENCH_RELAY=1` adds five sides that
 //!   stand between the bench and a raw CLI pipe as `pincer chat` does, this
 //!   binary started again (`chat/relay.rs`): one relaying only, three also
 //!   storing the message and the result first (through sqlx, with
-//!   `rusqlite` on the relay's thread, on the blocking pool). Printed like
-//!   every side, and pincer's sides and each relay against each relay: the
-//!   least a wrapper adds, and the least one that keeps pincer's two durable
-//!   writes adds.
+//!   `rusqlite` on the relay's thread, on the blocking pool), and one making
+//!   pincer's own store calls of a follow-up in line, in one task (its
+//!   steps' medians printed when it ends). Printed like every side, and
+//!   pincer's sides and each relay against each relay: the least a wrapper
+//!   adds, the least one that keeps pincer's two durable writes adds, and
+//!   what pincer's store path adds without its tasks.
 //! - **Cold first answer:** `PINCER_BENCH_COLD` rounds (5), each a fresh raw
 //!   CLI and a fresh `pincer chat` per mode (fresh data dir, fresh session),
 //!   order rotating: from starting the process to its first answer, as a

@@ -6,7 +6,7 @@
 //! instead with `PINCER_BENCH_STANDIN`, as behind every side). Its stdin and
 //! stdout are read and written on the runtime, as pincer's console reads its
 //! pipes (`channel::console::term`); the runtime is tokio's default, as
-//! pincer's. Four roles:
+//! pincer's. Five roles:
 //!
 //! - `bare`: nothing else. What any wrapper costs: one more process on each
 //!   side of the CLI.
@@ -22,12 +22,24 @@
 //! - `blocking`: the same two writes with `rusqlite` on tokio's blocking
 //!   pool (`spawn_blocking`): off the runtime by the least a hand-off can
 //!   be, to tell what any thread hop costs from what sqlx's costs.
+//! - `store`: pincer's own store path, called in line by one task: the
+//!   message stored `queued` and pulled back, marked `sent` once written to
+//!   the CLI, the result stored with its outbox row (`outbox::Outbox::result`),
+//!   that row read for the terminal, printed and marked delivered, all
+//!   through `pincer::store` on pincer's schema. pincer's sides minus this
+//!   one are what its tasks (console, router, session, reader, outbox) and
+//!   the rest of its work add; this one minus `sqlx` is what its schema and
+//!   its two extra reads add.
 
+use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::str::FromStr;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
+use pincer::claude::protocol::{parse_line, CliEvent};
+use pincer::domain::{ChatAddress, Inbound, InboundId, Source};
+use pincer::store::InboundState;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqliteConnection};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -45,15 +57,17 @@ pub const ROLES: &[(&str, &str)] = &[
     ("sqlx", "relay, 2 writes through sqlx"),
     ("inline", "relay, 2 writes on its thread"),
     ("blocking", "relay, 2 writes on blocking pool"),
+    ("store", "relay, pincer's store path"),
 ];
 
-/// Where a relay stores: nowhere, through sqlx, on its own thread, or on
-/// the blocking pool.
+/// Where a relay stores: nowhere, through sqlx, on its own thread, on the
+/// blocking pool, or through pincer's store.
 enum Store {
     None,
     Sqlx(SqliteConnection),
     Inline(rusqlite::Connection),
     Blocking(std::sync::Arc<std::sync::Mutex<rusqlite::Connection>>),
+    Pincer(Box<PincerPath>),
 }
 
 impl Store {
@@ -63,14 +77,15 @@ impl Store {
             "sqlx" => Store::Sqlx(open(path).await),
             "inline" => Store::Inline(open_rusqlite(path)),
             "blocking" => Store::Blocking(std::sync::Arc::new(std::sync::Mutex::new(open_rusqlite(path)))),
-            other => panic!("{ROLE}={other}: want bare, sqlx, inline or blocking"),
+            "store" => Store::Pincer(Box::new(PincerPath::open(path).await)),
+            other => panic!("{ROLE}={other}: want bare, sqlx, inline, blocking or store"),
         }
     }
 
     /// One INSERT of `sql` with a text and a time.
     async fn insert(&mut self, sql: &str, text: &str) {
         match self {
-            Store::None => {}
+            Store::None | Store::Pincer(_) => {}
             Store::Sqlx(conn) => {
                 sqlx::query(sql).bind(text).bind(now_us()).execute(&mut *conn).await.expect("a row is stored");
             }
@@ -122,6 +137,14 @@ async fn relay(role: &str, api: &str) {
     let mut lines = BufReader::new(pipe::Receiver::from_owned_fd(stdin).expect("stdin is a pipe")).lines();
     let mut out = pipe::Sender::from_owned_fd(stdout).expect("stdout is a pipe");
     while let Some(text) = lines.next_line().await.expect("the relay's stdin") {
+        if let Store::Pincer(path) = &mut store {
+            let id = path.stored_and_pulled(&text).await;
+            cli.send(&text).await;
+            path.sent(id).await;
+            let result = cli.answer(&text).await;
+            path.answered(id, &result.to_string(), &mut out).await;
+            continue;
+        }
         store.insert("INSERT INTO inbound (text, at_us) VALUES (?1, ?2)", &text).await;
         cli.send(&text).await;
         let result = cli.answer(&text).await;
@@ -130,6 +153,99 @@ async fn relay(role: &str, api: &str) {
         out.write_all(format!("{answer}\n").as_bytes()).await.expect("the relay's stdout");
     }
     cli.close().await;
+    if let Store::Pincer(path) = &store {
+        path.steps.report();
+    }
+}
+
+/// The `store` role: pincer's store, its one group `bench` answered on the terminal.
+struct PincerPath {
+    store: pincer::store::Store,
+    outbox: pincer::outbox::Outbox,
+    group: pincer::domain::GroupName,
+    steps: Steps,
+}
+
+/// How long each step of the store path took, per follow-up.
+#[derive(Default)]
+struct Steps(BTreeMap<usize, (&'static str, Vec<Duration>)>);
+
+impl Steps {
+    fn add(&mut self, order: usize, name: &'static str, since: Instant) {
+        self.0.entry(order).or_insert((name, Vec::new())).1.push(since.elapsed());
+    }
+
+    /// Each step's median and p95 on stderr, which the bench passes on.
+    fn report(&self) {
+        for (name, took) in self.0.values() {
+            let mut took = took.clone();
+            // The first follow-up starts the CLI: not counted, as by the bench.
+            took.remove(0);
+            took.sort();
+            let at = |p: f64| took.get(((took.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or_default();
+            eprintln!(
+                "relay, pincer's store path: {name:<28} median {:>5} µs, p95 {:>5} µs",
+                at(0.5).as_micros(),
+                at(0.95).as_micros()
+            );
+        }
+    }
+}
+
+impl PincerPath {
+    async fn open(path: &Path) -> PincerPath {
+        let store = pincer::store::Store::open(path).await.expect("pincer's store opens");
+        let group: pincer::domain::GroupName = "bench".parse().expect("a group name");
+        let settings = pincer::store::GroupSettings { requires_trigger: false, ..Default::default() };
+        store.groups().add_group(&group, &settings).await.expect("the group is added");
+        let outbox = pincer::outbox::Outbox::new(store.outbox(), Some(group.clone()));
+        PincerPath { store, outbox, group, steps: Steps::default() }
+    }
+
+    /// As the router stores a typed line and the session pulls it.
+    async fn stored_and_pulled(&mut self, text: &str) -> InboundId {
+        let msg = Inbound::new(self.group.clone(), Source::Console, "bench", text);
+        let queue = self.store.queue();
+        let at = Instant::now();
+        let id = queue.insert_inbound(&msg, InboundState::Queued).await.expect("the message is stored");
+        self.steps.add(0, "stored queued", at);
+        let at = Instant::now();
+        let pulled = queue.queued_inbound(&self.group, InboundId(id.0 - 1), 1).await.expect("the queue is read");
+        self.steps.add(1, "pulled", at);
+        assert_eq!(pulled.first().map(|p| p.id), Some(id), "the message just stored is next");
+        id
+    }
+
+    /// As the session marks a message written to the CLI.
+    async fn sent(&mut self, id: InboundId) {
+        let at = Instant::now();
+        self.store.queue().settle(&self.group, &[id], InboundState::Sent).await.expect("the message is marked sent");
+        self.steps.add(2, "marked sent", at);
+    }
+
+    /// As the session stores the result with its reply, and the console
+    /// takes the reply, prints it and marks it delivered.
+    async fn answered(&mut self, id: InboundId, raw: &str, out: &mut pipe::Sender) {
+        let CliEvent::Result { result, .. } = parse_line(raw).expect("a result line") else {
+            panic!("not a result: {raw}")
+        };
+        let text = result.text.clone().unwrap_or_default();
+        let settles = [(id, InboundState::Answered)];
+        let carried = pincer::store::Carried { settles: &settles, transcript: None };
+        let cost = result.total_cost_usd;
+        let at = Instant::now();
+        self.outbox.result(&self.group, &result, cost, raw, Some(&text), carried).await.expect("the result is stored");
+        self.steps.add(3, "result + outbox row stored", at);
+        let here = ChatAddress::console(&self.group);
+        let at = Instant::now();
+        let row = self.outbox.next(&here).await.expect("the outbox is read").expect("the reply is queued");
+        self.steps.add(4, "reply read for the terminal", at);
+        out.write_all(format!("{}\n", row.text).as_bytes()).await.expect("the relay's stdout");
+        let at = Instant::now();
+        let marked = self.outbox.delivered(&row.seen(), 1).await.expect("the reply is marked delivered");
+        assert_eq!(marked, pincer::store::Marked::Recorded, "no one else delivers it");
+        self.steps.add(5, "marked delivered", at);
+    }
 }
 
 /// A fresh database as pincer's store opens its own.

@@ -12,6 +12,11 @@
 //!   through the credential proxy). Printed: each side's median and p95, and
 //!   the **paired Δ** (this side's time minus the raw pipe's in the same
 //!   round), its median and p95, which cancels most of a shared machine's noise.
+//! - **Runs:** `PINCER_BENCH_RUNS=k` (1) repeats the follow-ups k times,
+//!   every process started afresh and each run's order from its own seed,
+//!   then prints each comparison's paired median per run and their median:
+//!   one run of 300 rounds moves by about ±0.8 ms from the next (a CLI
+//!   process can be slow for its whole life), which only more runs average.
 //! - **A/B:** `PINCER_BENCH_BINARY` replaces the build's own `pincer` (B);
 //!   `PINCER_BENCH_BASELINE=/path/to/another/pincer` adds that
 //!   binary's two sides to every round, and prints this build minus that one,
@@ -107,7 +112,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use support::cli::cli_env;
 use support::fake_api::{delayed, echo, FakeApi, Wire};
 use support::harness::{Sandbox, PATIENCE};
-use support::pipe::{ms, paired_median_ms, paired_percentile_ms, percentile, RawPipe};
+use support::pipe::{median_of_sorted, ms, paired_median_ms, paired_percentile_ms, percentile, RawPipe};
 
 /// How long the fake model takes to answer.
 const API_DELAY: Duration = Duration::from_millis(25);
@@ -185,7 +190,18 @@ async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>,
         builds.push(("A: ", path));
     }
     if n > 0 {
-        follow_ups(&api, &builds, n, progress_off).await;
+        let runs = env_count("PINCER_BENCH_RUNS", 1).max(1);
+        let seed = base_seed();
+        let mut pooled: Vec<Vec<(String, f64)>> = Vec::with_capacity(runs);
+        for run in 0..runs {
+            if runs > 1 {
+                println!("\nrun {} of {runs}", run + 1);
+            }
+            pooled.push(follow_ups(&api, &builds, n, progress_off, seed.wrapping_add(run as u64)).await);
+        }
+        if runs > 1 {
+            print_pooled(&pooled);
+        }
     }
     if cold > 0 {
         cold_rounds(&api, &builds, cold).await;
@@ -197,16 +213,40 @@ async fn run(n: usize, cold: usize, breakdown: usize, baseline: Option<PathBuf>,
     }
 }
 
-/// The rounds' order: shuffled from `PINCER_BENCH_SEED`, else from the
-/// clock, printed so a run can be repeated. A seed of its own per run keeps
-/// one fixed sequence of neighbours from favouring a side in every run.
-fn rounds_rng() -> fastrand::Rng {
-    let seed = std::env::var("PINCER_BENCH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+/// The first run's seed for the rounds' order: `PINCER_BENCH_SEED`, else
+/// the clock. Run k (`PINCER_BENCH_RUNS`) shuffles from this plus k.
+fn base_seed() -> u64 {
+    std::env::var("PINCER_BENCH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         now.as_nanos() as u64
-    });
+    })
+}
+
+/// The rounds' order, shuffled from `seed`, which is printed so a run can
+/// be repeated. A seed of its own per run keeps one fixed sequence of
+/// neighbours from favouring a side in every run.
+fn rounds_rng(seed: u64) -> fastrand::Rng {
     println!("the rounds' order: PINCER_BENCH_SEED={seed}");
     fastrand::Rng::with_seed(seed)
+}
+
+/// `PINCER_BENCH_RUNS`: each comparison's paired median, one per run, and
+/// their median and range. Runs start every process afresh, so this pools
+/// what differs from one process to the next (a CLI slow for its whole
+/// life), which more rounds in one run cannot.
+fn print_pooled(runs: &[Vec<(String, f64)>]) {
+    println!();
+    println!(
+        "pooled over {} runs (fresh processes, an order of its own each): paired Δ p50 of each run, ms",
+        runs.len()
+    );
+    for (k, (what, _)) in runs[0].iter().enumerate() {
+        let mut each: Vec<f64> = runs.iter().filter_map(|run| run.get(k).map(|c| c.1)).collect();
+        let shown: Vec<String> = each.iter().map(|d| format!("{d:+.2}")).collect();
+        each.sort_by(f64::total_cmp);
+        let median = median_of_sorted(&each);
+        println!("  {what:<52} median {median:>+6.2} ({})", shown.join(", "));
+    }
 }
 
 fn cli_version() -> String {
@@ -388,7 +428,15 @@ fn mode_name(mode: SandboxMode) -> &'static str {
     }
 }
 
-async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progress_off: bool) {
+/// One run of interleaved follow-ups, printed; returns its comparisons for
+/// pooling: each side minus raw pipe #1, and this build minus the baseline.
+async fn follow_ups(
+    api: &FakeApi,
+    builds: &[(&str, PathBuf)],
+    n: usize,
+    progress_off: bool,
+    seed: u64,
+) -> Vec<(String, f64)> {
     let mut names = vec!["raw CLI pipe".to_owned()];
     let mut sides = vec![Side::Raw(Box::new(raw_pipe(api)))];
     for (label, exe) in builds {
@@ -451,7 +499,7 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
         names.push(format!("raw CLI pipe #{k}"));
         sides.push(Side::Raw(Box::new(raw_pipe(api))));
     }
-    let mut rng = rounds_rng();
+    let mut rng = rounds_rng(seed);
     let mut order: Vec<usize> = (0..sides.len()).collect();
     // Each side's processes start at its warm-up: in a shuffled order too,
     // so no build's sides are always the first ones started.
@@ -564,20 +612,25 @@ async fn follow_ups(api: &FakeApi, builds: &[(&str, PathBuf)], n: usize, progres
             }
         }
     }
+    let mut comparisons: Vec<(String, f64)> =
+        (1..sides_len).map(|i| (format!("{} − raw", names[i]), paired_median_ms(&samples[i], raw))).collect();
     if builds.len() == 2 {
         println!("this build (B) minus the baseline (A), paired by round:");
         // This build's sides, then the baseline's, in the same order.
         let per_build = modes().len();
         for b in 1..=per_build {
             let a = b + per_build;
+            let median = paired_median_ms(&samples[b], &samples[a]);
             println!(
                 "{:<34} median {:>+6.2} ms, p95 {:>+6.2} ms",
                 names[b],
-                paired_median_ms(&samples[b], &samples[a]),
+                median,
                 paired_percentile_ms(&samples[b], &samples[a], 95.0)
             );
+            comparisons.push((format!("B − A: {}", names[b]), median));
         }
     }
+    comparisons
 }
 
 async fn cold_rounds(api: &FakeApi, builds: &[(&str, PathBuf)], rounds: usize) {

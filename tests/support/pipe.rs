@@ -163,12 +163,17 @@ pub fn paired_deltas_ms(side: &[Duration], raw: &[Duration]) -> Vec<f64> {
 
 /// The median of [`paired_deltas_ms`].
 pub fn paired_median_ms(side: &[Duration], raw: &[Duration]) -> f64 {
-    let deltas = paired_deltas_ms(side, raw);
-    let n = deltas.len();
+    median_of_sorted(&paired_deltas_ms(side, raw))
+}
+
+/// The median of `sorted` (ascending, not empty): the middle one, or the
+/// mean of the two middle ones.
+pub fn median_of_sorted(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
     if n % 2 == 1 {
-        deltas[n / 2]
+        sorted[n / 2]
     } else {
-        (deltas[n / 2 - 1] + deltas[n / 2]) / 2.0
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
     }
 }
 

@@ -31,7 +31,6 @@
 //!   the rest of its work add; this one minus `sqlx` is what its schema and
 //!   its two extra reads add.
 
-use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::str::FromStr;
@@ -44,6 +43,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqliteConnection};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
+
+use crate::support::pipe::percentile;
 
 /// Set (to a role) in a relay's environment: the bench binary relays.
 pub const ROLE: &str = "PINCER_BENCH_RELAY_ROLE";
@@ -166,28 +167,32 @@ struct PincerPath {
     steps: Steps,
 }
 
-/// How long each step of the store path took, per follow-up.
+/// The store path's steps, in the order a follow-up passes them.
+const STEPS: [&str; 6] = [
+    "stored queued",
+    "pulled",
+    "marked sent",
+    "result + outbox row stored",
+    "reply read for the terminal",
+    "marked delivered",
+];
+
+/// How long each of [`STEPS`] took, per follow-up.
 #[derive(Default)]
-struct Steps(BTreeMap<usize, (&'static str, Vec<Duration>)>);
+struct Steps([Vec<Duration>; STEPS.len()]);
 
 impl Steps {
-    fn add(&mut self, order: usize, name: &'static str, since: Instant) {
-        self.0.entry(order).or_insert((name, Vec::new())).1.push(since.elapsed());
+    fn add(&mut self, step: usize, since: Instant) {
+        self.0[step].push(since.elapsed());
     }
 
     /// Each step's median and p95 on stderr, which the bench passes on.
     fn report(&self) {
-        for (name, took) in self.0.values() {
-            let mut took = took.clone();
+        for (name, took) in STEPS.iter().zip(&self.0) {
             // The first follow-up starts the CLI: not counted, as by the bench.
-            took.remove(0);
-            took.sort();
-            let at = |p: f64| took.get(((took.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or_default();
-            eprintln!(
-                "relay, pincer's store path: {name:<28} median {:>5} µs, p95 {:>5} µs",
-                at(0.5).as_micros(),
-                at(0.95).as_micros()
-            );
+            let Some(took) = took.get(1..).filter(|t| !t.is_empty()) else { continue };
+            let at = |p| percentile(took, p).as_micros();
+            eprintln!("relay, pincer's store path: {name:<28} median {:>5} µs, p95 {:>5} µs", at(50.0), at(95.0));
         }
     }
 }
@@ -208,10 +213,10 @@ impl PincerPath {
         let queue = self.store.queue();
         let at = Instant::now();
         let id = queue.insert_inbound(&msg, InboundState::Queued).await.expect("the message is stored");
-        self.steps.add(0, "stored queued", at);
+        self.steps.add(0, at);
         let at = Instant::now();
         let pulled = queue.queued_inbound(&self.group, InboundId(id.0 - 1), 1).await.expect("the queue is read");
-        self.steps.add(1, "pulled", at);
+        self.steps.add(1, at);
         assert_eq!(pulled.first().map(|p| p.id), Some(id), "the message just stored is next");
         id
     }
@@ -220,7 +225,7 @@ impl PincerPath {
     async fn sent(&mut self, id: InboundId) {
         let at = Instant::now();
         self.store.queue().settle(&self.group, &[id], InboundState::Sent).await.expect("the message is marked sent");
-        self.steps.add(2, "marked sent", at);
+        self.steps.add(2, at);
     }
 
     /// As the session stores the result with its reply, and the console
@@ -235,16 +240,16 @@ impl PincerPath {
         let cost = result.total_cost_usd;
         let at = Instant::now();
         self.outbox.result(&self.group, &result, cost, raw, Some(&text), carried).await.expect("the result is stored");
-        self.steps.add(3, "result + outbox row stored", at);
+        self.steps.add(3, at);
         let here = ChatAddress::console(&self.group);
         let at = Instant::now();
         let row = self.outbox.next(&here).await.expect("the outbox is read").expect("the reply is queued");
-        self.steps.add(4, "reply read for the terminal", at);
+        self.steps.add(4, at);
         out.write_all(format!("{}\n", row.text).as_bytes()).await.expect("the relay's stdout");
         let at = Instant::now();
         let marked = self.outbox.delivered(&row.seen(), 1).await.expect("the reply is marked delivered");
         assert_eq!(marked, pincer::store::Marked::Recorded, "no one else delivers it");
-        self.steps.add(5, "marked delivered", at);
+        self.steps.add(5, at);
     }
 }
 

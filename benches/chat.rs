@@ -12,6 +12,12 @@
 //!   through the credential proxy). Printed: each side's median and p95, and
 //!   the **paired Δ** (this side's time minus the raw pipe's in the same
 //!   round), its median and p95, which cancels most of a shared machine's noise.
+//!   Then each side's paired Δ split where its round's API request reached
+//!   the fake API: written → the request, the request in flight, the
+//!   answer's end → the answer read. The CLI's own run-to-run noise is in
+//!   the first part (its JavaScript before the request); the last part,
+//!   where the result is stored and printed, resolves a tenth of a
+//!   millisecond and is pooled with the runs.
 //! - **Runs:** `PINCER_BENCH_RUNS=k` (1) repeats the follow-ups k times,
 //!   every process started afresh and each run's order from its own seed,
 //!   then prints each comparison's paired median per run and their median:
@@ -25,6 +31,11 @@
 //!   whose group has `[progress] mode = "off"`, and prints the paired cost of
 //!   progress being on (the activity the session publishes, the loop that
 //!   follows it; these turns are too quick for a status message).
+//! - **Seccomp:** `PINCER_BENCH_SECCOMP_OFF=1` adds a sandboxed side with
+//!   `sandbox.seccomp = false`, and prints it against the sandboxed side.
+//!   Without the filter bwrap also starts a session of its own
+//!   (`--new-session`, `sandbox::bwrap`), so that side's CLI has a
+//!   scheduling group of its own too (`kernel.sched_autogroup_enabled`).
 //! - **Lines as pincer's:** `PINCER_BENCH_RAW_AS_PINCER=1` adds a raw pipe
 //!   whose lines carry a `uuid` each, with `--replay-user-messages`, as
 //!   pincer writes them (`RawPipe::start_as_pincer`), and prints what that
@@ -50,7 +61,11 @@
 //!   steps' medians printed when it ends). Printed like every side, and
 //!   pincer's sides and each relay against each relay: the least a wrapper
 //!   adds, the least one that keeps pincer's two durable writes adds, and
-//!   what pincer's store path adds without its tasks.
+//!   what pincer's store path adds without its tasks. A list of roles
+//!   instead of `1` picks them (`PINCER_BENCH_RELAY=sqlx,sqlx+proxy`); a
+//!   role ending in `+proxy` has its CLI call the API through pincer's
+//!   credential proxy in the relay's process, as a sandboxed CLI does: the
+//!   sandboxed path's floor.
 //! - **Cold first answer:** `PINCER_BENCH_COLD` rounds (5), each a fresh raw
 //!   CLI and a fresh `pincer chat` per mode (fresh data dir, fresh session),
 //!   order rotating: from starting the process to its first answer, as a
@@ -452,6 +467,13 @@ async fn follow_ups(
         let chat = Chat::start_with(api, &builds[0].1, SandboxMode::None, false, ProgressMode::Off).await;
         sides.push(Side::Chat(Box::new(chat)));
     }
+    // Last too: the sandboxed side without the seccomp filter.
+    let no_seccomp = (std::env::var_os("PINCER_BENCH_SECCOMP_OFF").is_some() && !standin_mode()).then_some(sides.len());
+    if no_seccomp.is_some() {
+        names.push("pincer chat, sandboxed, no seccomp".to_owned());
+        let chat = Chat::start_on(api, &builds[0].1, SandboxMode::Auto, ProgressMode::Status, None, false).await;
+        sides.push(Side::Chat(Box::new(chat)));
+    }
     // Last too: the raw pipe with lines as pincer writes them.
     let as_pincer = std::env::var_os("PINCER_BENCH_RAW_AS_PINCER").is_some() && !standin_mode();
     let uuids = as_pincer.then_some(sides.len());
@@ -466,15 +488,11 @@ async fn follow_ups(
         sides.push(Side::Spawned(Box::new(Spawned::start(api))));
     }
     // Last too: the relays, a wrapper's floor.
-    let relays = match std::env::var_os("PINCER_BENCH_RELAY").is_some() {
-        true => sides.len()..sides.len() + relay::ROLES.len(),
-        false => 0..0,
-    };
-    if !relays.is_empty() {
-        for (role, name) in relay::ROLES {
-            names.push((*name).to_owned());
-            sides.push(Side::Relay(Box::new(Relay::start(api, role))));
-        }
+    let roles = relay::roles(std::env::var("PINCER_BENCH_RELAY").ok().as_deref());
+    let relays = sides.len()..sides.len() + roles.len();
+    for role in roles {
+        names.push(relay::side_name(role));
+        sides.push(Side::Relay(Box::new(Relay::start(api, role))));
     }
     // Last too: the raw pipe through the credential proxy.
     let mut proxies = Vec::new();
@@ -490,7 +508,7 @@ async fn follow_ups(
     if on_postgres.is_some() {
         names.push("pincer chat, unconfined, PostgreSQL".to_owned());
         let url = support::postgres::server().fresh_database();
-        let chat = Chat::start_on(api, &builds[0].1, SandboxMode::None, ProgressMode::Status, Some(url)).await;
+        let chat = Chat::start_on(api, &builds[0].1, SandboxMode::None, ProgressMode::Status, Some(url), true).await;
         sides.push(Side::Chat(Box::new(chat)));
     }
     // Last too: more plain raw pipes, whose spread is the noise floor.
@@ -508,8 +526,11 @@ async fn follow_ups(
         sides[i].round_trip("warm-up").await;
     }
     let mut samples = vec![Vec::with_capacity(n); sides.len()];
+    // Each round trip's wall-clock window, to find its API request in.
+    let mut windows = vec![Vec::with_capacity(n); sides.len()];
+    let text_of = |round: usize| format!("follow-up msg-1-{}", round + 1);
     for round in 0..n {
-        let text = format!("follow-up msg-1-{}", round + 1);
+        let text = text_of(round);
         // Two sides alternate; more are shuffled afresh each round, so none
         // always follows the same one (a CLI works on after its answer).
         if sides.len() == 2 {
@@ -520,7 +541,9 @@ async fn follow_ups(
         for &i in &order {
             // What the side before left running (a CLI saving its session) settles first.
             tokio::time::sleep(SETTLE).await;
+            let from = wall_us();
             samples[i].push(sides[i].round_trip(&text).await);
+            windows[i].push((from, wall_us()));
         }
     }
     let sides_len = sides.len();
@@ -547,6 +570,11 @@ async fn follow_ups(
             paired_percentile_ms(side, raw, 95.0),
         );
     }
+    // A stand-in makes no API request to split at.
+    let split = match standin_mode() {
+        true => Vec::new(),
+        false => print_segments(&names, &segments_of(&api.requests(), &windows, text_of)),
+    };
     if let Some(off) = off {
         println!(
             "progress on minus off (unconfined), paired by round: median {:+.2} ms, p95 {:+.2} ms",
@@ -572,6 +600,13 @@ async fn follow_ups(
                 paired_percentile_ms(&samples[side], raw, 95.0)
             );
         }
+    }
+    if let Some(side) = no_seccomp {
+        println!(
+            "pincer chat sandboxed without seccomp minus with it, paired by round: median {:+.2} ms, p95 {:+.2} ms",
+            paired_median_ms(&samples[side], &samples[2]),
+            paired_percentile_ms(&samples[side], &samples[2], 95.0)
+        );
     }
     if proxied.is_some() && modes().len() == 2 {
         println!(
@@ -614,6 +649,7 @@ async fn follow_ups(
     }
     let mut comparisons: Vec<(String, f64)> =
         (1..sides_len).map(|i| (format!("{} − raw", names[i]), paired_median_ms(&samples[i], raw))).collect();
+    comparisons.extend(split);
     if builds.len() == 2 {
         println!("this build (B) minus the baseline (A), paired by round:");
         // This build's sides, then the baseline's, in the same order.
@@ -811,6 +847,65 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
     }
 }
 
+/// Where a round trip's time went, split at its API request: written →
+/// the request arrived at the fake API, the request in flight (the model's
+/// delay and the streamed answer), its end → the answer read. µs; none
+/// when the round's request is not found in its window.
+type Segments = Option<[i64; 3]>;
+
+/// Each side's rounds split at their API request (the first one in the
+/// round's window that carries its text).
+fn segments_of(
+    requests: &[support::fake_api::RecordedRequest],
+    windows: &[Vec<(i64, i64)>],
+    text_of: impl Fn(usize) -> String,
+) -> Vec<Vec<Segments>> {
+    let mut by_arrival: Vec<_> = requests.iter().collect();
+    by_arrival.sort_by_key(|r| r.arrived_us());
+    let split = |round: usize, (from, until): (i64, i64)| {
+        let start = by_arrival.partition_point(|r| r.arrived_us() < from);
+        let text = text_of(round);
+        let found = by_arrival[start..]
+            .iter()
+            .take_while(|r| r.arrived_us() < until)
+            .find(|r| r.last_user_text().contains(text.as_str()))?;
+        let ended = found.ended_us()?.min(until);
+        Some([found.arrived_us() - from, ended - found.arrived_us(), until - ended])
+    };
+    windows.iter().map(|side| side.iter().enumerate().map(|(round, w)| split(round, *w)).collect()).collect()
+}
+
+/// Each side's segments against the raw pipe's (side 0), paired by round:
+/// which part of a round trip a side's extra time is in. Returns the last
+/// segment's paired median per side, to pool over runs: the CLI's own work
+/// before its request varies from one process to the next by a millisecond
+/// or two, what follows the answer's end by tenths.
+fn print_segments(names: &[String], segments: &[Vec<Segments>]) -> Vec<(String, f64)> {
+    const SEGMENTS: [&str; 3] = ["→ request", "in flight", "end → answer"];
+    println!("where each side's paired Δ p50 lies, split at the API request (found in N of the rounds), ms:");
+    println!("{:<34} {:>5} {:>16} {:>16} {:>16}", "side", "N", SEGMENTS[0], SEGMENTS[1], SEGMENTS[2]);
+    let mut last = Vec::new();
+    for (name, side) in names.iter().zip(segments).skip(1) {
+        let pairs: Vec<([i64; 3], [i64; 3])> =
+            side.iter().zip(&segments[0]).filter_map(|(s, r)| Some(((*s)?, (*r)?))).collect();
+        if pairs.is_empty() {
+            // Still one entry per side, so the pooled rows stay aligned across runs.
+            println!("{name:<34} {:>5} (no request found in its rounds)", 0);
+            last.push((format!("{name}: {} − raw's", SEGMENTS[2]), f64::NAN));
+            continue;
+        }
+        let median = |k: usize| {
+            let mut deltas: Vec<f64> = pairs.iter().map(|(s, r)| (s[k] - r[k]) as f64 / 1e3).collect();
+            deltas.sort_by(f64::total_cmp);
+            median_of_sorted(&deltas)
+        };
+        let [a, b, c] = [median(0), median(1), median(2)];
+        println!("{:<34} {:>5} {:>+16.2} {:>+16.2} {:>+16.2}", name, pairs.len(), a, b, c);
+        last.push((format!("{name}: {} − raw's", SEGMENTS[2]), c));
+    }
+    last
+}
+
 /// Each CLI turn `(text, from, until)` split where its first API request
 /// (the one carrying `text`) arrived: µs before it and after it, the
 /// turn's request count, and each request's size.
@@ -855,20 +950,23 @@ impl Chat {
 
     /// [`Chat::start`] with the group's progress mode.
     async fn start_with(api: &FakeApi, exe: &Path, mode: SandboxMode, hops: bool, progress: ProgressMode) -> Chat {
-        let mut chat = Self::start_on(api, exe, mode, progress, None).await;
+        let mut chat = Self::start_on(api, exe, mode, progress, None, true).await;
         if hops {
             chat.command.as_mut().expect("not started yet").env("RUST_LOG", "warn,pincer::hop=debug");
         }
         chat
     }
 
-    /// [`Chat::start_with`] without hop marks, its store in PostgreSQL at `store_url` when given.
+    /// [`Chat::start_with`] without hop marks, its store in PostgreSQL at
+    /// `store_url` when given, a bwrap sandbox without pincer's seccomp
+    /// filter unless `seccomp`.
     async fn start_on(
         api: &FakeApi,
         exe: &Path,
         mode: SandboxMode,
         progress: ProgressMode,
         store_url: Option<String>,
+        seccomp: bool,
     ) -> Chat {
         let mut sandbox = Sandbox::new(api);
         sandbox.config.store.url = store_url.map(pincer::config::Secret::new);
@@ -878,6 +976,7 @@ impl Chat {
         }
         sandbox.config.sandbox.mode = mode;
         sandbox.config.progress.mode = progress;
+        sandbox.config.sandbox.seccomp = pincer::config::DefaultOn(seccomp);
         sandbox.add_group("bench", None).await;
         let config = sandbox.write_config();
         #[allow(clippy::disallowed_methods)] // runs the pincer binary under test

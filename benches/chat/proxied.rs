@@ -55,6 +55,39 @@ pub fn start(api_url: &str) -> (RawPipe, Running) {
     };
     let proxy = rx.recv().expect("the proxy started");
     let lease = proxy.lease("bench");
+    let env = proxied_env(&lease, &socket);
+    let running = Running { _dir: dir, _lease: lease, stop, thread: Some(thread) };
+    (RawPipe::start(env), running)
+}
+
+/// [`start`] with the proxy on the caller's runtime: a relay's
+/// (`chat/relay.rs`), as pincer runs its proxy on its own runtime.
+pub async fn start_here(api_url: &str) -> (RawPipe, Here) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("run/api.sock");
+    let stop = CancellationToken::new();
+    let credential = Credential::ApiKey(Secret::new(crate::support::cli::TEST_API_KEY));
+    let proxy = Proxy::start(api_url, credential, &socket, stop.clone()).await.expect("the proxy starts");
+    let lease = proxy.lease("bench");
+    let env = proxied_env(&lease, &socket);
+    (RawPipe::start(env), Here { _dir: dir, _lease: lease, stop })
+}
+
+/// The proxy behind a pipe of [`start_here`]; stops when dropped.
+pub struct Here {
+    _dir: tempfile::TempDir,
+    _lease: KeyLease,
+    stop: CancellationToken,
+}
+
+impl Drop for Here {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// A raw CLI's environment, its API calls through the proxy at `socket`.
+fn proxied_env(lease: &KeyLease, socket: &Path) -> Vec<(String, String)> {
     let mut env = cli_env("http://localhost", Path::new("home"));
     for (key, value) in
         [("ANTHROPIC_API_KEY", lease.key().to_owned()), ("ANTHROPIC_UNIX_SOCKET", socket.display().to_string())]
@@ -62,6 +95,5 @@ pub fn start(api_url: &str) -> (RawPipe, Running) {
         env.retain(|(k, _)| k != key);
         env.push((key.to_owned(), value));
     }
-    let running = Running { _dir: dir, _lease: lease, stop, thread: Some(thread) };
-    (RawPipe::start(env), running)
+    env
 }

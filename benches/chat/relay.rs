@@ -30,6 +30,10 @@
 //!   one are what its tasks (console, router, session, reader, outbox) and
 //!   the rest of its work add; this one minus `sqlx` is what its schema and
 //!   its two extra reads add.
+//!
+//! A role ending in `+proxy` (`sqlx+proxy`) has its CLI call the API through
+//! pincer's credential proxy, run on the relay's runtime as pincer runs it
+//! (`chat/proxied.rs`): the same floor for the sandboxed path, bwrap aside.
 
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -60,6 +64,51 @@ pub const ROLES: &[(&str, &str)] = &[
     ("blocking", "relay, 2 writes on blocking pool"),
     ("store", "relay, pincer's store path"),
 ];
+
+/// A role's suffix: its CLI calls the API through pincer's credential proxy.
+const PROXIED: &str = "+proxy";
+
+/// The roles `PINCER_BENCH_RELAY` asks for: none when unset, all five for
+/// `1`, else the ones listed (`sqlx,store+proxy`).
+pub fn roles(asked: Option<&str>) -> Vec<&'static str> {
+    match asked {
+        None | Some("") => Vec::new(),
+        Some("1") => ROLES.iter().map(|(role, _)| *role).collect(),
+        Some(list) => list
+            .split(',')
+            .map(|asked| {
+                let asked = asked.trim();
+                let (role, proxied) = split(asked);
+                assert!(
+                    ROLES.iter().any(|(r, _)| *r == role),
+                    "PINCER_BENCH_RELAY: {asked:?} is no role (bare, sqlx, inline, blocking, store, each maybe {PROXIED})"
+                );
+                assert!(!(proxied && crate::standin_mode()), "a stand-in calls no API to proxy");
+                // Leaked once per run: a side's role lives as long as the bench.
+                &*Box::leak(asked.to_owned().into_boxed_str())
+            })
+            .collect(),
+    }
+}
+
+/// The side's name for `role`.
+pub fn side_name(role: &str) -> String {
+    let (role, proxied) = split(role);
+    let name = ROLES.iter().find(|(r, _)| *r == role).map_or(role, |(_, name)| name);
+    if proxied {
+        format!("{name}, proxied")
+    } else {
+        name.to_owned()
+    }
+}
+
+/// A role's store part, and whether its CLI is proxied.
+fn split(role: &str) -> (&str, bool) {
+    match role.strip_suffix(PROXIED) {
+        Some(store) => (store, true),
+        None => (role, false),
+    }
+}
 
 /// Where a relay stores: nowhere, through sqlx, on its own thread, on the
 /// blocking pool, or through pincer's store.
@@ -130,9 +179,17 @@ pub fn run(role: &str) -> ! {
 
 async fn relay(role: &str, api: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
+    let (role, proxied) = split(role);
     let mut store = Store::open(role, &dir.path().join("relay.db")).await;
-    // The stand-in instead with `PINCER_BENCH_STANDIN`, as every side's.
-    let mut cli = crate::raw_pipe_to(api);
+    // The stand-in instead with `PINCER_BENCH_STANDIN`, as every side's. A
+    // proxied CLI's proxy runs on this runtime, as pincer's runs on its own.
+    let (mut cli, _proxy) = match proxied {
+        true => {
+            let (cli, proxy) = crate::proxied::start_here(api).await;
+            (cli, Some(proxy))
+        }
+        false => (crate::raw_pipe_to(api), None),
+    };
     let stdin = std::io::stdin().as_fd().try_clone_to_owned().expect("stdin");
     let stdout = std::io::stdout().as_fd().try_clone_to_owned().expect("stdout");
     let mut lines = BufReader::new(pipe::Receiver::from_owned_fd(stdin).expect("stdin is a pipe")).lines();

@@ -490,7 +490,7 @@ async fn follow_ups(
     // Last too: the relays, a wrapper's floor.
     let roles = relay::roles(std::env::var("PINCER_BENCH_RELAY").ok().as_deref());
     let relays = sides.len()..sides.len() + roles.len();
-    for role in roles {
+    for role in &roles {
         names.push(relay::side_name(role));
         sides.push(Side::Relay(Box::new(Relay::start(api, role))));
     }

@@ -70,10 +70,10 @@ const PROXIED: &str = "+proxy";
 
 /// The roles `PINCER_BENCH_RELAY` asks for: none when unset, all five for
 /// `1`, else the ones listed (`sqlx,store+proxy`).
-pub fn roles(asked: Option<&str>) -> Vec<&'static str> {
+pub fn roles(asked: Option<&str>) -> Vec<String> {
     match asked {
         None | Some("") => Vec::new(),
-        Some("1") => ROLES.iter().map(|(role, _)| *role).collect(),
+        Some("1") => ROLES.iter().map(|(role, _)| (*role).to_owned()).collect(),
         Some(list) => list
             .split(',')
             .map(|asked| {
@@ -84,8 +84,7 @@ pub fn roles(asked: Option<&str>) -> Vec<&'static str> {
                     "PINCER_BENCH_RELAY: {asked:?} is no role (bare, sqlx, inline, blocking, store, each maybe {PROXIED})"
                 );
                 assert!(!(proxied && crate::standin_mode()), "a stand-in calls no API to proxy");
-                // Leaked once per run: a side's role lives as long as the bench.
-                &*Box::leak(asked.to_owned().into_boxed_str())
+                asked.to_owned()
             })
             .collect(),
     }

@@ -77,8 +77,9 @@
 //!   to the answer read from its stdout. Logging costs a little itself, so
 //!   these sides are not the measured ones. Also printed: pincer's own share
 //!   per follow-up (the whole minus the CLI's stdin → result), and the CLI's
-//!   time split where its API request arrives at the fake API, in pincer and
-//!   in a raw pipe beside it, with the requests' count and size.
+//!   time split where its API request arrives at the fake API and where its
+//!   answer ends, in pincer and in a raw pipe beside it, with the requests'
+//!   count and size.
 //! - **The API's wire:** the fake answers as the real API does
 //!   (`support::fake_api::Wire::REAL`): a streamed reply one SSE event per
 //!   write, each connection closed after its answer, `TCP_NODELAY` on.
@@ -827,15 +828,18 @@ async fn hop_breakdown(api: &FakeApi, exe: &Path, mode: SandboxMode, n: usize) {
     // The CLI's share split at the API: its own work before the request, and
     // from the request's arrival to its result line (the model's 25 ms inside).
     let requests = api.requests();
-    let [mut before, mut after, mut count, mut bytes] = split_at_request(&requests, &cli_spans);
+    let [mut before, mut after, mut tail, mut count, mut bytes] = split_at_request(&requests, &cli_spans);
     let raw_spans: Vec<(String, i64, i64)> =
         raw_windows.iter().enumerate().map(|(i, (sent, answered))| (raw_traced(i), *sent, *answered)).collect();
-    let [mut raw_before, mut raw_after, mut raw_count, mut raw_bytes] = split_at_request(&requests, &raw_spans);
+    let [mut raw_before, mut raw_after, mut raw_tail, mut raw_count, mut raw_bytes] =
+        split_at_request(&requests, &raw_spans);
     for (name, values) in [
         ("the CLI in pincer: stdin → API request", &mut before),
         ("the raw pipe: line written → API request", &mut raw_before),
         ("the CLI in pincer: API request → result", &mut after),
         ("the raw pipe: API request → result read", &mut raw_after),
+        ("the CLI in pincer: answer's end → result", &mut tail),
+        ("the raw pipe: answer's end → result read", &mut raw_tail),
         ("API requests per follow-up, pincer", &mut count),
         ("API requests per follow-up, raw pipe", &mut raw_count),
         ("request bytes, pincer", &mut bytes),
@@ -907,10 +911,11 @@ fn print_segments(names: &[String], segments: &[Vec<Segments>]) -> Vec<(String, 
 }
 
 /// Each CLI turn `(text, from, until)` split where its first API request
-/// (the one carrying `text`) arrived: µs before it and after it, the
-/// turn's request count, and each request's size.
-fn split_at_request(requests: &[support::fake_api::ApiRequest], spans: &[(String, i64, i64)]) -> [Vec<i64>; 4] {
-    let [mut before, mut after, mut count, mut bytes] = [vec![], vec![], vec![], vec![]];
+/// (the one carrying `text`) arrived: µs before it and after it, from the
+/// end of its answer to `until`, the turn's request count, and each
+/// request's size.
+fn split_at_request(requests: &[support::fake_api::ApiRequest], spans: &[(String, i64, i64)]) -> [Vec<i64>; 5] {
+    let [mut before, mut after, mut tail, mut count, mut bytes] = [vec![], vec![], vec![], vec![], vec![]];
     for (text, from, until) in spans {
         let found: Vec<_> = requests
             .iter()
@@ -919,11 +924,12 @@ fn split_at_request(requests: &[support::fake_api::ApiRequest], spans: &[(String
         if let Some(first) = found.first() {
             before.push(first.arrived_us() - from);
             after.push(until - first.arrived_us());
+            tail.extend(first.ended_us().map(|ended| until - ended));
         }
         count.push(found.len() as i64);
         bytes.extend(found.iter().map(|r| r.bytes() as i64));
     }
-    [before, after, count, bytes]
+    [before, after, tail, count, bytes]
 }
 
 fn wall_us() -> i64 {

@@ -91,6 +91,13 @@
 //!   pipe whose CLI reaches the fake API through pincer's credential proxy
 //!   (`chat/proxied.rs`), no sandbox, and prints it against the plain one,
 //!   and the sandboxed side against the unconfined one, paired by round.
+//! - **bwrap alone:** `PINCER_BENCH_RAW_BWRAP=1` adds a raw pipe through
+//!   the proxy whose CLI runs in a bwrap of the bench's own: the file system
+//!   as it is, new PID and network namespaces, nothing else of pincer's
+//!   sandbox (`chat/proxied.rs`); bwrap flags in place of `1` choose the
+//!   namespaces, and `;` between sets adds a side each
+//!   (`"--unshare-pid;--unshare-net"`). With `PINCER_BENCH_RAW_PROXIED=1`
+//!   each is printed against the proxied pipe: what its namespaces cost.
 //! - **Stand-in:** `PINCER_BENCH_STANDIN=1` puts a stand-in that answers at
 //!   once (`tests/support/standin.rs`, this binary) behind every side instead
 //!   of the real CLI, unconfined only: the paired Δ is then pincer's own share
@@ -504,6 +511,20 @@ async fn follow_ups(
         sides.push(Side::Raw(Box::new(pipe)));
         proxies.push(running);
     }
+    // Last too: a raw pipe through the proxy, its CLI in a bwrap of the bench's own.
+    let mut in_bwrap = Vec::new();
+    let asked = std::env::var("PINCER_BENCH_RAW_BWRAP").ok().filter(|_| !standin_mode());
+    for flags in asked.iter().flat_map(|asked| asked.split(';')) {
+        let namespaces: Vec<String> = match flags.trim() {
+            "1" => vec!["--unshare-pid".into(), "--unshare-net".into()],
+            flags => flags.split_whitespace().map(str::to_owned).collect(),
+        };
+        let (pipe, running) = proxied::start_in_bwrap(&api.base_url(), &namespaces);
+        in_bwrap.push(sides.len());
+        names.push(format!("raw pipe, proxied, bwrap {}", namespaces.join(" ")));
+        sides.push(Side::Raw(Box::new(pipe)));
+        proxies.push(running);
+    }
     // Last too: the same build with its store in PostgreSQL.
     let on_postgres = std::env::var_os("PINCER_BENCH_POSTGRES").is_some().then_some(sides.len());
     if on_postgres.is_some() {
@@ -591,6 +612,14 @@ async fn follow_ups(
         );
     }
     drop(proxies);
+    for (side, proxied) in in_bwrap.iter().filter_map(|side| Some((*side, proxied?))) {
+        println!(
+            "{} minus the raw pipe through the proxy, paired by round: median {:+.2} ms, p95 {:+.2} ms",
+            names[side],
+            paired_median_ms(&samples[side], &samples[proxied]),
+            paired_percentile_ms(&samples[side], &samples[proxied], 95.0)
+        );
+    }
     for (side, what) in
         [(uuids, "with lines as pincer's"), (spawned, "through pincer's spawn"), (proxied, "through the proxy")]
     {

@@ -37,6 +37,43 @@ impl Drop for Running {
 
 /// A raw CLI pipe to `api_url` through a credential proxy of its own.
 pub fn start(api_url: &str) -> (RawPipe, Running) {
+    let (env, running) = proxy_on_a_thread(api_url);
+    (RawPipe::start(env), running)
+}
+
+/// [`start`] with the CLI inside a bwrap of the bench's own: the whole file
+/// system as it is (`--dev-bind / /`) and `namespaces` (`--unshare-pid
+/// --unshare-net` unless given), nothing else of pincer's sandbox. Against
+/// [`start`]'s pipe, what those namespaces cost the CLI itself. The proxy's
+/// socket is a path, which a new network namespace still reaches.
+pub fn start_in_bwrap(api_url: &str, namespaces: &[String]) -> (RawPipe, Running) {
+    use crate::support::cli::{claude_bin, ENV_TO_REMOVE};
+    let (mut env, running) = proxy_on_a_thread(api_url);
+    let (dir, home, cwd) = crate::support::pipe::scratch();
+    env.retain(|(k, _)| k != "HOME");
+    env.push(("HOME".into(), home.display().to_string()));
+    #[allow(clippy::disallowed_methods)] // the bench runs the CLI outside pincer on purpose
+    let mut cmd = tokio::process::Command::new("bwrap");
+    cmd.args(["--dev-bind", "/", "/", "--die-with-parent"])
+        .args(namespaces)
+        .arg("--")
+        .arg(claude_bin())
+        .args(crate::support::pipe::pipe_args())
+        .current_dir(&cwd)
+        .envs(env)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    for key in ENV_TO_REMOVE {
+        cmd.env_remove(key);
+    }
+    (RawPipe::spawn(dir, cmd), running)
+}
+
+/// A credential proxy on a thread and runtime of its own, and a raw CLI's
+/// environment that calls the API through it.
+fn proxy_on_a_thread(api_url: &str) -> (Vec<(String, String)>, Running) {
     let dir = tempfile::tempdir().expect("temp dir");
     let socket = dir.path().join("run/api.sock");
     let stop = CancellationToken::new();
@@ -56,8 +93,7 @@ pub fn start(api_url: &str) -> (RawPipe, Running) {
     let proxy = rx.recv().expect("the proxy started");
     let lease = proxy.lease("bench");
     let env = proxied_env(&lease, &socket);
-    let running = Running { _dir: dir, _lease: lease, stop, thread: Some(thread) };
-    (RawPipe::start(env), running)
+    (env, Running { _dir: dir, _lease: lease, stop, thread: Some(thread) })
 }
 
 /// [`start`] with the proxy on the caller's runtime: a relay's

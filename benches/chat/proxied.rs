@@ -42,8 +42,9 @@ pub fn start(api_url: &str) -> (RawPipe, Running) {
 }
 
 /// [`start`] with the CLI inside a bwrap of the bench's own: the whole file
-/// system as it is (`--dev-bind / /`) and `namespaces` (`--unshare-pid
-/// --unshare-net` unless given), nothing else of pincer's sandbox. Against
+/// system as it is (`--dev-bind / /`) and the `namespaces` flags (the
+/// bench's default: `--unshare-pid --unshare-net`), nothing else of
+/// pincer's sandbox. Against
 /// [`start`]'s pipe, what those namespaces cost the CLI itself. The proxy's
 /// socket is a path, which a new network namespace still reaches.
 pub fn start_in_bwrap(api_url: &str, namespaces: &[String]) -> (RawPipe, Running) {

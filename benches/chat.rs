@@ -893,15 +893,9 @@ fn segments_of(
     windows: &[Vec<(i64, i64)>],
     text_of: impl Fn(usize) -> String,
 ) -> Vec<Vec<Segments>> {
-    let mut by_arrival: Vec<_> = requests.iter().collect();
-    by_arrival.sort_by_key(|r| r.arrived_us());
     let split = |round: usize, (from, until): (i64, i64)| {
-        let start = by_arrival.partition_point(|r| r.arrived_us() < from);
         let text = text_of(round);
-        let found = by_arrival[start..]
-            .iter()
-            .take_while(|r| r.arrived_us() < until)
-            .find(|r| r.last_user_text().contains(text.as_str()))?;
+        let found = carrying(requests, &text, from, until).next()?;
         let ended = found.ended_us()?.min(until);
         Some([found.arrived_us() - from, ended - found.arrived_us(), until - ended])
     };
@@ -946,10 +940,7 @@ fn print_segments(names: &[String], segments: &[Vec<Segments>]) -> Vec<(String, 
 fn split_at_request(requests: &[support::fake_api::ApiRequest], spans: &[(String, i64, i64)]) -> [Vec<i64>; 5] {
     let [mut before, mut after, mut tail, mut count, mut bytes] = [vec![], vec![], vec![], vec![], vec![]];
     for (text, from, until) in spans {
-        let found: Vec<_> = requests
-            .iter()
-            .filter(|r| r.arrived_us() >= *from && r.arrived_us() < *until && r.all_text().contains(text.as_str()))
-            .collect();
+        let found: Vec<_> = carrying(requests, text, *from, *until).collect();
         if let Some(first) = found.first() {
             before.push(first.arrived_us() - from);
             after.push(until - first.arrived_us());
@@ -959,6 +950,17 @@ fn split_at_request(requests: &[support::fake_api::ApiRequest], spans: &[(String
         bytes.extend(found.iter().map(|r| r.bytes() as i64));
     }
     [before, after, tail, count, bytes]
+}
+
+/// The requests that arrived in `[from, until)` and carry `text`, in the
+/// order they were recorded: a follow-up's, found by its window and its text.
+fn carrying<'a>(
+    requests: &'a [support::fake_api::ApiRequest],
+    text: &'a str,
+    from: i64,
+    until: i64,
+) -> impl Iterator<Item = &'a support::fake_api::ApiRequest> {
+    requests.iter().filter(move |r| r.arrived_us() >= from && r.arrived_us() < until && r.all_text().contains(text))
 }
 
 fn wall_us() -> i64 {

@@ -14,7 +14,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::support::fake_api::{self, FakeApi, Reply, Script};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat};
-use crate::support::harness::{Sandbox, PATIENCE};
+use crate::support::harness::{said, Sandbox, PATIENCE};
 
 /// `pincer --config CONFIG ARGS…` with `input` on stdin, to its end.
 async fn pincer(config: &Path, args: &[&str], input: &str) -> Output {
@@ -66,10 +66,10 @@ async fn a_terminal_chat_beside_the_daemon_talks_to_its_live_session() {
 
     let first = pincer(&config, &["chat", "team"], "hello\n").await;
     assert!(first.status.success(), "{first:?}");
-    assert_eq!(stdout(&first).trim(), "ECHO: hello");
+    assert_eq!(said(&first.stdout).trim(), "ECHO: hello");
     let second = pincer(&config, &["chat", "team"], "again\n").await;
     assert!(second.status.success(), "{second:?}");
-    assert_eq!(stdout(&second).trim(), "ECHO: again");
+    assert_eq!(said(&second.stdout).trim(), "ECHO: again");
 
     // Both terminals spoke to the daemon's one process: it was started once,
     // and the second turn carried the first one's conversation.
@@ -106,7 +106,7 @@ async fn an_attached_terminal_sees_the_groups_chat_replies_which_still_reach_the
 
     let out = pincer(&config, &["chat", "team"], "from the terminal\n").await;
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(stdout(&out).trim(), "ECHO: from the terminal");
+    assert_eq!(said(&out.stdout).trim(), "ECHO: from the terminal");
     let sent = bot.wait_sent(chat.id, 1).await;
     assert_eq!(sent[0].text, "ECHO: from the terminal", "the chat got the reply too");
     daemon.stop().await;

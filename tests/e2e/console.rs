@@ -9,7 +9,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::support::cli::{claude_bin, cli_env};
 use crate::support::fake_api::{self, FakeApi};
-use crate::support::harness::{Sandbox, PATIENCE};
+use crate::support::harness::{said, Sandbox, PATIENCE};
 
 #[tokio::test]
 async fn piped_chat_prints_replies_and_waits_for_background_work() {
@@ -71,7 +71,7 @@ async fn the_binary_chats_through_a_pipe() {
     let out = tokio::time::timeout(PATIENCE, child.wait_with_output()).await.unwrap().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(stdout.trim(), "ECHO: hi from a pipe");
+    assert_eq!(said(&out.stdout).trim(), "ECHO: hi from a pipe", "{stdout}");
 
     let history = env_of(&["history", "piped", "--json"]).output().await.unwrap();
     let kinds: Vec<String> = String::from_utf8_lossy(&history.stdout)

@@ -271,7 +271,16 @@ async fn a_slow_turn_shows_one_status_message_until_its_answer_and_progress_off_
     };
     let edits: Vec<_> = bot.calls_to("editMessageText").into_iter().filter(edited).collect();
     assert!(!edits.is_empty(), "a 3 s turn shown from 1 s is edited as its time goes by");
-    assert!(edits.len() <= 4, "no faster than one edit a second: {} edits", edits.len());
+    // At most one edit a second, over however long the turn took here (a
+    // loaded machine stretches the 3 s turn); a little slack for the jitter
+    // between two edits' arrivals.
+    let gone = bot.calls_to("deleteMessage").into_iter().find(edited).expect("the status message's deletion").at;
+    let lived = gone.duration_since(edits[0].at).as_secs_f64();
+    assert!(
+        edits.len() as f64 <= lived + 1.5,
+        "no faster than one edit a second: {} edits in {lived:.1} s",
+        edits.len()
+    );
 
     let quiet_sent = bot.sent(quiet().id);
     assert!(quiet_sent.iter().all(|s| !s.text.starts_with("Working…")), "{quiet_sent:?}");
@@ -340,16 +349,19 @@ async fn a_slow_whatsapp_turn_shows_one_status_message_edited_then_deleted() {
     sandbox.add_group_with("family", settings).await;
     let pincer = sandbox.spawn_daemon_with_whatsapp(&wa);
 
+    let since = std::time::Instant::now();
     wa.say(FAMILY, &wa_alice(), "SLOWWORK please");
     wa.wait_for("the answer", |wa| wa.sent(FAMILY).iter().any(|s| s.text.contains("slow answer"))).await;
     wa.wait_for("the status message deleted", |wa| !wa.revoked(FAMILY).is_empty()).await;
+    let lived = since.elapsed().as_secs_f64();
     let sent = wa.sent(FAMILY);
     let statuses: Vec<_> = sent.iter().filter(|s| s.text.starts_with("Working…")).collect();
     assert_eq!(statuses.len(), 1, "one status message: {sent:?}");
     assert!(statuses[0].text.ends_with(STOP_HINT), "{:?}", statuses[0]);
-    // `every` is 1 s here, but a WhatsApp chat is edited at most every 6 s.
+    // `every` is 1 s here, but a WhatsApp chat is edited at most every 6 s:
+    // one edit in the 3 s turn, more only where a loaded machine stretched it.
     let edits = wa.edits(FAMILY);
-    assert!(edits.len() <= 1, "at most one edit in a 3 s turn: {edits:?}");
+    assert!(edits.len() as f64 <= 1.0 + lived / 6.0, "at most one edit each 6 s, {lived:.1} s: {edits:?}");
     assert_eq!(wa.alive(FAMILY).iter().filter(|s| s.text.starts_with("Working…")).count(), 0, "{sent:?}");
     assert_eq!(wa.reactions(FAMILY).len(), 1, "the receipt");
     pincer.stop().await;

@@ -267,6 +267,15 @@ pub async fn pincer_command(cwd: &Path, config: &Path, args: &[&str]) -> std::pr
     out.expect("the pincer binary runs")
 }
 
+/// What a `pincer chat` printed, without its status lines (`[status] …`):
+/// a turn still running after `progress.after` (5 s) gets one, which on a
+/// loaded machine even an echo's first turn can.
+pub fn said(stdout: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stdout);
+    let lines: Vec<&str> = text.lines().filter(|line| !line.starts_with("[status] ")).collect();
+    lines.join("\n")
+}
+
 /// `pincer [args] run`, the binary under test, as a child process in `cwd`,
 /// returned once it logs that it is running. Its log is drained from then
 /// on, so it never blocks on a full pipe; the child is killed when dropped.

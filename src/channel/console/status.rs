@@ -2,8 +2,9 @@
 //! edit as one line (`[status] Working… 12 s · 3 steps · Running `cargo
 //! test``), and the summary when the group wants one; a deletion prints
 //! nothing, since the answer printed next says it all. The lines go to a
-//! channel that the chat loop writes out between replies, so status lines
-//! and replies never interleave mid-line.
+//! bounded channel that the chat loop writes out between replies, so status
+//! lines and replies never interleave mid-line; a terminal that stops
+//! reading loses status lines (each is overtaken by the next), never memory.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -13,21 +14,29 @@ use crate::channel::progress::{StatusError, StatusPort, StatusRecords};
 use crate::domain::{ChatAddress, Platform};
 use crate::store::{StatusRecord, StoreError};
 
+/// Status lines waiting for the terminal: at one edit a second, half a
+/// minute of a terminal that does not read.
+const WAITING_LINES: usize = 32;
+
 /// Status messages as terminal lines.
 pub struct ConsoleStatus {
-    lines: mpsc::UnboundedSender<String>,
+    lines: mpsc::Sender<String>,
     next_id: AtomicU64,
 }
 
 impl ConsoleStatus {
     /// The port, and the lines it prints (each ends with a newline).
-    pub fn new() -> (ConsoleStatus, mpsc::UnboundedReceiver<String>) {
-        let (lines, rx) = mpsc::unbounded_channel();
+    pub fn new() -> (ConsoleStatus, mpsc::Receiver<String>) {
+        let (lines, rx) = mpsc::channel(WAITING_LINES);
         (ConsoleStatus { lines, next_id: AtomicU64::new(1) }, rx)
     }
 
     fn print(&self, text: &str) -> Result<(), StatusError> {
-        self.lines.send(line(text)).map_err(|_| StatusError::Failed("the chat has ended".to_owned()))
+        match self.lines.try_send(line(text)) {
+            // A status line says where the turn is now; the next one says it again.
+            Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(StatusError::Failed("the chat has ended".to_owned())),
+        }
     }
 }
 
@@ -89,6 +98,22 @@ mod tests {
         assert_eq!(lines.recv().await.unwrap(), "[status] Working… 12 s · 3 steps · Running `cargo test`\n");
         assert_eq!(lines.recv().await.unwrap(), "[status] Done in 2 m 14 s · 12 steps · $0.31\n");
         assert_eq!(lines.recv().await, None, "nothing for the deletion");
+    }
+
+    #[tokio::test]
+    async fn a_terminal_that_does_not_read_loses_status_lines_not_memory_and_the_calls_go_on() {
+        let (port, mut lines) = ConsoleStatus::new();
+        let here = ChatAddress::console(&"team".parse::<GroupName>().unwrap());
+        for second in 0..WAITING_LINES + 10 {
+            port.edit(&here, "1", &format!("Working… {second} s"), true).await.unwrap();
+        }
+        drop(port);
+        let mut kept = Vec::new();
+        while let Some(line) = lines.recv().await {
+            kept.push(line);
+        }
+        assert_eq!(kept.len(), WAITING_LINES, "the oldest kept, the rest dropped");
+        assert_eq!(kept[0], "[status] Working… 0 s\n");
     }
 
     #[tokio::test]

@@ -84,9 +84,7 @@ fn proxy_on_a_thread(api_url: &str) -> (Vec<(String, String)>, Running) {
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Runtime::new().expect("the proxy's runtime");
             runtime.block_on(async move {
-                let credential = Credential::ApiKey(Secret::new(crate::support::cli::TEST_API_KEY));
-                let proxy = Proxy::start(&api_url, credential, &socket, stop.clone()).await.expect("the proxy starts");
-                tx.send(proxy).expect("the bench waits for its proxy");
+                tx.send(serve(&api_url, &socket, &stop).await).expect("the bench waits for its proxy");
                 stop.cancelled().await;
             });
         })
@@ -103,8 +101,7 @@ pub async fn start_here(api_url: &str) -> (RawPipe, Here) {
     let dir = tempfile::tempdir().expect("temp dir");
     let socket = dir.path().join("run/api.sock");
     let stop = CancellationToken::new();
-    let credential = Credential::ApiKey(Secret::new(crate::support::cli::TEST_API_KEY));
-    let proxy = Proxy::start(api_url, credential, &socket, stop.clone()).await.expect("the proxy starts");
+    let proxy = serve(api_url, &socket, &stop).await;
     let lease = proxy.lease("bench");
     let env = proxied_env(&lease, &socket);
     (RawPipe::start(env), Here { _dir: dir, _lease: lease, stop })
@@ -121,6 +118,12 @@ impl Drop for Here {
     fn drop(&mut self) {
         self.stop.cancel();
     }
+}
+
+/// A credential proxy to `api_url` with the tests' key, at `socket` until `stop`.
+async fn serve(api_url: &str, socket: &Path, stop: &CancellationToken) -> Proxy {
+    let credential = Credential::ApiKey(Secret::new(crate::support::cli::TEST_API_KEY));
+    Proxy::start(api_url, credential, socket, stop.clone()).await.expect("the proxy starts")
 }
 
 /// A raw CLI's environment, its API calls through the proxy at `socket`.

@@ -4,6 +4,7 @@
 //! alone.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +22,7 @@ use crate::metrics::Metrics;
 use crate::outbox::Outbox;
 use crate::router::Router;
 use crate::sandbox::egress::{EgressService, Resolve, SystemResolver};
+use crate::sandbox::proxy::Proxy;
 use crate::sandbox::Launcher;
 use crate::scheduler::limits::Limits;
 use crate::scheduler::{self, SchedulerDeps, SchedulerHandle, SchedulerInbox};
@@ -257,9 +259,19 @@ struct Proxies {
     /// Stops the credential and egress proxies. Not `shutdown`: a turn that
     /// ends during the sessions' grace may still call the API or the web.
     stop: CancellationToken,
-    /// Stores what passed the credential proxy; ends after `stop`.
+    /// The credential proxy, waited for once stopped.
+    credential: Option<Proxy>,
+    /// Ends the spend writer: cancelled once the credential proxy has ended,
+    /// so the spend of the last requests it served is written too.
+    spend_stop: CancellationToken,
+    /// Stores what passed the credential proxy; ends after `spend_stop`.
     spend_writer: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
+
+/// How long a stopping pincer waits for the credential proxy's last requests.
+/// Every CLI has ended by then, so only a process that outlived its sandbox
+/// could still hold one.
+const PROXY_DRAIN: Duration = Duration::from_secs(5);
 
 impl Proxies {
     /// Starts them, and the launcher of the CLIs that use them.
@@ -277,15 +289,29 @@ impl Proxies {
         let started = stop.clone().drop_guard();
         let launcher = Launcher::start(config.clone(), program, egress.clone(), stop.clone()).await?;
         started.disarm();
-        let spend_writer = launcher
-            .proxy_spend()
-            .map(|ledger| tokio::spawn(crate::sandbox::proxy::spend::keep(ledger, store.budgets(), stop.clone())));
-        Ok((Proxies { egress, stop, spend_writer: std::sync::Mutex::new(spend_writer) }, launcher))
+        let credential = launcher.proxy().cloned();
+        let spend_stop = CancellationToken::new();
+        let spend_writer = credential.as_ref().map(|proxy| {
+            tokio::spawn(crate::sandbox::proxy::spend::keep(proxy.spend(), store.budgets(), spend_stop.clone()))
+        });
+        let spend_writer = std::sync::Mutex::new(spend_writer);
+        Ok((Proxies { egress, stop, credential, spend_stop, spend_writer }, launcher))
     }
 
-    /// Stops them, and waits for the spend ledger's last write.
+    /// Stops them: returns once the credential proxy's socket is closed and
+    /// the spend ledger's last write is done.
     async fn stop(&self) {
         self.stop.cancel();
+        if let Some(proxy) = &self.credential {
+            if tokio::time::timeout(PROXY_DRAIN, proxy.stopped()).await.is_err() {
+                tracing::warn!(
+                    "the credential proxy still served a request {} after the sessions ended; \
+                     what that request uses is not counted",
+                    humantime::format_duration(PROXY_DRAIN)
+                );
+            }
+        }
+        self.spend_stop.cancel();
         self.egress.stop().await;
         let writer = self.spend_writer.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(writer) = writer {

@@ -187,10 +187,10 @@ impl Launcher {
         }
     }
 
-    /// What passed the credential proxy, for the task that stores it
-    /// (`proxy::spend::keep`); none without a proxy.
-    pub fn proxy_spend(&self) -> Option<super::proxy::spend::SpendLedger> {
-        self.proxy.as_ref().map(Proxy::spend)
+    /// The credential proxy (none without a credential): what passed it,
+    /// for the task that stores that (`proxy::spend::keep`), and its end.
+    pub fn proxy(&self) -> Option<&Proxy> {
+        self.proxy.as_ref()
     }
 
     /// Logs what the default mode resolves to; `none` names the risk.

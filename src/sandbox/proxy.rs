@@ -30,6 +30,7 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::Secret;
 
@@ -58,6 +59,8 @@ pub struct Proxy {
     socket: PathBuf,
     keys: Keys,
     spend: SpendLedger,
+    /// The serving task: [`Proxy::stopped`] waits for it.
+    served: TaskTracker,
 }
 
 /// A placeholder key valid while this lease lives (one CLI process).
@@ -121,13 +124,22 @@ impl Proxy {
         });
         let app = Router::new().fallback(forward).with_state(shared);
         let unix = bind_socket(socket).map_err(|source| ProxyError::BindSocket { path: socket.to_owned(), source })?;
-        tokio::spawn(async move {
+        let served = TaskTracker::new();
+        served.spawn(async move {
             if let Err(e) = axum::serve(unix, app).with_graceful_shutdown(stop.cancelled_owned()).await {
                 tracing::error!(%e, "the credential proxy stopped");
             }
         });
+        served.close();
         tracing::info!(socket = %socket.display(), "credential proxy listening");
-        Ok(Proxy { socket: socket.to_owned(), keys, spend })
+        Ok(Proxy { socket: socket.to_owned(), keys, spend, served })
+    }
+
+    /// Returns once the proxy, told to stop, has closed its socket and
+    /// finished the requests it was serving (whose spend is then in the
+    /// ledger). It waits on its clients: whoever calls it bounds the wait.
+    pub async fn stopped(&self) {
+        self.served.wait().await;
     }
 
     /// What passed the proxy and is not yet stored: for [`spend::keep`].

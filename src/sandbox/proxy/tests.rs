@@ -57,7 +57,6 @@ async fn upstream() -> Upstream {
     Upstream { url, seen, release: Some(release) }
 }
 
-/// A client that speaks HTTP over the proxy's socket, as the sandboxed CLI does.
 /// A proxy to `url` with the real key, on a socket in a temp dir (kept as
 /// long as the dir is).
 async fn api_proxy(url: &str) -> (tempfile::TempDir, Proxy) {
@@ -68,6 +67,7 @@ async fn api_proxy(url: &str) -> (tempfile::TempDir, Proxy) {
     (dir, proxy)
 }
 
+/// A client that speaks HTTP over the proxy's socket, as the sandboxed CLI does.
 fn over(proxy: &Proxy) -> reqwest::Client {
     reqwest::Client::builder().unix_socket(proxy.socket()).build().unwrap()
 }
@@ -107,6 +107,42 @@ async fn streams_the_reply_and_swaps_the_placeholder_for_the_real_key() {
     assert_eq!(seen[0]["anthropic-version"], "2023-06-01", "other headers pass unchanged");
     assert!(!seen[0].contains_key("authorization"));
     shutdown.cancel();
+}
+
+/// Told to stop, the proxy finishes the reply it is streaming; once
+/// `stopped` returns, its socket takes no connection (a stopped pincer's
+/// proxy is gone, and what it served is in the ledger).
+#[tokio::test]
+async fn a_stopped_proxy_finishes_its_reply_then_refuses_connections() {
+    let mut up = upstream().await;
+    let stop = CancellationToken::new();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("api.sock");
+    let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, stop.clone()).await.unwrap();
+    let lease = proxy.lease("alpha");
+    let mut response =
+        over(&proxy).post("http://localhost/v1/messages").header("x-api-key", lease.key()).send().await.unwrap();
+    assert_eq!(response.chunk().await.unwrap().unwrap(), PART_ONE);
+
+    stop.cancel();
+    let stopped = tokio::spawn({
+        let proxy = proxy.clone();
+        async move { proxy.stopped().await }
+    });
+    // One turn of this (current-thread) runtime: enough for `stopped` to end,
+    // had it not to wait for the reply the upstream still holds.
+    tokio::task::yield_now().await;
+    assert!(!stopped.is_finished(), "stopping waits for the reply in flight");
+    up.release.take().unwrap().send(()).unwrap();
+    let mut rest = Vec::new();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        rest.extend_from_slice(&chunk);
+    }
+    assert_eq!(String::from_utf8(rest).unwrap(), PART_TWO, "the reply in flight is whole");
+    drop(response);
+    stopped.await.unwrap();
+    let refused = tokio::net::UnixStream::connect(&socket).await;
+    assert!(refused.is_err(), "nothing listens once stopped");
 }
 
 #[tokio::test]

@@ -32,9 +32,8 @@ fn bound(chat: &TgChat, topic: Option<i64>) -> GroupSettings {
     GroupSettings { chat: Some(ChatAddress::telegram(chat.id, topic)), ..GroupSettings::default() }
 }
 
-/// A sandbox whose daemon serves Telegram through `bot`.
 /// The first `n` messages sent to the team chat that are not a slow turn's
-/// status message ("Working… 5 s", which a loaded machine's turn gets).
+/// status message ("Working…", in the tests that ask for one).
 async fn answers(bot: &FakeBot, n: usize) -> Vec<Sent> {
     let said =
         |b: &FakeBot| b.sent(team().id).into_iter().filter(|s| !s.text.starts_with("Working…")).collect::<Vec<_>>();
@@ -580,6 +579,7 @@ async fn a_message_cut_off_by_a_restart_is_answered_after_it() {
     let stuck = FakeApi::start(fake_api::scripted(vec![("CUTOFF", hang)])).await;
     let bot = FakeBot::start().await;
     let mut sandbox = telegram_sandbox(&stuck, &bot).await;
+    sandbox.config.progress.after = Duration::from_secs(2);
     sandbox.add_group_with("team", GroupSettings { requires_trigger: false, ..bound(&team(), None) }).await;
 
     // pincer stops while the CLI still waits for the model.

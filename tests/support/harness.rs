@@ -22,6 +22,9 @@ use super::fake_wa::FakeWa;
 
 /// How long a test waits for something the CLI does (a turn takes well under a second).
 pub const PATIENCE: Duration = Duration::from_secs(60);
+/// The harness's `progress.after`: longer than any test waits, so no status
+/// message is posted unless a test sets a shorter one.
+pub const NO_STATUS: Duration = Duration::from_secs(3600);
 
 /// A temp directory with pincer's data, groups, and the CLI's scratch HOME.
 pub struct Sandbox {
@@ -49,6 +52,11 @@ impl Sandbox {
         config.claude.env = cli_env(base_url, &home).into_iter().collect();
         config.claude.idle_timeout = Duration::from_secs(600);
         config.claude.shutdown_grace = Duration::from_secs(5);
+        // A status message only where a test asks for one (`progress.rs` and
+        // the few others set `progress.after`): on a loaded machine any turn
+        // can run past the default 5 s, and tests that read what a chat was
+        // sent would each have to skip it.
+        config.progress.after = NO_STATUS;
         // Sandboxed agents reach the API through pincer's credential proxy, which
         // holds the key; unconfined ones get it from `claude.env` as before.
         config.anthropic.base_url = Some(base_url.to_owned());
@@ -268,8 +276,9 @@ pub async fn pincer_command(cwd: &Path, config: &Path, args: &[&str]) -> std::pr
 }
 
 /// What a `pincer chat` printed, without its status lines (`[status] …`):
-/// a turn still running after `progress.after` (5 s) gets one, which on a
-/// loaded machine even an echo's first turn can.
+/// a turn still running after `progress.after` gets one. The harness sets
+/// that past any test, but `pincer chat` run as a binary has its default (5 s),
+/// which on a loaded machine even an echo's first turn can outlast.
 pub fn said(stdout: &[u8]) -> String {
     let text = String::from_utf8_lossy(stdout);
     let lines: Vec<&str> = text.lines().filter(|line| !line.starts_with("[status] ")).collect();

@@ -336,13 +336,20 @@ pub async fn spawn_pincer_run_logging(
         }
     };
     let ready = async {
+        // What it said last, for the failure: a test's data dir goes with it.
+        let mut last = std::collections::VecDeque::new();
         while let Some(line) = log.next_line().await.expect("pincer's log is readable") {
             keep(&line);
             if line.contains("pincer is running") {
                 return;
             }
+            if last.len() == 30 {
+                last.pop_front();
+            }
+            last.push_back(line);
         }
-        panic!("pincer exited before it was running");
+        let said: Vec<String> = last.into();
+        panic!("pincer exited before it was running; its log ended:\n{}", said.join("\n"));
     };
     tokio::time::timeout(PATIENCE, ready).await.expect("pincer starts");
     tokio::spawn(async move {

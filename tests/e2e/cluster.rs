@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use pincer::store::GroupSettings;
 use sqlx::PgConnection;
 
-use crate::support::cluster::{holder, nodes, restart, serving_team, Node};
+use crate::support::cluster::{holder, nodes, restart, serving_team, wait_count, Node};
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 use crate::support::harness::{pincer_command, PATIENCE};
@@ -35,17 +35,6 @@ async fn answered(bot: &FakeBot, word: &str) -> usize {
     echoes(bot)
 }
 
-/// Waits until no outbox row is left `queued`, by the store.
-async fn all_delivered(db: &mut PgConnection) {
-    let queued = "SELECT COUNT(*) FROM outbox WHERE state = 'queued'";
-    let all = async {
-        while sqlx::query_scalar::<_, i64>(queued).fetch_one(&mut *db).await.unwrap() > 0 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    tokio::time::timeout(PATIENCE, all).await.expect("every reply marked delivered");
-}
-
 #[tokio::test]
 async fn a_killed_nodes_group_is_answered_by_another_once_in_the_same_conversation() {
     let api = FakeApi::start(fake_api::echo()).await;
@@ -62,7 +51,8 @@ async fn a_killed_nodes_group_is_answered_by_another_once_in_the_same_conversati
     // The kill comes after KIWI's reply is marked delivered: a gateway killed
     // between the Bot API taking a part and its mark sends it again, the
     // README's one window of "not exactly once"; this test is about the move.
-    all_delivered(&mut db).await;
+    let queued = "SELECT COUNT(*) FROM outbox WHERE state = 'queued'";
+    wait_count(&mut db, queued, PATIENCE, "every reply marked delivered", |n| n == 0).await;
 
     let killed = nodes.iter_mut().find(|n| n.id == owner).unwrap();
     killed.kill_9().await;
@@ -277,19 +267,8 @@ async fn thirty_schedules_due_together_on_three_nodes_each_run_once() {
         }
     }
     let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url).await.unwrap();
-    let all_done = async {
-        loop {
-            let done: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM schedules WHERE status = 'completed'")
-                .fetch_one(&mut db)
-                .await
-                .unwrap();
-            if done == 30 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    tokio::time::timeout(PATIENCE * 3, all_done).await.expect("every schedule ran");
+    let completed = "SELECT COUNT(*) FROM schedules WHERE status = 'completed'";
+    wait_count(&mut db, completed, PATIENCE * 3, "every schedule to run", |n| n == 30).await;
     for id in ids {
         let runs = store.schedules().runs(id).await.unwrap();
         assert_eq!(runs.len(), 1, "schedule {id} ran once: {runs:?}");
@@ -319,20 +298,8 @@ async fn a_reply_queued_by_a_gateway_that_dies_is_sent_once_by_the_next() {
     // The reply is stored, but the gateway cannot send it.
     bot.drop_connections(&["sendMessage"], Duration::from_secs(600));
     bot.say(&team(), &alice(), "hello PEAR");
-    let queued = async {
-        loop {
-            let waiting: i64 =
-                sqlx::query_scalar("SELECT COUNT(*) FROM outbox WHERE text LIKE '%PEAR%' AND state = 'queued'")
-                    .fetch_one(&mut db)
-                    .await
-                    .unwrap();
-            if waiting == 1 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(PATIENCE, queued).await.expect("the reply waits in the outbox");
+    let queued = "SELECT COUNT(*) FROM outbox WHERE text LIKE '%PEAR%' AND state = 'queued'";
+    wait_count(&mut db, queued, PATIENCE, "the reply to wait in the outbox", |n| n == 1).await;
     nodes.iter_mut().find(|n| n.id == gateway).unwrap().kill_9().await;
     bot.end_faults();
 

@@ -122,16 +122,28 @@ pub async fn wait_held(db: &mut sqlx::PgConnection, lease: &str, node: &str) {
     tokio::time::timeout(super::harness::PATIENCE, held).await.unwrap_or_else(|_| panic!("{node} holds {lease}"));
 }
 
+/// Waits until the count `sql` selects (one `COUNT(*)`) satisfies `done`,
+/// by the store; panics after `limit`, naming `what`.
+pub async fn wait_count(
+    db: &mut sqlx::PgConnection,
+    sql: &str,
+    limit: Duration,
+    what: &str,
+    done: impl Fn(i64) -> bool,
+) {
+    let counted = async {
+        while !done(sqlx::query_scalar::<_, i64>(sql).fetch_one(&mut *db).await.unwrap()) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(limit, counted).await.unwrap_or_else(|_| panic!("waited {limit:?} for {what}"));
+}
+
 /// Waits until `count` nodes are alive, by the store's clock.
 pub async fn wait_alive(db: &mut sqlx::PgConnection, count: i64) {
     let alive =
         "SELECT COUNT(*) FROM nodes WHERE expires_at_us > (extract(epoch from clock_timestamp()) * 1000000)::bigint";
-    let all = async {
-        while sqlx::query_scalar::<_, i64>(alive).fetch_one(&mut *db).await.unwrap() < count {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(super::harness::PATIENCE, all).await.unwrap_or_else(|_| panic!("{count} nodes alive"));
+    wait_count(db, alive, super::harness::PATIENCE, &format!("{count} nodes alive"), |n| n >= count).await;
 }
 
 /// The node `group` prefers among `nodes` while none runs a session

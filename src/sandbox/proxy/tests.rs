@@ -60,10 +60,14 @@ async fn upstream() -> Upstream {
 /// A proxy to `url` with the real key, on a socket in a temp dir (kept as
 /// long as the dir is).
 async fn api_proxy(url: &str) -> (tempfile::TempDir, Proxy) {
+    api_proxy_until(url, &CancellationToken::new()).await
+}
+
+/// [`api_proxy`], serving until `stop`.
+async fn api_proxy_until(url: &str, stop: &CancellationToken) -> (tempfile::TempDir, Proxy) {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("api.sock");
-    let proxy =
-        Proxy::start(url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new()).await.unwrap();
+    let proxy = Proxy::start(url, Credential::ApiKey(Secret::new("sk-real")), &socket, stop.clone()).await.unwrap();
     (dir, proxy)
 }
 
@@ -76,10 +80,7 @@ fn over(proxy: &Proxy) -> reqwest::Client {
 async fn streams_the_reply_and_swaps_the_placeholder_for_the_real_key() {
     let mut up = upstream().await;
     let shutdown = CancellationToken::new();
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("api.sock");
-    let proxy =
-        Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, shutdown.clone()).await.unwrap();
+    let (_dir, proxy) = api_proxy_until(&up.url, &shutdown).await;
     let lease = proxy.lease("alpha");
     let mut response = over(&proxy)
         .post("http://localhost/v1/messages?beta=true")
@@ -116,9 +117,7 @@ async fn streams_the_reply_and_swaps_the_placeholder_for_the_real_key() {
 async fn a_stopped_proxy_finishes_its_reply_then_refuses_connections() {
     let mut up = upstream().await;
     let stop = CancellationToken::new();
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("api.sock");
-    let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, stop.clone()).await.unwrap();
+    let (_dir, proxy) = api_proxy_until(&up.url, &stop).await;
     let lease = proxy.lease("alpha");
     let mut response =
         over(&proxy).post("http://localhost/v1/messages").header("x-api-key", lease.key()).send().await.unwrap();
@@ -141,7 +140,7 @@ async fn a_stopped_proxy_finishes_its_reply_then_refuses_connections() {
     assert_eq!(String::from_utf8(rest).unwrap(), PART_TWO, "the reply in flight is whole");
     drop(response);
     stopped.await.unwrap();
-    let refused = tokio::net::UnixStream::connect(&socket).await;
+    let refused = tokio::net::UnixStream::connect(proxy.socket()).await;
     assert!(refused.is_err(), "nothing listens once stopped");
 }
 
@@ -240,11 +239,8 @@ async fn raw(socket: &std::path::Path, method: &str, target: &str, key: &str) ->
 async fn forwards_only_the_calls_the_cli_makes_and_refuses_the_rest_before_the_upstream() {
     let mut up = upstream().await;
     drop(up.release.take()); // the whole body at once
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("api.sock");
-    let proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
-        .await
-        .unwrap();
+    let (_dir, proxy) = api_proxy(&up.url).await;
+    let socket = proxy.socket();
     let lease = proxy.lease("alpha");
     let refused = [
         ("GET", "/v1/files"),
@@ -263,7 +259,7 @@ async fn forwards_only_the_calls_the_cli_makes_and_refuses_the_rest_before_the_u
         ("POST", "/v1/messages?beta=true&limit=1"),
     ];
     for (method, target) in refused {
-        let answer = raw(&socket, method, target, lease.key()).await;
+        let answer = raw(socket, method, target, lease.key()).await;
         assert!(answer.starts_with("HTTP/1.1 403"), "{method} {target}: {answer}");
         if method != "HEAD" {
             let body = answer.split_once("\r\n\r\n").unwrap().1;
@@ -278,7 +274,7 @@ async fn forwards_only_the_calls_the_cli_makes_and_refuses_the_rest_before_the_u
     assert!(up.seen.lock().unwrap().is_empty(), "no refused request reached the upstream");
 
     for target in ["/v1/messages?beta=true", "/v1/messages", "/v1/messages/count_tokens?beta=true"] {
-        let answer = raw(&socket, "POST", target, lease.key()).await;
+        let answer = raw(socket, "POST", target, lease.key()).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{target}: {answer}");
     }
     let seen = up.seen.lock().unwrap().clone();
@@ -289,12 +285,8 @@ async fn forwards_only_the_calls_the_cli_makes_and_refuses_the_rest_before_the_u
 #[tokio::test]
 async fn a_request_without_a_placeholder_is_refused_whatever_its_path() {
     let up = upstream().await;
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("api.sock");
-    let _proxy = Proxy::start(&up.url, Credential::ApiKey(Secret::new("sk-real")), &socket, CancellationToken::new())
-        .await
-        .unwrap();
-    let answer = raw(&socket, "GET", "/v1/files", "pincer-placeholder-forged").await;
+    let (_dir, proxy) = api_proxy(&up.url).await;
+    let answer = raw(proxy.socket(), "GET", "/v1/files", "pincer-placeholder-forged").await;
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     assert!(up.seen.lock().unwrap().is_empty());
 }

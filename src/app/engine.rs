@@ -141,6 +141,7 @@ impl Engine {
             budgets: store.budgets(),
             leases: store.leases(),
             folders: store.folders(),
+            activities: store.activities(),
             slots: Slots::new(config.claude.max_live_sessions),
             cli: Arc::new(crate::session::RealCli::new(config.clone(), launcher)),
             config: config.clone(),
@@ -195,6 +196,7 @@ impl Engine {
             scheduler: self.scheduler.clone(),
             limits: self.limits,
             zone: self.zone,
+            remote: crate::channel::follow::Remote::new(self.store.activities()),
         }
     }
 

@@ -25,6 +25,7 @@ mod hang;
 mod hold;
 mod intake;
 mod lifecycle;
+mod mirror;
 mod pending;
 mod permission;
 mod rights;
@@ -92,6 +93,9 @@ pub struct SessionDeps {
     pub leases: crate::store::Leases,
     /// On a cluster node, where the group's folder snapshots go.
     pub folders: crate::store::Folders,
+    /// On a cluster node, where each group's activity is mirrored for the
+    /// node serving its chat (`mirror`).
+    pub activities: crate::store::Activities,
     pub shutdown: CancellationToken,
 }
 
@@ -213,6 +217,10 @@ impl SessionHandle {
         let intake = Arc::new(intake::Intake::default());
         let shutdown = deps.shutdown.clone();
         let name = group.name.clone();
+        let mirror = (deps.leases.is_cluster_node() && !isolated).then(|| {
+            let node = deps.config.cluster.node_id().as_str().to_owned();
+            mirror::run(name.clone(), activity_rx.clone(), deps.activities.clone(), node, shutdown.clone())
+        });
         let supervised = supervisor::Supervised {
             group,
             deps,
@@ -224,6 +232,9 @@ impl SessionHandle {
             intake: intake.clone(),
         };
         tracker.spawn(supervised.run());
+        if let Some(mirror) = mirror {
+            tracker.spawn(mirror);
+        }
         SessionHandle { group: name, commands: tx, status: status_rx, activity: activity_rx, queued, shutdown, intake }
     }
 

@@ -9,6 +9,7 @@
 //! `handles.rs` says why handles and how a second backend slots in). This
 //! file only declares, re-exports and opens.
 
+mod activity;
 mod approvals;
 mod budget;
 mod channels;
@@ -44,6 +45,7 @@ mod transcripts;
 
 use std::path::Path;
 
+pub use activity::Mirrored;
 pub use approvals::{ApprovalError, Asked, NewApproval, ToShow, Unanswered, LOOK_LIMIT};
 pub use channels::ChannelHealth;
 pub use clock::now_us;
@@ -55,8 +57,8 @@ pub use error::StoreError;
 pub use folders::FolderSnapshot;
 pub use groups::{GroupRecord, GroupSettings};
 pub use handles::{
-    Approvals, Budgets, Channels, Commands, EgressLog, Folders, Groups, Health, History, Journal, Leases, OutboxLog,
-    Preparing, Queue, Retention, Schedules, Transcripts,
+    Activities, Approvals, Budgets, Channels, Commands, EgressLog, Folders, Groups, Health, History, Journal, Leases,
+    OutboxLog, Preparing, Queue, Retention, Schedules, Transcripts,
 };
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use inbound::InboundState;
@@ -169,6 +171,10 @@ impl Store {
 
     pub fn commands(&self) -> Commands {
         Commands::new(self.db.clone())
+    }
+
+    pub fn activities(&self) -> Activities {
+        Activities::new(self.db.clone())
     }
 }
 

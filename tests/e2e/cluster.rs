@@ -18,11 +18,11 @@ use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 use crate::support::harness::{pincer_command, PATIENCE};
 use crate::support::postgres;
 
-fn team() -> TgChat {
+pub(crate) fn team() -> TgChat {
     TgChat { id: -100_901, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
 }
 
-fn alice() -> TgUser {
+pub(crate) fn alice() -> TgUser {
     TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
 }
 
@@ -348,10 +348,17 @@ async fn team_apart_from_its_gateway(
     bot: &FakeBot,
     url: &str,
 ) -> (Vec<Node>, PgConnection, String, String) {
+    team_apart_from_its_gateway_among(nodes(api, bot, url), url).await
+}
+
+/// [`team_apart_from_its_gateway`] on `nodes` as configured (not started).
+pub(crate) async fn team_apart_from_its_gateway_among(
+    mut nodes: Vec<Node>,
+    url: &str,
+) -> (Vec<Node>, PgConnection, String, String) {
     use crate::support::cluster::{preferred, wait_alive, wait_held};
     use pincer::domain::ChatAddress;
 
-    let mut nodes = nodes(api, bot, url);
     let settings = GroupSettings {
         chat: Some(ChatAddress::telegram(team().id, None)),
         requires_trigger: false,

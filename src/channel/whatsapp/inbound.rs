@@ -201,14 +201,14 @@ async fn engaged<C: WaClient>(shared: &Arc<Shared<C>>, group: &GroupRecord, msg:
     let ports = &shared.ports;
     let mut progress = ports.progress_for(group);
     progress.every = progress.every.max(STATUS_EVERY);
-    let session = ports.router.session(&group.name).await?;
+    let followed = ports.follow(&group.name).await?;
     if progress.mode != ProgressMode::Off {
         receipt(shared, msg, &progress.reaction);
         let (status, directory) = (shared.status.clone(), ports.directory.clone());
-        shared.progress.follow(&group.name, session.activity(), status, msg.address(), progress, directory);
+        shared.progress.follow(&group.name, followed.activity(), status, msg.address(), progress, directory);
     }
     let (client, chat) = (shared.client.clone(), msg.chat.clone());
-    shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
+    shared.typing.start(&group.name, followed, TYPING_REPEAT, move |on| {
         let (client, chat) = (client.clone(), chat.clone());
         async move { client.composing(&chat, on).await.map_err(|e| e.to_string()) }
     });

@@ -211,6 +211,7 @@ pub(crate) fn deps(
         budgets: store.budgets(),
         leases: store.leases(),
         folders: store.folders(),
+        activities: store.activities(),
         config: config.clone(),
         live: crate::config::Live::fixed(&config),
         cli: Arc::new(cli.clone()),

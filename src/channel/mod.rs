@@ -265,6 +265,12 @@ impl Directory {
         self.channels.record_sent(to, message_id).await
     }
 
+    /// Whether this node is the first of a cluster to see the command in
+    /// message `message_id` of chat `at` (it then runs it, or hands it over).
+    pub async fn first_to_see_command(&self, at: &ChatAddress, message_id: &str) -> Result<bool, StoreError> {
+        self.commands.first_sight(&format!("{at}/{message_id}")).await
+    }
+
     /// Whether pincer sent the message with this id to this chat.
     pub async fn was_sent(&self, at: &ChatAddress, message_id: &str) -> Result<bool, StoreError> {
         self.channels.was_sent(at, message_id).await

@@ -151,7 +151,16 @@ async fn act<C: WaClient>(
 ) -> anyhow::Result<()> {
     match taken {
         Taken::Unregistered { first: true } => unregistered(shared, msg),
-        // Commands are not stored: only the device that acts runs them, once.
+        // Commands are not stored as messages are. On one machine the device
+        // runs them; on a cluster the first node to see one does, holder or
+        // not, so one sent while no node holds the number waits (its answer
+        // in the outbox) like a message. An approval's answer is the holder's:
+        // it alone has the prompt (the next holder shows it again).
+        Taken::Command { group, command, by_admin } if command.travels() && role != Role::Alone => {
+            if shared.ports.directory.first_to_see_command(&msg.address(), &msg.message_id).await? {
+                return run_command(shared, &group, msg, command, by_admin, prompt_code).await;
+            }
+        }
         Taken::Command { group, command, by_admin } if role.acts() => {
             return run_command(shared, &group, msg, command, by_admin, prompt_code).await
         }

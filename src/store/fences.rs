@@ -52,6 +52,11 @@ impl Fences {
         }
     }
 
+    /// This node's id, once it entered a cluster.
+    pub(super) fn node(&self) -> Option<NodeId> {
+        self.lock().as_ref().map(|holder| holder.node.clone())
+    }
+
     /// Whether this node may act for `lease` now: always on one machine; on
     /// a cluster node, while it holds it.
     pub(super) fn holds(&self, lease: &LeaseName) -> bool {

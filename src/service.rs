@@ -185,7 +185,7 @@ mod tests {
         assert!(unit.contains("\nReadWritePaths=/srv/pincer/data \"/srv/pincer/my groups\"\n"), "{unit}");
         assert!(unit.contains("\nUser=pincer\n") && unit.contains("\nRestart=on-failure\n"), "{unit}");
         assert!(unit.contains("\nTimeoutStopSec=40s\n"), "two graces and a margin: {unit}");
-        let node = unit(&UnitSpec { drain: Duration::from_secs(130), ..spec() }).unwrap();
+        let node = super::unit(&UnitSpec { drain: Duration::from_secs(130), ..spec() }).unwrap();
         assert!(node.contains("\nTimeoutStopSec=2m 50s\n"), "a cluster node's drain first: {node}");
         assert!(unit.contains("\nExecReload=/bin/kill -HUP $MAINPID\n"), "`systemctl reload` sends SIGHUP: {unit}");
         for breaks_bwrap in ["ProtectKernelTunables", "RestrictNamespaces", "PrivateUsers", "SystemCallFilter"] {

@@ -119,7 +119,11 @@ async fn sigterm_on_the_owner_lets_its_turn_finish_and_hands_the_group_over_unno
     assert_ne!(after, owner, "another node runs the group");
     assert_eq!(answered(&bot, &team, "PAPAYA").await, 1, "the turn in flight was answered");
     assert_eq!(asked(&api, "SLOW PAPAYA"), 1, "its prompt reached the model once");
-    assert!(moved_notices(&bot, &[team.clone()]).is_empty(), "{:?}", moved_notices(&bot, &[team.clone()]));
+    assert!(
+        moved_notices(&bot, std::slice::from_ref(&team)).is_empty(),
+        "{:?}",
+        moved_notices(&bot, std::slice::from_ref(&team))
+    );
     let last = api.main_requests().into_iter().rev().find(|r| r.all_text().contains("MANGO")).unwrap().all_text();
     assert!(last.contains("PINEAPPLE") && last.contains("PAPAYA"), "the conversation moved whole: {last}");
     assert!(log_of(&nodes[at]).contains("handed the group over"), "the owner let the group go itself");
@@ -257,5 +261,5 @@ async fn pincer_drain_prints_progress_and_ends_with_the_node_holding_nothing() {
     assert_eq!(answered(&bot, &team, "PEACH").await, 1);
     assert_ne!(holder(&mut db, "g1").await.as_deref(), Some(owner.as_str()));
     assert_eq!(asked(&api, "SLOW QUINCE"), 1, "the turn in flight ran once");
-    assert!(moved_notices(&bot, &[team.clone()]).is_empty());
+    assert!(moved_notices(&bot, std::slice::from_ref(&team)).is_empty());
 }

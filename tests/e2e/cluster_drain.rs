@@ -111,10 +111,16 @@ async fn sigterm_on_the_owner_lets_its_turn_finish_and_hands_the_group_over_unno
     let since = Instant::now();
     // Said while the owner drains: it waits in the store for the next owner.
     bot.say(&team, &alice(), "and then MANGO");
+    assert_eq!(answered(&bot, &team, "PAPAYA").await, 1, "the turn in flight was answered");
+    let turn_done = Instant::now();
+    assert_eq!(answered(&bot, &team, "MANGO").await, 1);
+    eprintln!(
+        "hand-over: the waiting message was answered by the next owner {:?} after the turn's answer",
+        turn_done.elapsed()
+    );
     exited(&mut nodes[at]).await;
     eprintln!("the owner drained and exited {:?} after SIGTERM", since.elapsed());
 
-    assert_eq!(answered(&bot, &team, "MANGO").await, 1);
     let after = holder(&mut db, "g1").await.expect("a node holds the group");
     assert_ne!(after, owner, "another node runs the group");
     assert_eq!(answered(&bot, &team, "PAPAYA").await, 1, "the turn in flight was answered");

@@ -76,6 +76,8 @@ impl Stages for Running {
     }
 
     async fn intake_off(&mut self) {
+        // Whoever asked (or, after a failed start or a drain, did not) sees the stop too.
+        self.requested.cancel();
         self.services.intake_off().await;
     }
 

@@ -269,3 +269,19 @@ async fn pincer_drain_prints_progress_and_ends_with_the_node_holding_nothing() {
     assert_eq!(asked(&api, "SLOW QUINCE"), 1, "the turn in flight ran once");
     assert!(moved_notices(&bot, std::slice::from_ref(&team)).is_empty());
 }
+
+#[tokio::test]
+async fn pincer_drain_on_one_machine_says_there_is_nothing_to_hand_over_and_what_to_do() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let sandbox = crate::support::harness::Sandbox::new(&api);
+    let config = sandbox.write_config();
+    let args = ["--config".as_ref(), config.as_os_str()];
+    let mut child = crate::support::harness::spawn_pincer_run(sandbox.root(), &args, &[]).await;
+    let out = pincer_command(sandbox.root(), &config, &["drain"]).await;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("not a cluster node") && said.contains("systemctl restart pincer"), "{said}");
+    let status = pincer_command(sandbox.root(), &config, &["status", "--json"]).await;
+    assert!(status.status.success(), "the pincer keeps running");
+    assert!(child.try_wait().unwrap().is_none(), "the pincer keeps running");
+}

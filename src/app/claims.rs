@@ -47,6 +47,8 @@ pub struct ClaimLoop {
     pub live: watch::Sender<usize>,
     /// Woken when another node stored work (`app::hints`): a round now.
     pub nudge: std::sync::Arc<tokio::sync::Notify>,
+    /// Cancelled when this node drains: it claims nothing more.
+    pub draining: CancellationToken,
 }
 
 impl ClaimLoop {
@@ -88,7 +90,12 @@ impl ClaimLoop {
         let busy = self.router.statuses().iter().filter(|(_, s)| busy(s)).count();
         self.live.send_replace(busy);
         let me = Me { id: self.node.clone(), incarnation, live: busy as u64, slots: self.slots };
-        let plan = rounds.plan(&me, &work, &nodes, self.timing.grace(), Instant::now());
+        let mut plan = rounds.plan(&me, &work, &nodes, self.timing.grace(), Instant::now());
+        if self.draining.is_cancelled() {
+            // Its own groups are still woken: a session started now hears the
+            // drain and hands its group over at once.
+            plan.claim.clear();
+        }
         for group in &plan.claim {
             self.claim(group, incarnation).await;
         }

@@ -18,6 +18,7 @@ mod api_error;
 mod approvals;
 mod budget;
 mod cli;
+pub mod drain;
 #[cfg(test)]
 pub(crate) mod fake_cli;
 mod files;
@@ -97,6 +98,9 @@ pub struct SessionDeps {
     /// node serving its chat (`mirror`).
     pub activities: crate::store::Activities,
     pub shutdown: CancellationToken,
+    /// A cluster node drains (`pincer drain`, SIGTERM): each session hands
+    /// its group over at its next turn boundary (`drain`), with these waits.
+    pub drain: CancellationToken,
 }
 
 /// What a session actor can be asked to do. A group's own session takes chat

@@ -17,6 +17,7 @@ mod clock;
 mod cluster_view;
 mod commands;
 mod db;
+mod draining;
 mod egress;
 mod error;
 mod fences;

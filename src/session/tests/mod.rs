@@ -223,6 +223,7 @@ pub(crate) fn deps(
         metrics: Arc::new(Metrics::default()),
         tools: Arc::new(tools),
         shutdown: shutdown.clone(),
+        drain: CancellationToken::new(),
     });
     (deps, approvals, shutdown)
 }

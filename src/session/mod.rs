@@ -41,6 +41,8 @@ mod turn;
 /// How long a session with nothing to do lives on before it retires.
 pub use actor::RETIRE_AFTER;
 pub use cli::{CliChild, CliPort, RealCli, StartError, StartRequest, Started};
+/// Where a file tool writes: public for the check against the kernel in `tests/path_kernel.rs`.
+pub use files::{place, Place};
 pub use slots::Slots;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

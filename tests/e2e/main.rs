@@ -24,6 +24,7 @@ mod faults;
 mod fd_escape;
 mod files_out;
 mod gate;
+mod gate_git;
 mod gate_paths;
 mod intake;
 mod lifecycle;

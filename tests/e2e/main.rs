@@ -10,6 +10,7 @@ mod backup;
 mod budget_hold;
 mod chat_commands;
 mod cluster;
+mod cluster_faults;
 mod cluster_status;
 mod console;
 mod crash;

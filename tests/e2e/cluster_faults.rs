@@ -95,6 +95,8 @@ async fn ask(bot: &FakeBot, n: usize, word: &str) {
 /// load back to 0 in between (placement weighs the live sessions).
 async fn groups_on_n2(rig: &mut Rig, bot: &FakeBot) {
     for n in 0..rig.groups.len() {
+        // Two renewals, so the load n2 reports is the idle one after the last turn.
+        tokio::time::sleep(TTL / 2).await;
         let idle = "SELECT COUNT(*) FROM nodes WHERE node_id = 'n2' AND live = 0";
         wait_count(&mut rig.db, idle, PATIENCE, "n2 idle", |c| c == 1).await;
         ask(bot, n, &format!("hello W{n}")).await;

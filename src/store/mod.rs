@@ -87,9 +87,16 @@ impl Store {
         Store::connect(&Location::File(path.to_owned())).await
     }
 
-    /// Opens (creating a SQLite file if missing) the store at `location` and migrates it.
+    /// Opens (creating a SQLite file if missing) the store at `location` and
+    /// migrates it; a PostgreSQL one's waits bounded as for the default `lease_ttl`.
     pub async fn connect(location: &Location) -> Result<Store, StoreError> {
-        Ok(Store { db: db::Db::open(location).await? })
+        Store::connect_bounded(location, crate::cluster::PgBounds::default()).await
+    }
+
+    /// [`Store::connect`], a PostgreSQL store's waits bounded by `bounds`
+    /// (from the node's `lease_ttl`: `cluster::bounds`).
+    pub async fn connect_bounded(location: &Location, bounds: crate::cluster::PgBounds) -> Result<Store, StoreError> {
+        Ok(Store { db: db::Db::open(location, bounds).await? })
     }
 
     /// Where the database is.

@@ -11,6 +11,7 @@ mod budget_hold;
 mod chat_commands;
 mod cluster;
 mod cluster_drain;
+mod cluster_faults;
 mod cluster_progress;
 mod cluster_status;
 mod console;

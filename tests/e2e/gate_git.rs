@@ -19,7 +19,8 @@ const PLANTED: &str = "touch /workspace/group/planted-ran; true";
 
 fn script() -> fake_api::Script {
     let write = |path: &str, content: &str| Reply::tool_use("Write", json!({"file_path": path, "content": content}));
-    let config = format!("[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"{PLANTED}\"\n");
+    let config =
+        format!("[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"{PLANTED}\"\n");
     fake_api::scripted(vec![
         ("PLANT_HEAD", write("HEAD", "ref: refs/heads/main\n")),
         ("PLANT_OBJECTS", write("objects/info/keep", "")),

@@ -14,6 +14,7 @@ use crate::progress::answer_to;
 use crate::support::cluster::{holder, nodes};
 use crate::support::fake_api::{self, FakeApi, Reply};
 use crate::support::fake_bot::FakeBot;
+use crate::support::harness::PATIENCE;
 use crate::support::postgres;
 
 #[tokio::test]
@@ -39,6 +40,8 @@ async fn a_slow_turn_on_a_node_that_is_not_the_gateway_shows_its_status_and_stop
     let typing = bot.calls_to("sendChatAction");
     assert!(typing.iter().any(|c| c.params["chat_id"].as_i64() == Some(team().id)), "typing… shown: {typing:?}");
 
+    // Pressed once the turn is at the model (as a person would, seconds in).
+    api.wait_for_main_requests(1, PATIENCE).await;
     let pressed = bot.press(&team(), &alice(), status.message_id, STOP_BUTTON_DATA);
     assert_eq!(answer_to(&bot, &pressed).await, "Stopping the agent.");
     bot.wait_for("the turn ends interrupted", |b| b.sent(team().id).iter().any(|s| s.text.starts_with("⚠️"))).await;

@@ -92,12 +92,7 @@ impl Leases {
     pub async fn claim(&self, lease: &LeaseName, node: &NodeId, incarnation: i64) -> Result<Option<i64>, StoreError> {
         let claiming = async {
             let mut tx = begin_claim(&self.db).await?;
-            let epoch: Option<i64> = sqlx::query_scalar(CLAIM_LEASE)
-                .bind(lease.as_str())
-                .bind(node.as_str())
-                .bind(incarnation)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let epoch = claim_row(&mut tx, lease, node, incarnation).await?;
             tx.commit().await?;
             Ok(epoch)
         };
@@ -373,6 +368,23 @@ pub(super) async fn begin_for(
 /// transaction is waited for at most `PgBounds::claim_lock_wait`, then the
 /// statement fails ([`skipped_when_locked`]) rather than hold up the claims
 /// after it.
+/// Claims `lease`'s row in a claim's transaction ([`begin_claim`]): its new
+/// epoch, or `None` when a live holder keeps it.
+pub(super) async fn claim_row(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    lease: &LeaseName,
+    node: &NodeId,
+    incarnation: i64,
+) -> Result<Option<i64>, StoreError> {
+    let epoch = sqlx::query_scalar(CLAIM_LEASE)
+        .bind(lease.as_str())
+        .bind(node.as_str())
+        .bind(incarnation)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(epoch)
+}
+
 pub(super) async fn begin_claim(db: &super::db::Db) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
     let bounds = db.bounds.unwrap_or_default();
     let mut tx = db.pool.begin().await?;

@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 
 use super::error::StoreError;
 use super::handles::Leases;
-use crate::cluster::fence::{LeaseName, CLAIM_LEASE};
+use crate::cluster::fence::LeaseName;
 use crate::cluster::node_id::NodeId;
 use crate::domain::GroupName;
 
@@ -47,12 +47,7 @@ impl Leases {
         let lease = LeaseName::group(group);
         let claiming = async {
             let mut tx = super::leases::begin_claim(&self.db).await?;
-            let epoch: Option<i64> = sqlx::query_scalar(CLAIM_LEASE)
-                .bind(lease.as_str())
-                .bind(node.as_str())
-                .bind(incarnation)
-                .fetch_optional(&mut *tx)
-                .await?;
+            let epoch = super::leases::claim_row(&mut tx, &lease, node, incarnation).await?;
             let Some(epoch) = epoch else {
                 return Ok(None);
             };

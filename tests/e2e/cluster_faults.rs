@@ -19,7 +19,9 @@ use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
 use sqlx::PgConnection;
 
-use crate::support::cluster::{holder, nodes_with, preferred, through_relays, wait_alive, wait_count, wait_held, Node};
+use crate::support::cluster::{
+    holder, nodes_with, one_cli_at_a_time, preferred, through_relays, wait_alive, wait_count, wait_held, Node,
+};
 use crate::support::fake_api::{self, FakeApi, Reply};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 use crate::support::harness::PATIENCE;
@@ -118,22 +120,6 @@ async fn moved(db: &mut PgConnection, group: &str, node: &str, since: Instant, l
     let took = since.elapsed();
     eprintln!("{group} moved to {node} {took:?} after the fault");
     took
-}
-
-/// Asserts no two of one group's model requests were in flight at once (two
-/// CLIs of one group would overlap); the group's are those holding one of `words`.
-fn one_cli_at_a_time(api: &FakeApi, words: &[&str]) {
-    let mut spans: Vec<(i64, i64, String)> = api
-        .main_requests()
-        .iter()
-        .filter(|r| words.iter().any(|w| r.all_text().contains(w)))
-        .map(|r| (r.arrived_us(), r.ended_us().unwrap_or(i64::MAX), r.last_user_text()))
-        .collect();
-    spans.sort();
-    for pair in spans.windows(2) {
-        let ((_, ended, before), (arrived, _, after)) = (&pair[0], &pair[1]);
-        assert!(arrived >= ended, "{after:?} was asked while {before:?} was still in flight: two CLIs at once");
-    }
 }
 
 /// After a fault: every node alive again, each group answers a marker once,

@@ -180,3 +180,19 @@ pub async fn restart(node: &mut Node, db: &mut sqlx::PgConnection, count: i64) {
     node.start().await;
     wait_alive(db, count).await;
 }
+
+/// Asserts no two of one group's model requests were in flight at once (two
+/// CLIs of one group would overlap); the group's are those holding one of `words`.
+pub fn one_cli_at_a_time(api: &FakeApi, words: &[&str]) {
+    let mut spans: Vec<(i64, i64, String)> = api
+        .main_requests()
+        .iter()
+        .filter(|r| words.iter().any(|w| r.all_text().contains(w)))
+        .map(|r| (r.arrived_us(), r.ended_us().unwrap_or(i64::MAX), r.last_user_text()))
+        .collect();
+    spans.sort();
+    for pair in spans.windows(2) {
+        let ((_, ended, before), (arrived, _, after)) = (&pair[0], &pair[1]);
+        assert!(arrived >= ended, "{after:?} was asked while {before:?} was still in flight: two CLIs at once");
+    }
+}

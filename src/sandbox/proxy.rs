@@ -13,18 +13,21 @@
 //!
 //! The placeholder is in the sandbox's environment, so code there can call
 //! the API through the socket without the CLI, and no `result` counts that.
-//! The proxy therefore reads each response's `usage` as it streams by
-//! ([`usage`], bounded, nothing held back), prices it ([`price`]) and adds
-//! it to the group's spend ([`spend`]), which its budget counts. Upstream
+//! The proxy therefore reads each response's `usage` beside the stream, each
+//! chunk after it has gone on ([`usage`], bounded, nothing held back), prices
+//! it ([`price`]) and adds it to the group's spend ([`spend`]), which its
+//! budget counts; the store write comes after the reply's last byte, from
+//! a task of its own ([`spend::keep`]). Upstream
 //! replies are asked uncompressed (`accept-encoding: identity`) so their
 //! usage can be read; the hop to the CLI is a local socket.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -113,6 +116,8 @@ impl Proxy {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(30))
+            // Each event goes out as it comes; said here, not left to a default.
+            .tcp_nodelay(true)
             .build()
             .map_err(ProxyError::Client)?;
         let shared = Arc::new(Shared {
@@ -205,7 +210,7 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         }
     }
     let meter = metering(&group, &upstream);
-    let reading = Reading { meter, group, spend: shared.spend.clone() };
+    let reading = Reading { meter, group, spend: shared.spend.clone(), unread: None };
     response
         .body(metered(upstream.bytes_stream(), reading))
         .unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "api_error", &format!("bad upstream response: {e}")))
@@ -270,34 +275,66 @@ fn metering(group: &str, upstream: &reqwest::Response) -> Option<Meter> {
     }
 }
 
-/// A response's body on its way to the client: its usage read from each
-/// chunk as it passes, added to the group's spend when the body ends or
-/// the client goes (whatever it said it used by then).
+/// A response's body on its way to the client, its usage read after each
+/// chunk has gone on: when the next is not there yet (time the relay would
+/// spend waiting), else just before the next goes on, and at the latest when
+/// the body ends or the client goes. So no chunk waits for its own parse, and
+/// the last one, which carries the final usage, goes on first. The spend is
+/// added when the body ends or the client goes (whatever it said it used by then).
 struct Reading {
     meter: Option<Meter>,
     group: String,
     spend: SpendLedger,
+    /// The chunk handed on whose usage is not read yet.
+    unread: Option<Bytes>,
+}
+
+impl Reading {
+    fn read_unread(&mut self) {
+        if let (Some(chunk), Some(meter)) = (self.unread.take(), self.meter.as_mut()) {
+            meter.feed(&chunk);
+        }
+    }
 }
 
 impl Drop for Reading {
     fn drop(&mut self) {
+        self.read_unread();
         if let Some(usage) = self.meter.take().and_then(Meter::finish) {
             self.spend.add(&self.group, &usage);
         }
     }
 }
 
-fn metered<S>(stream: S, mut reading: Reading) -> Body
-where
-    S: futures_util::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send + 'static,
-{
-    use futures_util::StreamExt;
-    Body::from_stream(stream.map(move |chunk| {
-        if let (Ok(bytes), Some(meter)) = (&chunk, reading.meter.as_mut()) {
-            meter.feed(bytes);
+type Upstream = std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+/// The upstream body relayed as it comes, read by its [`Reading`] beside it.
+struct Relayed {
+    upstream: Upstream,
+    reading: Reading,
+}
+
+impl futures_util::Stream for Relayed {
+    type Item = reqwest::Result<Bytes>;
+
+    fn poll_next(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let polled = this.upstream.as_mut().poll_next(cx);
+        this.reading.read_unread();
+        if let Poll::Ready(Some(Ok(chunk))) = &polled {
+            if this.reading.meter.is_some() {
+                this.reading.unread = Some(chunk.clone());
+            }
         }
-        chunk
-    }))
+        polled
+    }
+}
+
+fn metered<S>(stream: S, reading: Reading) -> Body
+where
+    S: futures_util::Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+{
+    Body::from_stream(Relayed { upstream: Box::pin(stream), reading })
 }
 
 /// The request's headers minus hop-by-hop ones, the host, and every credential.

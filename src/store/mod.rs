@@ -13,6 +13,7 @@ mod approvals;
 mod budget;
 mod channels;
 mod clock;
+pub mod cluster;
 mod cluster_view;
 mod commands;
 mod db;

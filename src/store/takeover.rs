@@ -13,9 +13,10 @@
 
 use chrono::{DateTime, Utc};
 
+use super::cluster::fence::CLAIM_LEASE;
 use super::error::StoreError;
 use super::handles::Leases;
-use crate::cluster::fence::{LeaseName, CLAIM_LEASE};
+use crate::cluster::fence::LeaseName;
 use crate::cluster::node_id::NodeId;
 use crate::domain::GroupName;
 

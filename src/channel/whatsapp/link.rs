@@ -64,12 +64,16 @@ async fn bot(config: &Config, hook: Option<Hook>, pair_phone: Option<String>) ->
     builder.build().await.map_err(|e| anyhow::anyhow!("cannot set up the WhatsApp client: {e:#}"))
 }
 
+/// The linked device's events in the order the crate gave them, for the adapter
+/// (`app` holds them without naming the crate).
+pub type Events = async_channel::Receiver<Arc<Event>>;
+
 /// A linked device, opened for `pincer run`.
 pub struct Linked {
     bot: Bot,
     pub client: Arc<Client>,
     /// The crate's events, in order, subscribed before the client starts.
-    pub events: async_channel::Receiver<Arc<Event>>,
+    pub events: Events,
     subscription: Subscription,
 }
 

@@ -265,6 +265,33 @@ fn architecture_is_under_400_lines() {
     );
 }
 
+/// The house's figures, printed (`cargo test --test tidy house_figures -- --nocapture`):
+/// functions over 50 and 80 lines, the largest files, files naming anyhow. Asserts nothing.
+#[test]
+fn house_figures() {
+    let src = read("src");
+    let lengths: Vec<usize> = src.iter().flat_map(|f| functions(f).into_iter().map(|(_, _, len)| len)).collect();
+    let over = |n: usize| lengths.iter().filter(|&&len| len > n).count();
+    println!("functions in src/: {}, over 50 lines: {}, over 80: {}", lengths.len(), over(50), over(80));
+    for dir in ["src", "tests/support"] {
+        let mut sizes: Vec<(usize, String)> =
+            read(dir).iter().map(|f| (f.code.lines().count(), f.path.clone())).collect();
+        sizes.sort_by(|a, b| b.cmp(a));
+        let top: Vec<String> = sizes.iter().take(5).map(|(n, p)| format!("{p} {n}")).collect();
+        println!("largest under {dir}/: {}", top.join(", "));
+    }
+    let anyhow = src.iter().filter(|f| names(f, "anyhow").is_some()).count();
+    println!(
+        "files naming anyhow: {anyhow} (of which outside app/, cli/, main.rs: {})",
+        src.iter()
+            .filter(|f| names(f, "anyhow").is_some()
+                && !under(&f.path, &["src/app/", "src/app.rs", "src/cli/", "src/cli.rs", "src/main.rs"]))
+            .count()
+    );
+    let arch = std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md").lines().count();
+    println!("ARCHITECTURE.md: {arch} lines");
+}
+
 /// The readers above, on text whose answer is known.
 mod readers {
     use super::*;

@@ -211,7 +211,7 @@ fn sql_and_sqlx_only_under_store() {
         failures,
         "The store is the only module that speaks SQL, so the schema, the two databases' dialects and \
          the fencing of writes are seen in one place. Give `store` a method (or, for a test, a helper in \
-         `store`'s tests) and call that; a test inspects the store only through it.",
+         `store::testing`) and call that; a test inspects or breaks the store only through it.",
     );
 }
 

@@ -22,7 +22,6 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use nix::errno::Errno;
 use nix::fcntl::{openat, readlinkat, AtFlags, OFlag};
 use nix::sys::stat::{fstat, fstatat, mkdirat, FileStat, Mode, SFlag};
@@ -30,6 +29,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::config::Config;
+use crate::store::StoreError;
 
 /// Folders inside folders the walk goes into at most (each level holds two
 /// descriptors open); deeper ones are left out and named.
@@ -60,25 +60,63 @@ pub struct FileEntry {
     pub sha256: String,
 }
 
-/// Takes the backup into `dir` (created; must be empty if it exists).
-pub async fn run(config: &Config, dir: &Path) -> anyhow::Result<Manifest> {
-    if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
-        anyhow::bail!("{} is not empty: give a new or empty directory for the backup", dir.display());
-    }
-    anyhow::ensure!(
-        config.store.url.is_none(),
+/// Why a backup stopped. An entry of the homes or folders that cannot be
+/// read does not stop it (the manifest names it); only these do.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error("{0} is not empty: give a new or empty directory for the backup")]
+    NotEmpty(String),
+    #[error(
         "the store is in PostgreSQL ([store] url): back it up with `pg_dump`, and copy groups_dir and data_dir \
          as files; `pincer backup` takes the SQLite store"
-    );
-    crate::private::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    )]
+    SharedStore,
+    #[error("no pincer store at {0}: nothing to back up")]
+    NoStore(String),
+    #[error("the backup path {0} is not UTF-8: give a plain directory name")]
+    NotUtf8(String),
+    #[error("cannot copy {from}")]
+    Database {
+        from: String,
+        #[source]
+        source: StoreError,
+    },
+    /// Reading pincer's own folders or writing the backup failed: `what`
+    /// says which file; the backup is incomplete and should be taken again.
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the backup's copying task stopped: {0}")]
+    Stopped(#[from] tokio::task::JoinError),
+}
+
+/// An `Io` error saying `what` failed.
+fn io<E: Into<std::io::Error>>(what: impl std::fmt::Display) -> impl FnOnce(E) -> BackupError {
+    move |source| BackupError::Io { what: what.to_string(), source: source.into() }
+}
+
+/// Takes the backup into `dir` (created; must be empty if it exists).
+pub async fn run(config: &Config, dir: &Path) -> Result<Manifest, BackupError> {
+    if dir.exists() && std::fs::read_dir(dir).map_err(io(dir.display()))?.next().is_some() {
+        return Err(BackupError::NotEmpty(dir.display().to_string()));
+    }
+    if config.store.url.is_some() {
+        return Err(BackupError::SharedStore);
+    }
+    crate::private::create_dir(dir).map_err(io(format_args!("cannot create {}", dir.display())))?;
     let database = config.database_path();
-    anyhow::ensure!(database.exists(), "no pincer store at {}: nothing to back up", database.display());
+    if !database.exists() {
+        return Err(BackupError::NoStore(database.display().to_string()));
+    }
     let mut databases = vec![PathBuf::from("data/pincer.db")];
     vacuum_into(&database, &dir.join(&databases[0])).await?;
     let device = config.whatsapp_db_path();
     if device.exists() {
-        let name = device.file_name().context("the WhatsApp device store has no file name")?;
-        databases.push(Path::new("data").join(name));
+        // `whatsapp_db_path` is a file in the data directory: it has a name.
+        databases.push(Path::new("data").join(device.file_name().unwrap_or(OsStr::new("whatsapp.db"))));
         vacuum_into(&device, &dir.join(&databases[1])).await?;
     }
     let mut manifest = Manifest {
@@ -92,7 +130,7 @@ pub async fn run(config: &Config, dir: &Path) -> anyhow::Result<Manifest> {
     };
     let (homes, groups) = (config.data_dir.join("homes"), config.groups_dir.clone());
     let target = dir.to_owned();
-    let manifest = tokio::task::spawn_blocking(move || -> anyhow::Result<Manifest> {
+    let manifest = tokio::task::spawn_blocking(move || -> Result<Manifest, BackupError> {
         for database in &databases {
             let (bytes, sha256) = digest(&target.join(database))?;
             manifest.files.push(FileEntry { path: database.display().to_string(), bytes, sha256 });
@@ -104,8 +142,8 @@ pub async fn run(config: &Config, dir: &Path) -> anyhow::Result<Manifest> {
             copy_tree(&groups, &target, Path::new("groups"), &mut manifest)?;
         }
         manifest.files.sort_by(|a, b| a.path.cmp(&b.path));
-        let json = serde_json::to_string_pretty(&manifest)?;
-        std::fs::write(target.join("manifest.json"), json)?;
+        let json = serde_json::to_string_pretty(&manifest).map_err(io("cannot write manifest.json"))?;
+        std::fs::write(target.join("manifest.json"), json).map_err(io(cannot_write(Path::new("manifest.json"))))?;
         Ok(manifest)
     })
     .await??;
@@ -113,31 +151,25 @@ pub async fn run(config: &Config, dir: &Path) -> anyhow::Result<Manifest> {
 }
 
 /// A consistent copy of a live SQLite database.
-async fn vacuum_into(from: &Path, to: &Path) -> anyhow::Result<()> {
+async fn vacuum_into(from: &Path, to: &Path) -> Result<(), BackupError> {
     if let Some(parent) = to.parent() {
-        crate::private::create_dir(parent)?;
+        crate::private::create_dir(parent).map_err(io(format_args!("cannot create {}", parent.display())))?;
     }
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(from).read_only(true);
-    let pool = sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect_with(options).await?;
-    let target = to.to_str().context("the backup path is not UTF-8")?;
-    sqlx::query("VACUUM INTO ?")
-        .bind(target)
-        .execute(&pool)
+    let target = to.to_str().ok_or_else(|| BackupError::NotUtf8(to.display().to_string()))?;
+    crate::store::copy_sqlite(from, target)
         .await
-        .with_context(|| format!("cannot copy {}", from.display()))?;
-    pool.close().await;
-    Ok(())
+        .map_err(|source| BackupError::Database { from: from.display().to_string(), source })
 }
 
 /// Copies the folder `from` (pincer's own, from the config) to
 /// `backup/shown`, entering what it finds in the manifest.
-fn copy_tree(from: &Path, backup: &Path, shown: &Path, manifest: &mut Manifest) -> anyhow::Result<()> {
+fn copy_tree(from: &Path, backup: &Path, shown: &Path, manifest: &mut Manifest) -> Result<(), BackupError> {
     let to = backup.join(shown);
-    crate::private::create_dir(&to).with_context(|| format!("cannot create {}", to.display()))?;
-    let source = open(None, from.as_os_str(), OFlag::O_DIRECTORY)
-        .map_err(|errno| anyhow::anyhow!("cannot read {}: {errno}", from.display()))?;
+    crate::private::create_dir(&to).map_err(io(format_args!("cannot create {}", to.display())))?;
+    let source =
+        open(None, from.as_os_str(), OFlag::O_DIRECTORY).map_err(io(format_args!("cannot read {}", from.display())))?;
     let target = open(None, to.as_os_str(), OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW)
-        .map_err(|errno| anyhow::anyhow!("cannot open {}: {errno}", to.display()))?;
+        .map_err(io(format_args!("cannot open {}", to.display())))?;
     copy_dir(&source, &target, shown, 0, manifest)
 }
 
@@ -150,7 +182,7 @@ fn copy_dir(
     shown: &Path,
     depth: usize,
     manifest: &mut Manifest,
-) -> anyhow::Result<()> {
+) -> Result<(), BackupError> {
     let names = match names_in(source) {
         Ok(names) => names,
         Err(e) => {
@@ -175,7 +207,7 @@ fn copy_entry(
     shown: &Path,
     depth: usize,
     manifest: &mut Manifest,
-) -> anyhow::Result<Option<String>> {
+) -> Result<Option<String>, BackupError> {
     // A first look, to open neither a device nor a FIFO at all; what counts
     // is what the opened descriptor says.
     let seen = match fstatat(Some(source.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
@@ -197,15 +229,14 @@ fn copy_link(
     name: &OsStr,
     shown: &Path,
     manifest: &mut Manifest,
-) -> anyhow::Result<Option<String>> {
+) -> Result<Option<String>, BackupError> {
     let points_to = match readlinkat(Some(source.as_raw_fd()), name) {
         Ok(points_to) => points_to,
         // No longer a link.
         Err(Errno::EINVAL) => return Ok(Some(changed())),
         Err(errno) => return Ok(Some(unreadable(errno))),
     };
-    nix::unistd::symlinkat(points_to.as_os_str(), Some(target.as_raw_fd()), name)
-        .with_context(|| cannot_write(shown))?;
+    nix::unistd::symlinkat(points_to.as_os_str(), Some(target.as_raw_fd()), name).map_err(io(cannot_write(shown)))?;
     manifest.links.push((shown.display().to_string(), PathBuf::from(points_to).display().to_string()));
     Ok(None)
 }
@@ -218,7 +249,7 @@ fn copy_folder(
     shown: &Path,
     depth: usize,
     manifest: &mut Manifest,
-) -> anyhow::Result<Option<String>> {
+) -> Result<Option<String>, BackupError> {
     if depth >= MAX_DEPTH {
         return Ok(Some(format!("more than {MAX_DEPTH} folders deep")));
     }
@@ -228,10 +259,8 @@ fn copy_folder(
         Err(Errno::ENOTDIR | Errno::ELOOP) => return Ok(Some(changed())),
         Err(errno) => return Ok(Some(unreadable(errno))),
     };
-    mkdirat(Some(target.as_raw_fd()), name, Mode::S_IRWXU).with_context(|| cannot_write(shown))?;
-    let copy = open(Some(target), name, OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW)
-        .map_err(std::io::Error::from)
-        .with_context(|| cannot_write(shown))?;
+    mkdirat(Some(target.as_raw_fd()), name, Mode::S_IRWXU).map_err(io(cannot_write(shown)))?;
+    let copy = open(Some(target), name, OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW).map_err(io(cannot_write(shown)))?;
     copy_dir(&folder, &copy, shown, depth + 1, manifest)?;
     Ok(None)
 }
@@ -243,7 +272,7 @@ fn copy_file(
     name: &OsStr,
     shown: &Path,
     manifest: &mut Manifest,
-) -> anyhow::Result<Option<String>> {
+) -> Result<Option<String>, BackupError> {
     let file = match open(Some(source), name, OFlag::O_NOFOLLOW) {
         Ok(file) => file,
         Err(Errno::ELOOP) => return Ok(Some(changed())),
@@ -261,8 +290,8 @@ fn copy_file(
     let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let fd = openat(Some(target.as_raw_fd()), name, flags, mode).map_err(std::io::Error::from);
     // SAFETY: a fresh descriptor from openat, owned by nothing else.
-    let mut copy = File::from(unsafe { OwnedFd::from_raw_fd(fd.with_context(|| cannot_write(shown))?) });
-    match copy_and_digest(&mut File::from(file), &mut copy).with_context(|| cannot_write(shown))? {
+    let mut copy = File::from(unsafe { OwnedFd::from_raw_fd(fd.map_err(io(cannot_write(shown)))?) });
+    match copy_and_digest(&mut File::from(file), &mut copy).map_err(io(cannot_write(shown)))? {
         Ok((bytes, sha256)) => {
             manifest.files.push(FileEntry { path: shown.display().to_string(), bytes, sha256 });
             Ok(None)
@@ -342,10 +371,11 @@ fn unreadable(errno: Errno) -> String {
 }
 
 /// The size and SHA-256 of a file the backup wrote itself.
-fn digest(path: &Path) -> anyhow::Result<(u64, String)> {
-    let mut file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+fn digest(path: &Path) -> Result<(u64, String), BackupError> {
+    let what = format!("cannot read {}", path.display());
+    let mut file = File::open(path).map_err(io(&what))?;
     let mut hasher = Sha256::new();
-    let bytes = std::io::copy(&mut file, &mut hasher)?;
+    let bytes = std::io::copy(&mut file, &mut hasher).map_err(io(what))?;
     Ok((bytes, hex(hasher)))
 }
 

@@ -1,7 +1,8 @@
 //! The cluster's decisions (issue 36: several pincer nodes sharing one
 //! PostgreSQL, each group owned by one node under a fenced lease), as small
 //! pure types: who a node is, its lease clocks, where a group belongs,
-//! whether to claim it, until when its CLIs may run, and the fencing SQL.
+//! whether to claim it, until when its CLIs may run, and the fencing token
+//! (the SQL is `store::cluster`'s).
 //! Nothing here does I/O; the node's lease task and the store call these.
 
 pub mod bounds;
@@ -9,7 +10,6 @@ pub mod claim;
 pub mod deadline;
 pub mod fence;
 pub mod ghost;
-pub mod membership;
 pub mod node_id;
 pub mod placement;
 pub mod round;

@@ -7,13 +7,12 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use chrono::{Datelike, TimeZone};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::budget::Budget;
 use crate::domain::media::human_bytes;
-use crate::store::{GroupView, NodeView, Overview, Owner};
+use crate::store::{GroupView, NodeView, Overview, Owner, StoreError};
 
 /// The running daemon's part of `pincer status`: what only it knows.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +56,17 @@ pub struct Status {
     pub node: Option<String>,
 }
 
+/// Why the store's half cannot be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error("timezone {zone:?}: {why}: set `timezone` in the config to an IANA name, e.g. \"Europe/Berlin\"")]
+    Timezone { zone: String, why: String },
+    #[error("the clock is out of range: set the system clock")]
+    Clock,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// The store's half now, with today and this month in `zone`, and each
 /// group's budget over the `default` one.
 pub async fn overview(
@@ -65,7 +75,7 @@ pub async fn overview(
     zone: &str,
     default: Budget,
     now: SystemTime,
-) -> anyhow::Result<Overview> {
+) -> Result<Overview, StatusError> {
     let (day, month) = period_starts(now, zone)?;
     let mut overview = health.overview(crate::domain::unix_us(now), day, month).await?;
     let groups = groups.groups().await?;
@@ -81,9 +91,10 @@ pub fn unix(t: SystemTime) -> i64 {
 }
 
 /// Where today and this month began in `zone`, as unix µs.
-fn period_starts(now: SystemTime, zone: &str) -> anyhow::Result<(i64, i64)> {
-    let tz: chrono_tz::Tz = zone.parse().map_err(|e| anyhow::anyhow!("timezone {zone:?}: {e}"))?;
-    let local = tz.timestamp_opt(unix(now), 0).single().context("the clock is out of range")?;
+fn period_starts(now: SystemTime, zone: &str) -> Result<(i64, i64), StatusError> {
+    let timezone = |why: chrono_tz::ParseError| StatusError::Timezone { zone: zone.to_owned(), why: why.to_string() };
+    let tz: chrono_tz::Tz = zone.parse().map_err(timezone)?;
+    let local = tz.timestamp_opt(unix(now), 0).single().ok_or(StatusError::Clock)?;
     let midnight = |y, m, d| {
         tz.with_ymd_and_hms(y, m, d, 0, 0, 0).earliest().map(|t| t.timestamp() * 1_000_000).unwrap_or_default()
     };

@@ -10,8 +10,8 @@
 #[path = "support/postgres.rs"]
 mod postgres;
 
-use pincer::cluster::fence::{CLAIM_LEASE, FENCE_CHECK, RELEASE_LEASE};
-use pincer::cluster::membership::{LIVE_NODES, REGISTER_NODE, RENEW_NODE};
+use pincer::store::cluster::fence::{CLAIM_LEASE, FENCE_CHECK, RELEASE_LEASE};
+use pincer::store::cluster::membership::{LIVE_NODES, REGISTER_NODE, RENEW_NODE};
 use sqlx::{Connection, PgConnection, PgPool, Row};
 
 const TTL_US: i64 = 10_000_000;

@@ -26,5 +26,5 @@ where
     let routing = engine.route_approvals(askers, shutdown.clone());
     let end = console::chat(&engine.ports(), asks, opts, input, output, shutdown).await;
     routing.abort();
-    end
+    Ok(end?)
 }

@@ -59,7 +59,7 @@ pub fn telegram(
             return Ok(());
         };
         tracing::info!(bot = %channel.username(), "serving Telegram");
-        channel.serve(config, asks, retry, shutdown, stop_delivery).await
+        Ok(channel.serve(config, asks, retry, shutdown, stop_delivery).await?)
     });
     Ok(())
 }
@@ -93,7 +93,7 @@ pub fn telegram_gateway(
                     return Ok(());
                 };
                 tracing::info!(bot = %channel.username(), "serving Telegram as this cluster's gateway");
-                channel.serve(config, round.asks, retry, round.stop, round.stop_delivery).await
+                Ok(channel.serve(config, round.asks, retry, round.stop, round.stop_delivery).await?)
             }
         })
     });

@@ -11,7 +11,7 @@ use crate::config::Config;
 /// take its messages (`None` for a test's connection, which needs no start).
 pub struct WhatsAppSource<C> {
     pub client: Arc<C>,
-    pub events: async_channel::Receiver<Arc<whatsapp_rust::types::events::Event>>,
+    pub events: whatsapp::link::Events,
     pub start: Option<StartWhatsApp<C>>,
 }
 

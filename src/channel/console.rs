@@ -57,6 +57,17 @@ pub enum ChatEnd {
     Shutdown,
 }
 
+/// Why a console chat stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsoleError {
+    #[error(transparent)]
+    Route(#[from] crate::router::RouteError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot write to the terminal: {0}")]
+    Output(#[from] std::io::Error),
+}
+
 /// Runs a console chat with one group until input ends (and work settles) or
 /// shutdown. `asks` are the approval requests of the group.
 pub async fn chat<R, W>(
@@ -66,7 +77,7 @@ pub async fn chat<R, W>(
     input: R,
     output: W,
     shutdown: CancellationToken,
-) -> anyhow::Result<ChatEnd>
+) -> Result<ChatEnd, ConsoleError>
 where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -145,7 +156,7 @@ impl<'a, W: AsyncWrite + Unpin> Chat<'a, W> {
         opts: &'a ConsoleOptions,
         status: status::ConsoleStatus,
         output: W,
-    ) -> anyhow::Result<Chat<'a, W>> {
+    ) -> Result<Chat<'a, W>, ConsoleError> {
         let progress = ports.progress_for(&ports.directory.group(&opts.group).await?);
         Ok(Chat {
             ports,
@@ -160,12 +171,12 @@ impl<'a, W: AsyncWrite + Unpin> Chat<'a, W> {
         })
     }
 
-    async fn print_new(&mut self) -> anyhow::Result<()> {
+    async fn print_new(&mut self) -> Result<(), ConsoleError> {
         self.printer.print_new(self.ports, &mut self.output).await
     }
 
     /// Something was written to the outbox.
-    async fn woken(&mut self) -> anyhow::Result<()> {
+    async fn woken(&mut self) -> Result<(), ConsoleError> {
         crate::metrics::hop("console_woken");
         self.print_new().await
     }
@@ -173,19 +184,19 @@ impl<'a, W: AsyncWrite + Unpin> Chat<'a, W> {
     /// Input ended and the session is idle: whether messages of the group
     /// are still being prepared. Those a held group does not take yet (its
     /// budget, a CLI that cannot start) wait after the chat ends: it was told why.
-    async fn preparing(&self, session: &SessionHandle) -> anyhow::Result<bool> {
+    async fn preparing(&self, session: &SessionHandle) -> Result<bool, ConsoleError> {
         Ok(session.status().held.is_none() && self.ports.router.untaken(&self.opts.group).await?)
     }
 
     /// A status line, shown at once.
-    async fn show(&mut self, line: &str) -> anyhow::Result<()> {
+    async fn show(&mut self, line: &str) -> Result<(), ConsoleError> {
         self.output.write_all(line.as_bytes()).await?;
         Ok(self.output.flush().await?)
     }
 
     /// The console has no admins: says what was asked, and denies it (by
     /// dropping the ask).
-    async fn deny(&mut self, ask: ApprovalAsk) -> anyhow::Result<()> {
+    async fn deny(&mut self, ask: ApprovalAsk) -> Result<(), ConsoleError> {
         let note = format!(
             "[pincer] the agent asked to use {} ({}); tools that need an admin's approval are answered only in \
              the group's chat, so it was denied\n",
@@ -196,7 +207,7 @@ impl<'a, W: AsyncWrite + Unpin> Chat<'a, W> {
 
     /// A line typed: sent to the group (with `--attach`'s files, the first
     /// time), and its turn's status shown.
-    async fn typed(&mut self, session: &SessionHandle, text: String) -> anyhow::Result<()> {
+    async fn typed(&mut self, session: &SessionHandle, text: String) -> Result<(), ConsoleError> {
         if text.trim().is_empty() {
             return Ok(());
         }
@@ -209,14 +220,14 @@ impl<'a, W: AsyncWrite + Unpin> Chat<'a, W> {
     }
 
     /// Input ended: files and no words go on their own.
-    async fn input_ended(&mut self) -> anyhow::Result<()> {
+    async fn input_ended(&mut self) -> Result<(), ConsoleError> {
         if !self.attach.is_empty() {
             self.send(String::new()).await?;
         }
         Ok(())
     }
 
-    async fn send(&mut self, text: String) -> anyhow::Result<()> {
+    async fn send(&mut self, text: String) -> Result<(), ConsoleError> {
         let opts = self.opts;
         let mut inbound = Inbound::new(opts.group.clone(), Source::Console, &opts.sender, text);
         inbound.media = attached(std::mem::take(&mut self.attach), &mut self.output).await?;
@@ -225,7 +236,7 @@ impl<'a, W: AsyncWrite + Unpin> Chat<'a, W> {
     }
 
     /// The wait limit passed with work still running.
-    async fn gave_up(&mut self) -> anyhow::Result<ChatEnd> {
+    async fn gave_up(&mut self) -> Result<ChatEnd, ConsoleError> {
         let fate = if self.opts.attached { "goes on in the running pincer" } else { "is stopped now" };
         let note = format!(
             "[pincer] stopped waiting after {}; background work was still running and {fate} (raise \
@@ -242,7 +253,7 @@ impl<'a, W: AsyncWrite + Unpin> Chat<'a, W> {
 async fn attached<W: AsyncWrite + Unpin>(
     files: Vec<std::path::PathBuf>,
     output: &mut W,
-) -> anyhow::Result<Vec<crate::domain::media::Attachment>> {
+) -> Result<Vec<crate::domain::media::Attachment>, ConsoleError> {
     if files.is_empty() {
         return Ok(Vec::new());
     }
@@ -273,14 +284,14 @@ struct Printer {
 }
 
 impl Printer {
-    async fn new(ports: &Ports, group: &GroupName) -> anyhow::Result<Printer> {
+    async fn new(ports: &Ports, group: &GroupName) -> Result<Printer, ConsoleError> {
         let seen = ports.outbox.last_id().await?;
         Ok(Printer { group: group.clone(), here: ChatAddress::console(group), seen })
     }
 
     /// Prints every reply waiting for the console, oldest first, marking each
     /// delivered; then a copy of what the group said to its chat since.
-    async fn print_new<W: AsyncWrite + Unpin>(&mut self, ports: &Ports, output: &mut W) -> anyhow::Result<()> {
+    async fn print_new<W: AsyncWrite + Unpin>(&mut self, ports: &Ports, output: &mut W) -> Result<(), ConsoleError> {
         while let Some(row) = ports.outbox.next(&self.here).await? {
             print(output, &row).await?;
             // Console rows never follow a binding; a mark that finds the row
@@ -300,7 +311,7 @@ impl Printer {
     }
 }
 
-async fn print<W: AsyncWrite + Unpin>(output: &mut W, row: &OutboxRow) -> anyhow::Result<()> {
+async fn print<W: AsyncWrite + Unpin>(output: &mut W, row: &OutboxRow) -> Result<(), ConsoleError> {
     let text = match (row.kind, &row.file) {
         // The terminal shows what was sent, not the file (its copy goes once printed).
         (_, Some(file)) => {

@@ -1,7 +1,7 @@
 //! Whether this node should try to claim a group's lease now, from what it
 //! read of the lease and how long it has seen the lease free; and the epoch a
 //! claim writes. Pure: touches nothing. The claim itself is one atomic SQL
-//! statement ([`super::fence::CLAIM_LEASE`]), which checks again: this only
+//! statement (`store::cluster::fence::CLAIM_LEASE`), which checks again: this only
 //! decides when to try, so a wrong answer costs a wasted statement, never
 //! two owners.
 

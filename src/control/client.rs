@@ -24,6 +24,20 @@ pub async fn connect(data_dir: &Path) -> std::io::Result<UnixStream> {
     UnixStream::connect(super::path::socket_path(data_dir)).await
 }
 
+/// Why an attached chat ended in error.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    #[error("the running pincer closed the chat (did it stop?)")]
+    Closed,
+    /// The daemon's own words (an unknown group, the chat failing there).
+    #[error("{0}")]
+    Refused(String),
+    #[error("the running pincer sent what is not a chat frame ({0}): are `pincer` and the daemon the same version?")]
+    Garbled(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 /// Chats with a group through the daemon on `stream`: typed lines go to the
 /// group's live session, what it says comes back, until input ends and the
 /// session settles (as a terminal chat of its own would), or `shutdown`.
@@ -33,7 +47,7 @@ pub async fn chat<R, W>(
     input: R,
     mut output: W,
     shutdown: CancellationToken,
-) -> anyhow::Result<ChatEnd>
+) -> Result<ChatEnd, ChatError>
 where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -72,11 +86,12 @@ where
 async fn on_frame<W: AsyncWrite + Unpin>(
     frame: Option<Result<String, LinesCodecError>>,
     output: &mut W,
-) -> anyhow::Result<Option<ChatEnd>> {
+) -> Result<Option<ChatEnd>, ChatError> {
     let frame = match frame {
-        Some(Ok(line)) => serde_json::from_str::<ServerFrame>(&line)?,
-        Some(Err(e)) => return Err(e.into()),
-        None => anyhow::bail!("the running pincer closed the chat (did it stop?)"),
+        Some(Ok(line)) => serde_json::from_str::<ServerFrame>(&line).map_err(|e| ChatError::Garbled(e.to_string()))?,
+        Some(Err(LinesCodecError::Io(e))) => return Err(e.into()),
+        Some(Err(e)) => return Err(ChatError::Garbled(e.to_string())),
+        None => return Err(ChatError::Closed),
     };
     match frame {
         ServerFrame::Out { text } => {
@@ -89,7 +104,7 @@ async fn on_frame<W: AsyncWrite + Unpin>(
             End::WaitLimit => ChatEnd::WaitLimit,
             End::Shutdown => ChatEnd::Shutdown,
         })),
-        ServerFrame::Error { message } => anyhow::bail!("{message}"),
+        ServerFrame::Error { message } => Err(ChatError::Refused(message)),
         ServerFrame::Ok | ServerFrame::Status { .. } | ServerFrame::Drain { .. } => Ok(None),
     }
 }

@@ -206,21 +206,33 @@ async fn refuse(mut stream: UnixStream, why: &str) {
     let _ = stream.write_all(wire::line(&ServerFrame::Error { message: why.to_owned() }).as_bytes()).await;
 }
 
+/// Why a control connection ended early: logged at debug, as a client that
+/// went away is no fault of the daemon's.
+#[derive(Debug, thiserror::Error)]
+enum ConnectionError {
+    #[error("refused a peer of uid {0}")]
+    Stranger(u32),
+    #[error("no request")]
+    NoRequest,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 /// Answers one connection.
-async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationToken) -> anyhow::Result<()> {
+async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationToken) -> Result<(), ConnectionError> {
     // The socket file is the owner's only; a peer of another uid got in through
     // a copy of the descriptor or a loosened mode. Either way: not ours to serve.
     let peer = stream.peer_cred()?.uid();
     if peer != nix::unistd::geteuid().as_raw() {
         refuse(stream, "only the user running pincer may use its control socket").await;
-        anyhow::bail!("refused a peer of uid {peer}");
+        return Err(ConnectionError::Stranger(peer));
     }
     let (read, mut write) = stream.into_split();
     let mut frames = FramedRead::new(read, LinesCodec::new_with_max_length(MAX_FRAME));
     let first = tokio::time::timeout(REQUEST_TIMEOUT, frames.next()).await;
     let request = match first {
         Ok(Some(Ok(line))) => serde_json::from_str::<Request>(&line),
-        _ => anyhow::bail!("no request"),
+        _ => return Err(ConnectionError::NoRequest),
     };
     match request {
         Err(e) => send(&mut write, &ServerFrame::Error { message: format!("not a request pincer knows: {e}") }).await,
@@ -264,7 +276,7 @@ async fn reload(control: &Control) -> ServerFrame {
 
 /// `pincer drain`: the drain's progress as it changes, then `end` once the
 /// node holds nothing (it stops then); on one machine, why there is nothing to do.
-async fn drain(write: &mut OwnedWriteHalf, control: &Control) -> anyhow::Result<()> {
+async fn drain(write: &mut OwnedWriteHalf, control: &Control) -> Result<(), ConnectionError> {
     let Some(port) = &control.drain else {
         let message = "this pincer is not a cluster node, so there is no other node to hand its groups to: \
                        stop it (`systemctl restart pincer`, or SIGTERM) for the upgrade; what arrives meanwhile \
@@ -287,7 +299,7 @@ async fn drain(write: &mut OwnedWriteHalf, control: &Control) -> anyhow::Result<
     }
 }
 
-async fn send(write: &mut OwnedWriteHalf, frame: &ServerFrame) -> anyhow::Result<()> {
+async fn send(write: &mut OwnedWriteHalf, frame: &ServerFrame) -> Result<(), ConnectionError> {
     write.write_all(wire::line(frame).as_bytes()).await?;
     Ok(())
 }
@@ -342,7 +354,7 @@ async fn chat(
     control: &Control,
     opts: ConsoleOptions,
     shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+) -> Result<(), ConnectionError> {
     let (typed, input) = tokio::io::duplex(64 * 1024);
     let (output, printed) = tokio::io::duplex(64 * 1024);
     let (asks, _detach) = control.attached.attach(&opts.group);
@@ -397,7 +409,7 @@ async fn text_out(
     mut printed: tokio::io::DuplexStream,
     mut write: OwnedWriteHalf,
     gone: CancellationToken,
-) -> anyhow::Result<OwnedWriteHalf> {
+) -> Result<OwnedWriteHalf, ConnectionError> {
     let mut buf = vec![0; 16 * 1024];
     let mut pending = Vec::new();
     loop {

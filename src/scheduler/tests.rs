@@ -33,20 +33,12 @@ impl Db {
 
     /// From now on pincer dies where `statement` (e.g. `INSERT ON schedule_runs`) would run.
     async fn kill_at(&self, statement: &str) {
-        self.sql(&format!("CREATE TRIGGER kill BEFORE {statement} BEGIN SELECT RAISE(ABORT, 'killed here'); END"))
-            .await;
+        crate::store::testing::kill_before(&self.path, statement).await;
     }
 
     /// The next pincer runs without the kill.
     async fn restart(&self) {
-        self.sql("DROP TRIGGER kill").await;
-    }
-
-    /// Through a connection of its own, as another process would.
-    async fn sql(&self, sql: &str) {
-        let other = sqlx::SqlitePool::connect(&format!("sqlite://{}", self.path.display())).await.unwrap();
-        sqlx::query(sql).execute(&other).await.unwrap();
-        other.close().await;
+        crate::store::testing::revive(&self.path).await;
     }
 
     async fn get(&self, s: &Schedule) -> Schedule {

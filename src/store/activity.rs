@@ -10,11 +10,11 @@
 
 use sqlx::Row;
 
+use super::cluster::fence::DB_NOW_US;
 use super::db::Dialect;
 use super::error::StoreError;
 use super::handles::Activities;
 use super::leases;
-use crate::cluster::fence::DB_NOW_US;
 use crate::domain::GroupName;
 
 /// One group's mirrored activity, as last written.

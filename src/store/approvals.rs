@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use sqlx::Row;
 
+use super::cluster::fence::DB_NOW_US;
 use super::db::Dialect;
 use super::error::StoreError;
 use super::handles::Approvals;
-use crate::cluster::fence::{LeaseName, DB_NOW_US};
+use crate::cluster::fence::LeaseName;
 use crate::cluster::node_id::NodeId;
 use crate::domain::{Approval, ApprovalAnswer, GroupName, Platform};
 

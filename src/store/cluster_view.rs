@@ -4,7 +4,7 @@
 //! never shared, so it answers "no cluster" without a query.
 //!
 //! Whether a node is alive is judged by the database's clock, as every node
-//! judges it (`cluster::membership`), never by the reader's: the reader may
+//! judges it (`store::cluster::membership`), never by the reader's: the reader may
 //! be on another machine with a skewed clock. The three reads share one
 //! snapshot, so a lease and its holder's row agree.
 
@@ -152,8 +152,9 @@ fn owner(r: &AnyRow) -> Result<(String, Owner), sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::fence::{LeaseName, DB_NOW_US};
+    use crate::cluster::fence::LeaseName;
     use crate::cluster::node_id::NodeId;
+    use crate::store::cluster::fence::DB_NOW_US;
     use crate::store::tests::{on_both, postgres, temp_store};
     use crate::store::{Location, Store};
 

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use sqlx::Row;
 
+use super::cluster::fence::DB_NOW_US;
 use super::db::Dialect;
 use super::error::{bad_row, readable, StoreError};
 use super::handles::Commands;
 use super::leases;
-use crate::cluster::fence::DB_NOW_US;
 use crate::domain::GroupName;
 
 /// The most commands one look reads: more wait for the next look.

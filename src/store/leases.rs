@@ -1,10 +1,10 @@
 //! The cluster's rows (PostgreSQL only): this node's registration, the
 //! leases it claims and lets go, and the fences its writes check. The SQL is
-//! `cluster::{membership, fence}`'s; what to claim and when is decided there
+//! `store::cluster::{membership, fence}`'s; what to claim and when is decided there
 //! too. Here it runs, and the leases this node holds are remembered for the
 //! writes that must check them ([`Fences`]).
 //!
-//! A fenced write is a transaction that first runs `cluster::fence::FENCE_CHECK`
+//! A fenced write is a transaction that first runs `store::cluster::fence::FENCE_CHECK`
 //! (`FOR SHARE` on the lease's row with this node and the epoch it claimed):
 //! with no row, the lease moved on, the write is rolled back and the caller
 //! gets [`StoreError::Fenced`]. A takeover's `UPDATE` of that row waits for
@@ -13,12 +13,13 @@
 
 use sqlx::{AnyConnection, Row};
 
+use super::cluster::fence::{CLAIM_LEASE, FENCE_CHECK, GROUPS_WITH_WORK, RELEASE_LEASE};
+use super::cluster::membership::{LEAVE, LIVE_NODES, REGISTER_NODE, RENEW_NODE};
 use super::db::Dialect;
 use super::error::StoreError;
 use super::fences::Fences;
 use super::handles::Leases;
-use crate::cluster::fence::{Fence, LeaseName, CLAIM_LEASE, FENCE_CHECK, GROUPS_WITH_WORK, RELEASE_LEASE};
-use crate::cluster::membership::{LEAVE, LIVE_NODES, REGISTER_NODE, RENEW_NODE};
+use crate::cluster::fence::{Fence, LeaseName};
 use crate::cluster::node_id::NodeId;
 use crate::cluster::{LeaseSeen, NodeLoad};
 use crate::domain::GroupName;

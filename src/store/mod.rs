@@ -14,8 +14,10 @@ mod approvals;
 mod budget;
 mod channels;
 mod clock;
+pub mod cluster;
 mod cluster_view;
 mod commands;
+mod copy;
 mod db;
 mod draining;
 mod egress;
@@ -52,6 +54,7 @@ pub use channels::ChannelHealth;
 pub use clock::now_us;
 pub use cluster_view::{ClusterView, NodeView, Owner};
 pub use commands::PendingCommand;
+pub use copy::copy_sqlite;
 pub use db::Location;
 pub use egress::{EgressDecision, EgressVerdict, EgressVia};
 pub use error::StoreError;
@@ -186,5 +189,7 @@ impl Store {
     }
 }
 
+#[cfg(test)]
+pub(crate) mod testing;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -312,10 +312,22 @@ pub fn tree(chars: &[char], start: usize, prefix: Vec<String>) -> (Vec<Leaf>, us
 /// (newlines kept, so line numbers still hold).
 pub fn blank_literals(code: &str) -> String {
     let chars: Vec<char> = code.chars().collect();
-    let mut out = String::with_capacity(code.len());
-    let blank = |out: &mut String, span: &[char]| {
-        out.extend(span.iter().map(|&c| if c == '\n' { '\n' } else { ' ' }));
-    };
+    let mut out: Vec<char> = chars.clone();
+    for (start, end) in literal_spans(&chars) {
+        for c in &mut out[start..end] {
+            if *c != '\n' {
+                *c = ' ';
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Where each comment, string and character literal of `chars` starts and
+/// ends (char indices, end exclusive), in order. A span's first char tells
+/// which: `/` a comment, `'` or `b'` a character, anything else a string.
+pub fn literal_spans(chars: &[char]) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
@@ -323,41 +335,38 @@ pub fn blank_literals(code: &str) -> String {
         let end = if c == '/' && next == Some('/') {
             chars[i..].iter().position(|&c| c == '\n').map_or(chars.len(), |n| i + n)
         } else if c == '/' && next == Some('*') {
-            block_comment_end(&chars, i)
+            block_comment_end(chars, i)
         } else if c == '"' {
-            string_end(&chars, i + 1)
+            string_end(chars, i + 1)
         } else if c == '\'' {
-            match char_literal_end(&chars, i) {
+            match char_literal_end(chars, i) {
                 Some(end) => end,
                 None => {
-                    out.push(c);
                     i += 1;
                     continue;
                 }
             }
         } else if is_ident_start(c) && (i == 0 || !is_ident_char(chars[i - 1])) {
-            let (word, end) = ident(&chars, i);
+            let (word, end) = ident(chars, i);
             let hashes = chars[end..].iter().take_while(|&&c| c == '#').count();
             if matches!(word.as_str(), "r" | "br" | "cr") && chars.get(end + hashes) == Some(&'"') {
-                raw_string_end(&chars, end + hashes + 1, hashes)
+                raw_string_end(chars, end + hashes + 1, hashes)
             } else if matches!(word.as_str(), "b" | "c") && chars.get(end) == Some(&'"') {
-                string_end(&chars, end + 1)
+                string_end(chars, end + 1)
             } else if word == "b" && chars.get(end) == Some(&'\'') {
-                char_literal_end(&chars, end).unwrap_or(end)
+                char_literal_end(chars, end).unwrap_or(end)
             } else {
-                out.extend(&chars[i..end]);
                 i = end;
                 continue;
             }
         } else {
-            out.push(c);
             i += 1;
             continue;
         };
-        blank(&mut out, &chars[i..end]);
+        spans.push((i, end));
         i = end;
     }
-    out
+    spans
 }
 
 fn block_comment_end(chars: &[char], start: usize) -> usize {

@@ -32,7 +32,11 @@ pub(super) enum Cmd {
 /// `/chatid`: answered in any chat, registered or not, since it is how a chat
 /// gets registered. The one message not sent through the outbox: a chat
 /// without a group has none, and the answer is worth nothing later.
-pub(super) async fn chat_id(shared: &Shared, target: TelegramTarget, sender_id: Option<i64>) -> anyhow::Result<()> {
+pub(super) async fn chat_id(
+    shared: &Shared,
+    target: TelegramTarget,
+    sender_id: Option<i64>,
+) -> Result<(), super::TelegramError> {
     let topic = target.topic_id.map_or_else(String::new, |t| format!(" --topic {t}"));
     let you = sender_id.map_or_else(String::new, |id| format!("\nYour user id: {id} (for --admin {id})"));
     let text = format!(
@@ -56,7 +60,7 @@ pub(super) async fn run(
     sender_id: Option<i64>,
     by_admin: bool,
     cmd: Cmd,
-) -> anyhow::Result<()> {
+) -> Result<(), super::TelegramError> {
     let session = match cmd {
         Cmd::Status => SessionCommand::Status,
         Cmd::Stop => SessionCommand::Stop,

@@ -27,7 +27,7 @@ use crate::domain::{GroupName, OutboundKind, Platform};
 use crate::router::RouteError;
 use crate::store::GroupRecord;
 
-type HandlerResult = anyhow::Result<()>;
+type HandlerResult = Result<(), super::TelegramError>;
 
 /// How often "typing…" is sent again (Telegram shows it for about 5 s).
 const TYPING_REPEAT: std::time::Duration = std::time::Duration::from_secs(4);

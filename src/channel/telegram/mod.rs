@@ -24,6 +24,7 @@
 
 mod approvals;
 mod commands;
+mod error;
 pub mod format;
 mod inbound;
 mod media;
@@ -36,6 +37,7 @@ mod target;
 mod updates;
 mod webhook;
 
+pub use error::TelegramError;
 pub use media::Files;
 pub use status::{TelegramStatus, STATUS_TIMEOUT};
 pub use stop::DATA as STOP_BUTTON_DATA;
@@ -43,7 +45,6 @@ pub use stop::DATA as STOP_BUTTON_DATA;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::Context;
 use teloxide::adaptors::throttle::Limits;
 use teloxide::prelude::*;
 use teloxide::utils::command::BotCommands;
@@ -67,11 +68,12 @@ pub struct Telegram {
 impl Telegram {
     /// The bot client for `config`; fails only on a setting that can never
     /// work (no token, an api_url that is not a URL), which stops pincer at start.
-    pub fn client(config: &TelegramConfig) -> anyhow::Result<Bot> {
-        let token = config.token.as_ref().context("[telegram] token is not set")?;
+    pub fn client(config: &TelegramConfig) -> Result<Bot, TelegramError> {
+        let token = config.token.as_ref().ok_or(TelegramError::NoToken)?;
         let mut bot = Bot::new(token.expose());
         if let Some(url) = &config.api_url {
-            bot = bot.set_api_url(url.parse().context("[telegram] api_url is not a URL")?);
+            let not_url = |e: url::ParseError| TelegramError::NotUrl { setting: "api_url".into(), why: e.to_string() };
+            bot = bot.set_api_url(url.parse().map_err(not_url)?);
         }
         Ok(bot)
     }
@@ -113,14 +115,9 @@ impl Telegram {
     }
 
     /// Checks the token with `getMe` and registers the bot's commands.
-    pub async fn connect(bot: Bot, ports: Ports, assistant: &str) -> anyhow::Result<Telegram> {
+    pub async fn connect(bot: Bot, ports: Ports, assistant: &str) -> Result<Telegram, TelegramError> {
         let bot = bot.throttle(Limits::default());
-        let me = bot.get_me().await.map_err(|e| {
-            anyhow::anyhow!(
-                "cannot reach Telegram with the configured bot token: {e}. Check [telegram] token \
-                 (PINCER_TELEGRAM__TOKEN; @BotFather gives it) and api_url, and that this machine can reach the Bot API"
-            )
-        })?;
+        let me = bot.get_me().await.map_err(TelegramError::Unreachable)?;
         if !me.can_read_all_group_messages {
             tracing::warn!(
                 bot = %me.username(),
@@ -132,7 +129,7 @@ impl Telegram {
         let menu = commands::Cmd::bot_commands()
             .into_iter()
             .map(|c| teloxide::types::BotCommand::new(c.command.trim_start_matches('/'), c.description));
-        bot.set_my_commands(menu).await.context("cannot register the bot's commands with setMyCommands")?;
+        bot.set_my_commands(menu).await.map_err(TelegramError::Commands)?;
         let status = Arc::new(TelegramStatus::new(bot.inner().clone()));
         let shared = Arc::new(Shared {
             bot,
@@ -169,7 +166,7 @@ impl Telegram {
         retry: RetryPolicy,
         shutdown: CancellationToken,
         stop_delivery: CancellationToken,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), TelegramError> {
         let Telegram { shared } = self;
         let files = files_bot(shared.bot.inner()).throttle(Limits::default());
         let sender = Arc::new(outbound::Sender { bot: shared.bot.clone(), files });

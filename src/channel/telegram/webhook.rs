@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
@@ -17,6 +16,7 @@ use teloxide::RequestError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::error::TelegramError;
 use super::shared::Shared;
 use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
 use crate::config::TelegramConfig;
@@ -41,8 +41,10 @@ pub(super) async fn run(
     url: &str,
     retry: RetryPolicy,
     shutdown: &CancellationToken,
-) -> anyhow::Result<()> {
-    let parsed: reqwest::Url = url.parse().with_context(|| format!("[telegram] webhook_url {url} is not a URL"))?;
+) -> Result<(), TelegramError> {
+    let not_url =
+        |e: url::ParseError| TelegramError::NotUrl { setting: format!("webhook_url {url}"), why: e.to_string() };
+    let parsed: reqwest::Url = url.parse().map_err(not_url)?;
     let secret: Arc<str> = match &config.webhook_secret {
         Some(secret) => secret.expose().into(),
         // 32 characters Telegram accepts, new at each start.
@@ -78,7 +80,7 @@ pub(super) async fn run(
     if let Err(e) = shared.bot.delete_webhook().await {
         tracing::warn!("cannot delete the Telegram webhook at the stop: {e}");
     }
-    served.context("the Telegram webhook server failed")
+    served.map_err(TelegramError::Webhook)
 }
 
 /// Why the webhook could not be set up this time.

@@ -19,7 +19,7 @@ use super::health::{self, Health};
 use super::role::{Role, Roles};
 use super::shared::Shared;
 use super::status::WhatsAppStatus;
-use super::{approvals, event, inbound, outbound};
+use super::{approvals, event, inbound, outbound, TakeError};
 use crate::channel::delivery::{self, OutboxLedger};
 use crate::channel::intake::{Intake, Redelivery};
 use crate::channel::{ApprovalAsk, Ports};
@@ -73,7 +73,7 @@ impl<C: WaClient> WhatsApp<C> {
     /// Takes a batch of inbound messages: each is stored (or refused as a
     /// second copy) before this returns. An error means some message is not
     /// stored: WhatsApp must not be told it was received.
-    pub async fn take(&self, batch: &[InboundMessage]) -> anyhow::Result<()> {
+    pub async fn take(&self, batch: &[InboundMessage]) -> Result<(), TakeError> {
         for m in batch {
             let Some(msg) = event::message(m) else { continue };
             let (chat, sender, id) = (msg.chat.clone(), msg.sender.clone(), msg.message_id.clone());
@@ -242,8 +242,9 @@ impl Hook {
 
 #[whatsapp_rust::async_trait]
 impl InboundDurabilityHook for Hook {
-    async fn on_messages(&self, _client: Arc<Client>, batch: &[InboundMessage]) -> anyhow::Result<()> {
-        let adapter = self.0.get().ok_or_else(|| anyhow::anyhow!("pincer is not ready for WhatsApp messages yet"))?;
-        adapter.take(batch).await
+    // The crate's trait asks for its own (re-exported) anyhow error.
+    async fn on_messages(&self, _client: Arc<Client>, batch: &[InboundMessage]) -> whatsapp_rust::anyhow::Result<()> {
+        let adapter = self.0.get().ok_or(TakeError::NotReady)?;
+        Ok(adapter.take(batch).await?)
     }
 }

@@ -99,7 +99,7 @@ impl WaMessage {
 /// second copy) before this returns, so WhatsApp is acknowledged only for
 /// what pincer holds. The bot's own messages, direct chats, `/chatid` and
 /// the answers to approval prompts are WhatsApp's own.
-pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMessage) -> anyhow::Result<()> {
+pub(super) async fn on_message<C: WaClient>(shared: &Arc<Shared<C>>, msg: WaMessage) -> Result<(), super::TakeError> {
     let me = shared.client.own_ids();
     // On a personal number the bot's own posts come back: never answer them.
     if msg.from_me || me.number.as_deref().is_some_and(|n| msg.sender_number.as_deref() == Some(n)) {
@@ -148,7 +148,7 @@ async fn act<C: WaClient>(
     me: &OwnIds,
     taken: Taken<Cmd>,
     prompt_code: Option<String>,
-) -> anyhow::Result<()> {
+) -> Result<(), super::TakeError> {
     match taken {
         Taken::Unregistered { first: true } => unregistered(shared, msg),
         // Commands are not stored as messages are. On one machine the device
@@ -206,7 +206,11 @@ fn unregistered<C: WaClient>(shared: &Shared<C>, msg: &WaMessage) {
 
 /// A message the agent will answer: the receipt, the status message, and
 /// "composing…" while the turn runs.
-async fn engaged<C: WaClient>(shared: &Arc<Shared<C>>, group: &GroupRecord, msg: &WaMessage) -> anyhow::Result<()> {
+async fn engaged<C: WaClient>(
+    shared: &Arc<Shared<C>>,
+    group: &GroupRecord,
+    msg: &WaMessage,
+) -> Result<(), super::TakeError> {
     let ports = &shared.ports;
     let mut progress = ports.progress_for(group);
     progress.every = progress.every.max(STATUS_EVERY);
@@ -265,7 +269,7 @@ async fn run_command<C: WaClient>(
     cmd: Cmd,
     by_admin: bool,
     prompt_code: Option<String>,
-) -> anyhow::Result<()> {
+) -> Result<(), super::TakeError> {
     let session = match cmd {
         Cmd::Status => SessionCommand::Status,
         Cmd::Stop => SessionCommand::Stop,

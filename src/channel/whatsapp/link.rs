@@ -11,7 +11,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
 use whatsapp_rust::bot::{Bot, BotHandle};
 use whatsapp_rust::pair_code::PairCodeOptions;
 use whatsapp_rust::transport::{TokioWebSocketTransportFactory, TransportFactory};
@@ -22,7 +21,7 @@ use whatsapp_rust_sqlite_storage::SqliteStore;
 use super::adapter::Hook;
 use crate::config::Config;
 use crate::domain::Platform;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// WhatsApp's own endpoint, for messages.
 const WHATSAPP_URL: &str = "wss://web.whatsapp.com/ws/chat";
@@ -32,6 +31,64 @@ const PINNED_VERSION: (u32, u32, u32) = (2, 3000, 1_026_131_876);
 /// How long a graceful stop may take before the client is cut off.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// Why linking, unlinking or opening the linked device failed; each says
+/// what to do next where there is something to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// A file of pincer's own (the device store's folder or files, the terminal).
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} is not a UTF-8 path: set whatsapp.device_db to a plain path")]
+    NotUtf8(String),
+    #[error("cannot open the WhatsApp device store {path}: {why}")]
+    DeviceStore { path: String, why: String },
+    #[error("cannot set up the WhatsApp client: {0}")]
+    Client(String),
+    #[error("pincer is already linked to WhatsApp as +{0}: run `pincer whatsapp unlink` first")]
+    AlreadyLinked(String),
+    #[error("the WhatsApp client stopped before {0}")]
+    Stopped(&'static str),
+    #[error("no phone paired within {0}: run `pincer whatsapp link` again when the phone is at hand")]
+    NotPaired(String),
+    #[error(
+        "cannot reach WhatsApp within {within} ({why}): check this machine's internet access (a proxy or \
+         firewall may block WebSockets), then run `pincer whatsapp link` again"
+    )]
+    Unreachable { within: String, why: String },
+    #[error("WhatsApp refused to send a pairing code: {0}")]
+    NoPairingCode(String),
+    #[error("the pairing failed: {0}")]
+    PairFailed(String),
+    #[error("no phone scanned the QR code in time: run `pincer whatsapp link` again when the phone is at hand")]
+    QrCodesExhausted,
+    #[error("WhatsApp refused the connection; wait a while, then run `pincer whatsapp link` again")]
+    Refused,
+    #[error("WhatsApp refuses this client version: upgrade pincer")]
+    Outdated,
+    #[error("WhatsApp has temporarily banned this number")]
+    Banned,
+    #[error("cannot draw the pairing QR code: {0}")]
+    Qr(String),
+    #[error("--phone {0:?}: give the number with its country code, e.g. +4915112345678")]
+    Phone(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An `Io` error saying `what` failed.
+fn io(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> LinkError {
+    move |source| LinkError::Io { what: what.to_string(), source }
+}
+
+/// Writing to the terminal `pincer whatsapp link` runs in.
+fn terminal(source: std::io::Error) -> LinkError {
+    LinkError::Io { what: "cannot write to the terminal".into(), source }
+}
+
 /// Whether a device store exists (a link was made, or attempted).
 pub fn device_stored(config: &Config) -> bool {
     config.whatsapp_db_path().exists()
@@ -39,16 +96,16 @@ pub fn device_stored(config: &Config) -> bool {
 
 /// The bot over the device store; `hook` takes inbound messages before they
 /// are acknowledged, `pair_phone` asks for a pairing code for that number.
-async fn bot(config: &Config, hook: Option<Hook>, pair_phone: Option<String>) -> anyhow::Result<Bot> {
+async fn bot(config: &Config, hook: Option<Hook>, pair_phone: Option<String>) -> Result<Bot, LinkError> {
     let path = config.whatsapp_db_path();
     if let Some(dir) = path.parent() {
         // The store waits 30 s on a missing folder before it fails.
-        crate::private::create_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        crate::private::create_dir(dir).map_err(io(format_args!("cannot create {}", dir.display())))?;
     }
-    let url = path.to_str().with_context(|| format!("{} is not a UTF-8 path", path.display()))?;
+    let url = path.to_str().ok_or_else(|| LinkError::NotUtf8(path.display().to_string()))?;
     let store = SqliteStore::new(url)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot open the WhatsApp device store {}: {e:#}", path.display()))?;
+        .map_err(|e| LinkError::DeviceStore { path: path.display().to_string(), why: format!("{e:#}") })?;
     let mut builder = Bot::builder().with_backend(store).skip_history_sync();
     if let Some(url) = &config.whatsapp.server_url {
         builder = builder
@@ -61,15 +118,19 @@ async fn bot(config: &Config, hook: Option<Hook>, pair_phone: Option<String>) ->
     if let Some(phone_number) = pair_phone {
         builder = builder.with_pair_code(PairCodeOptions { phone_number, ..Default::default() });
     }
-    builder.build().await.map_err(|e| anyhow::anyhow!("cannot set up the WhatsApp client: {e:#}"))
+    builder.build().await.map_err(|e| LinkError::Client(format!("{e:#}")))
 }
+
+/// The linked device's events in the order the crate gave them, for the adapter
+/// (`app` holds them without naming the crate).
+pub type Events = async_channel::Receiver<Arc<Event>>;
 
 /// A linked device, opened for `pincer run`.
 pub struct Linked {
     bot: Bot,
     pub client: Arc<Client>,
     /// The crate's events, in order, subscribed before the client starts.
-    pub events: async_channel::Receiver<Arc<Event>>,
+    pub events: Events,
     subscription: Subscription,
 }
 
@@ -81,7 +142,7 @@ pub struct Running {
 
 /// Opens the device store; `None` (with a log line saying what to do) when it
 /// holds no linked device.
-pub async fn open(config: &Config, hook: Hook) -> anyhow::Result<Option<Linked>> {
+pub async fn open(config: &Config, hook: Hook) -> Result<Option<Linked>, LinkError> {
     let bot = bot(config, Some(hook), None).await?;
     let client = bot.client();
     if client.pn().is_none() {
@@ -157,12 +218,12 @@ async fn probe(config: &Config) -> String {
 /// `pincer whatsapp link`: pairs pincer as a linked device of the account
 /// whose phone scans the QR code (or enters the pairing code sent for
 /// `phone`), says which number it is linked as, and returns it.
-pub async fn link(config: &Config, phone: Option<&str>, out: &mut impl Write) -> anyhow::Result<String> {
+pub async fn link(config: &Config, phone: Option<&str>, out: &mut impl Write) -> Result<String, LinkError> {
     let phone = phone.map(digits).transpose()?;
     let bot = bot(config, None, phone.clone()).await?;
     let client = bot.client();
     if let Some(pn) = client.pn() {
-        bail!("pincer is already linked to WhatsApp as +{}: run `pincer whatsapp unlink` first", pn.user);
+        return Err(LinkError::AlreadyLinked(pn.user.to_string()));
     }
     let (handler, events) = ChannelEventHandler::new();
     let _subscription = client.subscribe_handler(handler);
@@ -186,7 +247,7 @@ async fn pair(
     events: &async_channel::Receiver<Arc<Event>>,
     by_code: bool,
     out: &mut impl Write,
-) -> anyhow::Result<String> {
+) -> Result<String, LinkError> {
     let mut next = reached(config, events).await?;
     let deadline = tokio::time::Instant::now() + config.whatsapp.pair_timeout;
     loop {
@@ -195,17 +256,16 @@ async fn pair(
         }
         next = match tokio::time::timeout_at(deadline, events.recv()).await {
             Ok(Ok(ev)) => ev,
-            Ok(Err(_)) => bail!("the WhatsApp client stopped before the phone paired"),
-            Err(_) => bail!(
-                "no phone paired within {}: run `pincer whatsapp link` again when the phone is at hand",
-                humantime::format_duration(config.whatsapp.pair_timeout)
-            ),
+            Ok(Err(_)) => return Err(LinkError::Stopped("the phone paired")),
+            Err(_) => {
+                return Err(LinkError::NotPaired(humantime::format_duration(config.whatsapp.pair_timeout).to_string()))
+            }
         };
     }
 }
 
 /// The first event that answers the connection, within `connect_timeout`.
-async fn reached(config: &Config, events: &async_channel::Receiver<Arc<Event>>) -> anyhow::Result<Arc<Event>> {
+async fn reached(config: &Config, events: &async_channel::Receiver<Arc<Event>>) -> Result<Arc<Event>, LinkError> {
     let connect = config.whatsapp.connect_timeout;
     let first = tokio::time::timeout(connect, async {
         loop {
@@ -219,13 +279,11 @@ async fn reached(config: &Config, events: &async_channel::Receiver<Arc<Event>>) 
     .await;
     match first {
         Ok(Some(ev)) => Ok(ev),
-        Ok(None) => bail!("the WhatsApp client stopped before it reached WhatsApp"),
-        Err(_) => bail!(
-            "cannot reach WhatsApp within {} ({}): check this machine's internet access (a proxy or firewall may \
-             block WebSockets), then run `pincer whatsapp link` again",
-            humantime::format_duration(connect),
-            probe(config).await
-        ),
+        Ok(None) => Err(LinkError::Stopped("it reached WhatsApp")),
+        Err(_) => Err(LinkError::Unreachable {
+            within: humantime::format_duration(connect).to_string(),
+            why: probe(config).await,
+        }),
     }
 }
 
@@ -236,16 +294,17 @@ async fn pairing(
     client: &Client,
     by_code: bool,
     out: &mut impl Write,
-) -> anyhow::Result<Option<String>> {
+) -> Result<Option<String>, LinkError> {
     match event {
         Event::PairingQrCode(qr) if !by_code => {
-            writeln!(out, "{}", render_qr(&qr.code)?)?;
+            writeln!(out, "{}", render_qr(&qr.code)?).map_err(terminal)?;
             writeln!(
                 out,
                 "Scan this with the phone of the account pincer should use: WhatsApp → Settings → Linked \
                  devices → Link a device (this code is valid for {}s; a new one follows).",
                 qr.timeout.as_secs()
-            )?;
+            )
+            .map_err(terminal)?;
         }
         Event::PairingCode(code) => writeln!(
             out,
@@ -253,46 +312,43 @@ async fn pairing(
              instead, and enter {} (valid for {}s).",
             code.code,
             code.timeout.as_secs()
-        )?,
-        Event::PairingCodeError(e) => bail!("WhatsApp refused to send a pairing code: {}", e.error),
+        )
+        .map_err(terminal)?,
+        Event::PairingCodeError(e) => return Err(LinkError::NoPairingCode(e.error.to_string())),
         Event::PairSuccess(ok) => {
             let number = ok.id.user.to_string();
-            writeln!(out, "Paired; finishing the link ...")?;
+            writeln!(out, "Paired; finishing the link ...").map_err(terminal)?;
             // The client reconnects once after pairing; the link is complete when that connection is up.
             let _ = client.wait_for_connected(Duration::from_secs(20)).await;
             return Ok(Some(number));
         }
-        Event::PairError(e) => bail!("the pairing failed: {}", e.error),
-        Event::PairingQrCodesExhausted(_) => {
-            bail!("no phone scanned the QR code in time: run `pincer whatsapp link` again when the phone is at hand")
-        }
-        Event::LoggedOut(_) | Event::ConnectFailure(_) => {
-            bail!("WhatsApp refused the connection; wait a while, then run `pincer whatsapp link` again")
-        }
-        Event::ClientOutdated(_) => bail!("WhatsApp refuses this client version: upgrade pincer"),
-        Event::TemporaryBan(_) => bail!("WhatsApp has temporarily banned this number"),
+        Event::PairError(e) => return Err(LinkError::PairFailed(e.error.to_string())),
+        Event::PairingQrCodesExhausted(_) => return Err(LinkError::QrCodesExhausted),
+        Event::LoggedOut(_) | Event::ConnectFailure(_) => return Err(LinkError::Refused),
+        Event::ClientOutdated(_) => return Err(LinkError::Outdated),
+        Event::TemporaryBan(_) => return Err(LinkError::Banned),
         _ => {}
     }
     Ok(None)
 }
 
 /// A QR code as text for a terminal (two rows of modules per line).
-fn render_qr(code: &str) -> anyhow::Result<String> {
-    let qr = qrcode::QrCode::new(code.as_bytes()).context("cannot draw the pairing QR code")?;
+fn render_qr(code: &str) -> Result<String, LinkError> {
+    let qr = qrcode::QrCode::new(code.as_bytes()).map_err(|e| LinkError::Qr(e.to_string()))?;
     Ok(qr.render::<qrcode::render::unicode::Dense1x2>().quiet_zone(true).build())
 }
 
 /// A phone number as WhatsApp takes it: digits with the country code.
-fn digits(phone: &str) -> anyhow::Result<String> {
+fn digits(phone: &str) -> Result<String, LinkError> {
     match crate::domain::number_digits(phone) {
         Some(digits) if digits.len() >= 7 => Ok(digits),
-        _ => bail!("--phone {phone:?}: give the number with its country code, e.g. +4915112345678"),
+        _ => Err(LinkError::Phone(phone.to_owned())),
     }
 }
 
 /// `pincer whatsapp status`: the link and the connection as the running (or
 /// last) pincer saw it.
-pub async fn status(config: &Config) -> anyhow::Result<String> {
+pub async fn status(config: &Config) -> Result<String, LinkError> {
     let store = Store::connect(&store_location(config)).await?;
     let rows = store.channels().channel_healths(Platform::WhatsApp).await?;
     store.close().await;
@@ -330,7 +386,7 @@ fn describe(stored: bool, health: Option<&crate::store::ChannelHealth>, path: &P
 /// `pincer whatsapp unlink`: tells WhatsApp to drop this device (when it
 /// can be reached) and deletes the device store, so the next link starts
 /// clean. Returns what happened.
-pub async fn unlink(config: &Config) -> anyhow::Result<String> {
+pub async fn unlink(config: &Config) -> Result<String, LinkError> {
     if !device_stored(config) {
         return Ok("not linked: nothing to do".to_owned());
     }
@@ -354,7 +410,7 @@ pub async fn unlink(config: &Config) -> anyhow::Result<String> {
         let file = format!("{}{suffix}", path.display());
         if let Err(e) = std::fs::remove_file(&file) {
             if e.kind() != std::io::ErrorKind::NotFound {
-                return Err(e).with_context(|| format!("cannot delete {file}"));
+                return Err(io(format_args!("cannot delete {file}"))(e));
             }
         }
     }

@@ -25,6 +25,7 @@ mod adapter;
 mod approvals;
 mod client;
 mod commands;
+mod error;
 mod event;
 mod fitness;
 pub mod format;
@@ -39,5 +40,6 @@ mod status;
 
 pub use adapter::{Hook, ServeOptions, WhatsApp};
 pub use client::{MediaRef, OwnIds, Real, WaClient, WaError, WaMediaKind};
+pub use error::TakeError;
 pub use media::WaFiles;
 pub use status::{WhatsAppStatus, EDIT_WINDOW, REPOST_EVERY, STATUS_EVERY, STATUS_TIMEOUT, STOP_HINT};

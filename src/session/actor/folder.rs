@@ -10,6 +10,20 @@ use super::SessionActor;
 use crate::store::StoreError;
 use crate::workspace::{self, SnapshotError};
 
+/// Why the stored folder was not put in place: logged, and the node's own
+/// folder is used.
+#[derive(Debug, thiserror::Error)]
+enum RestoreError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the stored folder is unreadable")]
+    Unreadable,
+    #[error("cannot write the group's folder: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the task putting the folder in place stopped: {0}")]
+    Stopped(#[from] tokio::task::JoinError),
+}
+
 impl SessionActor {
     /// Before a CLI starts on a cluster node: the group's stored folder, if
     /// this node does not have it yet; else at least its starter folder.
@@ -31,15 +45,14 @@ impl SessionActor {
         }
     }
 
-    async fn restore_folder(&self) -> anyhow::Result<()> {
+    async fn restore_folder(&self) -> Result<(), RestoreError> {
         let data_dir = &self.deps.config.data_dir;
         let Some(at) = self.deps.folders.taken_at(&self.group).await? else { return Ok(()) };
         if workspace::remembered(data_dir, &self.group) == Some(at) {
             return Ok(());
         }
         let Some(stored) = self.deps.folders.get(&self.group).await? else { return Ok(()) };
-        let entries =
-            workspace::decode(&stored.bytes).ok_or_else(|| anyhow::anyhow!("the stored folder is unreadable"))?;
+        let entries = workspace::decode(&stored.bytes).ok_or(RestoreError::Unreadable)?;
         let (dir, group) = (self.deps.config.groups_dir.clone(), self.group.clone());
         tokio::task::spawn_blocking(move || workspace::restore(&dir, &group, &entries)).await??;
         workspace::remember(data_dir, &self.group, stored.taken_at_us)?;

@@ -45,9 +45,7 @@ async fn a_session_runs_only_while_its_node_holds_the_lease_and_drops_its_cli_wh
 
     // Node A freezes; its row expires and node B takes the group over.
     let other = Store::connect(rig.store.location()).await.unwrap();
-    let Location::Postgres(url) = rig.store.location() else { unreachable!("a PostgreSQL rig") };
-    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(url).await.unwrap();
-    sqlx::query("UPDATE nodes SET expires_at_us = 0 WHERE node_id = 'node-a'").execute(&mut db).await.unwrap();
+    crate::store::testing::expire_node(rig.store.location(), "node-a").await;
     let node_b = NodeId::new("node-b").unwrap();
     let inc_b = other.leases().register(&node_b, 4, TTL_US, 0).await.unwrap().unwrap();
     other.leases().claim_group(&rig.group, &node_b, inc_b, Utc::now()).await.unwrap().expect("B claims");

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::Connection;
 use tokio_util::task::TaskTracker;
 
 use super::{deps, test_config};
@@ -61,7 +60,7 @@ async fn answer_once(store: &Store, cli: &FakeCli, text: &str) {
 #[tokio::test]
 async fn a_group_that_moves_resumes_with_its_transcript() {
     let url = postgres::server().fresh_database();
-    let location = Location::Postgres(url.clone());
+    let location = Location::Postgres(url);
     Store::connect(&location).await.unwrap().groups().add_group(&team(), &GroupSettings::default()).await.unwrap();
     let a = node(&location, "node-a").await;
     let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -74,8 +73,7 @@ async fn a_group_that_moves_resumes_with_its_transcript() {
     assert_eq!(stored, local, "the turn's line with its result, the flush after it at the stop");
 
     // Node A stops renewing; once its row expired, B claims the group.
-    let mut db = sqlx::PgConnection::connect(&url).await.unwrap();
-    sqlx::query("UPDATE nodes SET expires_at_us = 0 WHERE node_id = 'node-a'").execute(&mut db).await.unwrap();
+    crate::store::testing::expire_node(&location, "node-a").await;
     let b = node(&location, "node-b").await;
     let cli_b = FakeCli::default().with_home(home_b.path());
     answer_once(&b, &cli_b, "two").await;

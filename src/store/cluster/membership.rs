@@ -1,6 +1,6 @@
 //! The SQL of a node's own row in `nodes`: register (a new incarnation),
 //! renew, leave. Pure: touches nothing; the node's lease task runs these and
-//! feeds the answers to [`super::deadline::Deadline`].
+//! feeds the answers to [`crate::cluster::Deadline`].
 //!
 //! A row is alive while the database's clock is before its `expires_at_us`;
 //! every node judges every other node by that one clock, so skewed machine
@@ -56,7 +56,7 @@ SELECT node_id, live, slots FROM nodes
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::fence::DB_NOW_US;
+    use crate::store::cluster::fence::DB_NOW_US;
 
     #[test]
     fn every_statement_judges_time_by_the_database_clock() {

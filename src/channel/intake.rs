@@ -98,6 +98,13 @@ pub enum Redelivery {
     /// It counts it as delivered whatever pincer says (a Telegram update is
     /// confirmed once handled): a message not taken must be refused in its chat.
     Never,
+    /// It brings it again while pincer does not confirm it, to whichever
+    /// node serves it then (Telegram on a cluster node: an update left
+    /// unconfirmed is polled again, by this node or by the next holder of
+    /// the bot's gateway lease). A message this node cannot store is left
+    /// for that, not refused: a node cut off from the database loses the
+    /// gateway within `lease_ttl`, and the next gateway stores it.
+    ToTheNextGateway,
 }
 
 /// A step of intake that can fail.
@@ -121,13 +128,15 @@ pub enum OnFailure {
 }
 
 impl Redelivery {
-    /// A message that could not be stored is refused in its chat. A failure
-    /// before that is left to a platform that brings the message again (it
-    /// will find the store working, or fail again, unacknowledged); on one
-    /// that does not, a lookup that failed refuses the message in its chat
-    /// and a reachability that could not be recorded is only logged.
+    /// A message that could not be stored is refused in its chat, unless the
+    /// next gateway will be brought it. A failure before that is left to a
+    /// platform that brings the message again (it will find the store
+    /// working, or fail again, unacknowledged); on one that does not, a
+    /// lookup that failed refuses the message in its chat and a reachability
+    /// that could not be recorded is only logged.
     pub fn on_failure(self, step: Step) -> OnFailure {
         match (step, self) {
+            (_, Redelivery::ToTheNextGateway) => OnFailure::Refuse { tell: false },
             (Step::Store, _) => OnFailure::Refuse { tell: true },
             (Step::Lookup | Step::Reachable, Redelivery::UntilAcknowledged) => OnFailure::Refuse { tell: false },
             (Step::Lookup, Redelivery::Never) => OnFailure::Refuse { tell: true },

@@ -2,7 +2,8 @@
 //! each node reaching the database through a relay of its own
 //! (`support::relay`): the database restarted mid-turn, a node cut off from
 //! it while it runs a group, a node frozen inside a fenced transaction, and
-//! a claim whose commit landed but whose answer was lost. Each checks that
+//! a claim whose commit landed but whose answer was lost, and the Telegram
+//! gateway cut off with a message it cannot store. Each checks that
 //! every message is answered exactly once, that no two CLIs ever ran one
 //! group at once, that a group moves within `lease_ttl` + 5 s when it must,
 //! and that nothing is stuck afterwards.
@@ -245,5 +246,26 @@ async fn a_claim_whose_commit_answer_is_lost_leaves_no_ghost_the_group_is_answer
     assert_eq!(answered(&bot, 0, "GHOST").await, 1, "the group runs where its lease is");
     assert_eq!(holder(&mut rig.db, &group).await.as_deref(), Some("n2"));
     nothing_stuck(&mut rig, &bot, &[(0, "GHOST")]).await;
+    one_cli_at_a_time(&api, &[""]);
+}
+
+#[tokio::test]
+async fn a_gateway_cut_off_from_postgres_leaves_the_message_it_cannot_store_to_the_next_gateway() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let bot = FakeBot::start().await;
+    let mut rig = rig(&api, &bot, 1).await;
+    groups_on_n2(&mut rig, &bot).await;
+    // n1 polls Telegram and cannot reach the database: it takes the next
+    // message from Telegram and cannot store it.
+    rig.relays[0].set(Mode::BlackHole);
+    let since = Instant::now();
+    bot.say(&chat(0), &alice(), "hello CUTGATEWAY");
+    wait_held(&mut rig.db, GATEWAY, "n2").await;
+    eprintln!("the gateway moved to n2 {:?} after the cut", since.elapsed());
+    assert_eq!(answered(&bot, 0, "CUTGATEWAY").await, 1, "answered once, by the next gateway's intake");
+    let refused = bot.sent(chat(0).id).iter().filter(|s| s.text.contains("could not take this message")).count();
+    assert_eq!(refused, 0, "nobody was told to send it again");
+    rig.relays[0].heal();
+    nothing_stuck(&mut rig, &bot, &[(0, "CUTGATEWAY")]).await;
     one_cli_at_a_time(&api, &[""]);
 }

@@ -77,6 +77,13 @@ fn a_failed_store_is_refused_in_the_chat_on_every_platform() {
 }
 
 #[test]
+fn on_a_cluster_gateway_nothing_is_refused_the_next_gateway_is_brought_it() {
+    for step in [Step::Lookup, Step::Reachable, Step::Store] {
+        assert_eq!(Redelivery::ToTheNextGateway.on_failure(step), OnFailure::Refuse { tell: false }, "{step:?}");
+    }
+}
+
+#[test]
 fn a_platform_that_brings_a_message_again_gets_it_back_on_any_failure() {
     let again = Redelivery::UntilAcknowledged;
     assert_eq!(again.on_failure(Step::Lookup), OnFailure::Refuse { tell: false });

@@ -6,7 +6,9 @@
 //! A teloxide `Message` is turned into [`ChatMessage`] (an intake
 //! [`Arrival`] and where on Telegram it came from); which group, whether it
 //! engages the agent, and storing it are `channel::intake`'s. A message not
-//! taken is refused in the chat, since its update is confirmed all the same.
+//! taken is refused in the chat, since its update is confirmed all the same;
+//! on a cluster node it is given back unconfirmed instead, for the next
+//! gateway (`intake::Redelivery::ToTheNextGateway`).
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -18,6 +20,7 @@ use teloxide::utils::command::BotCommands;
 use super::commands::{self, Cmd};
 use super::shared::Shared;
 use super::target::TelegramTarget;
+use super::updates::Outcome;
 use super::{approvals, outbound, stop};
 use crate::channel::intake::{self, Addressed, Arrival, Taken};
 use crate::channel::progress::StatusPort;
@@ -89,17 +92,20 @@ impl ChatMessage {
 
 /// Hands a message to intake and acts on its answer; `/chatid` and a
 /// group's move to a new chat id are Telegram's own.
-pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResult {
+/// Takes a chat message. [`Outcome::Released`] when it was not taken and
+/// not refused (a cluster node that cannot store it): Telegram brings it
+/// again, to this node or to the next gateway.
+pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> Result<Outcome, super::TelegramError> {
     if let Some(to) = msg.migrate_to_chat_id() {
         chat_moved(&shared, msg.chat.id.0, to.0).await;
-        return Ok(());
+        return Ok(Outcome::Handled);
     }
     let Some(chat) = ChatMessage::from_telegram(&msg, &shared.me) else {
-        return Ok(());
+        return Ok(Outcome::Handled);
     };
     let command = Cmd::parse(&chat.arrival.text, shared.me.username()).ok();
     if command == Some(Cmd::Chatid) {
-        return commands::chat_id(&shared, chat.target, chat.sender_id).await;
+        return commands::chat_id(&shared, chat.target, chat.sender_id).await.map(|()| Outcome::Handled);
     }
     let ChatMessage { target, message_id, sender_id, arrival } = chat;
     match shared.intake.take(&shared.ports, arrival, command).await {
@@ -112,16 +118,34 @@ pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> HandlerResu
             target.chat_id
         ),
         Ok(Taken::Command { group, command, by_admin }) => {
-            return commands::run(&shared, &group, target, sender_id, by_admin, command).await
+            return commands::run(&shared, &group, target, sender_id, by_admin, command)
+                .await
+                .map(|()| Outcome::Handled)
         }
-        Ok(Taken::Engaged { group }) => return engaged(&shared, &group, target, message_id).await,
+        Ok(Taken::Engaged { group }) => {
+            return engaged(&shared, &group, target, message_id).await.map(|()| Outcome::Handled)
+        }
         Ok(Taken::Unregistered { first: false } | Taken::Observed | Taken::Duplicate) => {}
         // The update is confirmed all the same: the chat is told instead.
         Err(refused) if refused.tell => refuse(&shared, refused.group.as_ref(), target, &refused.error).await,
-        Err(_) => {}
+        Err(refused) => {
+            tracing::warn!(
+                chat_id = target.chat_id,
+                "a Telegram message could not be taken ({}); it is left unconfirmed, for Telegram to bring \
+                 again to this node or the next gateway",
+                refused.error
+            );
+            // Not at once: the next poll would bring it straight back.
+            tokio::time::sleep(RELEASE_PAUSE).await;
+            return Ok(Outcome::Released);
+        }
     }
-    Ok(())
+    Ok(Outcome::Handled)
 }
+
+/// How long a message this node could not take waits before it is given
+/// back, so a store that fails at once is not tried in a loop.
+const RELEASE_PAUSE: Duration = Duration::from_secs(1);
 
 /// A group became a supergroup: same chat, new id.
 async fn chat_moved(shared: &Shared, from: i64, to: i64) {

@@ -81,16 +81,19 @@ impl Telegram {
     /// Connects, trying again with backoff (and saying so in the log and the
     /// channel's health, which `pincer doctor` shows) while the Bot API cannot
     /// be reached or refuses the token. `None` when `shutdown` comes first.
+    /// `redelivery`: [`Redelivery::Never`] on one machine,
+    /// [`Redelivery::ToTheNextGateway`] on a cluster node.
     pub async fn connect_until_up(
         bot: Bot,
         ports: Ports,
         assistant: &str,
+        redelivery: Redelivery,
         retry: RetryPolicy,
         shutdown: &CancellationToken,
     ) -> Option<Telegram> {
         let mut backoff = Backoff::new(retry);
         loop {
-            match Self::connect(bot.clone(), ports.clone(), assistant).await {
+            match Self::connect(bot.clone(), ports.clone(), assistant, redelivery).await {
                 Ok(channel) => {
                     let health = ports.directory.set_health(Platform::Telegram, "connected", None, None).await;
                     if let Err(e) = health {
@@ -115,7 +118,12 @@ impl Telegram {
     }
 
     /// Checks the token with `getMe` and registers the bot's commands.
-    pub async fn connect(bot: Bot, ports: Ports, assistant: &str) -> Result<Telegram, TelegramError> {
+    pub async fn connect(
+        bot: Bot,
+        ports: Ports,
+        assistant: &str,
+        redelivery: Redelivery,
+    ) -> Result<Telegram, TelegramError> {
         let bot = bot.throttle(Limits::default());
         let me = bot.get_me().await.map_err(TelegramError::Unreachable)?;
         if !me.can_read_all_group_messages {
@@ -135,7 +143,7 @@ impl Telegram {
             bot,
             me,
             ports,
-            intake: Intake::new(assistant, Redelivery::Never),
+            intake: Intake::new(assistant, redelivery),
             approvals: Arc::default(),
             typing: crate::channel::typing::Typing::default(),
             status,

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::shared::Shared;
-use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
+use super::updates::{Done, Handled, Outcome, Workers, ALLOWED, HOLD_AT_MOST};
 use crate::retry::{Backoff, RetryPolicy};
 
 /// How long a poll waits for the updates in hand to be handled, so the next
@@ -87,7 +87,7 @@ pub(super) async fn run(
 }
 
 /// Hands each update Telegram did not send before to its chat's worker.
-async fn hand_on(updates: Vec<Update>, book: &mut Book, workers: &Arc<Workers>, tell: &mpsc::UnboundedSender<u32>) {
+async fn hand_on(updates: Vec<Update>, book: &mut Book, workers: &Arc<Workers>, tell: &mpsc::UnboundedSender<Done>) {
     for update in updates {
         let id = update.id.0;
         if book.take(id, Instant::now()) {
@@ -112,20 +112,20 @@ async fn confirm_last(shared: &Shared, book: &mut Book) {
 /// Waits until no update holds the offset back, for `at_most`.
 async fn settle(
     book: &mut Book,
-    handled: &mut mpsc::UnboundedReceiver<u32>,
+    handled: &mut mpsc::UnboundedReceiver<Done>,
     at_most: Duration,
     shutdown: &CancellationToken,
 ) {
     let deadline = Instant::now() + at_most;
     loop {
-        while let Ok(id) = handled.try_recv() {
-            book.handled(id);
+        while let Ok(done) = handled.try_recv() {
+            book.done(done, Instant::now());
         }
         if !book.holding(Instant::now()) {
             return;
         }
         tokio::select! {
-            Some(id) = handled.recv() => book.handled(id),
+            Some(done) = handled.recv() => book.done(done, Instant::now()),
             _ = tokio::time::sleep_until(deadline) => return,
             _ = shutdown.cancelled() => return,
         }
@@ -141,6 +141,10 @@ struct Book {
     in_hand: BTreeMap<u32, (Instant, bool)>,
     /// Handled updates that Telegram has not been told about yet.
     handled: BTreeSet<u32>,
+    /// Updates given back unconfirmed ([`Outcome::Released`]), with since
+    /// when: they hold the offset so Telegram brings them again, for at most
+    /// [`HOLD_AT_MOST`].
+    released: BTreeMap<u32, Instant>,
     /// The offset last given: everything below it is confirmed.
     offset: Option<u32>,
 }
@@ -149,16 +153,24 @@ impl Book {
     /// Takes an update Telegram sent; false when it is one already in hand
     /// or handled (Telegram sends those again until they are confirmed).
     fn take(&mut self, id: u32, now: Instant) -> bool {
-        if self.in_hand.contains_key(&id) || self.handled.contains(&id) {
+        let again = self.released.remove(&id).is_some();
+        if !again && (self.in_hand.contains_key(&id) || self.handled.contains(&id)) {
             return false;
         }
         self.in_hand.insert(id, (now, false));
         true
     }
 
-    fn handled(&mut self, id: u32) {
+    fn done(&mut self, (id, outcome): Done, now: Instant) {
         if self.in_hand.remove(&id).is_some() {
-            self.handled.insert(id);
+            match outcome {
+                Outcome::Handled => {
+                    self.handled.insert(id);
+                }
+                Outcome::Released => {
+                    self.released.entry(id).or_insert(now);
+                }
+            }
         }
     }
 
@@ -183,7 +195,20 @@ impl Book {
                 );
             }
         }
-        let held = self.in_hand.iter().find(|(_, (_, given_up))| !given_up).map(|(id, _)| *id);
+        self.released.retain(|id, since| {
+            let keep = now.duration_since(*since) < HOLD_AT_MOST;
+            if !keep {
+                tracing::error!(
+                    update = id,
+                    "a Telegram message could not be stored for {}; it is no longer asked for again",
+                    humantime::format_duration(HOLD_AT_MOST)
+                );
+            }
+            keep
+        });
+        let in_hand = self.in_hand.iter().find(|(_, (_, given_up))| !given_up).map(|(id, _)| *id);
+        let released = self.released.keys().next().copied();
+        let held = in_hand.into_iter().chain(released).min();
         // An update given up on and handled later is below the offset already.
         let next = held.or_else(|| {
             let past_last = self.in_hand.keys().chain(&self.handled).max().map(|id| id.saturating_add(1));
@@ -200,6 +225,41 @@ impl Book {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Book {
+        fn handled(&mut self, id: u32) {
+            self.done((id, Outcome::Handled), Instant::now());
+        }
+    }
+
+    #[test]
+    fn a_released_update_holds_the_offset_and_is_taken_again() {
+        let now = Instant::now();
+        let mut book = Book::default();
+        for id in [20, 21] {
+            assert!(book.take(id, now));
+        }
+        book.done((20, Outcome::Released), now);
+        book.handled(21);
+        assert!(!book.holding(now), "nothing in hand: poll again at once");
+        assert_eq!(book.offset(now), Some(20), "20 is not confirmed, so Telegram brings it again");
+        assert!(!book.take(21, now), "21 was handled");
+        assert!(book.take(20, now), "20 is taken again");
+        book.handled(20);
+        assert_eq!(book.offset(now), Some(22));
+    }
+
+    #[test]
+    fn a_release_is_asked_for_again_for_a_minute_at_most() {
+        let start = Instant::now();
+        let mut book = Book::default();
+        book.take(30, start);
+        book.done((30, Outcome::Released), start);
+        book.take(31, start);
+        book.handled(31);
+        assert_eq!(book.offset(start), Some(30));
+        assert_eq!(book.offset(start + HOLD_AT_MOST), Some(32), "past the hold, the others are not held back");
+    }
 
     #[test]
     fn nothing_taken_asks_for_everything() {

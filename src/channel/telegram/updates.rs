@@ -5,7 +5,8 @@
 //! handler is done (the message stored, refused, or ignored). The source,
 //! long polling or the webhook, confirms an update to Telegram only then, so
 //! an update pincer holds only in memory is one Telegram still holds too: if
-//! pincer dies with it, Telegram sends it again.
+//! pincer dies with it, Telegram sends it again. A handler may also give
+//! its update back ([`Outcome::Released`]): not taken, to be brought again.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,26 +31,45 @@ pub(super) const ALLOWED: [AllowedUpdate; 3] =
 /// it, the others go on, so one stuck handler cannot stall every chat.
 pub(super) const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Reports its update's id once dropped, which is when its handler is done
-/// (or the update was never handled, since its worker is gone: then too the
-/// source must stop waiting for it).
+/// What became of an update its handler is done with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// Stored, refused in its chat, or nothing for pincer: confirm it.
+    Handled,
+    /// Not taken and not refused (this cluster node cannot store it): leave
+    /// it unconfirmed, so Telegram brings it again, to this node's next poll
+    /// or to the next gateway's.
+    Released,
+}
+
+/// What a source hears of each update it handed on: its id and outcome.
+pub(super) type Done = (u32, Outcome);
+
+/// Reports its update's id and [`Outcome`] once dropped, which is when its
+/// handler is done (or the update was never handled, since its worker is
+/// gone: then too the source must stop waiting for it, and confirms it).
 pub(super) struct Handled {
     id: u32,
-    tell: mpsc::UnboundedSender<u32>,
+    tell: mpsc::UnboundedSender<Done>,
+    outcome: Outcome,
 }
 
 impl Handled {
     /// The channel is unbounded because it never holds more than one id per
     /// update in hand, and those are bounded by the chat queues.
-    pub fn new(id: u32, tell: mpsc::UnboundedSender<u32>) -> Handled {
-        Handled { id, tell }
+    pub fn new(id: u32, tell: mpsc::UnboundedSender<Done>) -> Handled {
+        Handled { id, tell, outcome: Outcome::Handled }
+    }
+
+    fn ended(&mut self, outcome: Outcome) {
+        self.outcome = outcome;
     }
 }
 
 impl Drop for Handled {
     fn drop(&mut self) {
         // The source may have stopped listening; then nobody needs to know.
-        let _ = self.tell.send(self.id);
+        let _ = self.tell.send((self.id, self.outcome));
     }
 }
 
@@ -58,17 +78,17 @@ impl Drop for Handled {
 /// chats' queues alone would hold some 60 MB.
 struct Job {
     update: Box<Update>,
-    _handled: Handled,
+    handled: Handled,
 }
 
 /// What a worker does with an update: the channel's handlers in pincer, a
 /// recorder in the tests.
 pub(super) trait Handler: Send + Sync + 'static {
-    fn handle(&self, update: Update) -> impl Future<Output = ()> + Send;
+    fn handle(&self, update: Update) -> impl Future<Output = Outcome> + Send;
 }
 
 impl Handler for Arc<Shared> {
-    async fn handle(&self, update: Update) {
+    async fn handle(&self, update: Update) -> Outcome {
         handle(self, update).await
     }
 }
@@ -97,12 +117,12 @@ impl<H: Handler> Workers<H> {
         let Some(chat) = update.chat().map(|c| c.id.0) else {
             let workers = self.clone();
             tokio::spawn(async move {
-                workers.handler.handle(update).await;
-                drop(handled);
+                let mut handled = handled;
+                handled.ended(workers.handler.handle(update).await);
             });
             return;
         };
-        let mut job = Job { update: Box::new(update), _handled: handled };
+        let mut job = Job { update: Box::new(update), handled };
         loop {
             let queue = self.queue(chat);
             match queue.send(job).await {
@@ -146,7 +166,7 @@ async fn work<H: Handler>(
 ) {
     loop {
         match tokio::time::timeout(IDLE, jobs.recv()).await {
-            Ok(Some(job)) => workers.handler.handle(*job.update).await,
+            Ok(Some(Job { update, mut handled })) => handled.ended(workers.handler.handle(*update).await),
             Ok(None) => return,
             Err(_idle) => {
                 let mut chats = workers.lock();
@@ -163,9 +183,14 @@ async fn work<H: Handler>(
 /// Hands an update to its handler. A failure is logged and the update counts
 /// as handled: a message that could not be stored was refused in its chat
 /// already, and holding the update would only bring the same failure back.
-async fn handle(shared: &Arc<Shared>, update: Update) {
+/// On a cluster node a message not stored is released instead
+/// ([`inbound::on_message`] says so): the next gateway will store it.
+async fn handle(shared: &Arc<Shared>, update: Update) -> Outcome {
     let done = match update.kind {
-        UpdateKind::Message(msg) => inbound::on_message(msg, shared.clone()).await,
+        UpdateKind::Message(msg) => match inbound::on_message(msg, shared.clone()).await {
+            Ok(Outcome::Released) => return Outcome::Released,
+            other => other.map(drop),
+        },
         UpdateKind::CallbackQuery(query) => inbound::on_callback(query, shared.clone()).await,
         UpdateKind::MyChatMember(member) => inbound::on_membership(member, shared.clone()).await,
         other => {
@@ -176,6 +201,7 @@ async fn handle(shared: &Arc<Shared>, update: Update) {
     if let Err(e) = done {
         tracing::error!("a Telegram update handler failed: {e:#}");
     }
+    Outcome::Handled
 }
 
 #[cfg(test)]
@@ -190,8 +216,9 @@ mod tests {
     struct Count(Arc<AtomicUsize>);
 
     impl Handler for Count {
-        async fn handle(&self, _update: Update) {
+        async fn handle(&self, _update: Update) -> Outcome {
             self.0.fetch_add(1, Ordering::SeqCst);
+            Outcome::Handled
         }
     }
 
@@ -209,7 +236,7 @@ mod tests {
 
     fn job(id: u32, chat: i64) -> Job {
         let (tell, _) = mpsc::unbounded_channel();
-        Job { update: Box::new(update(id, chat)), _handled: Handled::new(id, tell) }
+        Job { update: Box::new(update(id, chat)), handled: Handled::new(id, tell) }
     }
 
     async fn until_handled(count: &Count, n: usize) {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::TelegramError;
 use super::shared::Shared;
-use super::updates::{Handled, Workers, ALLOWED, HOLD_AT_MOST};
+use super::updates::{Handled, Outcome, Workers, ALLOWED, HOLD_AT_MOST};
 use crate::config::TelegramConfig;
 use crate::retry::{Backoff, RetryPolicy};
 
@@ -138,15 +138,21 @@ async fn on_post(State(hook): State<Hook>, headers: HeaderMap, body: String) -> 
     let (tell, mut handled) = mpsc::unbounded_channel();
     let id = update.id.0;
     hook.workers.dispatch(update, Handled::new(id, tell)).await;
-    if tokio::time::timeout(HOLD_AT_MOST, handled.recv()).await.is_err() {
-        tracing::warn!(
-            update = id,
-            "a Telegram update is still being handled after {}; Telegram is told it arrived, so a crash \
-             before it is handled loses it",
-            humantime::format_duration(HOLD_AT_MOST)
-        );
+    match tokio::time::timeout(HOLD_AT_MOST, handled.recv()).await {
+        // Given back (a cluster node that cannot store it): Telegram sends
+        // it again after an error, to whichever node listens then.
+        Ok(Some((_, Outcome::Released))) => StatusCode::SERVICE_UNAVAILABLE,
+        Ok(_) => StatusCode::OK,
+        Err(_) => {
+            tracing::warn!(
+                update = id,
+                "a Telegram update is still being handled after {}; Telegram is told it arrived, so a crash \
+                 before it is handled loses it",
+                humantime::format_duration(HOLD_AT_MOST)
+            );
+            StatusCode::OK
+        }
     }
-    StatusCode::OK
 }
 
 #[cfg(test)]

@@ -27,6 +27,8 @@ mod intake;
 mod lifecycle;
 mod pending;
 mod permission;
+#[allow(dead_code)] // wired into the actor in a follow-up (issue 44)
+mod provenance;
 mod rights;
 mod slots;
 mod supervisor;

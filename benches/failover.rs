@@ -21,7 +21,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::bench::print_row;
-use support::cluster::{holder, nodes_with, serving_team};
+use support::cluster::{holder, nodes_with, serving_team, through_relays, wait_alive};
 use support::fake_api::{echo, FakeApi};
 use support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 
@@ -39,8 +39,9 @@ fn main() {
         .ok()
         .map(|v| humantime::parse_duration(&v).expect("PINCER_BENCH_LEASE_TTL: a duration such as 10s"))
         .unwrap_or(Duration::from_secs(10));
+    let partition = std::env::var("PINCER_BENCH_FAULT").is_ok_and(|f| f == "partition");
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    runtime.block_on(failover(kills, ttl));
+    runtime.block_on(failover(kills, ttl, partition));
 }
 
 /// Waits until `word`'s echo reached the team chat.
@@ -49,30 +50,40 @@ async fn answered(bot: &FakeBot, word: &str) {
         .await;
 }
 
-async fn failover(kills: usize, ttl: Duration) {
+async fn failover(kills: usize, ttl: Duration, partition: bool) {
     let api = FakeApi::start(echo()).await;
     let bot = FakeBot::start().await;
     let url = support::postgres::server().fresh_database();
-    let (mut nodes, mut db) = serving_team(nodes_with(&api, &bot, &url, 3, ttl), &url, team().id).await;
+    let mut nodes = nodes_with(&api, &bot, &url, 3, ttl);
+    let relays = if partition { through_relays(&mut nodes, &url).await } else { Vec::new() };
+    let (mut nodes, mut db) = serving_team(nodes, &url, team().id).await;
     bot.say(&team(), &alice(), "hello WARM");
     answered(&bot, "WARM").await;
 
     let mut samples = Vec::with_capacity(kills);
     for round in 0..kills {
         let owner = holder(&mut db, "team").await.expect("a node holds the group");
-        let node = nodes.iter_mut().find(|n| n.id == owner).expect("the owner is one of ours");
-        node.kill_9().await;
+        let at = nodes.iter().position(|n| n.id == owner).expect("the owner is one of ours");
+        match relays.get(at) {
+            Some(relay) => relay.set(support::relay::Mode::BlackHole),
+            None => nodes[at].kill_9().await,
+        }
         let killed = Instant::now();
         let word = format!("ROUND{round}X");
         bot.say(&team(), &alice(), &format!("still there? {word}"));
         answered(&bot, &word).await;
         let took = killed.elapsed();
-        eprintln!("round {round}: {owner} killed, answered after {took:.1?}");
+        eprintln!("round {round}: {owner} cut off or killed, answered after {took:.1?}");
         samples.push(took);
-        node.start().await;
+        match relays.get(at) {
+            Some(relay) => relay.heal(),
+            None => nodes[at].start().await,
+        }
+        wait_alive(&mut db, 3).await;
     }
+    let fault = if partition { "partition (black hole)" } else { "kill -9" };
     print_row(
-        &format!("kill -9 of the group's node → its next message answered (lease_ttl {ttl:?}, 3 nodes)"),
+        &format!("{fault} of the group's node → its next message answered (lease_ttl {ttl:?}, 3 nodes)"),
         samples,
     );
 }

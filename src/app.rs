@@ -8,6 +8,7 @@ mod claims;
 mod commands;
 mod console;
 mod data;
+mod drain;
 mod engine;
 mod gateway;
 mod hints;
@@ -22,6 +23,8 @@ mod start;
 mod stop;
 mod submit;
 mod whatsapp;
+
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -83,8 +86,14 @@ pub async fn start<C: WaClient>(
 ) -> anyhow::Result<Running> {
     start::warn_if_untested(&config);
     let sections = Sections::of(&config)?;
-    let engine = Engine::start(config, shutdown.clone()).await?;
-    let mut running = Running::new(engine, lock, sections.grace, shutdown);
+    // The turn, the tasks after it, the CLI's close, and a margin.
+    let (cluster, grace) = (&config.cluster, sections.grace);
+    let drain_limit = cluster.drain_turn_timeout + cluster.drain_tasks_wait + grace * 2 + Duration::from_secs(10);
+    // `shutdown` asks for the stop; the services stop at their own token,
+    // cancelled by `Running::stop` once a cluster node has drained.
+    let services_stop = CancellationToken::new();
+    let engine = Engine::start(config, services_stop.clone()).await?;
+    let mut running = Running::new(engine, lock, grace, services_stop, shutdown, drain_limit);
     match start_services(&mut running, sections, whatsapp).await {
         Ok(()) => Ok(running),
         Err(e) => {
@@ -100,7 +109,7 @@ async fn start_services<C: WaClient>(
     s: Sections,
     whatsapp: Option<WhatsAppSource<C>>,
 ) -> anyhow::Result<()> {
-    let Running { engine, services, node, .. } = running;
+    let Running { engine, services, node, drain_asked, .. } = running;
     match s.node.clone() {
         // A cluster node takes over what was left in flight group by group, as it claims them.
         Some(section) => *node = Some(node::ClusterNode::start(engine, services, section)?),
@@ -119,7 +128,11 @@ async fn start_services<C: WaClient>(
     services.intake(|stop| reload::on_sighup(reloader, stop));
     services.intake(|stop| retention::run(retention, s.retention, stop));
     let mut askers = Askers::default();
-    start::control(engine, services, &s.data_dir, || askers.register(Platform::Console));
+    let drain = node.as_ref().map(|node| {
+        let port = drain::DrainPort { asked: drain_asked.clone(), progress: node.drain_progress() };
+        std::sync::Arc::new(port) as std::sync::Arc<dyn crate::control::server::Drain>
+    });
+    start::control(engine, services, &s.data_dir, drain, || askers.register(Platform::Console));
     if let Some(config) = s.telegram {
         let asks = || askers.register(Platform::Telegram);
         let token = config.token.as_ref().map(|t| t.expose().to_owned()).unwrap_or_default();

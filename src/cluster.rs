@@ -4,18 +4,22 @@
 //! whether to claim it, until when its CLIs may run, and the fencing SQL.
 //! Nothing here does I/O; the node's lease task and the store call these.
 
+pub mod bounds;
 pub mod claim;
 pub mod deadline;
 pub mod fence;
+pub mod ghost;
 pub mod membership;
 pub mod node_id;
 pub mod placement;
 pub mod round;
 pub mod timing;
 
+pub use bounds::PgBounds;
 pub use claim::{decide, next_epoch, ClaimDecision, ClaimInputs, LeaseSeen};
 pub use deadline::{Deadline, RenewalSent, Renewed};
 pub use fence::{Fence, LeaseName};
+pub use ghost::{GhostAction, Ghosts};
 pub use node_id::{NodeId, NodeIdError};
 pub use placement::{preferred_node, NodeLoad};
 pub use round::{Me, Plan, Rounds};

@@ -25,6 +25,9 @@ pub struct UnitSpec {
     pub user: String,
     /// `claude.shutdown_grace`: sessions get it to finish, then replies as long to drain.
     pub shutdown_grace: Duration,
+    /// On a cluster node, how long SIGTERM's drain may wait for a turn and
+    /// its tasks (`[cluster] drain_turn_timeout` + `drain_tasks_wait`); zero on one machine.
+    pub drain: Duration,
 }
 
 /// Why no unit can be written for these paths.
@@ -72,7 +75,7 @@ pub fn unit(spec: &UnitSpec) -> Result<String, UnitError> {
          RestartSec=5s\n\
          # pincer pings every {ping}; a main loop or store stuck for {watchdog} is restarted.\n\
          WatchdogSec={watchdog}\n\
-         # Sessions get claude.shutdown_grace to finish, replies as long to drain, and a margin.\n\
+         # A cluster node's drain, sessions get claude.shutdown_grace to finish, replies as long to drain, and a margin.\n\
          TimeoutStopSec={stop}\n\
          KillMode=mixed\n\
          NoNewPrivileges=yes\n\
@@ -88,7 +91,9 @@ pub fn unit(spec: &UnitSpec) -> Result<String, UnitError> {
          WantedBy=multi-user.target\n",
         ping = humantime::format_duration(WATCHDOG / 2),
         watchdog = humantime::format_duration(WATCHDOG),
-        stop = humantime::format_duration(Duration::from_secs(spec.shutdown_grace.as_secs() * 2 + 30)),
+        stop = humantime::format_duration(Duration::from_secs(
+            spec.drain.as_secs() + spec.shutdown_grace.as_secs() * 2 + 30
+        )),
     ))
 }
 
@@ -168,6 +173,7 @@ mod tests {
             groups_dir: "/srv/pincer/my groups".into(),
             user: "pincer".into(),
             shutdown_grace: Duration::from_secs(5),
+            drain: Duration::ZERO,
         }
     }
 
@@ -179,6 +185,8 @@ mod tests {
         assert!(unit.contains("\nReadWritePaths=/srv/pincer/data \"/srv/pincer/my groups\"\n"), "{unit}");
         assert!(unit.contains("\nUser=pincer\n") && unit.contains("\nRestart=on-failure\n"), "{unit}");
         assert!(unit.contains("\nTimeoutStopSec=40s\n"), "two graces and a margin: {unit}");
+        let node = super::unit(&UnitSpec { drain: Duration::from_secs(130), ..spec() }).unwrap();
+        assert!(node.contains("\nTimeoutStopSec=2m 50s\n"), "a cluster node's drain first: {node}");
         assert!(unit.contains("\nExecReload=/bin/kill -HUP $MAINPID\n"), "`systemctl reload` sends SIGHUP: {unit}");
         for breaks_bwrap in ["ProtectKernelTunables", "RestrictNamespaces", "PrivateUsers", "SystemCallFilter"] {
             assert!(!unit.contains(breaks_bwrap), "{breaks_bwrap} would break the sandbox");

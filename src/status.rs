@@ -138,7 +138,8 @@ fn daemon_line(daemon: Option<&LiveView>, now: i64) -> String {
 fn store_lines(out: &mut String, s: &Overview, now: i64) {
     for p in &s.platforms {
         let detail = p.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
-        out.push_str(&format!("{}: {} ({}){detail}\n", p.platform, p.state, ago(now, p.since)));
+        let node = p.node.as_deref().map(|n| format!(" on {n}")).unwrap_or_default();
+        out.push_str(&format!("{}{node}: {} ({}){detail}\n", p.platform, p.state, ago(now, p.since)));
     }
     out.push_str(&format!("messages waiting for their session: {}\n", s.waiting_messages));
     if s.outbox.is_empty() {
@@ -234,12 +235,22 @@ mod tests {
             daemon,
             store: Overview {
                 db_bytes: 3 * 1024 * 1024,
-                platforms: vec![PlatformView {
-                    platform: "telegram".into(),
-                    state: "connected".into(),
-                    detail: None,
-                    since: 1_000,
-                }],
+                platforms: vec![
+                    PlatformView {
+                        platform: "telegram".into(),
+                        node: None,
+                        state: "connected".into(),
+                        detail: None,
+                        since: 1_000,
+                    },
+                    PlatformView {
+                        platform: "whatsapp".into(),
+                        node: Some("db-2".into()),
+                        state: "logged_out".into(),
+                        detail: None,
+                        since: 1_000,
+                    },
+                ],
                 waiting_messages: 2,
                 outbox: vec![Backlog { platform: "telegram".into(), waiting: 4, oldest_seconds: 95 }],
                 groups: vec![GroupView {
@@ -280,6 +291,7 @@ mod tests {
         let text = render(&status(Some(live)), 4_060);
         assert!(text.contains("daemon: running (pid 7)") && text.contains("1 of 4 CLI slots"), "{text}");
         assert!(text.contains("telegram: connected (51m ago)"), "{text}");
+        assert!(text.contains("whatsapp on db-2: logged_out (51m ago)"), "each node's own device: {text}");
         assert!(text.contains("outbox: 4 waiting for telegram, the oldest for 1m 35s"), "{text}");
         assert!(text.contains("family: in a turn (1 pending), 2 background task(s), 2 waiting"), "{text}");
         assert!(

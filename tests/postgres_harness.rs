@@ -105,8 +105,9 @@ async fn sqlite_schema() -> BTreeSet<String> {
 
 /// The schema a fresh PostgreSQL store has after `migrations/postgres/`.
 /// Without the cluster's tables (`nodes`, `leases`, `transcript_chunks`, `group_folders`, `approvals`,
-/// `pending_commands`): only PostgreSQL has them (migrations/postgres/0002_cluster.sql, 0003_transcripts.sql,
-/// 0004_folders.sql, 0007_approvals.sql, 0008_commands.sql).
+/// `pending_commands`, `group_activity`, `seen_commands`): only PostgreSQL has them
+/// (migrations/postgres/0002_cluster.sql, 0003_transcripts.sql, 0004_folders.sql, 0007_approvals.sql,
+/// 0008_commands.sql, 0009_activity.sql, 0010_seen_commands.sql).
 async fn postgres_schema() -> BTreeSet<String> {
     let mut db = PgConnection::connect(&postgres::server().fresh_database()).await.unwrap();
     sqlx::migrate!("./migrations/postgres").run(&mut db).await.unwrap();
@@ -114,7 +115,7 @@ async fn postgres_schema() -> BTreeSet<String> {
     let columns = "SELECT table_name::text, ordinal_position::bigint - 1, column_name::text, data_type::text,
                           is_nullable::text = 'NO', column_default::text
                      FROM information_schema.columns
-                    WHERE table_schema = 'public' AND table_name NOT IN ('_sqlx_migrations', 'nodes', 'leases', 'transcript_chunks', 'group_folders', 'approvals', 'pending_commands')";
+                    WHERE table_schema = 'public' AND table_name NOT IN ('_sqlx_migrations', 'nodes', 'leases', 'transcript_chunks', 'group_folders', 'approvals', 'pending_commands', 'group_activity', 'seen_commands')";
     for row in sqlx::query(columns).fetch_all(&mut db).await.unwrap() {
         let (table, cid, name, kind): (String, i64, String, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
         let default = row.get::<Option<String>, _>(5);
@@ -127,7 +128,7 @@ async fn postgres_schema() -> BTreeSet<String> {
                   FROM pg_constraint c, unnest(c.conkey) WITH ORDINALITY AS k(attnum, n), pg_attribute a
                  WHERE c.contype = 'p' AND a.attrelid = c.conrelid AND a.attnum = k.attnum
                    AND c.connamespace = 'public'::regnamespace AND c.conrelid <> '_sqlx_migrations'::regclass
-                   AND c.conrelid::regclass::text NOT IN ('nodes', 'leases', 'transcript_chunks', 'group_folders', 'approvals', 'pending_commands')";
+                   AND c.conrelid::regclass::text NOT IN ('nodes', 'leases', 'transcript_chunks', 'group_folders', 'approvals', 'pending_commands', 'group_activity', 'seen_commands')";
     for row in sqlx::query(keys).fetch_all(&mut db).await.unwrap() {
         let (table, name, at): (String, String, i64) = (row.get(0), row.get(1), row.get(2));
         schema.insert(format!("primary key {table}.{name} at {at}"));
@@ -141,7 +142,7 @@ async fn postgres_indexes_keys_triggers(db: &mut PgConnection) -> BTreeSet<Strin
     // Those a constraint (a primary key) made are left out, as SQLite's own are.
     let indexes = "SELECT t.relname::text, i.relname::text, x.indisunique, x.indpred IS NOT NULL
                      FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
-                    WHERE t.relnamespace = 'public'::regnamespace AND t.relname NOT IN ('nodes', 'leases', 'transcript_chunks', 'group_folders', 'approvals', 'pending_commands')
+                    WHERE t.relnamespace = 'public'::regnamespace AND t.relname NOT IN ('nodes', 'leases', 'transcript_chunks', 'group_folders', 'approvals', 'pending_commands', 'group_activity', 'seen_commands')
                       AND NOT EXISTS (SELECT 1 FROM pg_constraint c
                                        WHERE c.conindid = x.indexrelid AND c.conrelid = x.indrelid)";
     for row in sqlx::query(indexes).fetch_all(&mut *db).await.unwrap() {

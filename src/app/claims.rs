@@ -6,6 +6,12 @@
 //! another node), and lets go of groups whose sessions retired. It owns
 //! its [`Rounds`], stops at the shutdown token, and touches the store's
 //! `leases` rows and, through the router, the sessions.
+//!
+//! Each claim is given up after `PgBounds::claim_within`, so one slow claim
+//! (a stuck server, a lost answer) cannot hold up the round; and each round
+//! first looks for ghost leases (held by this incarnation in the store but
+//! unknown here: a claim whose answer was lost) and adopts or releases them
+//! as `cluster::ghost` decides.
 
 use std::time::Duration;
 
@@ -15,7 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::membership::NodeState;
-use crate::cluster::{LeaseName, LeaseTiming, Me, NodeId, Rounds};
+use crate::cluster::{GhostAction, Ghosts, LeaseName, LeaseTiming, Me, NodeId, PgBounds, Rounds};
 use crate::domain::GroupName;
 use crate::outbox::Outbox;
 use crate::router::Router;
@@ -47,12 +53,15 @@ pub struct ClaimLoop {
     pub live: watch::Sender<usize>,
     /// Woken when another node stored work (`app::hints`): a round now.
     pub nudge: std::sync::Arc<tokio::sync::Notify>,
+    /// Cancelled when this node drains: it claims nothing more.
+    pub draining: CancellationToken,
 }
 
 impl ClaimLoop {
     /// Runs rounds until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
         let mut rounds = Rounds::default();
+        let mut ghosts = Ghosts::default();
         let mut next = Instant::now();
         loop {
             tokio::select! {
@@ -66,6 +75,7 @@ impl ClaimLoop {
             let NodeState::Registered { incarnation, .. } = state else {
                 continue;
             };
+            self.settle_ghosts(&mut ghosts, incarnation).await;
             if let Some(look_again) = self.round(&mut rounds, incarnation).await {
                 next = next.min(look_again);
             }
@@ -88,7 +98,12 @@ impl ClaimLoop {
         let busy = self.router.statuses().iter().filter(|(_, s)| busy(s)).count();
         self.live.send_replace(busy);
         let me = Me { id: self.node.clone(), incarnation, live: busy as u64, slots: self.slots };
-        let plan = rounds.plan(&me, &work, &nodes, self.timing.grace(), Instant::now());
+        let mut plan = rounds.plan(&me, &work, &nodes, self.timing.grace(), Instant::now());
+        if self.draining.is_cancelled() {
+            // Its own groups are still woken: a session started now hears the
+            // drain and hands its group over at once.
+            plan.claim.clear();
+        }
         for group in &plan.claim {
             self.claim(group, incarnation).await;
         }
@@ -104,11 +119,42 @@ impl ClaimLoop {
         plan.look_again
     }
 
+    /// Adopts or releases the leases the store shows held by this
+    /// incarnation that this node does not know it holds (`cluster::ghost`).
+    async fn settle_ghosts(&self, ghosts: &mut Ghosts, incarnation: i64) {
+        let (stored, generation) = match self.leases.held_in_store(&self.node, incarnation).await {
+            Ok(read) => read,
+            Err(e) => return tracing::warn!(%e, "cannot read this node's leases; trying again"),
+        };
+        // Decided before the loop: the closure must not live across its awaits.
+        let actions = ghosts.decide(&stored, |lease| self.leases.known_epoch(lease), Instant::now());
+        for action in actions {
+            match action {
+                GhostAction::Adopt { lease, epoch } => {
+                    if self.leases.adopt(&lease, epoch, generation) {
+                        tracing::warn!(lease = %lease.as_str(), epoch, "adopted a lease this node held without \
+                            knowing it (its claim's answer was lost): it runs here now");
+                    }
+                }
+                GhostAction::Release { lease, epoch } => {
+                    match self.leases.release_at(&lease, &self.node, epoch).await {
+                        Ok(()) => tracing::warn!(lease = %lease.as_str(), epoch, "let go of a lease this node held \
+                        without knowing it (its claim's answer was lost): it is claimed again as usual"),
+                        Err(e) => tracing::warn!(lease = %lease.as_str(), %e, "cannot let go of a ghost lease"),
+                    }
+                }
+            }
+        }
+    }
+
     async fn claim(&self, group: &GroupName, incarnation: i64) {
-        let takeover = match self.leases.claim_group(group, &self.node, incarnation, Utc::now()).await {
-            Ok(Some(takeover)) => takeover,
-            Ok(None) => return tracing::debug!(%group, "another node claimed the group first"),
-            Err(e) => return tracing::warn!(%group, %e, "cannot claim the group; trying again"),
+        let within = PgBounds::new(self.timing).claim_within();
+        let claiming = self.leases.claim_group(group, &self.node, incarnation, Utc::now());
+        let takeover = match tokio::time::timeout(within, claiming).await {
+            Ok(Ok(Some(takeover))) => takeover,
+            Ok(Ok(None)) => return tracing::debug!(%group, "another node claimed the group first (or it is locked)"),
+            Ok(Err(e)) => return tracing::warn!(%group, %e, "cannot claim the group; trying again"),
+            Err(_) => return tracing::warn!(%group, ?within, "a claim took too long; trying again next round"),
         };
         let Takeover { epoch, requeued, runs_cut_off } = takeover;
         tracing::info!(%group, epoch, requeued, runs_cut_off, node = %self.node, "claimed the group");

@@ -1,5 +1,6 @@
 //! The data directory's store, opened for any command, and a group
 //! registered in it with its folder (`pincer groups add`, `pincer setup`).
+//! A PostgreSQL store's waits are bounded by `[cluster] lease_ttl` (`cluster::bounds`).
 
 use anyhow::Context;
 
@@ -12,7 +13,8 @@ use crate::store::{GroupSettings, Location, Store};
 pub async fn open_store(config: &Config) -> anyhow::Result<Store> {
     crate::private::create_dir(&config.data_dir)
         .with_context(|| format!("cannot create data_dir {}", config.data_dir.display()))?;
-    Ok(Store::connect(&store_location(config)).await?)
+    let bounds = crate::cluster::PgBounds::new(config.cluster.timing().unwrap_or_default());
+    Ok(Store::connect_bounded(&store_location(config), bounds).await?)
 }
 
 /// Where `config` keeps its store.

@@ -50,6 +50,9 @@ pub struct Engine {
     pub live: crate::config::Live,
     /// `pincer reload` and SIGHUP.
     pub reloader: Arc<reload::Reloader>,
+    /// Cancelled when a cluster node drains: each session hands its group
+    /// over at its next turn boundary (`session::drain`).
+    pub drain: CancellationToken,
     /// What the scheduler needs until [`Engine::start_scheduler`] starts it.
     unstarted: Option<(SchedulerInbox, crate::config::SchedulerConfig, chrono_tz::Tz)>,
     /// `[scheduler]`'s limits and `timezone`, for the adapters' [`Ports`].
@@ -133,6 +136,7 @@ impl Engine {
         let tools = toolbox(&config, &store, &outbox, &scheduler, limits).await;
         let (approvals_tx, approvals) = async_channel::bounded(APPROVALS);
         let metrics = Arc::new(Metrics::default());
+        let drain = CancellationToken::new();
         let deps = Arc::new(SessionDeps {
             queue: store.queue(),
             preparing: store.preparing(),
@@ -141,6 +145,7 @@ impl Engine {
             budgets: store.budgets(),
             leases: store.leases(),
             folders: store.folders(),
+            activities: store.activities(),
             slots: Slots::new(config.claude.max_live_sessions),
             cli: Arc::new(crate::session::RealCli::new(config.clone(), launcher)),
             config: config.clone(),
@@ -152,6 +157,7 @@ impl Engine {
             metrics: metrics.clone(),
             tools,
             shutdown: shutdown.clone(),
+            drain: drain.clone(),
         });
         let tracker = TaskTracker::new();
         let router = Router::new(deps, tracker.clone());
@@ -168,6 +174,7 @@ impl Engine {
             scheduler,
             live,
             reloader: Arc::new(reloader),
+            drain,
             unstarted: Some((inbox, config.scheduler.clone(), zone)),
             limits,
             zone,
@@ -195,6 +202,7 @@ impl Engine {
             scheduler: self.scheduler.clone(),
             limits: self.limits,
             zone: self.zone,
+            remote: crate::channel::follow::Remote::new(self.store.activities()),
         }
     }
 

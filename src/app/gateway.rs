@@ -31,6 +31,9 @@ pub struct Gateway {
     pub state: watch::Receiver<NodeState>,
     /// Shows the tool approvals of every node for this platform's chats, round by round.
     pub approvals: Option<super::approvals::Shower>,
+    /// Cancelled when this node drains: the gateway goes to another node
+    /// once one can take it, and is not claimed again.
+    pub draining: CancellationToken,
 }
 
 /// When a served round ends: its intake at `stop` (shutdown, or the lease
@@ -91,10 +94,11 @@ impl Gateway {
     {
         while self.claim(&shutdown, &mut fit).await {
             tracing::info!(lease = %self.lease.as_str(), node = %self.node, "this node is the gateway now");
-            let (lost, unfit) = (CancellationToken::new(), CancellationToken::new());
+            let (lost, unfit, handed) = (CancellationToken::new(), CancellationToken::new(), CancellationToken::new());
             let watching = tokio::spawn(lost_when_gone(self.leases.clone(), self.lease.clone(), lost.clone()));
             let unfitting = tokio::spawn(when_unfit(fit.clone(), unfit.clone()));
-            let ended = either(&lost, &unfit);
+            let handing = tokio::spawn(hand_over_when_taken(self.taker(), handed.clone()));
+            let ended = either(&lost, &either(&unfit, &handed));
             let (round_tx, round_asks) = mpsc::channel(16);
             let forwarding = forward(&mut asks, round_tx.clone());
             let stop = either(&shutdown, &ended);
@@ -103,6 +107,7 @@ impl Gateway {
             let served = serve(round).await;
             watching.abort();
             unfitting.abort();
+            handing.abort();
             if let Some(showing) = showing {
                 showing.stop().await;
             }
@@ -110,7 +115,17 @@ impl Gateway {
             if !ended.is_cancelled() {
                 return served;
             }
-            if unfit.is_cancelled() && !lost.is_cancelled() {
+            if handed.is_cancelled() && !lost.is_cancelled() {
+                // Polling ended with the round: the next node polls from where the store says.
+                match self.leases.release(&self.lease).await {
+                    Ok(()) => {
+                        tracing::info!(lease = %self.lease.as_str(), "this node drains: it handed the gateway to another node")
+                    }
+                    Err(e) => {
+                        tracing::warn!(lease = %self.lease.as_str(), %e, "cannot let the gateway's lease go; it moves when this node leaves")
+                    }
+                }
+            } else if unfit.is_cancelled() && !lost.is_cancelled() {
                 tracing::warn!(lease = %self.lease.as_str(), "this node cannot reach the platform now: it let the gateway's lease go");
                 if let Err(e) = self.leases.release(&self.lease).await {
                     tracing::debug!(lease = %self.lease.as_str(), %e, "the gateway's lease was gone already");
@@ -126,7 +141,8 @@ impl Gateway {
     async fn claim(&mut self, shutdown: &CancellationToken, fit: &mut watch::Receiver<bool>) -> bool {
         loop {
             let (state, fit_now) = (*self.state.borrow_and_update(), *fit.borrow_and_update());
-            if let (NodeState::Registered { incarnation, .. }, true) = (state, fit_now) {
+            let draining = self.draining.is_cancelled();
+            if let (NodeState::Registered { incarnation, .. }, true, false) = (state, fit_now, draining) {
                 match self.leases.claim(&self.lease, &self.node, incarnation).await {
                     Ok(Some(_)) => return true,
                     Ok(None) => {}
@@ -141,6 +157,33 @@ impl Gateway {
             }
         }
     }
+}
+
+/// What a draining gateway needs to know whether another node can take it.
+struct Taker {
+    leases: Leases,
+    node: NodeId,
+    draining: CancellationToken,
+}
+
+impl Gateway {
+    fn taker(&self) -> Taker {
+        Taker { leases: self.leases.clone(), node: self.node.clone(), draining: self.draining.clone() }
+    }
+}
+
+/// How often a draining gateway looks for a node to take it.
+const TAKER_LOOK: Duration = Duration::from_millis(200);
+
+/// Cancels `handed` once this node drains and another live node, which
+/// claims the lease within its next try, can take the gateway; until then
+/// this node keeps serving it, so no update waits for a lease to expire.
+async fn hand_over_when_taken(taker: Taker, handed: CancellationToken) {
+    taker.draining.cancelled().await;
+    while !super::drain::others_alive(&taker.leases, &taker.node).await {
+        tokio::time::sleep(TAKER_LOOK).await;
+    }
+    handed.cancel();
 }
 
 /// Cancels `unfit` once `fit` turns false (never, if its sender is gone).

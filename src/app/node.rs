@@ -57,6 +57,11 @@ pub struct ClusterNode {
     leases: crate::store::Leases,
     node: NodeId,
     approvals: std::sync::Arc<super::approvals::Bridge>,
+    /// Cancelled when the node drains: the claim loop claims nothing more,
+    /// the gateways go to other nodes.
+    draining: CancellationToken,
+    /// How far the drain is, for `pincer drain`.
+    progress: watch::Sender<crate::control::wire::DrainProgress>,
 }
 
 impl ClusterNode {
@@ -68,6 +73,7 @@ impl ClusterNode {
         leases.enter_cluster(&node)?;
         let (live_tx, live) = watch::channel(0);
         let leave = CancellationToken::new();
+        let draining = CancellationToken::new();
         let membership_config =
             MembershipConfig { node: node.clone(), timing, slots: i64::try_from(slots).unwrap_or(i64::MAX) };
         let membership = Membership::start(leases.clone(), membership_config, live, leave.clone());
@@ -82,6 +88,7 @@ impl ClusterNode {
             state: membership.state(),
             live: live_tx,
             nudge: nudge.clone(),
+            draining: draining.clone(),
         };
         services.intake(|stop| claims.run(stop));
         let (approvals_hint, hinted) = watch::channel(0);
@@ -103,7 +110,8 @@ impl ClusterNode {
             }
         });
         tracing::info!(%node, lease_ttl = ?timing.lease_ttl(), "this pincer is a cluster node");
-        Ok(ClusterNode { membership, leave, leases, node, approvals })
+        let (progress, _) = watch::channel(Default::default());
+        Ok(ClusterNode { membership, leave, leases, node, approvals, draining, progress })
     }
 
     /// The node's state, to watch (`/readyz`).
@@ -120,7 +128,28 @@ impl ClusterNode {
             node: self.node.clone(),
             state: self.state(),
             approvals,
+            draining: self.draining.clone(),
         }
+    }
+
+    /// How far the drain is (all zero before it starts).
+    pub fn drain_progress(&self) -> watch::Receiver<crate::control::wire::DrainProgress> {
+        self.progress.subscribe()
+    }
+
+    /// Hands every group and gateway this node holds to the others
+    /// (`app::drain`); returns once it holds nothing, or after `limit`.
+    pub async fn drain(&self, engine: &Engine, limit: Duration) {
+        let drain = super::drain::NodeDrain {
+            leases: self.leases.clone(),
+            node: self.node.clone(),
+            state: self.state(),
+            router: engine.router.clone(),
+            draining: self.draining.clone(),
+            sessions: engine.drain.clone(),
+            progress: self.progress.clone(),
+        };
+        drain.run(limit).await;
     }
 
     /// Leaves the cluster (once this node's CLIs are gone and its outbox

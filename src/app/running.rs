@@ -24,13 +24,30 @@ pub struct Running {
     /// On a cluster node: its membership, left once the sessions are gone
     /// and the outbox flushed.
     pub(super) node: Option<super::node::ClusterNode>,
+    /// A stop was asked for (SIGTERM, Ctrl-C, a test): on a cluster node the
+    /// stop drains first, so this is not yet the services' shutdown token.
+    requested: CancellationToken,
+    /// `pincer drain` asked this node to hand everything over and stop.
+    pub(super) drain_asked: CancellationToken,
+    /// How long a drain may take in all.
+    drain_limit: Duration,
     _lock: DataLock,
 }
 
 impl Running {
-    /// Services are started on it afterwards; they stop at `shutdown`.
-    pub fn new(engine: Engine, lock: DataLock, grace: Duration, shutdown: CancellationToken) -> Running {
-        Running { engine, services: Services::new(shutdown), grace, node: None, _lock: lock }
+    /// Services are started on it afterwards; they stop at `shutdown`, which
+    /// [`Running::stop`] cancels once `requested` was (and a cluster node drained).
+    pub fn new(
+        engine: Engine,
+        lock: DataLock,
+        grace: Duration,
+        shutdown: CancellationToken,
+        requested: CancellationToken,
+        drain_limit: Duration,
+    ) -> Running {
+        let services = Services::new(shutdown);
+        let drain_asked = CancellationToken::new();
+        Running { engine, services, grace, node: None, requested, drain_asked, drain_limit, _lock: lock }
     }
 
     /// Serves until the shutdown token is cancelled, telling systemd (when
@@ -38,7 +55,8 @@ impl Running {
     pub async fn until_shutdown(&self) {
         let systemd = Notifier::from_env();
         systemd.ready();
-        watch_until(&systemd, &self.engine.store, &self.services.shutdown()).await;
+        let asked = either(&self.requested, &self.drain_asked);
+        watch_until(&systemd, &self.engine.store, &asked).await;
         systemd.stopping();
         tracing::info!("shutting down");
     }
@@ -51,7 +69,15 @@ impl Running {
 }
 
 impl Stages for Running {
+    async fn hand_over(&mut self) {
+        if let Some(node) = &self.node {
+            node.drain(&self.engine, self.drain_limit).await;
+        }
+    }
+
     async fn intake_off(&mut self) {
+        // Whoever asked (or, after a failed start or a drain, did not) sees the stop too.
+        self.requested.cancel();
         self.services.intake_off().await;
     }
 
@@ -96,6 +122,20 @@ async fn watch_until(systemd: &crate::service::Notifier, store: &Store, shutdown
             }
         }
     }
+}
+
+/// A token cancelled once `a` or `b` is.
+fn either(a: &CancellationToken, b: &CancellationToken) -> CancellationToken {
+    let both = CancellationToken::new();
+    let (a, b, cancel) = (a.clone(), b.clone(), both.clone());
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = a.cancelled() => {}
+            _ = b.cancelled() => {}
+        }
+        cancel.cancel();
+    });
+    both
 }
 
 async fn drain(outbox: &Outbox, platforms: &[Platform], limit: Duration) {

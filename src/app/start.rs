@@ -28,6 +28,7 @@ pub fn control(
     engine: &Engine,
     services: &Services,
     data_dir: &std::path::Path,
+    drain: Option<Arc<dyn server::Drain>>,
     console_asks: impl FnOnce() -> mpsc::Receiver<ApprovalAsk>,
 ) {
     let socket = match ControlSocket::bind(data_dir) {
@@ -36,6 +37,7 @@ pub fn control(
     };
     let mut control = Control::new(engine.ports(), engine.scheduler.clone(), console_asks());
     control.reloader = Some(engine.reloader.clone());
+    control.drain = drain;
     services.intake(|stop| server::serve(socket, control, stop));
 }
 

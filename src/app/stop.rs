@@ -1,5 +1,6 @@
 //! The order the daemon stops in, apart from what each step does, so that
-//! the order can be tested without a daemon: intake off (nothing new comes
+//! the order can be tested without a daemon: a cluster node's groups and
+//! gateways handed over (with everything still running), intake off (nothing new comes
 //! in: platforms' intake, the control socket, the scheduler, the HTTP
 //! endpoint, reload and retention), sessions drained (what they print while
 //! closing is still stored and queued), outbox flushed (those last replies
@@ -8,6 +9,9 @@
 
 /// The steps of a stop, each done by [`Running`](super::Running).
 pub(super) trait Stages {
+    /// On a cluster node: hands its groups and gateways to the others at
+    /// turn boundaries while everything still runs (`app::drain`).
+    async fn hand_over(&mut self);
     /// Stops taking work, and waits until nothing takes any.
     async fn intake_off(&mut self);
     /// Stops every session and waits for them (and the proxies they used).
@@ -20,6 +24,7 @@ pub(super) trait Stages {
 /// Runs the steps in their order. The store is closed however the flush
 /// ended; the flush's result is the stop's.
 pub(super) async fn in_order(stages: &mut impl Stages) -> anyhow::Result<()> {
+    stages.hand_over().await;
     stages.intake_off().await;
     stages.drain_sessions().await;
     let flushed = stages.flush_outbox().await;
@@ -49,8 +54,12 @@ mod tests {
     }
 
     impl Stages for Log {
+        async fn hand_over(&mut self) {
+            self.done("handed over", &[]);
+        }
         async fn intake_off(&mut self) {
-            self.done("intake off", &[]);
+            // Intake off first, a draining node's gateway would stop polling before another took it.
+            self.done("intake off", &["handed over"]);
         }
         async fn drain_sessions(&mut self) {
             // A session drained while intake still runs could be handed a new message.
@@ -70,10 +79,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn intake_stops_then_sessions_drain_then_the_outbox_flushes_then_the_store_closes() {
+    async fn hand_over_then_intake_stops_then_sessions_drain_then_the_outbox_flushes_then_the_store_closes() {
         let mut log = Log::default();
         in_order(&mut log).await.unwrap();
-        assert_eq!(log.steps, ["intake off", "sessions drained", "outbox flushed", "store closed"]);
+        assert_eq!(log.steps, ["handed over", "intake off", "sessions drained", "outbox flushed", "store closed"]);
     }
 
     #[tokio::test]

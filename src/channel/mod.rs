@@ -20,6 +20,7 @@ pub mod approvals;
 mod command;
 pub mod console;
 pub mod delivery;
+pub mod follow;
 pub mod group_commands;
 mod help;
 mod intake;
@@ -112,6 +113,8 @@ pub struct Ports {
     pub limits: crate::scheduler::limits::Limits,
     /// `timezone`: where a budget's day and month begin.
     pub zone: chrono_tz::Tz,
+    /// On a cluster node, the activity of groups that run on other nodes.
+    pub remote: follow::Remote,
 }
 
 impl Ports {
@@ -124,6 +127,15 @@ impl Ports {
     /// cluster node, while it holds the group's lease.
     pub fn runs_here(&self, group: &GroupName) -> bool {
         self.directory.leases.holds_group(group)
+    }
+
+    /// What `group`'s chat follows of its agent while a turn runs: its session
+    /// when it runs here (always on one machine), else what its owner mirrors.
+    pub async fn follow(&self, group: &GroupName) -> Result<follow::Followed, crate::router::RouteError> {
+        if self.runs_here(group) {
+            return Ok(follow::Followed::Here(self.router.session(group).await?));
+        }
+        Ok(follow::Followed::Elsewhere(follow::RemoteTurn::new(self.remote.follow(group))))
     }
 
     /// A session command someone sent in `group`'s chat: run here when the
@@ -251,6 +263,12 @@ impl Directory {
     /// Remembers a message pincer sent (its platform id).
     pub async fn record_sent(&self, to: &ChatAddress, message_id: &str) -> Result<(), StoreError> {
         self.channels.record_sent(to, message_id).await
+    }
+
+    /// Whether this node is the first of a cluster to see the command in
+    /// message `message_id` of chat `at` (it then runs it, or hands it over).
+    pub async fn first_to_see_command(&self, at: &ChatAddress, message_id: &str) -> Result<bool, StoreError> {
+        self.commands.first_sight(&format!("{at}/{message_id}")).await
     }
 
     /// Whether pincer sent the message with this id to this chat.

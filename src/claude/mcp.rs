@@ -18,6 +18,11 @@ pub const SERVER_CONFIG: &str = r#"{"mcpServers":{"pincer":{"type":"sdk","name":
 /// The CLI's built-in tools that pincer's tools replace (`--disallowedTools`).
 pub const REPLACED_BUILTINS: &str = "CronCreate,CronDelete,CronList";
 
+/// The CLI's built-in tools that start a process or schedule work and that no
+/// test traces yet (issue 44): withheld (`--disallowedTools`) until one does,
+/// so nothing the gate has never seen runs.
+pub const UNTRACED_BUILTINS: &str = "Monitor,Workflow,ScheduleWakeup,EnterWorktree,ExitWorktree";
+
 /// What the model calls our tools: this prefix and the tool's name.
 pub const TOOL_PREFIX: &str = "mcp__pincer__";
 

@@ -167,7 +167,11 @@ pub fn session_args(
     args.push(workspace.display().to_string());
     let disallowed = args.iter().position(|a| a == "--disallowedTools").map(|i| i + 1);
     if let Some(value) = disallowed.and_then(|i| args.get_mut(i)) {
-        *value = std::iter::once(mcp::REPLACED_BUILTINS).chain(withheld.iter().copied()).collect::<Vec<_>>().join(",");
+        *value = [mcp::REPLACED_BUILTINS, mcp::UNTRACED_BUILTINS]
+            .into_iter()
+            .chain(withheld.iter().copied())
+            .collect::<Vec<_>>()
+            .join(",");
     }
     if let Some(id) = resume {
         // The equals form: an id is never mistaken for a flag.
@@ -196,7 +200,11 @@ mod tests {
         assert_eq!(after("--settings"), Some(LOCKED_SETTINGS));
         assert_eq!(after("--add-dir"), Some("/workspace/group"), "the group's CLAUDE.md, read as memory");
         assert_eq!(after("--mcp-config"), Some(mcp::SERVER_CONFIG));
-        assert_eq!(after("--disallowedTools"), Some("CronCreate,CronDelete,CronList,Bash"), "a withheld tool too");
+        assert_eq!(
+            after("--disallowedTools"),
+            Some("CronCreate,CronDelete,CronList,Monitor,Workflow,ScheduleWakeup,EnterWorktree,ExitWorktree,Bash"),
+            "the untraced built-ins and a withheld tool too"
+        );
         assert!(args.contains(&"--strict-mcp-config".to_owned()));
         assert!(args.contains(&"--resume=abc".to_owned()));
         assert_eq!(&args[args.len() - 2..], ["--model", "m"], "the operator's own arguments come last");

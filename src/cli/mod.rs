@@ -5,6 +5,7 @@
 mod backup;
 mod chat;
 mod doctor;
+mod drain;
 mod egress;
 mod groups;
 mod history;
@@ -101,6 +102,13 @@ pub enum Cmd {
     /// applies progress, budgets, egress policies and the log level at once,
     /// and says which other changes need a restart.
     Reload,
+    /// On a cluster node: hand this node's groups and Telegram/WhatsApp
+    /// gateways to the other nodes, each group at the end of its turn, with
+    /// no message lost or answered twice; print progress; then the node
+    /// exits (as a clean stop: under systemd start it again with `systemctl
+    /// restart pincer`, e.g. after an upgrade). SIGTERM drains the same way.
+    /// On one machine there is nothing to hand over: just restart it.
+    Drain,
     /// Report which sandbox modes work here and why not, what `auto` picks, and the CLI found.
     Doctor,
     /// Inside a sandbox: carry connections from the sandbox's loopback to a
@@ -134,6 +142,7 @@ pub async fn execute(cli: Cli, config: Config, shutdown: CancellationToken) -> a
         Cmd::Run => app::run(config, shutdown).await,
         Cmd::Status { json } => status::run(&config, json).await,
         Cmd::Reload => reload::execute(&config).await,
+        Cmd::Drain => drain::execute(&config).await,
         Cmd::Backup { dir } => backup::execute(&config, &dir).await,
         Cmd::Service { command } => service::execute(cli.config.as_deref(), &config, command),
         Cmd::Chat { group, wait, attach } => chat::execute(config, &group, wait, &attach, shutdown).await,

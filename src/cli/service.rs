@@ -49,6 +49,10 @@ fn service_unit(config_file: Option<&Path>, config: &Config, user: Option<String
         groups_dir: absolute(&config.groups_dir),
         user,
         shutdown_grace: config.claude.shutdown_grace,
+        drain: match config.cluster.enabled {
+            true => config.cluster.drain_turn_timeout + config.cluster.drain_tasks_wait,
+            false => std::time::Duration::ZERO,
+        },
     };
     Ok(crate::service::unit(&spec)?)
 }

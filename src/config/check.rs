@@ -37,7 +37,29 @@ impl Config {
         self.transcription.check()?;
         self.log.check()?;
         self.telegram.check()?;
+        self.check_docker_in_cluster()?;
         self.check_sandbox()
+    }
+
+    /// No docker on a cluster node: its guard can kill only the `docker run`
+    /// client, so a frozen or killed node's container would run on while
+    /// another node starts the group (two agents for one group). `auto` may
+    /// pick docker when `docker_image` is set, so that is refused too.
+    fn check_docker_in_cluster(&self) -> Result<(), ConfigError> {
+        if !self.cluster.enabled {
+            return Ok(());
+        }
+        let docker = self.sandbox.mode == SandboxMode::Docker
+            || self.sandbox.groups.values().any(|g| g.mode == Some(SandboxMode::Docker));
+        if docker || self.sandbox.docker_image.is_some() {
+            return Err(ConfigError::Rule {
+                key: "sandbox.mode",
+                problem: "cannot be \"docker\" on a cluster node ([cluster] enabled): a frozen or killed node's \
+                          container would keep running while another node runs its group. Use mode \"bwrap\" \
+                          (or \"auto\") and unset sandbox.docker_image, or set cluster.enabled = false",
+            });
+        }
+        Ok(())
     }
 
     /// No duration is longer than [`LONGEST`]: pincer adds them to clock
@@ -184,6 +206,22 @@ mod tests {
         assert!(err.to_string().contains("skip_permissions"), "{err}");
         let err = from_toml("[sandbox]\nmode = \"chroot\"\n").unwrap_err().to_string();
         assert!(err.contains("mode"), "{err}");
+    }
+
+    #[test]
+    fn docker_is_refused_on_a_cluster_node_saying_why_and_what_to_do() {
+        let cluster = "[store]\nurl = \"postgres://db/pincer\"\n[cluster]\nenabled = true\n";
+        assert!(from_toml(cluster).is_ok());
+        for sandbox in [
+            "[sandbox]\nmode = \"docker\"\ndocker_image = \"agent\"\n",
+            "[sandbox]\ndocker_image = \"agent\"\n",
+            "[sandbox.groups.family]\nmode = \"docker\"\n",
+        ] {
+            let err = from_toml(&format!("{cluster}{sandbox}")).unwrap_err().to_string();
+            assert!(err.contains("sandbox.mode") && err.contains("cluster node") && err.contains("bwrap"), "{err}");
+            assert!(from_toml(sandbox).is_ok(), "one machine may use docker: {sandbox}");
+        }
+        assert!(from_toml(&format!("{cluster}[sandbox]\nmode = \"bwrap\"\n")).is_ok());
     }
 
     #[test]

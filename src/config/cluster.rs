@@ -34,6 +34,27 @@ pub struct ClusterConfig {
     /// node's `groups_dir` is the same shared filesystem: nothing moves).
     #[serde(default)]
     pub workspace: Workspace,
+    /// A draining node (`pincer drain`, SIGTERM) lets a turn in flight
+    /// finish for up to this before it hands the group over anyway.
+    #[serde(default = "default_drain_turn_timeout", with = "humantime_serde")]
+    pub drain_turn_timeout: Duration,
+    /// ... and background tasks run this long after their turn ended.
+    #[serde(default = "default_drain_tasks_wait", with = "humantime_serde")]
+    pub drain_tasks_wait: Duration,
+}
+
+/// `[cluster] drain_turn_timeout`'s default: a long turn finishes; a stuck
+/// one does not hold an upgrade for ever.
+pub const DEFAULT_DRAIN_TURN_TIMEOUT: Duration = Duration::from_secs(120);
+/// `[cluster] drain_tasks_wait`'s default.
+pub const DEFAULT_DRAIN_TASKS_WAIT: Duration = Duration::from_secs(10);
+
+fn default_drain_turn_timeout() -> Duration {
+    DEFAULT_DRAIN_TURN_TIMEOUT
+}
+
+fn default_drain_tasks_wait() -> Duration {
+    DEFAULT_DRAIN_TASKS_WAIT
 }
 
 /// `[cluster] workspace`.
@@ -47,7 +68,14 @@ pub enum Workspace {
 
 impl Default for ClusterConfig {
     fn default() -> Self {
-        ClusterConfig { enabled: false, node_id: None, lease_ttl: DEFAULT_LEASE_TTL, workspace: Workspace::Moved }
+        ClusterConfig {
+            enabled: false,
+            node_id: None,
+            lease_ttl: DEFAULT_LEASE_TTL,
+            workspace: Workspace::Moved,
+            drain_turn_timeout: DEFAULT_DRAIN_TURN_TIMEOUT,
+            drain_tasks_wait: DEFAULT_DRAIN_TASKS_WAIT,
+        }
     }
 }
 
@@ -150,6 +178,15 @@ mod tests {
         let shared: ClusterConfig =
             toml::from_str("enabled = true\nlease_ttl = \"4s\"\nworkspace = \"shared\"").unwrap();
         assert!(!shared.moves_folders() && shared.workspace == Workspace::Shared);
+        assert_eq!(shared.drain_turn_timeout, DEFAULT_DRAIN_TURN_TIMEOUT, "a drain's waits have defaults");
+        let drain: ClusterConfig = toml::from_str(
+            "enabled = true\nlease_ttl = \"4s\"\ndrain_turn_timeout = \"5m\"\ndrain_tasks_wait = \"1s\"",
+        )
+        .unwrap();
+        assert_eq!(
+            (drain.drain_turn_timeout, drain.drain_tasks_wait),
+            (Duration::from_secs(300), Duration::from_secs(1))
+        );
         let bad = toml::from_str::<ClusterConfig>("enabled = false\nnode_id = \"a b\"\nlease_ttl = \"10s\"");
         let bad = bad.unwrap_err().to_string();
         assert!(bad.contains("letters, digits"), "{bad}");

@@ -90,7 +90,7 @@ async fn on_frame<W: AsyncWrite + Unpin>(
             End::Shutdown => ChatEnd::Shutdown,
         })),
         ServerFrame::Error { message } => anyhow::bail!("{message}"),
-        ServerFrame::Ok | ServerFrame::Status { .. } => Ok(None),
+        ServerFrame::Ok | ServerFrame::Status { .. } | ServerFrame::Drain { .. } => Ok(None),
     }
 }
 
@@ -184,4 +184,45 @@ pub async fn tell(config: &Config, change: Change) {
             humantime::format_duration(config.scheduler.poll_interval)
         ),
     }
+}
+
+/// How a `pincer drain` ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// The node holds nothing and stops.
+    Done,
+    /// No pincer runs on this data directory.
+    NoDaemon,
+    /// The pincer runs on one machine: nothing to hand over, and what to do.
+    Alone(String),
+}
+
+/// Asks the daemon of `data_dir` to drain (`pincer drain`), calling
+/// `progress` with each step, until it holds nothing; then waits until it no
+/// longer answers on its socket (it stopped taking anything).
+pub async fn drain(data_dir: &Path, mut progress: impl FnMut(&wire::DrainProgress)) -> Result<Drained, String> {
+    let mut stream = match connect(data_dir).await {
+        Ok(stream) => stream,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {
+            return Ok(Drained::NoDaemon)
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    stream.write_all(wire::line(&Request::Drain).as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut lines = tokio::io::BufReader::new(stream).lines();
+    loop {
+        let line = lines.next_line().await.map_err(|e| e.to_string())?;
+        let Some(line) = line else { return Err("the pincer stopped answering before it had drained".into()) };
+        match serde_json::from_str::<ServerFrame>(&line) {
+            Ok(ServerFrame::Drain { progress: now }) => progress(&now),
+            Ok(ServerFrame::End { .. }) => break,
+            Ok(ServerFrame::Out { text }) => return Ok(Drained::Alone(text)),
+            Ok(ServerFrame::Error { message }) => return Err(message),
+            _ => return Err(format!("an unexpected answer: {line:?}")),
+        }
+    }
+    while connect(data_dir).await.is_ok() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok(Drained::Done)
 }

@@ -78,6 +78,13 @@ pub trait Reload: Send + Sync {
     fn reload(&self) -> futures_util::future::BoxFuture<'_, Result<String, String>>;
 }
 
+/// What `pincer drain` asks of a cluster node: the wiring implements it
+/// (`app::drain`); one machine has none.
+pub trait Drain: Send + Sync {
+    /// Starts the node's drain (a second ask only watches it): how far it is.
+    fn start(&self) -> tokio::sync::watch::Receiver<wire::DrainProgress>;
+}
+
 /// What the connections act on.
 #[derive(Clone)]
 pub struct Control {
@@ -85,6 +92,8 @@ pub struct Control {
     pub scheduler: SchedulerHandle,
     /// `pincer reload`.
     pub reloader: Option<Arc<dyn Reload>>,
+    /// `pincer drain`, on a cluster node.
+    pub drain: Option<Arc<dyn Drain>>,
     /// Approval requests of groups without a chat, shown to their attached terminals.
     attached: Attached,
     /// When this daemon started serving (for `pincer status`).
@@ -140,7 +149,7 @@ impl Control {
     pub fn new(ports: Ports, scheduler: SchedulerHandle, console_asks: mpsc::Receiver<ApprovalAsk>) -> Control {
         let attached = Attached::default();
         tokio::spawn(hand_out_asks(console_asks, attached.clone()));
-        Control { ports, scheduler, reloader: None, attached, started: std::time::SystemTime::now() }
+        Control { ports, scheduler, reloader: None, drain: None, attached, started: std::time::SystemTime::now() }
     }
 }
 
@@ -220,6 +229,7 @@ async fn answer(stream: UnixStream, control: &Control, shutdown: CancellationTok
             send(&mut write, &ServerFrame::Ok).await
         }
         Ok(Request::Reload) => send(&mut write, &reload(control).await).await,
+        Ok(Request::Drain) => drain(&mut write, control).await,
         Ok(Request::Status) => {
             let status = live_view(&control.ports.router, control.started);
             send(&mut write, &ServerFrame::Status { status }).await
@@ -249,6 +259,31 @@ async fn reload(control: &Control) -> ServerFrame {
             Ok(said) => ServerFrame::Out { text: said },
             Err(message) => ServerFrame::Error { message },
         },
+    }
+}
+
+/// `pincer drain`: the drain's progress as it changes, then `end` once the
+/// node holds nothing (it stops then); on one machine, why there is nothing to do.
+async fn drain(write: &mut OwnedWriteHalf, control: &Control) -> anyhow::Result<()> {
+    let Some(port) = &control.drain else {
+        let message = "this pincer is not a cluster node, so there is no other node to hand its groups to: \
+                       stop it (`systemctl restart pincer`, or SIGTERM) for the upgrade; what arrives meanwhile \
+                       waits in the store and is answered when it is back";
+        return send(write, &ServerFrame::Out { text: message.into() }).await;
+    };
+    let mut progress = port.start();
+    loop {
+        let now = *progress.borrow_and_update();
+        // Before its first look, the drain has nothing to say.
+        if now != wire::DrainProgress::default() {
+            send(write, &ServerFrame::Drain { progress: now }).await?;
+        }
+        if now.done {
+            return send(write, &ServerFrame::End { end: End::Done }).await;
+        }
+        if progress.changed().await.is_err() {
+            return send(write, &ServerFrame::End { end: End::Shutdown }).await;
+        }
     }
 }
 

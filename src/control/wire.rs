@@ -30,6 +30,10 @@ pub enum Request {
     /// Read pincer.toml again (`pincer reload`): answered with
     /// [`ServerFrame::Out`] saying what changed, or [`ServerFrame::Error`].
     Reload,
+    /// Hand this cluster node's groups and gateways to the others, then stop
+    /// (`pincer drain`): answered with [`ServerFrame::Drain`] as it goes,
+    /// then `end`; on one machine [`ServerFrame::Out`] says there is nothing to hand over.
+    Drain,
 }
 
 /// What another `pincer` command changed in the store.
@@ -66,6 +70,8 @@ pub enum ServerFrame {
     Error { message: String },
     /// The answer to [`Request::Status`].
     Status { status: LiveView },
+    /// How far a drain is ([`Request::Drain`]).
+    Drain { progress: DrainProgress },
 }
 
 /// How an attached chat ended (mirrors `channel::console::ChatEnd`).
@@ -75,6 +81,39 @@ pub enum End {
     Done,
     WaitLimit,
     Shutdown,
+}
+
+/// What a draining node still holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainProgress {
+    /// Groups it still holds.
+    pub groups: usize,
+    /// Of those, groups whose turn (or background work) is finishing.
+    pub turns: usize,
+    /// Gateways it still serves (until another node can take each).
+    pub gateways: usize,
+    /// Nothing is left to hand over: the node stops now.
+    pub done: bool,
+}
+
+impl DrainProgress {
+    /// One line for the operator's terminal.
+    pub fn said(&self) -> String {
+        match (self.done, self.groups, self.gateways) {
+            (true, 0, 0) => "drained: this node holds nothing; it stops now".to_owned(),
+            (true, 0, _) => "drained: this node holds no group; it stops now, and its gateway goes to the next \
+                             node that starts (no other node is alive to take it)"
+                .to_owned(),
+            (true, groups, _) => format!(
+                "the drain's time is up with {groups} group(s) still held; the node stops now and they move \
+                 as it leaves (their unanswered messages are answered again elsewhere)"
+            ),
+            (false, groups, gateways) => format!(
+                "draining: {groups} group(s) left ({} finishing a turn), {gateways} gateway(s) left",
+                self.turns
+            ),
+        }
+    }
 }
 
 /// One frame as its line, newline included.

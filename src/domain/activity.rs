@@ -116,3 +116,5 @@ pub enum WhenDone {
     /// Edited into one line: "Done in 2 m 14 s · 12 steps · $0.31".
     Summary,
 }
+
+pub mod wire;

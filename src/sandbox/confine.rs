@@ -40,10 +40,21 @@
 //! A command that starts `bash` or `git` from `PATH` again adds a domain inside
 //! its own; at Landlock's limit of 16 the process is confined already, and the
 //! exec goes on.
+//!
+//! Before the exec the wrapper also leaves the CLI's session (`setsid`: no
+//! controlling terminal to type into or signal through), and as `git` it
+//! pins every configuration key that names a program ([`git`]), so no
+//! repository in a folder the agent writes runs code of its own.
+//!
+//! The wrapper is pincer's dynamically linked binary, so the loader runs
+//! before the startup hook: a loader variable (`LD_PRELOAD`, `LD_AUDIT`,
+//! `GCONV_PATH`, … [`LOADER`]) would load code before the first, unconfined
+//! wrapper confines itself. pincer never gives the CLI one (`env.rs` drops
+//! them from `claude.env`), and a wrapper that sees one runs nothing.
 
-use std::ffi::{CString, OsStr};
-use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::{CString, OsStr, OsString};
+use std::io::{Read, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -52,6 +63,8 @@ use landlock::{
     RulesetCreatedAttr, RulesetError, RulesetStatus,
 };
 use nix::libc;
+
+pub mod git;
 
 /// The folder, inside a sandbox, of pincer's binary under the names in [`NAMES`].
 pub const DIR: &str = "/opt/pincer/confine";
@@ -66,6 +79,20 @@ pub const PATH: &str = "/opt/pincer/confine:/usr/local/bin:/usr/bin:/bin";
 /// The exit status of a command pincer did not run (a shell's "cannot execute").
 const NOT_RUN: i32 = 126;
 
+/// Variables the C library's loader (or its start-up) reads to load or run
+/// code, besides every `LD_*`: a wrapper that sees one runs nothing, and
+/// pincer passes none to the CLI.
+pub const LOADER: &[&str] = &["GCONV_PATH", "GLIBC_TUNABLES", "LOCPATH", "NLSPATH", "MALLOC_TRACE", "HOSTALIASES"];
+
+/// Whether the loader or the C library's start-up acts on a variable of this name.
+pub fn is_loader_variable(name: &str) -> bool {
+    name.starts_with("LD_") || LOADER.contains(&name)
+}
+
+/// The most the wrapper reads of `git config --list`: a configuration past
+/// this is refused, not half pinned.
+const LISTING_CAP: u64 = 8 << 20;
+
 /// Why a command was not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfineError {
@@ -75,6 +102,29 @@ pub enum ConfineError {
     NotFound(String),
     #[error("cannot run {path}: {source}")]
     Exec { path: PathBuf, source: std::io::Error },
+    #[error("{0} is set, which makes the loader run code before the command is confined; unset it")]
+    Loader(String),
+    #[error("git's configuration here could not be read ({0})")]
+    GitConfig(String),
+    #[error(transparent)]
+    GitEnv(#[from] git::EnvError),
+}
+
+impl ConfineError {
+    /// What the agent reads as the command's output.
+    fn explain(&self) -> String {
+        match self {
+            ConfineError::Landlock(_) | ConfineError::NotFound(_) | ConfineError::Exec { .. } => format!(
+                "pincer did not run this command: it runs commands only where they cannot reach the Claude Code \
+                 CLI, and here {self}. Tell pincer's operator (`pincer doctor` shows what this machine lacks)."
+            ),
+            ConfineError::Loader(_) => format!("pincer did not run this command: {self}."),
+            ConfineError::GitConfig(_) | ConfineError::GitEnv(_) => format!(
+                "pincer did not run git: it reads the configuration git would read first, so that none of it \
+                 runs a program, and {self}."
+            ),
+        }
+    }
 }
 
 /// The domain a command runs in after [`restrict_self`].
@@ -165,17 +215,18 @@ pub fn enter_if_asked() {
     let Some(args) = own_args() else { return };
     let Some(name) = args.first().and_then(|a| wrapper_name(a.as_bytes())) else { return };
     let err = confine_and_exec(name, &args);
-    let _ = writeln!(
-        std::io::stderr(),
-        "pincer did not run this command: it runs commands only where they cannot reach the Claude Code \
-         CLI, and here {err}. Tell pincer's operator (`pincer doctor` shows what this machine lacks)."
-    );
+    let _ = writeln!(std::io::stderr(), "{}", err.explain());
     // SAFETY: ends the process without running Rust's or anyone's exit handlers.
     unsafe { libc::_exit(NOT_RUN) }
 }
 
 /// Restricts this process and execs the real `name` with `args`; returns only on failure.
 fn confine_and_exec(name: &str, args: &[CString]) -> ConfineError {
+    if let Some(var) =
+        std::env::vars_os().find_map(|(k, _)| k.to_str().filter(|k| is_loader_variable(k)).map(str::to_owned))
+    {
+        return ConfineError::Loader(var);
+    }
     let me = std::fs::metadata("/proc/self/exe").map(|m| (m.dev(), m.ino())).ok();
     let is_wrapper = |p: &Path| std::fs::metadata(p).is_ok_and(|m| Some((m.dev(), m.ino())) == me);
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
@@ -185,13 +236,88 @@ fn confine_and_exec(name: &str, args: &[CString]) -> ConfineError {
     if let Err(e) = restrict_self() {
         return e;
     }
-    let Ok(program) = CString::new(real.as_os_str().as_bytes()) else {
-        return ConfineError::NotFound(name.to_owned());
+    // Out of the CLI's session: no controlling terminal. It fails only for a
+    // process that leads its group already (started detached), which is fine.
+    // SAFETY: a plain system call.
+    unsafe { libc::setsid() };
+    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+    let env = if name == "git" {
+        match git_environment(&real, args, env) {
+            Ok(env) => env,
+            Err(e) => return e,
+        }
+    } else {
+        env
     };
+    exec(real, args, env)
+}
+
+/// The real git's environment: the caller's with the pins of [`git`] for
+/// the configuration this run will read.
+fn git_environment(
+    real: &Path,
+    args: &[CString],
+    caller: Vec<(OsString, OsString)>,
+) -> Result<Vec<(OsString, OsString)>, ConfineError> {
+    // The listing reads what the run will read, under the fixed pins (a bare
+    // repository the agent planted is refused there too).
+    let listing_env = git::environment(caller.clone(), &git::pins(&[]))?;
+    let argv: Vec<OsString> = args.iter().skip(1).map(|a| OsString::from_vec(a.as_bytes().to_vec())).collect();
+    let listing = list_config(real, &git::config_options(&argv), listing_env)?;
+    Ok(git::environment(caller, &git::pins(&git::parse_listing(&listing)))?)
+}
+
+/// `git config --list -z` as this run would read it; runs no program.
+fn list_config(real: &Path, options: &[OsString], env: Vec<(OsString, OsString)>) -> Result<Vec<u8>, ConfineError> {
+    let failed = |what: String| ConfineError::GitConfig(what);
+    // Inside the sandbox, already confined: not one of pincer's processes (`claude::process`).
+    #[allow(clippy::disallowed_methods)]
+    let mut child = std::process::Command::new(real)
+        .args(options)
+        .args(["config", "--list", "-z"])
+        .env_clear()
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| failed(format!("cannot run {}: {e}", real.display())))?;
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let read = child.stdout.take().map(|o| o.take(LISTING_CAP + 1).read_to_end(&mut out));
+    let _ = child.stderr.take().map(|e| e.take(2048).read_to_end(&mut err));
+    if out.len() as u64 > LISTING_CAP {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(failed(format!("it is over {} MiB", LISTING_CAP >> 20)));
+    }
+    let status = child.wait().map_err(|e| failed(e.to_string()))?;
+    match read {
+        Some(Ok(_)) if status.success() => Ok(out),
+        _ => Err(failed(format!("git said: {}", String::from_utf8_lossy(&err).trim()))),
+    }
+}
+
+/// Becomes `real` with `args` and exactly `env`; returns only on failure.
+fn exec(real: PathBuf, args: &[CString], env: Vec<(OsString, OsString)>) -> ConfineError {
+    let Ok(program) = CString::new(real.as_os_str().as_bytes()) else {
+        return ConfineError::NotFound(real.display().to_string());
+    };
+    let env: Vec<CString> = env
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let mut entry = k.into_vec();
+            entry.push(b'=');
+            entry.extend(v.into_vec());
+            CString::new(entry).ok()
+        })
+        .collect();
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
-    // SAFETY: NUL-terminated strings that outlive the call, in a NULL-terminated array.
-    unsafe { libc::execv(program.as_ptr(), argv.as_ptr()) };
+    let mut envp: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    // SAFETY: NUL-terminated strings that outlive the call, in NULL-terminated arrays.
+    unsafe { libc::execve(program.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
     ConfineError::Exec { path: real, source: std::io::Error::last_os_error() }
 }
 

@@ -179,6 +179,7 @@ fn probe_lines(config: &Config, availability: &Availability, out: &mut Lines) {
     out.line(format!("seccomp: {seccomp}"));
     out.line(format!("userns: {}", userns_line(availability)));
     out.line(format!("landlock: {}", landlock_line(&confine::landlock_abi())));
+    out.line(format!("git: {}", confine::git::summary()));
     let docker = match (&availability.docker, &config.sandbox.docker_image) {
         (Ok(()), None) => "an engine answers, but sandbox.docker_image is not set".to_owned(),
         (Ok(()), Some(image)) => format!("works (image {image})"),
@@ -269,6 +270,13 @@ mod tests {
         let line = landlock_line(&Err("this kernel has no Landlock".into()));
         assert!(line.starts_with("unavailable: this kernel has no Landlock"), "{line}");
         assert!(line.contains("commands are refused") && line.contains("kernel with Landlock"), "{line}");
+    }
+
+    #[test]
+    fn the_git_line_says_what_is_pinned() {
+        let line = confine::git::summary();
+        assert!(line.contains("safe.bareRepository=explicit") && line.contains("core.fsmonitor"), "{line}");
+        assert!(line.contains("core.hooksPath") && line.contains("filter, diff and merge driver"), "{line}");
     }
 
     #[test]

@@ -63,6 +63,9 @@ pub fn agent_env(
     for (k, v) in claude_env {
         if RESERVED.contains(&k.as_str()) {
             tracing::debug!(key = %k, "claude.env entry ignored inside the sandbox: pincer sets it");
+        } else if confine::is_loader_variable(k) {
+            // It would load code into the wrapper before it confines itself (`confine.rs`).
+            tracing::warn!(key = %k, "claude.env entry ignored inside the sandbox: a loader variable");
         } else {
             env.insert(k.clone(), v.clone());
         }

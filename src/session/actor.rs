@@ -14,6 +14,7 @@
 //! the CLI's transcript: captured, synced, restored).
 
 mod budget;
+mod drain;
 mod folder;
 mod ownership;
 mod recovery;
@@ -93,6 +94,10 @@ enum Event {
     StartDue,
     /// Nothing to do for [`RETIRE_AFTER`]: the actor may end.
     Retire,
+    /// This cluster node drains: the group goes at its next turn boundary.
+    Drain,
+    /// A drain's wait for the turn or the tasks is over: look again.
+    DrainDue,
     Shutdown,
 }
 
@@ -180,6 +185,12 @@ pub(super) struct SessionActor {
     leases: watch::Receiver<u64>,
     /// A cluster node's deadline, which the live CLI's guard enforces alone.
     deadline: watch::Receiver<Option<Instant>>,
+    /// This node drains: what the group still waits for before it goes.
+    drain: Option<super::drain::Drain>,
+    /// When the drain looks again without another event.
+    drain_due: Option<Instant>,
+    /// The drain let the group's lease go.
+    handed_over: bool,
 }
 
 impl SessionActor {
@@ -229,6 +240,9 @@ impl SessionActor {
             seen: Seen::default(),
             budget: BudgetGate::default(),
             zone,
+            drain: None,
+            drain_due: None,
+            handed_over: false,
         }
     }
 
@@ -273,10 +287,15 @@ impl SessionActor {
                     return;
                 }
                 Event::Retire => {}
+                Event::Drain => self.on_drain(),
+                Event::DrainDue => {}
                 Event::Shutdown => break,
             }
             self.after_results().await;
             self.take_queued().await;
+            if self.draining() {
+                self.drain_step().await;
+            }
             self.publish();
             self.puller.settle(&self.intake);
             last_event = Instant::now();
@@ -314,6 +333,8 @@ impl SessionActor {
             biased;
             _ = self.deps.shutdown.cancelled() => Event::Shutdown,
             Ok(()) = self.leases.changed() => Event::Leases,
+            _ = self.deps.drain.cancelled(), if self.drain.is_none() && !self.isolated => Event::Drain,
+            _ = sleep_until(self.drain_due) => Event::DrainDue,
             Ok(()) = self.deadline.changed(), if live => Event::Deadline,
             line = lines => line.map_or(Event::Exited, Event::Line),
             cmd = self.commands.recv() => cmd.map_or(Event::Shutdown, Event::Command),

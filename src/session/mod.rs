@@ -18,6 +18,7 @@ mod api_error;
 mod approvals;
 mod budget;
 mod cli;
+pub mod drain;
 #[cfg(test)]
 pub(crate) mod fake_cli;
 mod files;
@@ -25,6 +26,7 @@ mod hang;
 mod hold;
 mod intake;
 mod lifecycle;
+mod mirror;
 mod pending;
 mod permission;
 #[allow(dead_code)] // wired into the actor in a follow-up (issue 44)
@@ -41,6 +43,8 @@ mod turn;
 /// How long a session with nothing to do lives on before it retires.
 pub use actor::RETIRE_AFTER;
 pub use cli::{CliChild, CliPort, RealCli, StartError, StartRequest, Started};
+/// Where a file tool writes: public for the check against the kernel in `tests/path_kernel.rs`.
+pub use files::{place, Place};
 pub use slots::Slots;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -94,7 +98,13 @@ pub struct SessionDeps {
     pub leases: crate::store::Leases,
     /// On a cluster node, where the group's folder snapshots go.
     pub folders: crate::store::Folders,
+    /// On a cluster node, where each group's activity is mirrored for the
+    /// node serving its chat (`mirror`).
+    pub activities: crate::store::Activities,
     pub shutdown: CancellationToken,
+    /// A cluster node drains (`pincer drain`, SIGTERM): each session hands
+    /// its group over at its next turn boundary (`drain`), with these waits.
+    pub drain: CancellationToken,
 }
 
 /// What a session actor can be asked to do. A group's own session takes chat
@@ -215,6 +225,10 @@ impl SessionHandle {
         let intake = Arc::new(intake::Intake::default());
         let shutdown = deps.shutdown.clone();
         let name = group.name.clone();
+        let mirror = (deps.leases.is_cluster_node() && !isolated).then(|| {
+            let node = deps.config.cluster.node_id().as_str().to_owned();
+            mirror::run(name.clone(), activity_rx.clone(), deps.activities.clone(), node, shutdown.clone())
+        });
         let supervised = supervisor::Supervised {
             group,
             deps,
@@ -226,6 +240,9 @@ impl SessionHandle {
             intake: intake.clone(),
         };
         tracker.spawn(supervised.run());
+        if let Some(mirror) = mirror {
+            tracker.spawn(mirror);
+        }
         SessionHandle { group: name, commands: tx, status: status_rx, activity: activity_rx, queued, shutdown, intake }
     }
 

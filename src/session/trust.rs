@@ -90,6 +90,12 @@ impl Trust {
         self.asked.push_back((tool_use_id.to_owned(), tool_name.to_owned()));
     }
 
+    /// The CLI took pincer's hook: a believed `can_use_tool` is then one the
+    /// hook answered `ask` for, already decided.
+    pub fn hooks_active(&self) -> bool {
+        self.hooks_active
+    }
+
     /// A `can_use_tool` is believed for a call the hook asked about (each
     /// once). Without the hook (a CLI that refused it), every one is.
     pub fn can_use_tool(&mut self, tool_use_id: Option<&str>, tool_name: &str) -> Result<(), Untrusted> {

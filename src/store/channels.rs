@@ -2,11 +2,14 @@
 //! messages pincer sent (a reply to one engages the agent; the bot never
 //! answers its own), and each platform's connection health, which a running
 //! pincer writes for `pincer whatsapp status` and `pincer doctor` to read.
+//! On a cluster each node's WhatsApp device has a row of its own (keyed by
+//! the node's id); Telegram's bot, one connection whichever node serves it,
+//! has one shared row, as every platform has on one machine.
 
 use sqlx::FromRow;
 
 use super::clock::now_us;
-use super::error::StoreError;
+use super::error::{readable, StoreError};
 use super::handles::Channels;
 use crate::domain::{ChatAddress, Platform};
 
@@ -59,8 +62,9 @@ impl Channels {
         linked_as: Option<&str>,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO channel_health (platform, state, detail, linked_as, changed_at_us) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (platform) DO UPDATE SET state = $2, detail = $3,
+            "INSERT INTO channel_health (platform, node, state, detail, linked_as, changed_at_us)
+                  VALUES ($1, $6, $2, $3, $4, $5)
+             ON CONFLICT (platform, node) DO UPDATE SET state = $2, detail = $3,
                  linked_as = COALESCE($4, channel_health.linked_as), changed_at_us = $5",
         )
         .bind(platform.as_str())
@@ -68,6 +72,7 @@ impl Channels {
         .bind(detail)
         .bind(linked_as)
         .bind(now_us())
+        .bind(self.health_node(platform))
         .execute(&self.db.pool)
         .await?;
         Ok(())
@@ -75,22 +80,54 @@ impl Channels {
 
     /// A message came in from the platform just now.
     pub async fn note_inbound(&self, platform: Platform) -> Result<(), StoreError> {
-        sqlx::query("UPDATE channel_health SET last_inbound_us = $1 WHERE platform = $2")
+        sqlx::query("UPDATE channel_health SET last_inbound_us = $1 WHERE platform = $2 AND node = $3")
             .bind(now_us())
             .bind(platform.as_str())
+            .bind(self.health_node(platform))
             .execute(&self.db.pool)
             .await?;
         Ok(())
     }
 
+    /// This node's view of `platform`'s connection: its own device's on a
+    /// cluster node (WhatsApp), else the shared row.
     pub async fn channel_health(&self, platform: Platform) -> Result<Option<ChannelHealth>, StoreError> {
         let row = sqlx::query(
-            "SELECT state, detail, linked_as, changed_at_us, last_inbound_us FROM channel_health WHERE platform = $1",
+            "SELECT state, detail, linked_as, changed_at_us, last_inbound_us FROM channel_health
+              WHERE platform = $1 AND node = $2",
         )
         .bind(platform.as_str())
+        .bind(self.health_node(platform))
         .fetch_optional(&self.db.pool)
         .await?;
         let bad = |source| StoreError::BadRow { table: "channel_health", key: platform.to_string(), source };
         row.map(|r| ChannelHealth::from_row(&r).map_err(bad)).transpose()
     }
+
+    /// Every row of `platform`'s health, by node (`""`: the shared row, or
+    /// one machine's), for the operator's views.
+    pub async fn channel_healths(&self, platform: Platform) -> Result<Vec<(String, ChannelHealth)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT node, state, detail, linked_as, changed_at_us, last_inbound_us FROM channel_health
+              WHERE platform = $1 ORDER BY node",
+        )
+        .bind(platform.as_str())
+        .fetch_all(&self.db.pool)
+        .await?;
+        Ok(readable("channel_health", &rows, |row| {
+            Ok((sqlx::Row::try_get::<String, _>(row, "node")?, ChannelHealth::from_row(row)?))
+        }))
+    }
+
+    /// Whose row of `platform` this store writes: a cluster node's own for
+    /// its WhatsApp device, else the shared one.
+    fn health_node(&self, platform: Platform) -> String {
+        match (platform, self.db.fences.node()) {
+            (Platform::WhatsApp, Some(node)) => node.as_str().to_owned(),
+            _ => String::new(),
+        }
+    }
 }
+
+#[cfg(test)]
+mod tests;

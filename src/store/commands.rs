@@ -20,6 +20,10 @@ use crate::domain::GroupName;
 
 /// The most commands one look reads: more wait for the next look.
 const LOOK_LIMIT: i64 = 100;
+/// The longest key of a command seen (the table's CHECK says the same).
+const SEEN_KEY_MAX: usize = 512;
+/// How long a command seen is remembered: a day, far past any redelivery.
+const SEEN_FOR_US: i64 = 24 * 3600 * 1_000_000;
 
 /// A command waiting for its group's owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +80,21 @@ impl Commands {
         let query =
             sqlx::query("DELETE FROM pending_commands WHERE id = $1 AND group_name = $2").bind(id).bind(group.as_str());
         Ok(leases::execute_for(&self.db, group, query).await?.rows_affected() == 1)
+    }
+
+    /// Whether this is the first node to see the command `key` (the
+    /// platform's id of its message): true once, for the node that then
+    /// runs or hands it over. Rows past a day go as new ones come.
+    pub async fn first_sight(&self, key: &str) -> Result<bool, StoreError> {
+        self.postgres_only()?;
+        let key: String = key.chars().take(SEEN_KEY_MAX).collect();
+        let prune = format!("DELETE FROM seen_commands WHERE seen_at_us < {DB_NOW_US} - $1");
+        sqlx::query(&prune).bind(SEEN_FOR_US).execute(&self.db.pool).await?;
+        let first = sqlx::query("INSERT INTO seen_commands (seen_key) VALUES ($1) ON CONFLICT (seen_key) DO NOTHING")
+            .bind(key)
+            .execute(&self.db.pool)
+            .await?;
+        Ok(first.rows_affected() == 1)
     }
 
     fn postgres_only(&self) -> Result<(), StoreError> {

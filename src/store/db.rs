@@ -17,6 +17,7 @@ use sqlx::{AnyConnection, AnyPool, Connection, Executor};
 use super::error::StoreError;
 use super::fences::Fences;
 use super::hot::Hot;
+use crate::cluster::PgBounds;
 
 /// Where the store lives.
 #[derive(Clone, PartialEq, Eq)]
@@ -84,15 +85,33 @@ pub(super) struct Db {
     pub(super) location: Arc<Location>,
     /// The leases a cluster node holds, which its group writes check.
     pub(super) fences: Fences,
+    /// How long anything waits on PostgreSQL (`None`: SQLite, unbounded as ever).
+    pub(super) bounds: Option<PgBounds>,
 }
 
 impl Db {
-    /// Opens (creating if missing) the database at `location` and migrates it.
-    pub(super) async fn open(location: &Location) -> Result<Db, StoreError> {
+    /// Opens (creating if missing) the database at `location` and migrates
+    /// it; a PostgreSQL one's waits bounded by `bounds`.
+    pub(super) async fn open(location: &Location, bounds: PgBounds) -> Result<Db, StoreError> {
         sqlx::any::install_default_drivers();
         match location {
             Location::File(path) => open_sqlite(path).await,
-            Location::Postgres(url) => open_postgres(url).await,
+            Location::Postgres(url) => open_postgres(url, bounds).await,
+        }
+    }
+
+    /// `work`, given up with [`StoreError::TimedOut`] (naming `what`) after
+    /// the client's bound on PostgreSQL: a server that stops answering (a
+    /// partition, a lost answer) must not hang a node's loop for good. On
+    /// SQLite, `work` as it is.
+    pub(super) async fn within<T>(
+        &self,
+        what: &'static str,
+        work: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match self.bounds {
+            None => work.await,
+            Some(bounds) => within(bounds.client_wait(), what, work).await,
         }
     }
 
@@ -172,6 +191,7 @@ async fn open_sqlite(path: &Path) -> Result<Db, StoreError> {
         dialect: Dialect::Sqlite,
         location: Arc::new(Location::File(path.to_owned())),
         fences: Fences::default(),
+        bounds: None,
     })
 }
 
@@ -187,34 +207,70 @@ fn encode_path(path: &Path) -> String {
     out
 }
 
-async fn open_postgres(url: &str) -> Result<Db, StoreError> {
+/// `work`, or [`StoreError::TimedOut`] naming `what` once `limit` passed.
+pub(super) async fn within<T>(
+    limit: Duration,
+    what: &'static str,
+    work: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(limit, work).await.unwrap_or(Err(StoreError::TimedOut { what, after: limit }))
+}
+
+async fn open_postgres(url: &str, bounds: PgBounds) -> Result<Db, StoreError> {
     let location = Location::Postgres(url.to_owned());
     let failed = |source| StoreError::Open { path: location.to_string(), source };
     let options: AnyConnectOptions = url.parse().map_err(failed)?;
-    let pool = AnyPoolOptions::new()
-        .acquire_timeout(Duration::from_secs(10))
-        .max_connections(8)
-        .connect_with(options.clone())
-        .await
-        .map_err(failed)?;
-    sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+    // Migrated on a connection of its own, without the pools' statement
+    // timeout: a migration of a large database may take longer than a ttl.
+    // (A pool of one: the migrator over a bare `&mut` connection makes a future
+    // that is not `Send` for every lifetime, which `tokio::spawn` refuses.)
+    let migrating = AnyPoolOptions::new().max_connections(1).connect_with(options.clone()).await.map_err(failed)?;
+    sqlx::migrate!("./migrations/postgres").run(&migrating).await?;
+    migrating.close().await;
+    let pool = bounded_pool(bounds).max_connections(8).connect_with(options.clone()).await.map_err(failed)?;
     // The message path's own connections, as SQLite's `hot`: long reads on
     // the shared pool (history, status, backups, retention) never hold up a
     // message. Two, so the session's writes and the outbox's marks do not
     // wait for each other's round trips to the server.
-    let hot = AnyPoolOptions::new()
-        .acquire_timeout(Duration::from_secs(10))
-        .max_connections(2)
-        .connect_with(options)
-        .await
-        .map_err(failed)?;
+    let hot = bounded_pool(bounds).max_connections(2).connect_with(options).await.map_err(failed)?;
     Ok(Db {
         hot: Hot::pooled(hot),
         pool,
         dialect: Dialect::Postgres,
         location: Arc::new(location),
         fences: Fences::default(),
+        bounds: Some(bounds),
     })
+}
+
+/// A PostgreSQL pool whose every connection runs with `bounds`' session
+/// settings (`cluster::bounds` says why each), whose borrowers wait at most
+/// the client's bound for a connection, and which never hangs on a
+/// connection given back whose server stopped answering.
+fn bounded_pool(bounds: PgBounds) -> AnyPoolOptions {
+    let settings: Arc<str> = bounds.session_settings().into();
+    let wait = bounds.client_wait();
+    AnyPoolOptions::new()
+        .acquire_timeout(wait)
+        .after_connect(move |conn, _| {
+            let settings = settings.clone();
+            Box::pin(async move { conn.execute(&*settings).await.map(drop) })
+        })
+        .after_release(move |conn, _| Box::pin(answers_within(conn, wait)))
+}
+
+/// The pool's check on every PostgreSQL connection given back, before its
+/// own unbounded ping: a borrower given up mid-statement (its bound passed:
+/// the server, or the way to it, stopped answering) leaves the connection
+/// waiting for an answer that may never come, and sqlx's ping would wait
+/// with it, holding a pool slot. A connection that does not answer a ping
+/// within `wait` is closed instead.
+async fn answers_within(conn: &mut AnyConnection, wait: Duration) -> Result<bool, sqlx::Error> {
+    match tokio::time::timeout(wait, conn.ping()).await {
+        Ok(Ok(())) => Ok(true),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(sqlx::Error::PoolTimedOut),
+    }
 }
 
 /// The pool's check on every SQLite connection given back: a transaction

@@ -23,6 +23,8 @@ pub enum StoreError {
     Duplicate(String),
     #[error("this node no longer holds `{0}`: another node took it over, so this write was rolled back")]
     Fenced(String),
+    #[error("the database did not answer {what} within {after:?}; pincer tries again (is PostgreSQL reachable?)")]
+    TimedOut { what: &'static str, after: std::time::Duration },
     #[error("several nodes need a shared store: set [store] url to a PostgreSQL database")]
     NotShared,
     #[error("cannot open the database {path}: {source}")]

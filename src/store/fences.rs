@@ -38,6 +38,9 @@ impl Default for Fences {
 struct Holder {
     node: NodeId,
     epochs: HashMap<LeaseName, i64>,
+    /// Grows at every [`Fences::hold_as`] (a start, a lapse), so that an
+    /// adoption decided before one does not land after it.
+    generation: u64,
 }
 
 impl Fences {
@@ -50,6 +53,11 @@ impl Fences {
             Some(&epoch) => Ok(Some(Fence { lease: lease.clone(), node: holder.node.clone(), epoch })),
             None => Err(StoreError::Fenced(lease.as_str().to_owned())),
         }
+    }
+
+    /// This node's id, once it entered a cluster.
+    pub(super) fn node(&self) -> Option<NodeId> {
+        self.lock().as_ref().map(|holder| holder.node.clone())
     }
 
     /// Whether this node may act for `lease` now: always on one machine; on
@@ -82,8 +90,33 @@ impl Fences {
     /// From now on this store is `node`'s, holding no lease (at start, and
     /// when the node's incarnation lapsed: whatever it held is gone).
     pub(super) fn hold_as(&self, node: &NodeId) {
-        *self.lock() = Some(Holder { node: node.clone(), epochs: HashMap::new() });
+        {
+            let mut held = self.lock();
+            let generation = held.as_ref().map_or(0, |holder| holder.generation.wrapping_add(1));
+            *held = Some(Holder { node: node.clone(), epochs: HashMap::new(), generation });
+        }
         self.bump();
+    }
+
+    /// Which [`Fences::hold_as`] this is (0 on one machine).
+    pub(super) fn generation(&self) -> u64 {
+        self.lock().as_ref().map_or(0, |holder| holder.generation)
+    }
+
+    /// `lease` is held at `epoch`, if nothing was dropped since `generation`
+    /// (a ghost lease found by a look that began then); whether it is now.
+    pub(super) fn adopt(&self, lease: &LeaseName, epoch: i64, generation: u64) -> bool {
+        let adopted = match self.lock().as_mut() {
+            Some(holder) if holder.generation == generation => {
+                holder.epochs.insert(lease.clone(), epoch);
+                true
+            }
+            _ => false,
+        };
+        if adopted {
+            self.bump();
+        }
+        adopted
     }
 
     /// `lease` is held at `epoch`.

@@ -71,4 +71,7 @@ handles! {
     Approvals;
     /// Chat commands handed to their group's owner (`commands.rs`, PostgreSQL only).
     Commands;
+    /// What each group's agent is doing, mirrored for the node serving its
+    /// chat (`activity.rs`, PostgreSQL only).
+    Activities;
 }

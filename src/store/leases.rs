@@ -37,6 +37,10 @@ pub(super) async fn check(conn: &mut AnyConnection, fences: &Fences, fence: &Fen
     Ok(())
 }
 
+/// The leases held by one incarnation of a node: `name`, `epoch`. `$1` node
+/// id, `$2` incarnation. Cheap: `leases` has a row per group and gateway.
+const HELD_BY: &str = "SELECT name, epoch FROM leases WHERE node_id = $1 AND incarnation = $2 ORDER BY name";
+
 impl Leases {
     /// Registers this process as a new incarnation of `node`, with `slots`
     /// sessions and rows alive for `ttl_us`; from now on, this store's
@@ -50,13 +54,13 @@ impl Leases {
         before: i64,
     ) -> Result<Option<i64>, StoreError> {
         self.postgres_only()?;
-        let incarnation: Option<i64> = sqlx::query_scalar(REGISTER_NODE)
+        let registering = sqlx::query_scalar(REGISTER_NODE)
             .bind(node.as_str())
             .bind(slots)
             .bind(ttl_us)
             .bind(before)
-            .fetch_optional(&self.db.pool)
-            .await?;
+            .fetch_optional(&self.db.pool);
+        let incarnation: Option<i64> = self.db.within("a registration", async { Ok(registering.await?) }).await?;
         if incarnation.is_some() {
             self.db.fences.hold_as(node);
         }
@@ -65,30 +69,34 @@ impl Leases {
 
     /// Renews this incarnation's row: whether it was still alive.
     pub async fn renew(&self, node: &NodeId, incarnation: i64, ttl_us: i64, live: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query(RENEW_NODE)
+        let renewing = sqlx::query(RENEW_NODE)
             .bind(node.as_str())
             .bind(incarnation)
             .bind(ttl_us)
             .bind(live)
-            .execute(&self.db.pool)
-            .await?;
+            .execute(&self.db.pool);
+        let done = self.db.within("a renewal", async { Ok(renewing.await?) }).await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// Ends this incarnation at once (after its CLIs are gone).
     pub async fn leave(&self, node: &NodeId, incarnation: i64) -> Result<(), StoreError> {
-        sqlx::query(LEAVE).bind(node.as_str()).bind(incarnation).execute(&self.db.pool).await?;
+        let leaving = sqlx::query(LEAVE).bind(node.as_str()).bind(incarnation).execute(&self.db.pool);
+        self.db.within("leaving the cluster", async { Ok(leaving.await?) }).await?;
         Ok(())
     }
 
-    /// Claims `lease` if it is free or its holder's row expired; its new epoch.
+    /// Claims `lease` if it is free or its holder's row expired; its new
+    /// epoch. A lease row locked by a fenced write waits at most the claim's
+    /// lock wait ([`begin_claim`]): then it is not claimed this time.
     pub async fn claim(&self, lease: &LeaseName, node: &NodeId, incarnation: i64) -> Result<Option<i64>, StoreError> {
-        let epoch: Option<i64> = sqlx::query_scalar(CLAIM_LEASE)
-            .bind(lease.as_str())
-            .bind(node.as_str())
-            .bind(incarnation)
-            .fetch_optional(&self.db.pool)
-            .await?;
+        let claiming = async {
+            let mut tx = begin_claim(&self.db).await?;
+            let epoch = claim_row(&mut tx, lease, node, incarnation).await?;
+            tx.commit().await?;
+            Ok(epoch)
+        };
+        let epoch = self.db.within("a claim", claiming).await.or_else(skipped_when_locked)?;
         if let Some(epoch) = epoch {
             self.db.fences.claimed(lease, epoch);
             crate::metrics::counters::counters().lease_claimed(kind(lease));
@@ -100,10 +108,61 @@ impl Leases {
     pub async fn release(&self, lease: &LeaseName) -> Result<(), StoreError> {
         if let Some(fence) = self.db.fences.of(lease)? {
             let (name, node, epoch) = fence.params();
-            sqlx::query(RELEASE_LEASE).bind(name).bind(node).bind(epoch).execute(&self.db.pool).await?;
+            let releasing = sqlx::query(RELEASE_LEASE).bind(name).bind(node).bind(epoch).execute(&self.db.pool);
+            self.db.within("a release", async { Ok(releasing.await?) }).await?;
             self.db.fences.forget(lease);
             crate::metrics::counters::counters().lease_released();
         }
+        Ok(())
+    }
+
+    /// The leases the store shows held by this node's incarnation
+    /// `incarnation`, with their epochs (for `cluster::ghost`), and the
+    /// generation of what this node holds in memory when it read them
+    /// (for [`Leases::adopt`]).
+    pub async fn held_in_store(
+        &self,
+        node: &NodeId,
+        incarnation: i64,
+    ) -> Result<(Vec<(LeaseName, i64)>, u64), StoreError> {
+        self.postgres_only()?;
+        let generation = self.db.fences.generation();
+        let reading = sqlx::query(HELD_BY).bind(node.as_str()).bind(incarnation).fetch_all(&self.db.pool);
+        let rows = self.db.within("this node's leases", async { Ok(reading.await?) }).await?;
+        let mut held = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let name: String = row.try_get(0)?;
+            let Some(lease) = lease_named(&name) else {
+                tracing::warn!(%name, "a lease name in the store is not one pincer makes; leaving it alone");
+                continue;
+            };
+            held.push((lease, row.try_get::<i64, _>(1)?));
+        }
+        Ok((held, generation))
+    }
+
+    /// The epoch this node holds `lease` at in memory, if it does.
+    pub fn known_epoch(&self, lease: &LeaseName) -> Option<i64> {
+        self.db.fences.of(lease).ok().flatten().map(|fence| fence.epoch)
+    }
+
+    /// Holds a ghost lease (`cluster::ghost`) at the `epoch` the store showed,
+    /// unless what this node holds changed since `generation` (its
+    /// incarnation lapsed meanwhile: the lease went with it). Whether it did.
+    pub fn adopt(&self, lease: &LeaseName, epoch: i64, generation: u64) -> bool {
+        let adopted = self.db.fences.adopt(lease, epoch, generation);
+        if adopted {
+            crate::metrics::counters::counters().lease_claimed(kind(lease));
+        }
+        adopted
+    }
+
+    /// Lets a ghost lease go at the `epoch` the store showed (a no-op if it
+    /// moved on since).
+    pub async fn release_at(&self, lease: &LeaseName, node: &NodeId, epoch: i64) -> Result<(), StoreError> {
+        let releasing =
+            sqlx::query(RELEASE_LEASE).bind(lease.as_str()).bind(node.as_str()).bind(epoch).execute(&self.db.pool);
+        self.db.within("a release", async { Ok(releasing.await?) }).await?;
         Ok(())
     }
 
@@ -165,7 +224,8 @@ impl Leases {
     /// The groups with work and their leases ([`GROUPS_WITH_WORK`]).
     pub async fn groups_with_work(&self) -> Result<Vec<(GroupName, LeaseSeen)>, StoreError> {
         self.postgres_only()?;
-        let rows = sqlx::query(GROUPS_WITH_WORK).fetch_all(&self.db.pool).await?;
+        let reading = sqlx::query(GROUPS_WITH_WORK).fetch_all(&self.db.pool);
+        let rows = self.db.within("the groups with work", async { Ok(reading.await?) }).await?;
         let mut work = Vec::with_capacity(rows.len());
         for row in &rows {
             let name: String = row.try_get(0)?;
@@ -181,7 +241,8 @@ impl Leases {
     /// The live nodes, for placement ([`LIVE_NODES`]).
     pub async fn live_nodes(&self) -> Result<Vec<NodeLoad>, StoreError> {
         self.postgres_only()?;
-        let rows = sqlx::query(LIVE_NODES).fetch_all(&self.db.pool).await?;
+        let reading = sqlx::query(LIVE_NODES).fetch_all(&self.db.pool);
+        let rows = self.db.within("the live nodes", async { Ok(reading.await?) }).await?;
         let mut nodes = Vec::with_capacity(rows.len());
         for row in &rows {
             let id: String = row.try_get(0)?;
@@ -208,6 +269,17 @@ pub(super) fn kind(lease: &LeaseName) -> &'static str {
     } else {
         "group"
     }
+}
+
+/// The lease a stored name is: a group's, or a Telegram or WhatsApp gateway's.
+fn lease_named(name: &str) -> Option<LeaseName> {
+    if let Some(bot) = name.strip_prefix("gw:telegram:") {
+        return bot.parse::<i64>().ok().map(LeaseName::telegram);
+    }
+    if let Some(number) = name.strip_prefix("gw:whatsapp:") {
+        return Some(LeaseName::whatsapp(number)).filter(|_| number.bytes().all(|b| b.is_ascii_digit()));
+    }
+    name.parse::<GroupName>().ok().map(|group| LeaseName::group(&group))
 }
 
 /// A row of [`GROUPS_WITH_WORK`] as a lease seen.
@@ -253,10 +325,13 @@ pub(super) async fn execute_for<'q>(
     if !db.fences.is_cluster_node() {
         return Ok(query.execute(&db.pool).await?);
     }
-    let mut tx = begin_checked(&db.pool, &db.fences, group).await?;
-    let done = query.execute(&mut *tx).await?;
-    tx.commit().await?;
-    Ok(done)
+    let writing = async {
+        let mut tx = begin_checked(&db.pool, &db.fences, group).await?;
+        let done = query.execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(done)
+    };
+    db.within("a fenced write", writing).await
 }
 
 /// [`execute_for`] on the message path's connection (`hot`), for a write
@@ -266,20 +341,68 @@ pub(super) async fn fetch_hot_for<'q>(
     group: &GroupName,
     query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
 ) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
-    let mut conn = db.hot.lock().await?;
     if !db.fences.is_cluster_node() {
+        let mut conn = db.hot.lock().await?;
         return Ok(query.fetch_all(&mut *conn).await?);
     }
-    let mut tx = begin_checked(&mut *conn, &db.fences, group).await?;
-    let rows = query.fetch_all(&mut *tx).await?;
-    tx.commit().await?;
-    Ok(rows)
+    let writing = async {
+        let mut conn = db.hot.lock().await?;
+        let mut tx = begin_checked(&mut *conn, &db.fences, group).await?;
+        let rows = query.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
+    };
+    db.within("a fenced write", writing).await
 }
 
-/// Opens a transaction for a write of `group`'s, its lease checked first on a cluster node.
+/// Opens a transaction for a write of `group`'s, its lease checked first on
+/// a cluster node (the opening and the check bounded: [`super::db::Db::within`]).
 pub(super) async fn begin_for(
     db: &super::db::Db,
     group: &GroupName,
 ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
-    begin_checked(&db.pool, &db.fences, group).await
+    db.within("a fenced write's lease check", begin_checked(&db.pool, &db.fences, group)).await
+}
+
+/// Opens a claim's transaction: a lease row locked by someone else's open
+/// transaction is waited for at most `PgBounds::claim_lock_wait`, then the
+/// statement fails ([`skipped_when_locked`]) rather than hold up the claims
+/// after it.
+/// Claims `lease`'s row in a claim's transaction ([`begin_claim`]): its new
+/// epoch, or `None` when a live holder keeps it.
+pub(super) async fn claim_row(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    lease: &LeaseName,
+    node: &NodeId,
+    incarnation: i64,
+) -> Result<Option<i64>, StoreError> {
+    let epoch = sqlx::query_scalar(CLAIM_LEASE)
+        .bind(lease.as_str())
+        .bind(node.as_str())
+        .bind(incarnation)
+        .fetch_optional(&mut **tx)
+        .await?;
+    Ok(epoch)
+}
+
+pub(super) async fn begin_claim(db: &super::db::Db) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+    let bounds = db.bounds.unwrap_or_default();
+    let mut tx = db.pool.begin().await?;
+    sqlx::query(SET_CLAIM_LOCK_WAIT).bind(bounds.claim_lock_wait_setting()).execute(&mut *tx).await?;
+    Ok(tx)
+}
+
+/// Sets the transaction's `lock_timeout`; `$1` its value (`"300ms"`).
+const SET_CLAIM_LOCK_WAIT: &str = "SELECT set_config('lock_timeout', $1, true)";
+
+/// A claim refused by its lock wait (PostgreSQL's `lock_not_available`,
+/// 55P03) is no claim this round: `Ok(None)`, as when another node holds it.
+pub(super) fn skipped_when_locked<T>(e: StoreError) -> Result<Option<T>, StoreError> {
+    match &e {
+        StoreError::Sql(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55P03") => {
+            tracing::debug!(%e, "a lease row is locked by a write in progress; not claimed this round");
+            Ok(None)
+        }
+        _ => Err(e),
+    }
 }

@@ -9,6 +9,7 @@
 //! `handles.rs` says why handles and how a second backend slots in). This
 //! file only declares, re-exports and opens.
 
+mod activity;
 mod approvals;
 mod budget;
 mod channels;
@@ -16,6 +17,7 @@ mod clock;
 mod cluster_view;
 mod commands;
 mod db;
+mod draining;
 mod egress;
 mod error;
 mod fences;
@@ -44,6 +46,7 @@ mod transcripts;
 
 use std::path::Path;
 
+pub use activity::Mirrored;
 pub use approvals::{ApprovalError, Asked, NewApproval, ToShow, Unanswered, LOOK_LIMIT};
 pub use channels::ChannelHealth;
 pub use clock::now_us;
@@ -55,8 +58,8 @@ pub use error::StoreError;
 pub use folders::FolderSnapshot;
 pub use groups::{GroupRecord, GroupSettings};
 pub use handles::{
-    Approvals, Budgets, Channels, Commands, EgressLog, Folders, Groups, Health, History, Journal, Leases, OutboxLog,
-    Preparing, Queue, Retention, Schedules, Transcripts,
+    Activities, Approvals, Budgets, Channels, Commands, EgressLog, Folders, Groups, Health, History, Journal, Leases,
+    OutboxLog, Preparing, Queue, Retention, Schedules, Transcripts,
 };
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use inbound::InboundState;
@@ -84,9 +87,16 @@ impl Store {
         Store::connect(&Location::File(path.to_owned())).await
     }
 
-    /// Opens (creating a SQLite file if missing) the store at `location` and migrates it.
+    /// Opens (creating a SQLite file if missing) the store at `location` and
+    /// migrates it; a PostgreSQL one's waits bounded as for the default `lease_ttl`.
     pub async fn connect(location: &Location) -> Result<Store, StoreError> {
-        Ok(Store { db: db::Db::open(location).await? })
+        Store::connect_bounded(location, crate::cluster::PgBounds::default()).await
+    }
+
+    /// [`Store::connect`], a PostgreSQL store's waits bounded by `bounds`
+    /// (from the node's `lease_ttl`: `cluster::bounds`).
+    pub async fn connect_bounded(location: &Location, bounds: crate::cluster::PgBounds) -> Result<Store, StoreError> {
+        Ok(Store { db: db::Db::open(location, bounds).await? })
     }
 
     /// Where the database is.
@@ -169,6 +179,10 @@ impl Store {
 
     pub fn commands(&self) -> Commands {
         Commands::new(self.db.clone())
+    }
+
+    pub fn activities(&self) -> Activities {
+        Activities::new(self.db.clone())
     }
 }
 

@@ -32,6 +32,9 @@ pub struct Overview {
 #[derive(Clone, Debug, Serialize)]
 pub struct PlatformView {
     pub platform: String,
+    /// The cluster node whose device this is (WhatsApp on a cluster), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub state: String,
     pub detail: Option<String>,
     /// Since when (unix seconds).
@@ -118,13 +121,15 @@ impl Health {
         Ok(Overview { db_bytes, platforms, waiting_messages, outbox, groups, nodes })
     }
 
-    /// The platforms that ever told their health.
+    /// The platforms that ever told their health: one line a row (each
+    /// cluster node's own WhatsApp device among them).
     async fn platforms(&self) -> Result<Vec<PlatformView>, StoreError> {
         let mut platforms = Vec::new();
         for platform in [Platform::Telegram, Platform::WhatsApp] {
-            if let Some(h) = Channels::new(self.db.clone()).channel_health(platform).await? {
+            for (node, h) in Channels::new(self.db.clone()).channel_healths(platform).await? {
                 platforms.push(PlatformView {
                     platform: platform.to_string(),
+                    node: (!node.is_empty()).then_some(node),
                     state: h.state,
                     detail: h.detail,
                     since: h.changed_at_us / 1_000_000,

@@ -9,13 +9,16 @@
 //! flight are failed, and the runs left `running` are logged as cut off
 //! with their schedules due again (the rerun sends the prompt). Only then does this
 //! node hold the lease in memory, so nothing here runs the group before the
-//! takeover is committed.
+//! takeover is committed. A lease row locked by a stuck holder is waited for
+//! only briefly (`cluster::bounds`): the group is skipped this round. A
+//! commit whose answer is lost leaves a ghost lease, which the next rounds
+//! adopt (`cluster::ghost`).
 
 use chrono::{DateTime, Utc};
 
 use super::error::StoreError;
 use super::handles::Leases;
-use crate::cluster::fence::{LeaseName, CLAIM_LEASE};
+use crate::cluster::fence::LeaseName;
 use crate::cluster::node_id::NodeId;
 use crate::domain::GroupName;
 
@@ -42,18 +45,20 @@ impl Leases {
         now: DateTime<Utc>,
     ) -> Result<Option<Takeover>, StoreError> {
         let lease = LeaseName::group(group);
-        let mut tx = self.db.pool.begin().await?;
-        let epoch: Option<i64> = sqlx::query_scalar(CLAIM_LEASE)
-            .bind(lease.as_str())
-            .bind(node.as_str())
-            .bind(incarnation)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(epoch) = epoch else {
+        let claiming = async {
+            let mut tx = super::leases::begin_claim(&self.db).await?;
+            let epoch = super::leases::claim_row(&mut tx, &lease, node, incarnation).await?;
+            let Some(epoch) = epoch else {
+                return Ok(None);
+            };
+            let (requeued, runs_cut_off) = take_over(&mut tx, group, now).await?;
+            tx.commit().await?;
+            Ok(Some((epoch, requeued, runs_cut_off)))
+        };
+        let claimed = self.db.within("a claim", claiming).await.or_else(super::leases::skipped_when_locked)?;
+        let Some((epoch, requeued, runs_cut_off)) = claimed else {
             return Ok(None);
         };
-        let (requeued, runs_cut_off) = take_over(&mut tx, group, now).await?;
-        tx.commit().await?;
         self.db.fences.claimed(&lease, epoch);
         crate::metrics::counters::counters().lease_claimed("group");
         Ok(Some(Takeover { epoch, requeued, runs_cut_off }))

@@ -12,17 +12,17 @@ use nix::unistd::Pid;
 use pincer::store::GroupSettings;
 use sqlx::PgConnection;
 
-use crate::support::cluster::{holder, nodes, restart, serving_team, wait_count, Node};
+use crate::support::cluster::{holder, nodes, one_cli_at_a_time, restart, serving_team, wait_count, Node};
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
 use crate::support::harness::{pincer_command, PATIENCE};
 use crate::support::postgres;
 
-fn team() -> TgChat {
+pub(crate) fn team() -> TgChat {
     TgChat { id: -100_901, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
 }
 
-fn alice() -> TgUser {
+pub(crate) fn alice() -> TgUser {
     TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
 }
 
@@ -112,22 +112,6 @@ fn dead(pid: i32) -> bool {
 /// How long the owner stays frozen (the 30 s).
 const FROZEN: Duration = Duration::from_secs(30);
 
-/// Asserts no two of the group's model requests were ever in flight at
-/// once: each one arrived after the one before it ended (answered, or its
-/// CLI gone). Two CLIs of one group would overlap here.
-fn one_cli_at_a_time(api: &FakeApi) {
-    let mut spans: Vec<(i64, i64, String)> = api
-        .main_requests()
-        .iter()
-        .map(|r| (r.arrived_us(), r.ended_us().unwrap_or(i64::MAX), r.last_user_text()))
-        .collect();
-    spans.sort();
-    for pair in spans.windows(2) {
-        let ((_, ended, before), (arrived, _, after)) = (&pair[0], &pair[1]);
-        assert!(arrived >= ended, "{after:?} was asked while {before:?} was still in flight: two CLIs at once");
-    }
-}
-
 /// The nodes run their CLIs unconfined here, so the fake API sees each
 /// CLI's own connection: a sandboxed CLI talks through its pincer's
 /// credential proxy, whose connection a frozen pincer holds open after its
@@ -197,7 +181,7 @@ async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it
     let results: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM results").fetch_one(&mut db).await.unwrap();
     assert_eq!(results, results_before + 1, "only the marker's result was written after the thaw");
     assert_eq!(holder(&mut db, "team").await.as_deref(), Some(after.as_str()), "the group stayed where it moved");
-    one_cli_at_a_time(&api);
+    one_cli_at_a_time(&api, &[""]);
 }
 
 /// The nodes whose log says they serve Telegram as the gateway.
@@ -348,10 +332,17 @@ async fn team_apart_from_its_gateway(
     bot: &FakeBot,
     url: &str,
 ) -> (Vec<Node>, PgConnection, String, String) {
+    team_apart_from_its_gateway_among(nodes(api, bot, url), url).await
+}
+
+/// [`team_apart_from_its_gateway`] on `nodes` as configured (not started).
+pub(crate) async fn team_apart_from_its_gateway_among(
+    mut nodes: Vec<Node>,
+    url: &str,
+) -> (Vec<Node>, PgConnection, String, String) {
     use crate::support::cluster::{preferred, wait_alive, wait_held};
     use pincer::domain::ChatAddress;
 
-    let mut nodes = nodes(api, bot, url);
     let settings = GroupSettings {
         chat: Some(ChatAddress::telegram(team().id, None)),
         requires_trigger: false,

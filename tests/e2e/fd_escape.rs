@@ -138,6 +138,9 @@ async fn the_wrapper_confines_the_command_then_runs_the_real_program_as_asked() 
         .arg(&bash)
         .args(["-c", script, "zero", "one"])
         .env("PATH", &path)
+        // `cargo test` sets the loader's path for its binaries; the CLI's
+        // environment never has one, and the wrapper refuses to run under it.
+        .env_remove("LD_LIBRARY_PATH")
         .output()
         .await
         .unwrap();
@@ -158,12 +161,24 @@ async fn the_wrapper_confines_the_command_then_runs_the_real_program_as_asked() 
     assert!(stdout.contains("\ny\n"), "{stdout}");
 
     #[allow(clippy::disallowed_methods)] // the wrapper under test, as the CLI finds git
-    let out = tokio::process::Command::new(&git).arg("--version").env("PATH", &path).output().await.unwrap();
+    let out = tokio::process::Command::new(&git)
+        .arg("--version")
+        .env("PATH", &path)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .await
+        .unwrap();
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("git version"), "{out:?}");
 
     // Nothing but itself on PATH: nothing runs, and the agent reads why.
     #[allow(clippy::disallowed_methods)] // the wrapper under test
-    let out = tokio::process::Command::new(&git).arg("--version").env("PATH", dir.path()).output().await.unwrap();
+    let out = tokio::process::Command::new(&git)
+        .arg("--version")
+        .env("PATH", dir.path())
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .await
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(126), "{stderr}");
     assert!(stderr.contains("pincer did not run this command") && stderr.contains("no `git` found"), "{stderr}");

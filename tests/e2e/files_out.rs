@@ -101,7 +101,10 @@ async fn an_image_goes_as_a_photo_and_a_pdf_as_a_document_with_the_same_bytes_an
     assert_eq!((again.kind, again.bytes.as_slice()), ("document", chart.as_slice()));
     assert_eq!(sent[4].text, "the chart you asked for", "with its caption");
 
-    for (ask, why) in [("STEAL", "outside the group's folder"), ("VIALINK", "is a link")] {
+    // A link is followed by the gate as the kernel would (`session::files`):
+    // it leads outside, so it is refused there, before the tool looks.
+    for (ask, why) in [("STEAL", "outside the group's folder"), ("VIALINK", "secret.txt is outside the group's folder")]
+    {
         let before = bot.sent(CHAT).len();
         bot.say(&chat(), &bob(), &format!("{ask} please"));
         let answer = bot.wait_sent(CHAT, before + 1).await.pop().unwrap();

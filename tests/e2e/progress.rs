@@ -86,7 +86,7 @@ async fn the_telegram_status_message_is_posted_in_its_topic_edited_deleted_and_r
 }
 
 /// The text the bot answered callback query `id` with, once it has.
-async fn answer_to(bot: &FakeBot, id: &str) -> String {
+pub(crate) async fn answer_to(bot: &FakeBot, id: &str) -> String {
     let answered = |b: &FakeBot| {
         b.calls_to("answerCallbackQuery").into_iter().find(|c| c.params["callback_query_id"].as_str() == Some(id))
     };

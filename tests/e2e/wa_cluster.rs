@@ -198,3 +198,44 @@ async fn a_holder_whose_device_is_logged_out_lets_the_number_go_to_a_node_that_c
         node.daemon.take().unwrap().stop().await;
     }
 }
+
+/// A command whose message reaches a node while no node holds the number
+/// (here: the holder's device was logged out, the other's is not fit yet;
+/// after a holder's kill -9 it is the lease's ttl) is run all the same, by
+/// the first node to see it, and its answer waits in the outbox for the
+/// next holder, which sends it once.
+#[tokio::test]
+async fn a_command_sent_while_no_node_holds_the_number_waits_like_a_message() {
+    let api = FakeApi::start(fake_api::echo()).await;
+    let url = postgres::server().fresh_database();
+    let (mut nodes, mut db) = team(&api, &url, 2).await;
+    let first = until(&mut db, "a holder of the number", async |db| holder(db, &lease()).await).await;
+    say(&nodes, "hello PLUM");
+    assert_eq!(answered(&nodes, "PLUM").await, std::slice::from_ref(&first));
+
+    // No device fit to send: the holder's logged out, the other's too.
+    for node in &nodes {
+        node.wa.logged_out();
+    }
+    until(&mut db, "no holder of the number", async |db| holder(db, &lease()).await.is_none().then_some(())).await;
+    say(&nodes, "/status");
+    until(&mut db, "the answer waiting in the outbox", async |db| (queued(db, "Session").await == 1).then_some(()))
+        .await;
+
+    // A device links again: its node holds the number and sends the answer, once.
+    nodes[1].wa.connected();
+    until(&mut db, "a holder again", async |db| holder(db, &lease()).await).await;
+    let waited = tokio::time::timeout(PATIENCE, async {
+        while sent(&nodes, "Session").is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    waited.unwrap_or_else(|_| panic!("the answer was not sent; sent: {:?}", sent(&nodes, "")));
+    say(&nodes, "hello FIG");
+    answered(&nodes, "FIG").await;
+    assert_eq!(sent(&nodes, "Session").len(), 1, "answered once: {:?}", sent(&nodes, ""));
+    for node in &mut nodes {
+        node.daemon.take().unwrap().stop().await;
+    }
+}

@@ -15,6 +15,7 @@ use pincer::store::GroupSettings;
 use super::fake_api::FakeApi;
 use super::fake_bot::FakeBot;
 use super::harness::{spawn_pincer_run_logging, Sandbox};
+use super::relay::Relay;
 
 /// One node: its sandbox (data directory, config) and its process.
 pub struct Node {
@@ -68,6 +69,18 @@ impl Node {
 /// with a 3 s lease.
 pub fn nodes(api: &FakeApi, bot: &FakeBot, url: &str) -> Vec<Node> {
     nodes_with(api, bot, url, 3, Duration::from_secs(3))
+}
+
+/// Puts a relay of its own (`support::relay`) between each of `nodes` and
+/// the database `url`; the relays in the nodes' order.
+pub async fn through_relays(nodes: &mut [Node], url: &str) -> Vec<Relay> {
+    let mut relays = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        let relay = Relay::to_test_server().await;
+        node.sandbox.config.store.url = Some(Secret::new(relay.url(url)));
+        relays.push(relay);
+    }
+    relays
 }
 
 /// `count` nodes sharing `url` with a lease of `lease_ttl`.
@@ -166,4 +179,20 @@ pub async fn restart(node: &mut Node, db: &mut sqlx::PgConnection, count: i64) {
     node.stop().await;
     node.start().await;
     wait_alive(db, count).await;
+}
+
+/// Asserts no two of one group's model requests were in flight at once (two
+/// CLIs of one group would overlap); the group's are those holding one of `words`.
+pub fn one_cli_at_a_time(api: &FakeApi, words: &[&str]) {
+    let mut spans: Vec<(i64, i64, String)> = api
+        .main_requests()
+        .iter()
+        .filter(|r| words.iter().any(|w| r.all_text().contains(w)))
+        .map(|r| (r.arrived_us(), r.ended_us().unwrap_or(i64::MAX), r.last_user_text()))
+        .collect();
+    spans.sort();
+    for pair in spans.windows(2) {
+        let ((_, ended, before), (arrived, _, after)) = (&pair[0], &pair[1]);
+        assert!(arrived >= ended, "{after:?} was asked while {before:?} was still in flight: two CLIs at once");
+    }
 }

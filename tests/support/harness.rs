@@ -26,6 +26,31 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 /// message is posted unless a test sets a shorter one.
 pub const NO_STATUS: Duration = Duration::from_secs(3600);
 
+/// `TEST_PINCER_STORE=postgres` runs every test's daemon on a fresh
+/// database of the tests' own PostgreSQL (`[store] url`) instead of its
+/// SQLite file: CI runs the store-touching suites once more that way. (Not
+/// `PINCER_*`: those are pincer's config, which the tests' own `pincer`
+/// processes would read and refuse.)
+pub const STORE_ENV: &str = "TEST_PINCER_STORE";
+
+/// The `[store] url` the tests run on: a fresh PostgreSQL database when
+/// [`STORE_ENV`] says `postgres`, else none (SQLite in the data dir).
+pub fn store_under_test() -> Option<String> {
+    match std::env::var(STORE_ENV).as_deref() {
+        Ok("postgres") => {
+            let server = super::postgres::server();
+            Some(server.fresh_database())
+        }
+        Ok("sqlite") | Ok("") | Err(_) => None,
+        Ok(other) => panic!("{STORE_ENV}={other}: say `postgres` or `sqlite`"),
+    }
+}
+
+/// Whether the tests' daemons run on PostgreSQL ([`STORE_ENV`]).
+pub fn on_postgres() -> bool {
+    std::env::var(STORE_ENV).as_deref() == Ok("postgres")
+}
+
 /// A temp directory with pincer's data, groups, and the CLI's scratch HOME.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
@@ -65,6 +90,9 @@ impl Sandbox {
         config.sandbox.mode = SandboxMode::None;
         // The sandboxes' egress forwarder is pincer's binary, not this test's.
         config.sandbox.pincer_binary = Some(PathBuf::from(env!("CARGO_BIN_EXE_pincer")));
+        if let Some(url) = store_under_test() {
+            config.store.url = Some(Secret::new(url));
+        }
         Sandbox { dir, config }
     }
 

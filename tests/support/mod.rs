@@ -13,6 +13,7 @@ pub mod fake_wa;
 pub mod harness;
 pub mod pipe;
 pub mod postgres;
+pub mod relay;
 pub mod resolver;
 pub mod serve;
 pub mod store_lock;

@@ -141,14 +141,14 @@ async fn chat_moved(shared: &Shared, from: i64, to: i64) {
 /// "typing…" while the turn runs.
 async fn engaged(shared: &Arc<Shared>, group: &GroupRecord, target: TelegramTarget, message_id: i32) -> HandlerResult {
     let progress = shared.ports.progress_for(group);
-    let session = shared.ports.router.session(&group.name).await?;
+    let followed = shared.ports.follow(&group.name).await?;
     if progress.mode != ProgressMode::Off {
         receipt(shared, target, message_id, &progress.reaction);
         let (status, directory) = (shared.status.clone(), shared.ports.directory.clone());
-        shared.progress.follow(&group.name, session.activity(), status, target.address(), progress, directory);
+        shared.progress.follow(&group.name, followed.activity(), status, target.address(), progress, directory);
     }
     let bot = shared.bot.clone();
-    shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
+    shared.typing.start(&group.name, followed, TYPING_REPEAT, move |on| {
         let bot = bot.clone();
         async move {
             // Telegram has no "stop typing": the indicator fades by itself.

@@ -27,6 +27,14 @@ pub(super) enum Cmd {
 pub(super) use crate::channel::help::WHATSAPP as HELP;
 
 impl Cmd {
+    /// Whether the command can be run by whichever node sees it first (its
+    /// answer goes through the group's outbox): all but an approval's answer,
+    /// which only the node showing the prompt can take, and `/chatid`, which
+    /// is answered straight to the chat.
+    pub fn travels(&self) -> bool {
+        !matches!(self, Cmd::Answer { .. } | Cmd::Chatid)
+    }
+
     /// The command `text` is, if any. Commands are case-insensitive and must
     /// be the whole message (a command word inside a sentence is chat).
     pub fn parse(text: &str, replies_to_prompt: bool) -> Option<Cmd> {
@@ -83,6 +91,16 @@ fn is_code(word: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn on_a_cluster_every_command_but_an_approvals_answer_and_chatid_travels() {
+        for travels in ["/status", "/stop", "/new", "/tasks", "/budget 5", "/help"] {
+            assert!(Cmd::parse(travels, false).unwrap().travels(), "{travels}");
+        }
+        for stays in ["/chatid", "allow AB12", "deny AB12"] {
+            assert!(!Cmd::parse(stays, false).unwrap().travels(), "{stays}");
+        }
+    }
 
     #[test]
     fn commands_are_whole_messages_in_any_case() {

@@ -151,7 +151,16 @@ async fn act<C: WaClient>(
 ) -> anyhow::Result<()> {
     match taken {
         Taken::Unregistered { first: true } => unregistered(shared, msg),
-        // Commands are not stored: only the device that acts runs them, once.
+        // Commands are not stored as messages are. On one machine the device
+        // runs them; on a cluster the first node to see one does, holder or
+        // not, so one sent while no node holds the number waits (its answer
+        // in the outbox) like a message. An approval's answer is the holder's:
+        // it alone has the prompt (the next holder shows it again).
+        Taken::Command { group, command, by_admin } if command.travels() && role != Role::Alone => {
+            if shared.ports.directory.first_to_see_command(&msg.address(), &msg.message_id).await? {
+                return run_command(shared, &group, msg, command, by_admin, prompt_code).await;
+            }
+        }
         Taken::Command { group, command, by_admin } if role.acts() => {
             return run_command(shared, &group, msg, command, by_admin, prompt_code).await
         }
@@ -201,14 +210,14 @@ async fn engaged<C: WaClient>(shared: &Arc<Shared<C>>, group: &GroupRecord, msg:
     let ports = &shared.ports;
     let mut progress = ports.progress_for(group);
     progress.every = progress.every.max(STATUS_EVERY);
-    let session = ports.router.session(&group.name).await?;
+    let followed = ports.follow(&group.name).await?;
     if progress.mode != ProgressMode::Off {
         receipt(shared, msg, &progress.reaction);
         let (status, directory) = (shared.status.clone(), ports.directory.clone());
-        shared.progress.follow(&group.name, session.activity(), status, msg.address(), progress, directory);
+        shared.progress.follow(&group.name, followed.activity(), status, msg.address(), progress, directory);
     }
     let (client, chat) = (shared.client.clone(), msg.chat.clone());
-    shared.typing.start(&group.name, session, TYPING_REPEAT, move |on| {
+    shared.typing.start(&group.name, followed, TYPING_REPEAT, move |on| {
         let (client, chat) = (client.clone(), chat.clone());
         async move { client.composing(&chat, on).await.map_err(|e| e.to_string()) }
     });

@@ -294,9 +294,18 @@ fn digits(phone: &str) -> anyhow::Result<String> {
 /// last) pincer saw it.
 pub async fn status(config: &Config) -> anyhow::Result<String> {
     let store = Store::connect(&store_location(config)).await?;
-    let health = store.channels().channel_health(Platform::WhatsApp).await?;
+    let rows = store.channels().channel_healths(Platform::WhatsApp).await?;
     store.close().await;
-    Ok(describe(device_stored(config), health.as_ref(), &config.whatsapp_db_path()))
+    // On a cluster each node links a device of its own: this config's node
+    // is described, the others listed after it.
+    let me = if config.cluster.enabled { config.cluster.node_id().as_str().to_owned() } else { String::new() };
+    let (mine, others): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(node, _)| *node == me);
+    let mut text = describe(device_stored(config), mine.first().map(|(_, h)| h), &config.whatsapp_db_path());
+    for (node, h) in others.iter().filter(|(node, _)| !node.is_empty()) {
+        let at = crate::domain::printable_time(crate::domain::from_unix_us(h.changed_at_us));
+        text.push_str(&format!("\nnode {node}'s device: {} since {at}", h.state));
+    }
+    Ok(text)
 }
 
 fn describe(stored: bool, health: Option<&crate::store::ChannelHealth>, path: &Path) -> String {

@@ -127,3 +127,216 @@ fn a_confined_process_cannot_reach_into_the_process_that_started_it() {
     assert_eq!(check("rename"), "ok", "a file moves between folders");
     assert!(std::fs::read_to_string(dir.path().join("b/f")).is_ok_and(|t| t == "x"));
 }
+
+/// Tells [`wrapper_helper`] to run as the wrapper of this name.
+const WRAPPER: &str = "PINCER_CONFINE_TEST_WRAPPER";
+/// Its arguments after `argv[0]`, split by `\x1f`.
+const WRAPPER_ARGS: &str = "PINCER_CONFINE_TEST_ARGS";
+
+/// The wrapper as the CLI starts it: confines itself and becomes the real
+/// program with these arguments, or says why not and exits 126.
+#[test]
+#[ignore = "a helper process of the wrapper tests"]
+fn wrapper_helper() {
+    let Some(name) = std::env::var(WRAPPER).ok().and_then(|n| wrapper_name(n.as_bytes())) else { return };
+    let rest = std::env::var(WRAPPER_ARGS).unwrap_or_default();
+    let args: Vec<CString> =
+        std::iter::once(name).chain(rest.split('\x1f')).map(|a| CString::new(a).unwrap()).collect();
+    let err = confine_and_exec(name, &args);
+    eprintln!("{}", err.explain());
+    std::process::exit(NOT_RUN);
+}
+
+/// Runs the wrapper `name` with `args` in `dir`, with `HOME` at `home` and `env` added.
+fn wrapper(name: &str, dir: &Path, home: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    #[allow(clippy::disallowed_methods)] // this test binary again, as the wrapper
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", "sandbox::confine::tests::wrapper_helper", "--ignored", "--nocapture", "--test-threads=1"])
+        .current_dir(dir)
+        // cargo's, for the test binary; the wrapper refuses every loader variable.
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", home)
+        .env(WRAPPER, name)
+        .env(WRAPPER_ARGS, args.join("\x1f"))
+        .envs(env.iter().copied());
+    command.output().unwrap()
+}
+
+/// The real git, for setting up what a test plants.
+fn real_git(dir: &Path, args: &[&str]) {
+    #[allow(clippy::disallowed_methods)] // the test's own setup, outside any wrapper
+    let out = std::process::Command::new("git").args(args).current_dir(dir).env("HOME", dir).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A folder of planted programs' traces: each writes `<name>-ran` there.
+struct Traces(tempfile::TempDir);
+
+impl Traces {
+    fn new() -> Traces {
+        Traces(tempfile::tempdir().unwrap())
+    }
+
+    /// A command that leaves the trace `name` (and then does what `then` does).
+    fn plant(&self, name: &str, then: &str) -> String {
+        format!("touch {}/{name}-ran; {then}", self.0.path().display())
+    }
+
+    fn ran(&self) -> Vec<String> {
+        let mut ran: Vec<String> = std::fs::read_dir(self.0.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into())
+            .collect();
+        ran.sort();
+        ran
+    }
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_folder_planted_as_a_bare_repository_is_not_taken_for_one() {
+    let traces = Traces::new();
+    let folder = tempfile::tempdir().unwrap();
+    let plant = |path: &str, content: &str| {
+        let path = folder.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    };
+    // Four ordinary files, no `.git` in any path (issue 44).
+    plant("HEAD", "ref: refs/heads/main\n");
+    plant("objects/info/keep", "");
+    plant("refs/heads/keep", "");
+    plant("config", &format!("[core]\n\tworktree = .\n\tfsmonitor = \"{}\"\n", traces.plant("fsmonitor", "true")));
+    let out = wrapper("git", folder.path(), folder.path(), &["status", "--short"], &[]);
+    assert_eq!(traces.ran(), Vec::<String>::new(), "{}", text(&out));
+    // git itself refuses it (the listing before reads no repository's configuration there).
+    assert!(!out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot use bare repository"), "{stderr}");
+}
+
+/// A repository whose `.git` is a file naming a folder beside it, whose
+/// configuration names a program everywhere it can, with hooks; and a home
+/// whose configuration includes a file with a `!` alias.
+fn planted_repository(traces: &Traces) -> (tempfile::TempDir, PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    real_git(&work, &["init", "-q", "--separate-git-dir", "../elsewhere", "-b", "main"]);
+    std::fs::write(work.join("a.txt"), "one\n").unwrap();
+    std::fs::write(work.join("b.txt"), "one\n").unwrap();
+    real_git(&work, &["-c", "user.name=t", "-c", "user.email=t@t", "add", "."]);
+    real_git(&work, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first"]);
+    let config = format!(
+        "[core]\n\tfsmonitor = \"{fsmonitor}\"\n\tpager = \"{pager}\"\n\teditor = \"{editor}\"\n\
+         [filter \"f\"]\n\tclean = \"{clean}\"\n\tsmudge = \"{smudge}\"\n\trequired = true\n\
+         [diff \"d\"]\n\tcommand = \"{command}\"\n[diff \"t\"]\n\ttextconv = \"{textconv}\"\n\
+         [merge \"m\"]\n\tdriver = \"{driver}\"\n[credential]\n\thelper = \"!{helper}\"\n",
+        fsmonitor = traces.plant("fsmonitor", "true"),
+        pager = traces.plant("pager", "cat"),
+        editor = traces.plant("editor", "true"),
+        clean = traces.plant("clean", "cat"),
+        smudge = traces.plant("smudge", "cat"),
+        command = traces.plant("diff-command", "true"),
+        textconv = traces.plant("textconv", "cat"),
+        driver = traces.plant("merge-driver", "false"),
+        helper = traces.plant("credential", "true"),
+    );
+    let gitdir = root.path().join("elsewhere");
+    let mut existing = std::fs::read_to_string(gitdir.join("config")).unwrap();
+    existing.push_str(&config);
+    std::fs::write(gitdir.join("config"), existing).unwrap();
+    std::fs::write(gitdir.join("info/attributes"), "a.txt filter=f diff=d merge=m\nb.txt diff=t\n").unwrap();
+    for hook in ["pre-commit", "commit-msg", "post-commit", "post-checkout", "post-index-change"] {
+        let path = gitdir.join("hooks").join(hook);
+        std::fs::write(&path, format!("#!/bin/sh\n{}\n", traces.plant(hook, "true"))).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let home = root.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::write(home.join(".gitconfig"), "[user]\n\tname = t\n\temail = t@t\n[include]\n\tpath = more.conf\n")
+        .unwrap();
+    std::fs::write(home.join("more.conf"), format!("[alias]\n\thi = \"!{}\"\n", traces.plant("alias", "true")))
+        .unwrap();
+    (root, work)
+}
+
+#[test]
+fn a_repositorys_configuration_and_the_homes_run_no_program_and_ordinary_git_works() {
+    let traces = Traces::new();
+    let (root, work) = planted_repository(&traces);
+    let home = root.path().join("home");
+    let git = |args: &[&str], env: &[(&str, &str)]| {
+        let out = wrapper("git", &work, &home, args, env);
+        (out.status.success(), text(&out))
+    };
+    std::fs::write(work.join("a.txt"), "two\n").unwrap();
+    std::fs::write(work.join("b.txt"), "two\n").unwrap();
+    let (ok, out) = git(&["status", "--short"], &[]);
+    assert!(ok && out.contains(" M a.txt") && out.contains(" M b.txt"), "{out}");
+    let (ok, out) = git(&["diff", "--no-ext-diff"], &[]);
+    assert!(ok && out.contains("+two"), "{out}");
+    let (ok, out) = git(&["diff"], &[]);
+    assert!(ok && out.contains("pincer did not run the external diff"), "{out}");
+    let (ok, out) = git(&["log", "-p", "--textconv", "-1"], &[]);
+    assert!(ok && out.contains("first"), "{out}");
+    let (ok, out) = git(&["add", "a.txt", "b.txt"], &[]);
+    assert!(ok, "{out}");
+    let (ok, out) = git(&["commit", "-qm", "second"], &[]);
+    assert!(ok, "{out}");
+    let (ok, out) = git(&["log", "--oneline"], &[]);
+    assert!(ok && out.contains("second") && out.contains("first"), "{out}");
+    let (ok, out) = git(&["checkout", "-q", "HEAD~1", "--", "a.txt"], &[]);
+    assert!(ok, "{out}");
+    let (ok, out) = git(&["commit", "--allow-empty"], &[]);
+    assert!(!ok, "no editor runs, so no message: {out}");
+    let (ok, out) = git(&["hi"], &[]);
+    assert!(!ok, "the `!` alias from an included file is not run: {out}");
+    // The caller's own configuration variables do not undo the pins.
+    let fsmonitor = format!("'core.fsmonitor'='{}'", traces.plant("parameters", "true"));
+    let hooks = root.path().join("elsewhere/hooks");
+    let env = [
+        ("GIT_CONFIG_PARAMETERS", fsmonitor.as_str()),
+        ("GIT_CONFIG_COUNT", "1"),
+        ("GIT_CONFIG_KEY_0", "core.hooksPath"),
+        ("GIT_CONFIG_VALUE_0", hooks.to_str().unwrap()),
+    ];
+    let (ok, out) = git(&["commit", "-q", "--allow-empty", "-m", "third"], &env);
+    assert!(ok, "{out}");
+    assert_eq!(traces.ran(), Vec::<String>::new(), "a planted program ran");
+}
+
+#[test]
+fn a_wrapper_that_sees_a_loader_variable_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = wrapper("git", dir.path(), dir.path(), &["--version"], &[("LD_LIBRARY_PATH", "/nowhere")]);
+    assert_eq!(out.status.code(), Some(NOT_RUN), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LD_LIBRARY_PATH is set"), "{}", text(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("git version"), "{}", text(&out));
+    let out = wrapper("bash", dir.path(), dir.path(), &["-c", "echo ran"], &[("GCONV_PATH", "/nowhere")]);
+    assert_eq!(out.status.code(), Some(NOT_RUN), "{}", text(&out));
+    assert!(is_loader_variable("LD_AUDIT") && is_loader_variable("LD_PRELOAD") && !is_loader_variable("TMPDIR"));
+}
+
+#[test]
+fn a_command_runs_in_a_session_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    // Field 6 of /proc/PID/stat is the session: bash's own pid when it leads one.
+    let out =
+        wrapper("bash", dir.path(), dir.path(), &["-c", "echo \"pid=$$ sid=$(cut -d' ' -f6 /proc/$$/stat)\""], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let at = stdout.find("pid=").unwrap_or_else(|| panic!("{}", text(&out)));
+    let line = stdout[at..].lines().next().unwrap();
+    let (pid, sid) = line.strip_prefix("pid=").unwrap().split_once(" sid=").unwrap();
+    assert_eq!(pid, sid, "{line}");
+}

@@ -14,7 +14,7 @@ use crate::session::QueueHold;
 impl SessionActor {
     /// Whether the queue may be taken now.
     pub(super) async fn queue_open(&mut self) -> bool {
-        self.owned() && !self.start.holding() && self.budget_open().await
+        self.owned() && !self.draining() && !self.start.holding() && self.budget_open().await
     }
 
     /// Why the queue is held now, if it is (for the published status).

@@ -59,8 +59,11 @@ impl SessionActor {
 
     /// The lease is gone: kill the CLI now and forget what it held.
     async fn lost(&mut self) {
-        tracing::warn!(group = %self.group, "this node lost the group's lease: stopping its CLI at once");
-        crate::metrics::counters::counters().session_event(self.group.as_str(), "lease_lost");
+        // A drain let it go itself, with nothing left running.
+        if !self.handed_over {
+            tracing::warn!(group = %self.group, "this node lost the group's lease: stopping its CLI at once");
+            crate::metrics::counters::counters().session_event(self.group.as_str(), "lease_lost");
+        }
         if let Some(mut live) = self.live.take() {
             live.child.stop(Duration::ZERO).await;
         }

@@ -28,9 +28,17 @@ impl SessionActor {
             }
             ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
                 let believed = match self.live.as_mut() {
-                    Some(live) => live.trust.can_use_tool(tool_use_id.as_deref(), &tool_name),
-                    None => Ok(()),
+                    Some(live) => {
+                        live.trust.can_use_tool(tool_use_id.as_deref(), &tool_name).map(|()| live.trust.hooks_active())
+                    }
+                    None => Ok(false),
                 };
+                if let Ok(true) = believed {
+                    // The hook judged this call (with the CLI's cwd and spelling) and asked: the admins
+                    // decide it. Judged again here, without that cwd, a path could read as the folder.
+                    self.ask_admins(request_id, tool_name, tool_use_id, input).await;
+                    return;
+                }
                 if let Err(why) = believed {
                     self.keep_as_evidence(why, raw).await;
                     let answer = ApprovalAnswer { verdict: Approval::Deny, by: "pincer (untrusted request)".into() };

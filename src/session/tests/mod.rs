@@ -211,6 +211,7 @@ pub(crate) fn deps(
         budgets: store.budgets(),
         leases: store.leases(),
         folders: store.folders(),
+        activities: store.activities(),
         config: config.clone(),
         live: crate::config::Live::fixed(&config),
         cli: Arc::new(cli.clone()),
@@ -222,6 +223,7 @@ pub(crate) fn deps(
         metrics: Arc::new(Metrics::default()),
         tools: Arc::new(tools),
         shutdown: shutdown.clone(),
+        drain: CancellationToken::new(),
     });
     (deps, approvals, shutdown)
 }

@@ -122,3 +122,34 @@ async fn the_hook_decides_every_call_by_the_groups_rules_and_paths() {
     assert_eq!(written[0].line["request"]["subtype"], "initialize", "the hook is registered before any message");
     rig.stop().await;
 }
+
+/// A call the hook answered `ask` for goes to the admins when its
+/// `can_use_tool` comes: it is not judged again, where the request's own
+/// spelling without the hook's cwd would read as the group's folder.
+#[tokio::test(start_paused = true)]
+async fn a_call_the_hook_asked_about_is_asked_of_the_admins_not_judged_again() {
+    let settings =
+        GroupSettings { allowed_tools: Some(vec!["Write".into()]), admins: vec!["42".into()], ..Default::default() };
+    let rig = Rig::with(test_config(), settings, None, FakeCli::default()).await;
+    let input = json!({"file_path": "notes.txt", "content": "x"});
+    rig.cli.script([Reply::Lines(Box::new(move |said: &Said| {
+        let mut lines = fake_cli::turn_start(said);
+        // The CLI works in the home here: `notes.txt` is /home/agent/notes.txt, outside the folder.
+        let mut hook = fake_cli::pre_tool_use("h_out", "Write", input.clone(), "toolu_out");
+        hook["request"]["input"]["cwd"] = json!("/home/agent");
+        lines.push(hook);
+        lines.push(json!({"type": "control_request", "request_id": "perm", "request": {"subtype": "can_use_tool",
+            "tool_name": "Write", "input": input.clone(), "tool_use_id": "toolu_out"}}));
+        lines.push(fake_cli::result(said, "done"));
+        lines
+    }))]);
+    let _id = rig.say("go").await;
+    let answered = || rig.cli.written().iter().any(|w| w.line["response"]["request_id"] == "perm");
+    rig.until("the request is asked or answered", || !rig.approvals.is_empty() || answered()).await;
+    assert!(!answered(), "decided without the admins: {:?}", rig.cli.written().last());
+    let asked = rig.asked().await;
+    assert_eq!(asked.tool_name, "Write");
+    let hook = rig.cli.written().into_iter().find(|w| w.line["response"]["request_id"] == "h_out").unwrap();
+    assert_eq!(hook.line["response"]["response"]["hookSpecificOutput"]["permissionDecision"], "ask");
+    rig.stop().await;
+}

@@ -76,3 +76,17 @@ async fn one_machine_on_sqlite_hands_nothing_over() {
     assert!(matches!(store.commands().hand_over(&g, "{}", false).await, Err(StoreError::NotShared)));
     assert!(matches!(store.commands().pending().await, Err(StoreError::NotShared)));
 }
+
+#[tokio::test]
+async fn a_command_is_seen_first_by_one_node_only() {
+    let location = Location::Postgres(postgres::server().fresh_database());
+    let (a, b) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
+    let key = "whatsapp:120363012345678936@g.us/3EB0C1A5";
+    assert!(a.commands().first_sight(key).await.unwrap(), "the first node to see it");
+    assert!(!b.commands().first_sight(key).await.unwrap(), "no other");
+    assert!(!a.commands().first_sight(key).await.unwrap(), "nor the same again");
+    assert!(b.commands().first_sight(&format!("{key}X")).await.unwrap(), "another command is another");
+    let long = "k".repeat(2000);
+    assert!(a.commands().first_sight(&long).await.unwrap(), "a long key is cut to what the table takes");
+    assert!(!b.commands().first_sight(&long).await.unwrap());
+}

@@ -1,6 +1,8 @@
 //! A claim on a real PostgreSQL: what a dead holder left in flight is taken
 //! over in the claim's transaction, and a group's work is seen with its lease.
 
+use std::time::Duration;
+
 use chrono::Utc;
 
 use crate::cluster::{LeaseName, LeaseSeen, NodeId};
@@ -107,4 +109,77 @@ async fn late_run_ends_are_refused(a: &Store, winner: &Store, g: &GroupName, due
     assert!(matches!(late, Err(crate::store::StoreError::Fenced(_))), "{late:?}");
     let after = winner.schedules().schedule(due.id).await.unwrap();
     assert_eq!((after.status, after.failures, after.next_run), (due.status, due.failures, due.next_run));
+}
+
+/// Two stores on one database, both bounded as for a 2 s ttl.
+async fn bounded_pair() -> (Store, Store) {
+    let bounds = crate::cluster::PgBounds::new(crate::cluster::LeaseTiming::new(Duration::from_secs(2)).unwrap());
+    let location = Location::Postgres(postgres::server().fresh_database());
+    (Store::connect_bounded(&location, bounds).await.unwrap(), Store::connect_bounded(&location, bounds).await.unwrap())
+}
+
+#[tokio::test]
+async fn every_pooled_connection_runs_with_the_bounds_of_its_ttl() {
+    let (a, _) = bounded_pair().await;
+    let show = |name: &'static str| {
+        let pool = a.db.pool.clone();
+        async move { sqlx::query_scalar::<_, String>(&format!("SHOW {name}")).fetch_one(&pool).await.unwrap() }
+    };
+    assert_eq!(show("idle_in_transaction_session_timeout").await, "1s");
+    assert_eq!(show("statement_timeout").await, "4s");
+    // The TCP ones are set too, but read as 0 on the tests' Unix socket, where they do not apply.
+    assert!(["0", "1s"].contains(&show("tcp_user_timeout").await.as_str()));
+    let mut hot = a.db.hot.lock().await.unwrap();
+    let hot_idle: String =
+        sqlx::query_scalar("SHOW idle_in_transaction_session_timeout").fetch_one(&mut *hot).await.unwrap();
+    assert_eq!(hot_idle, "1s", "the message path's own connections too");
+}
+
+#[tokio::test]
+async fn a_claim_of_a_row_a_stuck_write_holds_is_skipped_not_waited_for_and_the_stuck_session_ends() {
+    let (a, b) = bounded_pair().await;
+    let g: GroupName = "team".parse().unwrap();
+    a.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
+    let ((node_a, inc_a), (node_b, inc_b)) = (node(&a, "node-a").await, node(&b, "node-b").await);
+    b.leases().enter_cluster(&node_b).unwrap();
+    a.leases().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
+    // A fenced write of a's that stopped between its check and its commit (a frozen node).
+    let mut stuck = a.db.pool.begin().await.unwrap();
+    let check = "SELECT 1 FROM leases WHERE name = $1 FOR SHARE";
+    sqlx::query(check).bind("team").execute(&mut *stuck).await.unwrap();
+    sqlx::query("UPDATE nodes SET expires_at_us = 0 WHERE node_id = 'node-a'").execute(&b.db.pool).await.unwrap();
+
+    let started = std::time::Instant::now();
+    let leases_b = b.leases();
+    let claim = tokio::time::timeout(Duration::from_secs(1), leases_b.claim_group(&g, &node_b, inc_b, Utc::now()));
+    assert_eq!(claim.await.expect("the claim does not wait for the lock").unwrap(), None, "skipped this round");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    // The server ends the stuck session (idle in its transaction past half a ttl): the next claim gets the row.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let claimed = b.leases().claim_group(&g, &node_b, inc_b, Utc::now()).await.unwrap();
+    assert_eq!(claimed.map(|t| t.epoch), Some(2), "claimed once the stuck session ended");
+    assert!(stuck.commit().await.is_err(), "the stuck transaction was ended by the server");
+}
+
+#[tokio::test]
+async fn a_lease_held_in_the_store_but_unknown_in_memory_is_found_and_adopted_at_its_epoch() {
+    let (a, _) = bounded_pair().await;
+    let g: GroupName = "team".parse().unwrap();
+    a.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
+    let (node_a, inc_a) = node(&a, "node-a").await;
+    a.leases().enter_cluster(&node_a).unwrap();
+    a.leases().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
+    let (held, _) = a.leases().held_in_store(&node_a, inc_a).await.unwrap();
+    assert_eq!(held, [(LeaseName::group(&g), 1)]);
+    // The claim's answer was lost: the node never recorded it.
+    a.leases().drop_all(&node_a);
+    assert!(!a.leases().holds_group(&g));
+    let (held, generation) = a.leases().held_in_store(&node_a, inc_a).await.unwrap();
+    assert_eq!(a.leases().known_epoch(&LeaseName::group(&g)), None);
+    assert!(a.leases().adopt(&held[0].0, held[0].1, generation));
+    assert!(a.leases().holds_group(&g), "adopted");
+    // An adoption decided before a lapse does not land after it.
+    a.leases().drop_all(&node_a);
+    assert!(!a.leases().adopt(&held[0].0, held[0].1, generation));
+    assert!(!a.leases().holds_group(&g));
 }

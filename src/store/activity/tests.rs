@@ -1,0 +1,45 @@
+//! Mirrored activity on a real PostgreSQL: only the group's owner writes it,
+//! each write a new version; any node reads it; one machine on SQLite has no
+//! such table to use.
+
+use chrono::Utc;
+
+use crate::cluster::NodeId;
+use crate::domain::GroupName;
+use crate::store::tests::postgres;
+use crate::store::{GroupSettings, Location, Store, StoreError};
+
+#[tokio::test]
+async fn only_the_groups_owner_mirrors_its_activity_and_every_node_reads_each_version() {
+    let location = Location::Postgres(postgres::server().fresh_database());
+    let (owner, gateway) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
+    let g: GroupName = "team".parse().unwrap();
+    owner.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
+    let id = NodeId::new("node-a").unwrap();
+    let incarnation = owner.leases().register(&id, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    let other = NodeId::new("node-b").unwrap();
+    gateway.leases().register(&other, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    assert_eq!(gateway.activities().read(&g).await.unwrap(), None, "nothing mirrored yet");
+
+    let refused = gateway.activities().mirror(&g, "node-b", "{}").await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "only the owner writes: {refused:?}");
+    owner.leases().claim_group(&g, &id, incarnation, Utc::now()).await.unwrap().expect("claimed");
+    owner.activities().mirror(&g, "node-a", r#"{"turn":{"number":1,"age_ms":0,"steps":0}}"#).await.unwrap();
+    let first = gateway.activities().read(&g).await.unwrap().expect("mirrored");
+    assert!(first.body.contains("\"turn\""), "{first:?}");
+    owner.activities().mirror(&g, "node-a", "{}").await.unwrap();
+    let second = gateway.activities().read(&g).await.unwrap().expect("mirrored");
+    assert_eq!((second.version, second.body.as_str()), (first.version + 1, "{}"), "a new version each write");
+
+    let too_long = format!("{{\"x\":\"{}\"}}", "a".repeat(20_000));
+    assert!(owner.activities().mirror(&g, "node-a", &too_long).await.is_err(), "the table's CHECK bounds it");
+}
+
+#[tokio::test]
+async fn one_machine_on_sqlite_mirrors_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(&Location::File(dir.path().join("pincer.db"))).await.unwrap();
+    let g: GroupName = "solo".parse().unwrap();
+    assert!(matches!(store.activities().read(&g).await, Err(StoreError::NotShared)));
+    assert!(matches!(store.activities().mirror(&g, "n", "{}").await, Err(StoreError::NotShared)));
+}

@@ -36,6 +36,7 @@ fn request(group: &GroupName, summary: &str) -> (ApprovalAsk, oneshot::Receiver<
         group: group.clone(),
         tool_name: "Bash".into(),
         summary: summary.into(),
+        provenance: None,
         timeout: Duration::from_secs(60),
         respond,
     };

@@ -108,6 +108,20 @@ impl Pair {
 }
 
 #[tokio::test]
+async fn the_files_members_wrote_reach_the_gateway_with_the_request() {
+    let mut pair = Pair::start().await;
+    let (mut ask, _answer) = request(&pair.group, "command:\nmake");
+    let words = "written since your last approval, from mallory's messages: HEAD, config";
+    ask.request.provenance = Some(words.to_owned());
+    pair.requests.send(ask).await.unwrap();
+    let prompt = tokio::time::timeout(PATIENCE, pair.shown.recv()).await.expect("shown").unwrap();
+    assert_eq!(prompt.request.provenance.as_deref(), Some(words));
+    let (plain, _answer) = pair.ask("command:\nls").await;
+    assert_eq!(plain.request.provenance, None, "nothing when nothing was written");
+    pair.stop().await;
+}
+
+#[tokio::test]
 async fn a_request_asked_on_one_node_is_answered_on_the_gateway_once() {
     let mut pair = Pair::start().await;
     let (prompt, answer) = pair.ask("command:\nls").await;

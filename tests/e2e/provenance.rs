@@ -3,7 +3,8 @@
 //! group's list), then an admin is asked about a `Bash` command: the prompt
 //! names those files and the member, and once an admin approved, the next
 //! prompt names none. In Telegram (the fake Bot API, buttons) and WhatsApp
-//! (the fake client, answer codes).
+//! (the fake client, answer codes). In Telegram, pincer restarts between
+//! the writes and the prompt: the list is kept in the store.
 
 use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
@@ -90,6 +91,9 @@ async fn a_telegram_prompt_names_the_files_a_members_messages_wrote_until_an_adm
         tg_turn_done(&bot, n).await;
     }
     assert!(sandbox.group_dir("team").join("config").exists() && sandbox.group_dir("team").join("HEAD").exists());
+    // What was written is kept in the store: a restart of pincer forgets none of it.
+    pincer.stop().await;
+    let pincer = sandbox.spawn_daemon();
 
     bot.say(&team(), &alice(), "MAKE_ONE please");
     let prompt = tg_prompt(&bot, "first-make").await;

@@ -547,6 +547,10 @@ pub struct ApprovalRequest {
     pub tool_name: String,
     /// The whole input as a person reads it (`session::permission::summarize`): never cut.
     pub summary: String,
+    /// Which files in the folder members' messages had the agent write since
+    /// the admins' last approval (`session::provenance`), in plain words,
+    /// bounded and stripped of control characters; a channel escapes it.
+    pub provenance: Option<String>,
     /// When the session stops waiting and denies.
     pub timeout: std::time::Duration,
     pub respond: tokio::sync::oneshot::Sender<ApprovalAnswer>,

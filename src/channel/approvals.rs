@@ -129,6 +129,7 @@ mod tests {
             group: "g".parse().unwrap(),
             tool_name: "Bash".into(),
             summary: "ls".into(),
+            provenance: None,
             timeout: Duration::from_secs(60),
             respond,
         };

@@ -17,6 +17,7 @@ mod budget;
 mod drain;
 mod folder;
 mod ownership;
+mod provenance;
 mod recovery;
 mod stdin;
 mod stdout;

@@ -150,6 +150,7 @@ pub(super) fn request(
         group: group.clone(),
         tool_name: ask.tool_name.clone(),
         summary: super::permission::summarize(&ask.tool_name, &ask.input),
+        provenance: None,
         timeout,
         respond,
     };

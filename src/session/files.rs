@@ -77,6 +77,18 @@ pub fn place(view: &FileView, cwd: Option<&str>, raw: &str) -> Place {
     }
 }
 
+/// Where a write to `raw` lands when it is in the group's folder ([`place`]
+/// says [`Place::Folder`]): relative to the folder, or as the process sees it
+/// in a sandbox's own `/tmp`. What the approval prompt names (`provenance`).
+pub fn in_folder(view: &FileView, cwd: Option<&str>, raw: &str) -> Option<PathBuf> {
+    if !matches!(place(view, cwd, raw), Place::Folder) {
+        return None;
+    }
+    let cwd = cwd.map(PathBuf::from).filter(|c| c.is_absolute()).unwrap_or_else(|| view.workspace.clone());
+    let path = resolve(view, &spelled(view, &cwd, raw))?.path;
+    Some(path.strip_prefix(&view.workspace).map(Path::to_path_buf).unwrap_or(path))
+}
+
 /// The path as the CLI's tools spell it out before they open it (its
 /// `expandPath`, seen in 2.1.197 and 2.1.332): trimmed of white space, a
 /// leading `~` or `~/` is the home (`~user` is not: a name like any other),
@@ -280,6 +292,16 @@ mod tests {
         let mut seen = view.clone();
         seen.mounts.push(("/tmp".into(), _dir.path().join("group")));
         assert_eq!(place(&seen, None, "/tmp/scratch.py"), Place::Folder, "a /tmp pincer sees into");
+    }
+
+    #[test]
+    fn a_write_in_the_folder_is_named_relative_to_it() {
+        let (_dir, view) = sandboxed();
+        assert_eq!(in_folder(&view, None, "config"), Some("config".into()));
+        assert_eq!(in_folder(&view, None, "/workspace/group/objects/info/keep"), Some("objects/info/keep".into()));
+        assert_eq!(in_folder(&view, Some("/workspace/group/sub"), "../HEAD"), Some("HEAD".into()));
+        assert_eq!(in_folder(&view, None, "/home/agent/notes"), None, "not the folder");
+        assert_eq!(in_folder(&view, None, "/home/agent/.bashrc"), None, "refused, so never written");
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub struct PendingMessage {
     pub voice: Voice,
     /// The images shown with it (written again with it after a restart).
     pub images: Vec<ModelImage>,
+    /// The display names of the members whose words it carries (`rights::member_senders`).
+    pub steered_by: Vec<String>,
 }
 
 impl PendingMessage {
@@ -54,6 +56,7 @@ impl Pending {
             after_limit: false,
             voice,
             images: Vec::new(),
+            steered_by: Vec::new(),
         });
         self.messages.back_mut().expect("just pushed")
     }
@@ -73,6 +76,17 @@ impl Pending {
     /// Whose words the unsettled messages carry.
     pub fn voices(&self) -> impl Iterator<Item = Voice> + '_ {
         self.messages.iter().map(|m| m.voice)
+    }
+
+    /// The members whose words the unsettled messages carry, each once.
+    pub fn steered_by(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for name in self.messages.iter().flat_map(|m| m.steered_by.iter()) {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names
     }
 
     /// Marks the message with this uuid as taken into a turn.

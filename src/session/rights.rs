@@ -36,6 +36,27 @@ impl Voice {
     }
 }
 
+/// The display names of the people whose words make `msg` a member's
+/// ([`Voice::of`]): its sender and the missed lines' senders who are not
+/// admins; a scheduled prompt is named by its sender. Empty for an admin's.
+pub fn member_senders(msg: &Inbound, missed: &Missed, admins: &[String]) -> Vec<String> {
+    let mut names = Vec::new();
+    let own = match msg.source {
+        Source::Console => true,
+        Source::Chat(_) => is_admin(msg.sender_id.as_deref(), admins),
+        Source::Scheduled => false,
+    };
+    if !own {
+        names.push(msg.sender.clone());
+    }
+    for line in missed.lines.iter().filter(|line| !is_admin(line.sender_id.as_deref(), admins)) {
+        if !names.contains(&line.sender) {
+            names.push(line.sender.clone());
+        }
+    }
+    names
+}
+
 /// The read-only set that bounds tool calls now, if a member's words may
 /// steer them: in an admins-only group while any unsettled message is a member's.
 pub fn member_bound(
@@ -91,6 +112,18 @@ mod tests {
             Voice::of(&msg(telegram, "42"), &Missed { lines: vec![line(None)], omitted: 0 }, &admins),
             Voice::Member
         );
+    }
+
+    #[test]
+    fn the_members_whose_words_a_message_carries_are_named() {
+        let admins = vec!["42".to_owned()];
+        let telegram = Source::Chat(Platform::Telegram);
+        let none = Missed::default();
+        assert!(member_senders(&msg(telegram, "42"), &none, &admins).is_empty(), "an admin's");
+        assert!(member_senders(&msg(Source::Console, "me"), &none, &admins).is_empty(), "the operator's");
+        assert_eq!(member_senders(&msg(telegram, "43"), &none, &admins), ["someone"]);
+        let chatter = Missed { lines: vec![line(Some("42")), line(Some("43")), line(None)], omitted: 0 };
+        assert_eq!(member_senders(&msg(telegram, "42"), &chatter, &admins), ["x"], "each once, admins left out");
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! Bounds: a row's tool name and summary come from the agent's input, so
 //! [`NewApproval::new`] refuses what is over [`MAX_TOOL_NAME`] /
 //! [`MAX_SUMMARY`] (the table's CHECKs say the same), and an answerer's
-//! name is cut to [`MAX_ANSWERED_BY`].
+//! name is cut to [`MAX_ANSWERED_BY`]. The words about the files members'
+//! messages wrote (`session::provenance`) are cut to [`MAX_PROVENANCE`].
 
 use std::time::Duration;
 
@@ -25,6 +26,8 @@ use crate::domain::{Approval, ApprovalAnswer, GroupName, Platform};
 pub const MAX_TOOL_NAME: usize = 256;
 /// The longest summary (the tool's input as a person reads it) a row carries, in bytes.
 pub const MAX_SUMMARY: usize = 256 * 1024;
+/// The longest provenance text (which files members' messages wrote) a row carries, in bytes.
+pub const MAX_PROVENANCE: usize = 4096;
 /// The longest answerer's name kept, in characters.
 pub const MAX_ANSWERED_BY: usize = 512;
 /// At most this many rows are read at one look.
@@ -50,6 +53,7 @@ pub struct NewApproval {
     platform: Platform,
     tool_name: String,
     summary: String,
+    provenance: Option<String>,
     timeout: Duration,
 }
 
@@ -71,8 +75,27 @@ impl NewApproval {
         if summary.len() > MAX_SUMMARY {
             return Err(ApprovalError::SummaryTooLong(summary.len()));
         }
-        Ok(NewApproval { group, platform, tool_name, summary, timeout })
+        Ok(NewApproval { group, platform, tool_name, summary, provenance: None, timeout })
     }
+
+    /// With the words about the files members' messages wrote, cut to [`MAX_PROVENANCE`]
+    /// (they are bounded where they are made; this keeps the row's CHECK whatever the caller).
+    pub fn with_provenance(mut self, provenance: Option<String>) -> NewApproval {
+        self.provenance = provenance.map(|text| cut_bytes(text, MAX_PROVENANCE));
+        self
+    }
+}
+
+/// `text` cut at a character boundary to at most `max` bytes.
+fn cut_bytes(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut at = max;
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.truncate(at);
+    }
+    text
 }
 
 /// One of this node's rows, as its asking side sees it.
@@ -100,6 +123,8 @@ pub struct ToShow {
     pub group: GroupName,
     pub tool_name: String,
     pub summary: String,
+    /// Which files members' messages wrote since the last approval, if any.
+    pub provenance: Option<String>,
     /// Until it expires, by the database's clock.
     pub remaining: Duration,
 }
@@ -114,8 +139,8 @@ impl Approvals {
     pub async fn ask(&self, new: &NewApproval, node: &NodeId) -> Result<i64, ApprovalError> {
         let timeout_us = i64::try_from(new.timeout.as_micros()).unwrap_or(i64::MAX / 4).min(i64::MAX / 4);
         let sql = format!(
-            "INSERT INTO approvals (group_name, platform, asked_by, tool_name, summary, asked_at_us, expires_at_us)
-             VALUES ($1, $2, $3, $4, $5, {DB_NOW_US}, {DB_NOW_US} + $6) RETURNING id"
+            "INSERT INTO approvals (group_name, platform, asked_by, tool_name, summary, provenance, asked_at_us, expires_at_us)
+             VALUES ($1, $2, $3, $4, $5, $7, {DB_NOW_US}, {DB_NOW_US} + $6) RETURNING id"
         );
         let id: i64 = sqlx::query_scalar(&sql)
             .bind(new.group.as_str())
@@ -124,6 +149,7 @@ impl Approvals {
             .bind(&new.tool_name)
             .bind(&new.summary)
             .bind(timeout_us)
+            .bind(&new.provenance)
             .fetch_one(&self.db.pool)
             .await
             .map_err(StoreError::from)?;
@@ -185,7 +211,7 @@ impl Approvals {
             "UPDATE approvals SET shown_by = $2, shown_epoch = $3
               WHERE id = $1 AND verdict IS NULL AND expires_at_us > {DB_NOW_US}
                 AND EXISTS (SELECT 1 FROM leases WHERE name = $4 AND node_id = $2 AND epoch = $3)
-             RETURNING group_name, tool_name, summary, expires_at_us - {DB_NOW_US}"
+             RETURNING group_name, tool_name, summary, expires_at_us - {DB_NOW_US}, provenance"
         );
         let row = sqlx::query(&sql).bind(id).bind(node).bind(epoch).bind(name).fetch_optional(&self.db.pool).await?;
         let Some(row) = row else { return Ok(None) };
@@ -197,6 +223,7 @@ impl Approvals {
                 group: group.parse().map_err(super::error::bad_row)?,
                 tool_name: row.try_get(1)?,
                 summary: row.try_get(2)?,
+                provenance: row.try_get(4)?,
                 remaining: Duration::from_micros(remaining_us.max(0).unsigned_abs()),
             })
         };

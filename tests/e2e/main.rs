@@ -35,6 +35,7 @@ mod orphans;
 mod postgres;
 mod private;
 mod progress;
+mod provenance;
 mod proxy;
 mod receive;
 mod reload;

@@ -61,7 +61,8 @@ impl Asking {
         if waiting.len() >= WAITING_AT_ONCE {
             return tracing::warn!(%group, tool = %request.tool_name, "too many tool requests wait across nodes; denied");
         }
-        let new = NewApproval::new(group.clone(), to.platform, request.tool_name, request.summary, request.timeout);
+        let new = NewApproval::new(group.clone(), to.platform, request.tool_name, request.summary, request.timeout)
+            .map(|new| new.with_provenance(request.provenance));
         let stored = match new {
             Ok(new) => self.store.ask(&new, &self.node).await,
             Err(e) => Err(e),

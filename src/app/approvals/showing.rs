@@ -165,6 +165,7 @@ impl Round {
             group: row.group,
             tool_name: row.tool_name,
             summary: row.summary,
+            provenance: row.provenance,
             timeout: row.remaining,
             respond,
         };

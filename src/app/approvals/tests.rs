@@ -36,6 +36,7 @@ fn request(group: &GroupName, summary: &str) -> (ApprovalAsk, oneshot::Receiver<
         group: group.clone(),
         tool_name: "Bash".into(),
         summary: summary.into(),
+        provenance: None,
         timeout: Duration::from_secs(60),
         respond,
     };
@@ -104,6 +105,20 @@ impl Pair {
         self.stop.cancel();
         asking.await.unwrap();
     }
+}
+
+#[tokio::test]
+async fn the_files_members_wrote_reach_the_gateway_with_the_request() {
+    let mut pair = Pair::start().await;
+    let (mut ask, _answer) = request(&pair.group, "command:\nmake");
+    let words = "written since your last approval, from mallory's messages: HEAD, config";
+    ask.request.provenance = Some(words.to_owned());
+    pair.requests.send(ask).await.unwrap();
+    let prompt = tokio::time::timeout(PATIENCE, pair.shown.recv()).await.expect("shown").unwrap();
+    assert_eq!(prompt.request.provenance.as_deref(), Some(words));
+    let (plain, _answer) = pair.ask("command:\nls").await;
+    assert_eq!(plain.request.provenance, None, "nothing when nothing was written");
+    pair.stop().await;
 }
 
 #[tokio::test]

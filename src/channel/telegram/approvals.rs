@@ -125,12 +125,12 @@ pub(super) async fn run(
 
 async fn ask(bot: TgBot, waiting: Arc<Waiting>, ask: ApprovalAsk) {
     let ApprovalAsk { to, admins, request } = ask;
-    let ApprovalRequest { id, group, tool_name, summary, timeout, mut respond } = request;
+    let ApprovalRequest { id, group, tool_name, summary, provenance, timeout, mut respond } = request;
     let Some(target) = TelegramTarget::from_address(&to) else {
         tracing::error!(%group, chat = %to, "an approval request for a chat that is not Telegram's; denied");
         return;
     };
-    let view = view::view(id, &tool_name, &summary, timeout);
+    let view = view::view_noting(id, &tool_name, &summary, timeout, provenance.as_deref());
     let (decide, decided) = oneshot::channel();
     let entry = Entry { chat_id: target.chat_id, admins, offer_always: view.offer_always, decide };
     waiting.lock().insert(id, entry);

@@ -151,10 +151,10 @@ pub(super) async fn run<C: WaClient>(
 
 async fn ask<C: WaClient>(shared: Arc<Asker<C>>, ask: ApprovalAsk) {
     let ApprovalAsk { to, admins, request } = ask;
-    let ApprovalRequest { group, tool_name, summary, timeout, mut respond, .. } = request;
+    let ApprovalRequest { group, tool_name, summary, provenance, timeout, mut respond, .. } = request;
     let (decide, decided) = oneshot::channel();
     let code = shared.waiting.open(&to.chat, admins, decide);
-    let view = match view::view(&code, &tool_name, &summary, timeout) {
+    let view = match view::view_noting(&code, &tool_name, &summary, timeout, provenance.as_deref()) {
         Ok(view) => view,
         Err(too_long) => {
             tracing::warn!(%group, tool = %tool_name, "a tool input too long to show on WhatsApp; denied without asking");

@@ -13,7 +13,7 @@ use crate::domain::{Inbound, InboundId, Missed};
 use crate::session::activity::Fed;
 use crate::session::cli::{StartRequest, Started};
 use crate::session::intake::{self, TAKEN_AT_ONCE};
-use crate::session::rights::Voice;
+use crate::session::rights::{self, Voice};
 use crate::session::slots::Slot;
 use crate::session::TurnOutcome;
 use crate::store::InboundState;
@@ -69,7 +69,10 @@ impl SessionActor {
         }
         let voice = Voice::of(&msg, &missed, &self.policy.admins);
         let prompt = msg.prompt(&missed, &self.policy.admins);
-        self.turn.pending.push(id, prompt, msg.accepted_at, voice).images = images;
+        let steered_by = rights::member_senders(&msg, &missed, &self.policy.admins);
+        let pending = self.turn.pending.push(id, prompt, msg.accepted_at, voice);
+        pending.images = images;
+        pending.steered_by = steered_by;
         if self.ensure_live().await {
             self.write_pending_tail().await;
         }

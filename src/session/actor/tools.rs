@@ -47,6 +47,7 @@ impl SessionActor {
                 } else {
                     match self.verdict(&tool_name, &input, None) {
                         Verdict::Allow => {
+                            self.note_write(&tool_name, &input, None).await;
                             let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
                             self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, None).await
                         }
@@ -116,6 +117,7 @@ impl SessionActor {
     ) -> String {
         let (decision, reason) = match self.verdict(&tool_name, input, cwd) {
             Verdict::Allow => {
+                self.note_write(&tool_name, input, cwd).await;
                 let by = if self.policy.skip_permissions { "skip_permissions" } else { "policy" };
                 let answer = ApprovalAnswer { verdict: Approval::Allow, by: by.into() };
                 self.record_decision(tool_name, tool_use_id, input, answer, None).await;
@@ -148,7 +150,8 @@ impl SessionActor {
         let id = self.deps.approval_ids.fetch_add(1, Ordering::Relaxed) + 1;
         let ask = Ask { generation, request_id, tool_name, tool_use_id, input };
         let timeout = self.deps.config.claude.approval_timeout;
-        let (request, answer) = approvals::request(id, &self.group, &ask, timeout);
+        let (mut request, answer) = approvals::request(id, &self.group, &ask, timeout);
+        request.provenance = self.provenance_words().await;
         tracing::info!(group = %self.group, tool = %ask.tool_name, approval = id, "asking the group's admins");
         if let Some(denied) = self.approvals.ask(ask, request, answer, &self.deps.approvals) {
             self.answer_asked(denied).await;
@@ -168,6 +171,10 @@ impl SessionActor {
     async fn answer_asked(&mut self, answered: Answered) {
         let Answered { ask, answer } = answered;
         let Ask { request_id, tool_name, tool_use_id, input, .. } = ask;
+        if answer.verdict != Approval::Deny {
+            // "Since your last approval": a person allowed this call knowing what was written before it.
+            self.provenance_approved().await;
+        }
         if answer.verdict == Approval::AlwaysAllow {
             self.policy.allowed_tools.push(tool_name.clone());
             let default = &self.deps.config.claude.allowed_tools;

@@ -55,6 +55,20 @@ pub fn view(id: u64, tool_name: &str, input: &str, timeout: Duration) -> View {
     view_with_limit(id, tool_name, input, timeout, MESSAGE_LIMIT)
 }
 
+/// [`view`], and under it the words about the files members' messages wrote
+/// since the admins' last approval (`provenance`, plain and untrusted: escaped
+/// here), the input's room shortened by as much.
+pub fn view_noting(id: u64, tool_name: &str, input: &str, timeout: Duration, provenance: Option<&str>) -> View {
+    let Some(note) = provenance.map(|words| format!("⚠️ Files {words}")) else {
+        return view(id, tool_name, input, timeout);
+    };
+    let room = MESSAGE_LIMIT.saturating_sub(utf16_len(&note) + 1);
+    let mut v = view_with_limit(id, tool_name, input, timeout, room);
+    v.html = format!("{}\n{}", v.html, escape_html(&note));
+    v.plain = format!("{}\n{note}", v.plain);
+    v
+}
+
 fn view_with_limit(id: u64, tool_name: &str, input: &str, timeout: Duration, limit: usize) -> View {
     let wait = humantime::format_duration(timeout);
     let tool = escape_html(tool_name);
@@ -168,6 +182,28 @@ mod tests {
         let v = view(3, "mcp__web__search", input, TEN_MIN);
         assert!(v.html.contains("<b>mcp__web__search</b>") && v.html.contains("query: &quot;&lt;script&gt;&quot;"));
         assert!(v.plain.contains(input));
+    }
+
+    #[test]
+    fn provenance_is_shown_escaped_and_counted_against_the_limit() {
+        let words = "written since your last approval, from <b>eve</b>'s messages: a&b, HEAD";
+        let v = view_noting(7, "Bash", "command:\nmake", TEN_MIN, Some(words));
+        assert!(
+            v.html.ends_with(
+                "\n⚠️ Files written since your last approval, from &lt;b&gt;eve&lt;/b&gt;'s messages: a&amp;b, HEAD"
+            ),
+            "{}",
+            v.html
+        );
+        assert_eq!(shown(&v.html), v.plain);
+        assert_eq!(view_noting(7, "Bash", "ls", TEN_MIN, None), view(7, "Bash", "ls", TEN_MIN));
+        let fixed = utf16_len(&view(1, "Bash", "", TEN_MIN).plain);
+        let fits_alone = "a".repeat(MESSAGE_LIMIT - fixed);
+        let noted = view_noting(1, "Bash", &fits_alone, TEN_MIN, Some(words));
+        assert!(
+            noted.document.is_some() && utf16_len(&noted.plain) <= MESSAGE_LIMIT,
+            "the note takes the input's room"
+        );
     }
 
     #[test]

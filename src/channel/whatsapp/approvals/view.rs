@@ -38,6 +38,25 @@ pub fn view(code: &str, tool_name: &str, input: &str, timeout: Duration) -> Resu
     view_with_limit(code, tool_name, input, timeout, MESSAGE_LIMIT)
 }
 
+/// [`view`], and under its prompt the words about the files members' messages
+/// wrote since the admins' last approval (`provenance`, plain text), the
+/// input's room shortened by as much.
+pub fn view_noting(
+    code: &str,
+    tool_name: &str,
+    input: &str,
+    timeout: Duration,
+    provenance: Option<&str>,
+) -> Result<View, TooLong> {
+    let Some(note) = provenance.map(|words| format!("⚠️ Files {words}")) else {
+        return view(code, tool_name, input, timeout);
+    };
+    let room = MESSAGE_LIMIT.saturating_sub(note.chars().count() + 1);
+    let mut v = view_with_limit(code, tool_name, input, timeout, room)?;
+    v.prompt = format!("{}\n{note}", v.prompt);
+    Ok(v)
+}
+
 fn view_with_limit(code: &str, tool_name: &str, input: &str, timeout: Duration, limit: usize) -> Result<View, TooLong> {
     let wait = humantime::format_duration(timeout);
     let block = fenced(input);
@@ -113,6 +132,17 @@ mod tests {
         assert!(v.parts.is_empty() && v.offer_always);
         assert!(v.prompt.contains("```\ncommand:\nls *.md _x_\n```"), "{}", v.prompt);
         assert!(v.prompt.contains("*always AB12*"));
+    }
+
+    #[test]
+    fn provenance_is_named_under_the_prompt() {
+        let words = "written since your last approval, from mallory's messages: HEAD, config";
+        let v = view_noting("AB12", "Bash", "command:\nmake", TEN_MIN, Some(words)).unwrap();
+        assert!(v
+            .prompt
+            .ends_with("\n⚠️ Files written since your last approval, from mallory's messages: HEAD, config"));
+        assert!(v.prompt.chars().count() <= MESSAGE_LIMIT);
+        assert_eq!(view_noting("AB12", "Bash", "ls", TEN_MIN, None), view("AB12", "Bash", "ls", TEN_MIN));
     }
 
     #[test]

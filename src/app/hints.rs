@@ -11,21 +11,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::PgListener;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::outbox::Outbox;
 use crate::retry::{Backoff, RetryPolicy};
+use crate::store::cluster::hints::Hint;
+use crate::store::{Store, StoreError};
 
-const WORK: &str = "pincer_work";
-const OUTBOX: &str = "pincer_outbox";
-const APPROVALS: &str = "pincer_approvals";
-
-/// Listens at `url` until `shutdown`: work wakes `claims`, replies
+/// Listens on `store` until `shutdown`: work wakes `claims`, replies
 /// `outbox`, approvals bump `approvals`.
 pub async fn run(
-    url: String,
+    store: Store,
     claims: Arc<Notify>,
     outbox: Outbox,
     approvals: watch::Sender<u64>,
@@ -36,7 +33,7 @@ pub async fn run(
     loop {
         let (connected, e) = tokio::select! {
             _ = shutdown.cancelled() => return,
-            ended = listen(&url, &claims, &outbox, &approvals) => ended,
+            ended = listen(&store, &claims, &outbox, &approvals) => ended,
         };
         tracing::debug!(%e, "the hints' connection ended; the nodes' polls carry on meanwhile");
         if connected {
@@ -49,19 +46,16 @@ pub async fn run(
 }
 
 /// One connection's life: whether it got as far as listening, and how it ended.
-async fn listen(url: &str, claims: &Notify, outbox: &Outbox, approvals: &watch::Sender<u64>) -> (bool, sqlx::Error) {
-    let mut listener = match PgListener::connect(url).await {
+async fn listen(store: &Store, claims: &Notify, outbox: &Outbox, approvals: &watch::Sender<u64>) -> (bool, StoreError) {
+    let mut listener = match store.listen_for_hints().await {
         Ok(listener) => listener,
         Err(e) => return (false, e),
     };
-    if let Err(e) = listener.listen_all([WORK, OUTBOX, APPROVALS]).await {
-        return (false, e);
-    }
     loop {
-        match listener.recv().await {
-            Ok(hint) if hint.channel() == WORK => claims.notify_one(),
-            Ok(hint) if hint.channel() == APPROVALS => approvals.send_modify(|n| *n = n.wrapping_add(1)),
-            Ok(_) => outbox.wake(),
+        match listener.next().await {
+            Ok(Hint::Work(_)) => claims.notify_one(),
+            Ok(Hint::Approvals) => approvals.send_modify(|n| *n = n.wrapping_add(1)),
+            Ok(Hint::Outbox) => outbox.wake(),
             Err(e) => return (true, e),
         }
     }
@@ -88,7 +82,7 @@ mod tests {
         let mut replies = outbox.subscribe();
         let shutdown = CancellationToken::new();
         let (approvals, _) = watch::channel(0);
-        let listening = tokio::spawn(run(url, claims.clone(), outbox.clone(), approvals, shutdown.clone()));
+        let listening = tokio::spawn(run(here.clone(), claims.clone(), outbox.clone(), approvals, shutdown.clone()));
 
         // Until the listener is up, a hint may go unheard: say again until one is.
         let msg = Inbound::new(group.clone(), Source::Console, "ann", "hi");
@@ -118,8 +112,7 @@ mod tests {
         for g in [&solo, &team] {
             store.groups().add_group(g, &GroupSettings::default()).await.unwrap();
         }
-        let mut listener = PgListener::connect(&url).await.unwrap();
-        listener.listen_all([WORK, OUTBOX]).await.unwrap();
+        let mut listener = store.listen_for_hints().await.unwrap();
         store
             .queue()
             .insert_inbound(&Inbound::new(solo.clone(), Source::Console, "ann", "hi"), InboundState::Queued)
@@ -132,7 +125,7 @@ mod tests {
         let mut photo = Inbound::new(team.clone(), Source::Console, "ann", "look");
         photo.media = vec![crate::domain::media::Attachment::bounded(crate::domain::media::MediaKind::Photo, "f")];
         store.preparing().insert_preparing(&photo, false).await.unwrap();
-        let first = tokio::time::timeout(Duration::from_secs(30), listener.recv()).await.expect("a hint").unwrap();
-        assert_eq!((first.channel(), first.payload()), (WORK, "team"), "nothing was hinted for the lone machine");
+        let first = tokio::time::timeout(Duration::from_secs(30), listener.next()).await.expect("a hint").unwrap();
+        assert_eq!(first, Hint::Work("team".to_owned()), "nothing was hinted for the lone machine");
     }
 }

@@ -26,18 +26,15 @@ pub struct NodeSection {
     pub timing: LeaseTiming,
     /// `claude.max_live_sessions`: placement's capacity.
     pub slots: u64,
-    /// `store.url`, for the hints' own connection.
-    pub url: crate::config::Secret,
 }
 
 impl NodeSection {
     /// `None` on one machine (no `[cluster] enabled`, or no shared store).
     pub fn of(config: &Config) -> anyhow::Result<Option<NodeSection>> {
-        let Some(url) = config.store.url.as_ref().filter(|_| config.cluster.enabled) else {
+        if config.store.url.is_none() || !config.cluster.enabled {
             return Ok(None);
-        };
+        }
         Ok(Some(NodeSection {
-            url: url.clone(),
             node: config.cluster.node_id(),
             timing: config.cluster.timing()?,
             slots: config.claude.max_live_sessions as u64,
@@ -67,7 +64,7 @@ pub struct ClusterNode {
 impl ClusterNode {
     /// Starts the node's parts: call it before any session or schedule runs.
     pub fn start(engine: &Engine, services: &Services, section: NodeSection) -> anyhow::Result<ClusterNode> {
-        let NodeSection { node, timing, slots, url } = section;
+        let NodeSection { node, timing, slots } = section;
         let nudge = std::sync::Arc::new(tokio::sync::Notify::new());
         let leases = engine.store.leases();
         leases.enter_cluster(&node)?;
@@ -95,9 +92,9 @@ impl ClusterNode {
         let ports = (engine.directory.clone(), engine.outbox.clone());
         let approvals =
             super::approvals::Bridge::start(services, engine.store.approvals(), node.clone(), ports, hinted);
-        let outbox = engine.outbox.clone();
+        let (outbox, store) = (engine.outbox.clone(), engine.store.clone());
         let heard = super::commands::start(engine, services, nudge);
-        services.intake(|stop| super::hints::run(url.expose().to_owned(), heard, outbox, approvals_hint, stop));
+        services.intake(|stop| super::hints::run(store, heard, outbox, approvals_hint, stop));
         let outbox = engine.outbox.clone();
         services.intake(|stop| async move {
             let mut tick = tokio::time::interval(OUTBOX_LOOK);

@@ -135,6 +135,12 @@ impl Remote {
                         None => tracing::warn!(group = %group, "a mirrored activity that does not read; ignored"),
                     }
                 }
+                // The writer lost the group (died mid-turn, or was taken over):
+                // what it showed is over; the new owner's first write shows anew.
+                Ok(None) if shown.is_some() => {
+                    shown = None;
+                    sender.send_replace(Activity::default());
+                }
                 Ok(_) => {}
                 Err(e) => tracing::debug!(group = %group, %e, "cannot read a group's mirrored activity"),
             }

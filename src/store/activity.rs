@@ -40,13 +40,19 @@ impl Activities {
         Ok(())
     }
 
-    /// `group`'s activity as last mirrored, if any node ever mirrored it.
+    /// `group`'s activity as last mirrored, while its writer still holds the
+    /// group on a live node; `None` when nothing was mirrored or the writer
+    /// lost the group (died mid-turn, or another node took it): what it
+    /// showed is stale until the new owner writes.
     pub async fn read(&self, group: &GroupName) -> Result<Option<Mirrored>, StoreError> {
         self.postgres_only()?;
-        let row = sqlx::query("SELECT version, body FROM group_activity WHERE group_name = $1")
-            .bind(group.as_str())
-            .fetch_optional(&self.db.pool)
-            .await?;
+        let sql = format!(
+            "SELECT a.version, a.body FROM group_activity a
+               JOIN leases l ON l.name = a.group_name AND l.node_id = a.node
+               JOIN nodes n ON n.node_id = l.node_id AND n.incarnation = l.incarnation
+              WHERE a.group_name = $1 AND n.expires_at_us > {DB_NOW_US}"
+        );
+        let row = sqlx::query(&sql).bind(group.as_str()).fetch_optional(&self.db.pool).await?;
         let Some(row) = row else { return Ok(None) };
         let bad = |source| StoreError::BadRow { table: "group_activity", key: group.to_string(), source };
         Ok(Some(Mirrored { version: row.try_get("version").map_err(bad)?, body: row.try_get("body").map_err(bad)? }))

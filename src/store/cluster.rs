@@ -3,4 +3,5 @@
 //! them stay pure in `crate::cluster`.
 
 pub mod fence;
+pub mod hints;
 pub mod membership;

@@ -189,6 +189,15 @@ impl Store {
     pub fn activities(&self) -> Activities {
         Activities::new(self.db.clone())
     }
+
+    /// A connection of its own listening for the cluster's wake-up hints,
+    /// bounded as the pools' are; [`StoreError::NotShared`] on SQLite.
+    pub async fn listen_for_hints(&self) -> Result<cluster::hints::HintListener, StoreError> {
+        match (&*self.db.location, self.db.bounds) {
+            (Location::Postgres(url), Some(bounds)) => cluster::hints::HintListener::open(url, bounds).await,
+            _ => Err(StoreError::NotShared),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,10 @@ use crate::domain::{ChatAddress, GroupName, Inbound, InboundId, Platform, Source
 #[path = "../../tests/support/postgres.rs"]
 pub(crate) mod postgres;
 
+/// The cluster's `nodes` table, as tests outside the store see it.
+#[path = "tests_nodes.rs"]
+pub(crate) mod nodes;
+
 /// Which backend a store test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Backend {

@@ -4,9 +4,8 @@
 
 use std::time::Duration;
 
-use sqlx::{Connection, PgConnection};
-
 use super::*;
+use crate::store::tests::nodes::RawNodes;
 use crate::store::tests::postgres;
 use crate::store::{Location, Store};
 
@@ -20,11 +19,11 @@ struct Node {
     shutdown: CancellationToken,
 }
 
-async fn database() -> (String, PgConnection) {
+async fn database() -> (String, RawNodes) {
     let url = postgres::server().fresh_database();
     // The store's migrations create `nodes`.
     drop(Store::connect(&Location::Postgres(url.clone())).await.unwrap());
-    let raw = PgConnection::connect(&url).await.unwrap();
+    let raw = RawNodes::connect(&url).await;
     (url, raw)
 }
 
@@ -60,12 +59,6 @@ async fn renewed(node: &Node, after: Instant) -> Instant {
     }
 }
 
-async fn row(raw: &mut PgConnection, id: &str) -> (i64, i64, i64, bool) {
-    let sql = "SELECT incarnation, renewed_at_us, live, \
-               expires_at_us > (extract(epoch from clock_timestamp()) * 1000000)::bigint FROM nodes WHERE node_id = $1";
-    sqlx::query_as(sql).bind(id).fetch_one(raw).await.unwrap()
-}
-
 async fn stop(node: Node) {
     node.shutdown.cancel();
     tokio::time::timeout(HANG, node.membership.stopped()).await.expect("the task stops");
@@ -77,20 +70,20 @@ async fn a_node_registers_renews_with_its_live_count_and_leaves() {
     let node = start(&url, "node-a").await;
     let (incarnation, first) = registered(&node).await;
     assert_eq!(incarnation, 1);
-    let (_, registered_at, _, alive) = row(&mut raw, "node-a").await;
+    let (_, registered_at, _, alive) = raw.row("node-a").await;
     assert!(alive);
     node.live.send_replace(3);
     // The live count is read when a renewal goes out: wait for two.
     let second = renewed(&node, first).await;
     renewed(&node, second).await;
-    let (again, renewed_at, live, alive) = row(&mut raw, "node-a").await;
+    let (again, renewed_at, live, alive) = raw.row("node-a").await;
     assert_eq!((again, live, alive), (1, 3, true));
     assert!(renewed_at > registered_at, "the row's renewed_at_us moves: {registered_at} -> {renewed_at}");
 
     let state = node.membership.state();
     stop(node).await;
     assert_eq!(*state.borrow(), NodeState::Stopped);
-    let (_, _, _, alive) = row(&mut raw, "node-a").await;
+    let (_, _, _, alive) = raw.row("node-a").await;
     assert!(!alive, "left: the row expired at once");
 }
 
@@ -120,17 +113,17 @@ async fn a_node_whose_renewals_go_unanswered_lapses_at_its_deadline_and_register
 
     // Another transaction holds the row: the renewals (and the next
     // registration) wait, unanswered.
-    let mut locker = raw.begin().await.unwrap();
-    sqlx::query("SELECT 1 FROM nodes WHERE node_id = 'frozen' FOR UPDATE").execute(&mut *locker).await.unwrap();
+    let mut locker = RawNodes::connect(&url).await;
+    locker.hold("frozen").await;
     let lapsed = until(&node, |s| *s == NodeState::Lapsed).await;
     assert_eq!(lapsed, NodeState::Lapsed);
     let deadline_passed = Instant::now();
 
-    locker.rollback().await.unwrap();
+    locker.release().await;
     let (again, deadline) = registered(&node).await;
     assert_eq!(again, incarnation + 1, "registered again as a new incarnation");
     assert!(deadline > deadline_passed);
-    let (stored, _, _, alive) = row(&mut raw, "frozen").await;
+    let (stored, _, _, alive) = raw.row("frozen").await;
     assert_eq!((stored, alive), (incarnation + 1, true));
     stop(node).await;
 }
@@ -142,7 +135,7 @@ async fn a_refused_renewal_lapses_at_once_and_registers_again() {
     let (incarnation, deadline) = registered(&node).await;
     // The row expired by the database's clock (as if this node had been
     // frozen past its ttl): the next renewal is refused, not retried.
-    sqlx::query("UPDATE nodes SET expires_at_us = 0 WHERE node_id = 'expired'").execute(&mut raw).await.unwrap();
+    raw.expire("expired").await;
     let again = until(&node, |s| matches!(s, NodeState::Registered { incarnation: i, .. } if *i > incarnation)).await;
     let NodeState::Registered { incarnation: again, deadline: new_deadline } = again else { unreachable!() };
     assert_eq!(again, incarnation + 1);

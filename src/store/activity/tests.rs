@@ -6,6 +6,7 @@ use chrono::Utc;
 
 use crate::cluster::NodeId;
 use crate::domain::GroupName;
+use crate::store::tests::nodes::RawNodes;
 use crate::store::tests::postgres;
 use crate::store::{GroupSettings, Location, Store, StoreError};
 
@@ -33,6 +34,32 @@ async fn only_the_groups_owner_mirrors_its_activity_and_every_node_reads_each_ve
 
     let too_long = format!("{{\"x\":\"{}\"}}", "a".repeat(20_000));
     assert!(owner.activities().mirror(&g, "node-a", &too_long).await.is_err(), "the table's CHECK bounds it");
+}
+
+/// An owner that died mid-turn leaves its last activity in the table; the
+/// followers must not show it (a turn "running" for good) until a new owner
+/// writes: once the writer's node expired, or another node took the group,
+/// nothing is read.
+#[tokio::test]
+async fn a_mirror_whose_writer_lost_the_group_is_not_read() {
+    let url = postgres::server().fresh_database();
+    let location = Location::Postgres(url.clone());
+    let (owner, heir) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
+    let g: GroupName = "team".parse().unwrap();
+    owner.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
+    let (a, b) = (NodeId::new("node-a").unwrap(), NodeId::new("node-b").unwrap());
+    let first = owner.leases().register(&a, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    let second = heir.leases().register(&b, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    owner.leases().claim_group(&g, &a, first, Utc::now()).await.unwrap().expect("claimed");
+    owner.activities().mirror(&g, "node-a", r#"{"turn":{"number":1,"age_ms":0,"steps":0}}"#).await.unwrap();
+    assert!(heir.activities().read(&g).await.unwrap().is_some(), "the live owner's activity is read");
+
+    RawNodes::connect(&url).await.expire("node-a").await;
+    assert_eq!(heir.activities().read(&g).await.unwrap(), None, "the dead owner's activity is not shown");
+    heir.leases().claim_group(&g, &b, second, Utc::now()).await.unwrap().expect("taken over");
+    assert_eq!(heir.activities().read(&g).await.unwrap(), None, "not until the new owner writes");
+    heir.activities().mirror(&g, "node-b", "{}").await.unwrap();
+    assert_eq!(heir.activities().read(&g).await.unwrap().map(|m| m.body), Some("{}".to_owned()));
 }
 
 #[tokio::test]

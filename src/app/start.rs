@@ -15,7 +15,6 @@ use super::whatsapp::WhatsAppSource;
 use crate::channel::telegram::{self, Telegram};
 use crate::channel::whatsapp::{ServeOptions, WaClient, WaFiles, WhatsApp};
 use crate::channel::ApprovalAsk;
-use crate::channel::Redelivery;
 use crate::claude;
 use crate::cluster::NodeId;
 use crate::config::{Config, HttpConfig, TelegramConfig};
@@ -56,9 +55,7 @@ pub fn telegram(
     let (asks, ports) = (asks(), engine.ports());
     let AdapterSection { assistant, retry } = section;
     services.adapter(Platform::Telegram, |shutdown, stop_delivery| async move {
-        let Some(channel) =
-            Telegram::connect_until_up(bot, ports, &assistant, Redelivery::Never, retry, &shutdown).await
-        else {
+        let Some(channel) = Telegram::connect_until_up(bot, ports, &assistant, false, retry, &shutdown).await else {
             return Ok(());
         };
         tracing::info!(bot = %channel.username(), "serving Telegram");
@@ -92,9 +89,7 @@ pub fn telegram_gateway(
         gateway.serve(asks, shutdown, stop_delivery, move |round| {
             let (bot, ports, assistant, config) = (bot.clone(), ports.clone(), assistant.clone(), config.clone());
             async move {
-                let redelivery = Redelivery::ToTheNextGateway;
-                let Some(channel) =
-                    Telegram::connect_until_up(bot, ports, &assistant, redelivery, retry, &round.stop).await
+                let Some(channel) = Telegram::connect_until_up(bot, ports, &assistant, true, retry, &round.stop).await
                 else {
                     return Ok(());
                 };

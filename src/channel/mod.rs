@@ -43,7 +43,6 @@ use crate::store::{
 };
 
 pub use command::{decode_command, SessionCommand};
-pub use intake::Redelivery;
 pub use text::{describe_status, starts_with_word, FirstSight};
 
 /// What a platform adapter does to put outbox messages in its chats.

@@ -20,7 +20,6 @@ use teloxide::utils::command::BotCommands;
 use super::commands::{self, Cmd};
 use super::shared::Shared;
 use super::target::TelegramTarget;
-use super::updates::Outcome;
 use super::{approvals, outbound, stop};
 use crate::channel::intake::{self, Addressed, Arrival, Taken};
 use crate::channel::progress::StatusPort;
@@ -92,6 +91,17 @@ impl ChatMessage {
 
 /// Hands a message to intake and acts on its answer; `/chatid` and a
 /// group's move to a new chat id are Telegram's own.
+/// What became of an update its handler is done with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// Stored, refused in its chat, or nothing for pincer: confirm it.
+    Handled,
+    /// Not taken and not refused (this cluster node cannot store it): leave
+    /// it unconfirmed, so Telegram brings it again, to this node's next poll
+    /// or to the next gateway's.
+    Released,
+}
+
 /// Takes a chat message. [`Outcome::Released`] when it was not taken and
 /// not refused (a cluster node that cannot store it): Telegram brings it
 /// again, to this node or to the next gateway.

@@ -81,19 +81,20 @@ impl Telegram {
     /// Connects, trying again with backoff (and saying so in the log and the
     /// channel's health, which `pincer doctor` shows) while the Bot API cannot
     /// be reached or refuses the token. `None` when `shutdown` comes first.
-    /// `redelivery`: [`Redelivery::Never`] on one machine,
-    /// [`Redelivery::ToTheNextGateway`] on a cluster node.
+    /// `on_a_cluster`: this node serves the bot as its cluster's gateway,
+    /// so a message it cannot store is left for the next gateway
+    /// ([`Redelivery::ToTheNextGateway`]) rather than refused in its chat.
     pub async fn connect_until_up(
         bot: Bot,
         ports: Ports,
         assistant: &str,
-        redelivery: Redelivery,
+        on_a_cluster: bool,
         retry: RetryPolicy,
         shutdown: &CancellationToken,
     ) -> Option<Telegram> {
         let mut backoff = Backoff::new(retry);
         loop {
-            match Self::connect(bot.clone(), ports.clone(), assistant, redelivery).await {
+            match Self::connect(bot.clone(), ports.clone(), assistant, on_a_cluster).await {
                 Ok(channel) => {
                     let health = ports.directory.set_health(Platform::Telegram, "connected", None, None).await;
                     if let Err(e) = health {
@@ -122,8 +123,9 @@ impl Telegram {
         bot: Bot,
         ports: Ports,
         assistant: &str,
-        redelivery: Redelivery,
+        on_a_cluster: bool,
     ) -> Result<Telegram, TelegramError> {
+        let redelivery = if on_a_cluster { Redelivery::ToTheNextGateway } else { Redelivery::Never };
         let bot = bot.throttle(Limits::default());
         let me = bot.get_me().await.map_err(TelegramError::Unreachable)?;
         if !me.can_read_all_group_messages {

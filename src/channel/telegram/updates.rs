@@ -16,6 +16,7 @@ use teloxide::types::{AllowedUpdate, Update, UpdateKind};
 use tokio::sync::mpsc;
 
 use super::inbound;
+pub(super) use super::inbound::Outcome;
 use super::shared::Shared;
 
 /// How many updates may wait for one chat's worker; when full, the source
@@ -30,17 +31,6 @@ pub(super) const ALLOWED: [AllowedUpdate; 3] =
 /// confirmation (the poll offset, or the answer to the webhook's POST): past
 /// it, the others go on, so one stuck handler cannot stall every chat.
 pub(super) const HOLD_AT_MOST: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// What became of an update its handler is done with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Outcome {
-    /// Stored, refused in its chat, or nothing for pincer: confirm it.
-    Handled,
-    /// Not taken and not refused (this cluster node cannot store it): leave
-    /// it unconfirmed, so Telegram brings it again, to this node's next poll
-    /// or to the next gateway's.
-    Released,
-}
 
 /// What a source hears of each update it handed on: its id and outcome.
 pub(super) type Done = (u32, Outcome);

@@ -49,3 +49,4 @@ mod tools;
 mod wa_cluster;
 mod wa_media;
 mod whatsapp;
+mod withheld_tools;

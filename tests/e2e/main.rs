@@ -24,6 +24,7 @@ mod fake_bot;
 mod faults;
 mod fd_escape;
 mod files_out;
+mod forwarder_fds;
 mod gate;
 mod gate_git;
 mod gate_paths;

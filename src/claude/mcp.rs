@@ -23,6 +23,17 @@ pub const REPLACED_BUILTINS: &str = "CronCreate,CronDelete,CronList";
 /// so nothing the gate has never seen runs.
 pub const UNTRACED_BUILTINS: &str = "Monitor,Workflow,ScheduleWakeup,EnterWorktree,ExitWorktree";
 
+/// `pincer doctor`'s line: which of the CLI's built-ins every agent runs without, and why.
+pub fn withheld_line() -> String {
+    let list = |tools: &str| tools.split(',').collect::<Vec<_>>().join(", ");
+    format!(
+        "withheld tools: {} (pincer's own tools replace them); {} (they start a process or schedule work \
+         no test traces yet)",
+        list(REPLACED_BUILTINS),
+        list(UNTRACED_BUILTINS)
+    )
+}
+
 /// What the model calls our tools: this prefix and the tool's name.
 pub const TOOL_PREFIX: &str = "mcp__pincer__";
 
@@ -136,6 +147,15 @@ pub fn call_result(output: &ToolOutput) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn doctor_names_every_withheld_tool() {
+        let line = super::withheld_line();
+        for tool in super::REPLACED_BUILTINS.split(',').chain(super::UNTRACED_BUILTINS.split(',')) {
+            assert!(line.contains(tool), "{tool}: {line}");
+        }
+        assert!(line.contains("Monitor, Workflow"), "{line}");
+    }
+
     use super::*;
 
     #[test]

@@ -11,6 +11,7 @@ use crate::config::Config;
 pub async fn execute(config: &Config) -> anyhow::Result<()> {
     let report = crate::sandbox::doctor::report(config).await;
     print!("{}", report.text);
+    println!("{}", crate::claude::mcp::withheld_line());
     if config.telegram.token.is_some() {
         println!("telegram: {}", telegram_health(config).await);
     }

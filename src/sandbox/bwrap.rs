@@ -178,8 +178,12 @@ pub fn args(plan: &Plan) -> Vec<String> {
         }
         Some(_) => {
             // The forwarder lives in the sandbox's pid namespace, so it ends
-            // with the sandbox; the CLI takes the shell's place (and its stdio).
-            let script = format!("{PINCER_BIN} forward --listen {EGRESS_LISTEN} --to {EGRESS_SOCKET} & exec \"$@\"");
+            // with the sandbox; the CLI takes the shell's place (and its
+            // stdio). The forwarder gets none of those sockets: its stdio is
+            // /dev/null (bwrap passes no other fd).
+            let script = format!(
+                "{PINCER_BIN} forward --listen {EGRESS_LISTEN} --to {EGRESS_SOCKET} </dev/null >/dev/null 2>&1 & exec \"$@\""
+            );
             a.push(&["--", "/bin/sh", "-c", &script, "pincer-sandbox"]);
             a.0.extend(plan.command.iter().cloned());
         }
@@ -475,6 +479,7 @@ mod tests {
         let at = a.iter().position(|x| x == "--").unwrap();
         assert_eq!(a[at + 1..at + 3], ["/bin/sh", "-c"]);
         assert!(a[at + 3].starts_with("/opt/pincer/pincer forward --listen 127.0.0.1:3128"), "{}", a[at + 3]);
+        assert!(a[at + 3].contains("</dev/null >/dev/null 2>&1 &"), "none of the CLI's stdio: {}", a[at + 3]);
         assert_eq!(&a[at + 4..], ["pincer-sandbox", "/opt/claude/claude", "-p"]);
     }
 

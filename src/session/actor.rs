@@ -58,6 +58,8 @@ struct Live {
     /// `turn_timeout` since then is hung.
     quiet_since: Instant,
     since: SystemTime,
+    /// When it started (monotonic): the bound for its hook's answer counts from here.
+    started: Instant,
     /// Which process this is (counted per actor): answers meant for an earlier one are dropped.
     generation: u64,
     /// The CLI's running cost total for this process, to store each turn's own share.
@@ -89,6 +91,8 @@ enum Event {
     IdleDeadline,
     /// A turn printed nothing for `turn_timeout`.
     HungTurn,
+    /// The CLI did not answer pincer's `initialize` within `turn_timeout`.
+    HookOverdue,
     /// The usage limit that held messages back has reset.
     ResendDue,
     /// A CLI that could not start is tried again.
@@ -281,6 +285,11 @@ impl SessionActor {
                 Event::Exited => self.on_exit().await,
                 Event::IdleDeadline => self.on_idle().await,
                 Event::HungTurn => self.on_hung().await,
+                Event::HookOverdue => {
+                    if let Some(live) = self.live.as_mut() {
+                        live.trust.overdue();
+                    }
+                }
                 Event::ResendDue => self.on_resend_due().await,
                 Event::StartDue => self.on_start_due().await,
                 Event::Retire if self.dormant() && self.intake.retire() => {
@@ -292,6 +301,7 @@ impl SessionActor {
                 Event::DrainDue => {}
                 Event::Shutdown => break,
             }
+            self.end_hookless().await;
             self.after_results().await;
             self.take_queued().await;
             if self.draining() {
@@ -321,6 +331,7 @@ impl SessionActor {
     async fn next_event(&mut self, retire_at: Option<Instant>) -> Event {
         let idle_at = self.idle_deadline();
         let hung_at = self.hang_deadline();
+        let hook_at = self.hook_deadline();
         let resend_at = self.hold.due();
         let live = self.live.is_some();
         let lines = async {
@@ -342,6 +353,8 @@ impl SessionActor {
             _ = self.intake.woken() => Event::Woken,
             answered = self.approvals.next() => Event::Approved(answered),
             _ = sleep_until(idle_at) => Event::IdleDeadline,
+            // Before the hang: a process without the hook is stopped for that.
+            _ = sleep_until(hook_at) => Event::HookOverdue,
             _ = sleep_until(hung_at) => Event::HungTurn,
             _ = sleep_until(resend_at) => Event::ResendDue,
             _ = sleep_until(self.start.due()) => Event::StartDue,
@@ -380,6 +393,13 @@ impl SessionActor {
         let live = self.live.as_ref()?;
         let turn_timeout = self.deps.config.claude.turn_timeout;
         self.hang.deadline(live.quiet_since, self.turn.awaiting_result(), self.approvals.asking(), turn_timeout)
+    }
+
+    /// The bound for the CLI's answer to pincer's `initialize`: as long as
+    /// a turn may stay quiet, counted from the process's start.
+    fn hook_deadline(&self) -> Option<Instant> {
+        let live = self.live.as_ref()?;
+        live.trust.hooks_pending().then(|| live.started + self.deps.config.claude.turn_timeout)
     }
 
     fn publish(&self) {

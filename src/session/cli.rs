@@ -20,6 +20,7 @@ use crate::groups;
 use crate::sandbox::docker::EnvFile;
 use crate::sandbox::proxy::KeyLease;
 use crate::sandbox::{IsolatedHome, Launcher, SandboxError};
+use crate::session::trust::HookFailure;
 
 /// What a session asks for when it needs a process.
 pub struct StartRequest<'a> {
@@ -85,7 +86,24 @@ pub enum StartError {
     Sandbox(SandboxError),
     #[error(transparent)]
     Spawn(#[from] SpawnError),
+    /// The CLI started but refused pincer's `PreToolUse` hook, or did not
+    /// answer it in time: without it the gate would be open, so it was stopped.
+    #[error("{}", hook_text(*.0))]
+    Hook(HookFailure),
 }
+
+fn hook_text(failure: HookFailure) -> &'static str {
+    match failure {
+        HookFailure::Refused => "The Claude Code CLI refused pincer's tool check (its PreToolUse hook)",
+        HookFailure::Unanswered => {
+            "The Claude Code CLI did not answer pincer's tool check (its PreToolUse hook) in time"
+        }
+    }
+}
+
+/// What to do about a CLI without pincer's hook.
+const HOOK_FIX: &str = "This CLI version is not supported: whoever runs pincer should run `pincer setup` \
+                        (and `pincer doctor`) to install the supported one.";
 
 impl StartError {
     /// The line the chat gets: what happened and what to do.
@@ -99,6 +117,7 @@ impl StartError {
             StartError::Home(e) | StartError::Sandbox(e) => {
                 format!("{e}. Your message was not answered; fix this, then send it again.")
             }
+            StartError::Hook(_) => format!("{self}. Your message was not answered. {HOOK_FIX}"),
             StartError::Spawn(e) => format!(
                 "{e}. Your message was not answered. Fix `[claude] command` in pincer.toml \
                  (or PINCER_CLAUDE__COMMAND), or run `pincer setup`, then send it again."
@@ -116,6 +135,7 @@ impl StartError {
                 "Fix the folder's permissions (groups_dir in pincer.toml).",
             ),
             StartError::Home(e) | StartError::Sandbox(e) => (e.to_string(), "Whoever runs pincer should fix this."),
+            StartError::Hook(_) => (self.to_string(), HOOK_FIX),
             StartError::Spawn(e) => (
                 e.to_string(),
                 "Fix `[claude] command` in pincer.toml (or PINCER_CLAUDE__COMMAND), or run `pincer setup`.",
@@ -135,6 +155,7 @@ impl StartError {
             StartError::Home(_) => Some("cannot prepare the isolated run's CLI home"),
             StartError::Sandbox(_) => Some("cannot prepare the CLI's sandbox"),
             StartError::Spawn(_) => Some("cannot start the CLI"),
+            StartError::Hook(_) => Some("stopped a CLI without pincer's PreToolUse hook: the gate fails closed"),
         }
     }
 }

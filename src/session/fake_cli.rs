@@ -82,6 +82,19 @@ struct State {
     home: Option<std::path::PathBuf>,
     /// What each start found of the transcript it resumes (with a home).
     transcripts_at_start: Vec<Option<Vec<u8>>>,
+    /// How `initialize` is answered: success (as both supported versions do) unless set.
+    init: Option<InitAnswer>,
+}
+
+/// How the fake answers pincer's `initialize` (an unsupported CLI's ways).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum InitAnswer {
+    /// Success, as both supported versions answer.
+    Take,
+    /// An error response: the hook is refused.
+    Refuse,
+    /// No answer at all.
+    Never,
 }
 
 /// The fake CLI; clones share one script and one record.
@@ -102,6 +115,11 @@ impl FakeCli {
     /// The next user messages are answered so, in order (then by echoes).
     pub(super) fn script(&self, replies: impl IntoIterator<Item = Reply>) {
         self.state().replies.extend(replies);
+    }
+
+    /// Every process answers `initialize` so from now on.
+    pub(super) fn answer_init(&self, how: InitAnswer) {
+        self.state().init = Some(how);
     }
 
     /// The next `n` starts panic.
@@ -319,10 +337,15 @@ impl FakeChild {
                 }
             },
             // The CLI takes pincer's hook, as both supported versions do.
-            (Some("control_request"), Some("initialize")) => {
-                vec![json!({"type": "control_response", "response": {"subtype": "success",
+            (Some("control_request"), Some("initialize")) => match state.init {
+                Some(InitAnswer::Refuse) => vec![json!({"type": "control_response", "response": {"subtype": "error",
+                       "request_id": value["request_id"], "error": "Unsupported control request subtype: initialize"}})],
+                Some(InitAnswer::Never) => Vec::new(),
+                Some(InitAnswer::Take) | None => {
+                    vec![json!({"type": "control_response", "response": {"subtype": "success",
                        "request_id": value["request_id"], "response": {}}})]
-            }
+                }
+            },
             // The CLI acknowledges, then ends the running turn as interrupted.
             (Some("control_request"), Some("interrupt")) => vec![
                 json!({"type": "control_response", "response": {"subtype": "success",

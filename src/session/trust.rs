@@ -24,6 +24,9 @@ pub enum Untrusted {
     UnknownToolUse,
     /// A hook callback pincer never registered.
     UnknownHook,
+    /// Any frame of a process that refused pincer's hook, or has not taken
+    /// it yet (for a permission request): its gate would be open.
+    NoHook,
 }
 
 impl Untrusted {
@@ -33,15 +36,35 @@ impl Untrusted {
             Untrusted::ForeignSession => "a frame of another session",
             Untrusted::UnknownToolUse => "a permission request for a tool call pincer's hook did not ask about",
             Untrusted::UnknownHook => "a hook callback pincer did not register",
+            Untrusted::NoHook => "a frame of a process that has not taken pincer's PreToolUse hook",
         }
     }
+}
+
+/// Where pincer's `initialize` (the `PreToolUse` hook) stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Hooks {
+    /// Written, not answered yet.
+    #[default]
+    Pending,
+    /// Answered with success: every tool call passes the hook.
+    Active,
+    /// Answered with an error, or not within the bound: the process must go.
+    Failed(HookFailure),
+}
+
+/// Why a process has no hook: both end it, and the chat is told once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookFailure {
+    Refused,
+    Unanswered,
 }
 
 /// One process's trust state.
 #[derive(Debug, Default)]
 pub struct Trust {
-    /// The CLI took pincer's hook (`initialize` answered with success).
-    hooks_active: bool,
+    /// Whether the CLI took pincer's hook.
+    hooks: Hooks,
     /// The session id of this process's first `init`.
     session: Option<String>,
     /// Calls the hook answered `ask` for: (tool use id, tool name).
@@ -49,9 +72,40 @@ pub struct Trust {
 }
 
 impl Trust {
-    /// The answer to pincer's `initialize` came.
-    pub fn initialized(&mut self, ok: bool) {
-        self.hooks_active = ok;
+    /// The answer to pincer's `initialize` came (only the first counts: a
+    /// failed hook is never revived by a later frame).
+    pub fn initialized(&mut self, ok: bool) -> Hooks {
+        if self.hooks == Hooks::Pending {
+            self.hooks = if ok { Hooks::Active } else { Hooks::Failed(HookFailure::Refused) };
+        }
+        self.hooks
+    }
+
+    /// The bound for the answer passed: unanswered counts as refused.
+    pub fn overdue(&mut self) -> Hooks {
+        if self.hooks == Hooks::Pending {
+            self.hooks = Hooks::Failed(HookFailure::Unanswered);
+        }
+        self.hooks
+    }
+
+    /// Where the hook stands.
+    pub fn hooks(&self) -> Hooks {
+        self.hooks
+    }
+
+    /// Still waiting for the `initialize` answer.
+    pub fn hooks_pending(&self) -> bool {
+        self.hooks == Hooks::Pending
+    }
+
+    /// Nothing of a process whose hook failed is believed: it is stopped,
+    /// and what it prints meanwhile is evidence only.
+    pub fn alive(&self) -> Result<(), Untrusted> {
+        match self.hooks {
+            Hooks::Failed(_) => Err(Untrusted::NoHook),
+            _ => Ok(()),
+        }
     }
 
     /// An `init` frame: the first one names the process's session.
@@ -93,14 +147,15 @@ impl Trust {
     /// The CLI took pincer's hook: a believed `can_use_tool` is then one the
     /// hook answered `ask` for, already decided.
     pub fn hooks_active(&self) -> bool {
-        self.hooks_active
+        self.hooks == Hooks::Active
     }
 
     /// A `can_use_tool` is believed for a call the hook asked about (each
-    /// once). Without the hook (a CLI that refused it), every one is.
+    /// once). Without the hook (not taken yet, or refused) none is: the
+    /// gate fails closed.
     pub fn can_use_tool(&mut self, tool_use_id: Option<&str>, tool_name: &str) -> Result<(), Untrusted> {
-        if !self.hooks_active {
-            return Ok(());
+        if !self.hooks_active() {
+            return Err(Untrusted::NoHook);
         }
         let found = tool_use_id
             .and_then(|id| self.asked.iter().position(|(asked, name)| asked == id && name == tool_name))
@@ -130,8 +185,8 @@ mod tests {
     #[test]
     fn a_permission_request_must_follow_the_hooks_ask() {
         let mut trust = Trust::default();
-        assert_eq!(trust.can_use_tool(Some("t1"), "Bash"), Ok(()), "no hook: the old gate alone");
-        trust.initialized(true);
+        assert_eq!(trust.can_use_tool(Some("t1"), "Bash"), Err(Untrusted::NoHook), "no hook yet: closed");
+        assert_eq!(trust.initialized(true), Hooks::Active);
         assert_eq!(trust.can_use_tool(Some("t1"), "Bash"), Err(Untrusted::UnknownToolUse));
         trust.hook_asked("t1", "Bash");
         assert_eq!(trust.can_use_tool(Some("t1"), "Write"), Err(Untrusted::UnknownToolUse), "another tool");
@@ -149,5 +204,27 @@ mod tests {
         }
         assert_eq!(trust.can_use_tool(Some("t0"), "Bash"), Err(Untrusted::UnknownToolUse), "the oldest left");
         assert_eq!(trust.can_use_tool(Some(&format!("t{ASKED_AT_MOST}")), "Bash"), Ok(()));
+    }
+
+    #[test]
+    fn a_refused_or_unanswered_hook_fails_closed_for_good() {
+        let mut trust = Trust::default();
+        assert!(trust.hooks_pending() && trust.alive().is_ok());
+        assert_eq!(trust.initialized(false), Hooks::Failed(HookFailure::Refused));
+        assert_eq!(trust.alive(), Err(Untrusted::NoHook), "nothing of it is believed");
+        trust.hook_asked("t1", "Bash");
+        assert_eq!(trust.can_use_tool(Some("t1"), "Bash"), Err(Untrusted::NoHook), "not even an asked call");
+        assert_eq!(trust.initialized(true), Hooks::Failed(HookFailure::Refused), "a later success revives nothing");
+        assert_eq!(trust.overdue(), Hooks::Failed(HookFailure::Refused));
+
+        let mut silent = Trust::default();
+        assert_eq!(silent.overdue(), Hooks::Failed(HookFailure::Unanswered));
+        assert_eq!(silent.initialized(true), Hooks::Failed(HookFailure::Unanswered), "too late");
+        assert_eq!(silent.alive(), Err(Untrusted::NoHook));
+
+        let mut taken = Trust::default();
+        taken.initialized(true);
+        assert_eq!(taken.overdue(), Hooks::Active, "answered in time: the bound is moot");
+        assert!(taken.alive().is_ok());
     }
 }

@@ -268,7 +268,10 @@ impl SessionActor {
             }
             self.give_up(&e.chat_text()).await;
         }
-        if waiting.is_empty() {
+        // A CLI without pincer's hook is held even when nothing waits (it
+        // may have stopped between turns): the next message must not start
+        // one again at once, and the chat hears of it once.
+        if waiting.is_empty() && !matches!(e, StartError::Hook(_)) {
             return;
         }
         let reason = e.to_string();
@@ -289,10 +292,10 @@ impl SessionActor {
         for m in waiting {
             self.turn.pending.requeue(m);
         }
+        // The start counts as done once the CLI takes pincer's hook (`hooks_taken`).
         if !self.ensure_live().await {
             return;
         }
-        self.start.started();
         tracing::info!(group = %self.group, messages = self.turn.pending.len(), "the CLI starts again; writing the messages that waited for it");
         let written: Vec<(InboundId, String)> = self.turn.pending.prepare_resend().map(|m| (m.id, m.line())).collect();
         let ids: Vec<InboundId> = written.iter().map(|(id, _)| *id).collect();

@@ -170,6 +170,7 @@ impl SessionActor {
             last_activity: Instant::now(),
             quiet_since: Instant::now(),
             since: SystemTime::now(),
+            started: Instant::now(),
             generation,
             cost_so_far: 0.0,
             _slot: slot,

@@ -14,7 +14,8 @@ use crate::domain::{InboundId, TaskFrame, TurnResult};
 use crate::retry::{Backoff, RetryPolicy};
 use crate::session::activity::Fed;
 use crate::session::api_error::{self, TurnFailure};
-use crate::session::trust::Untrusted;
+use crate::session::cli::StartError;
+use crate::session::trust::{Hooks, Untrusted};
 use crate::session::TurnOutcome;
 use crate::store::{Carried, InboundState, StoreError};
 
@@ -68,6 +69,9 @@ impl SessionActor {
     fn believe(&mut self, event: &CliEvent) -> Result<(), Untrusted> {
         let expected = self.turn.awaiting_result() || self.turn.in_turn(tokio::time::Instant::now());
         let Some(live) = self.live.as_mut() else { return Ok(()) };
+        if !matches!(event, CliEvent::ControlResponse { .. }) {
+            live.trust.alive()?;
+        }
         match event {
             CliEvent::Init { session_id } => live.trust.init(session_id.as_deref()),
             CliEvent::System { frame, .. } => live.trust.own_session(frame.session_id.as_deref()),
@@ -84,19 +88,22 @@ impl SessionActor {
         self.log_event("untrusted_frame", self.life.session_id(), Some(&format!("{}: {head}", why.as_str()))).await;
     }
 
-    /// The CLI answered pincer's `initialize`: without the hook, only the
-    /// calls the CLI itself asks about reach pincer's rules.
+    /// The CLI answered pincer's `initialize`. Taken: the start counts as
+    /// done. Refused: the process is stopped after this event (`end_hookless`).
     fn hooks_taken(&mut self, ok: bool) {
-        if let Some(live) = self.live.as_mut() {
-            live.trust.initialized(ok);
+        let Some(live) = self.live.as_mut() else { return };
+        if live.trust.initialized(ok) == Hooks::Active {
+            self.start.started();
         }
-        if !ok {
-            tracing::error!(
-                group = %self.group,
-                "the CLI refused pincer's PreToolUse hook: calls it runs without asking (read-only commands) \
-                 bypass the group's rules; use a CLI version pincer supports (`pincer doctor`)"
-            );
-        }
+    }
+
+    /// A process whose hook failed (refused, or not answered within
+    /// `turn_timeout`) is stopped; its messages wait in the start hold, the
+    /// chat told once per reason, and the start is tried again with backoff.
+    pub(super) async fn end_hookless(&mut self) {
+        let Some(Hooks::Failed(failure)) = self.live.as_ref().map(|live| live.trust.hooks()) else { return };
+        self.stop_live("hook_refused").await;
+        self.start_failed(StartError::Hook(failure)).await;
     }
 
     /// Feeds the activity builder and publishes what changed; a feed that

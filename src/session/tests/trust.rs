@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::{test_config, Rig};
-use crate::session::fake_cli::{self, FakeCli, Reply, Said};
+use crate::session::fake_cli::{self, FakeCli, InitAnswer, Reply, Said};
 use crate::store::GroupSettings;
 
 fn untrusted(events: &[(String, Option<String>)]) -> Vec<String> {
@@ -151,5 +151,42 @@ async fn a_call_the_hook_asked_about_is_asked_of_the_admins_not_judged_again() {
     assert_eq!(asked.tool_name, "Write");
     let hook = rig.cli.written().into_iter().find(|w| w.line["response"]["request_id"] == "h_out").unwrap();
     assert_eq!(hook.line["response"]["response"]["hookSpecificOutput"]["permissionDecision"], "ask");
+    rig.stop().await;
+}
+
+/// A CLI that refuses pincer's hook runs nothing: each process is stopped,
+/// what it printed is evidence only, the chat is told once what to do, and
+/// the message waits for a CLI that takes the hook.
+#[tokio::test(start_paused = true)]
+async fn a_cli_refusing_the_hook_is_stopped_and_the_chat_told_once() {
+    let rig = Rig::new().await;
+    rig.cli.answer_init(InitAnswer::Refuse);
+    let id = rig.say("one").await;
+    rig.until("three processes tried", || rig.cli.starts().len() >= 3).await;
+    rig.until("each stopped", || rig.cli.ended().len() >= 3).await;
+    assert!(rig.replies().await.is_empty(), "nothing of a hookless process reaches the chat");
+    let notices = rig.notices().await;
+    assert_eq!(notices.len(), 1, "told once, not per try: {notices:?}");
+    assert!(notices[0].contains("refused pincer's tool check") && notices[0].contains("pincer setup"), "{notices:?}");
+    assert!(untrusted(&rig.events().await).iter().any(|e| e.contains("echo: one")), "its result kept as evidence");
+    rig.cli.answer_init(InitAnswer::Take);
+    rig.until_state(id, "answered").await;
+    assert_eq!(rig.replies().await, ["echo: one"]);
+    rig.stop().await;
+}
+
+/// A CLI that never answers pincer's `initialize` is stopped after
+/// `turn_timeout`, and the chat told why.
+#[tokio::test(start_paused = true)]
+async fn a_cli_never_answering_the_hook_is_stopped_after_the_bound() {
+    let rig = Rig::new().await;
+    rig.cli.answer_init(InitAnswer::Never);
+    rig.cli.script([Reply::Silent]);
+    rig.say("one").await;
+    rig.until_stored("the chat is told", || async { !rig.notices().await.is_empty() }).await;
+    let notices = rig.notices().await;
+    assert!(notices[0].contains("did not answer pincer's tool check"), "{notices:?}");
+    assert!(!rig.cli.ended().is_empty(), "the process stopped");
+    assert!(rig.events().await.iter().any(|(k, _)| k == "hook_refused"));
     rig.stop().await;
 }

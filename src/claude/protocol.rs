@@ -437,4 +437,6 @@ pub fn control_request_line(request_id: &str, subtype: &str) -> String {
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;

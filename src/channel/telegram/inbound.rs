@@ -89,8 +89,6 @@ impl ChatMessage {
     }
 }
 
-/// Hands a message to intake and acts on its answer; `/chatid` and a
-/// group's move to a new chat id are Telegram's own.
 /// What became of an update its handler is done with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Outcome {
@@ -102,7 +100,9 @@ pub(super) enum Outcome {
     Released,
 }
 
-/// Takes a chat message. [`Outcome::Released`] when it was not taken and
+/// Hands a message to intake and acts on its answer; `/chatid` and a
+/// group's move to a new chat id are Telegram's own. [`Outcome::Released`]
+/// when it was not taken and
 /// not refused (a cluster node that cannot store it): Telegram brings it
 /// again, to this node or to the next gateway.
 pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> Result<Outcome, super::TelegramError> {

@@ -102,9 +102,8 @@ pub(super) enum Outcome {
 
 /// Hands a message to intake and acts on its answer; `/chatid` and a
 /// group's move to a new chat id are Telegram's own. [`Outcome::Released`]
-/// when it was not taken and
-/// not refused (a cluster node that cannot store it): Telegram brings it
-/// again, to this node or to the next gateway.
+/// when it was not taken and not refused (a cluster node that cannot store
+/// it): Telegram brings it again, to this node or to the next gateway.
 pub(super) async fn on_message(msg: Message, shared: Arc<Shared>) -> Result<Outcome, super::TelegramError> {
     if let Some(to) = msg.migrate_to_chat_id() {
         chat_moved(&shared, msg.chat.id.0, to.0).await;

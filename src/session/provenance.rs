@@ -5,8 +5,9 @@
 
 use std::collections::VecDeque;
 
-/// Most paths kept per group; the oldest go first, so the prompt speaks of the newest writes.
-pub const MAX_ENTRIES: usize = 64;
+/// Most paths kept per group; the oldest go first, so the prompt speaks of the newest writes. The
+/// store keeps as many rows, so what a restart reads back is what was kept.
+pub const MAX_ENTRIES: usize = crate::store::PROVENANCE_ROWS;
 /// Most paths named in one prompt; the rest are counted ("and N more").
 pub const MAX_SHOWN: usize = 10;
 /// Most characters of one path or sender name shown; longer text is cut with "…".

@@ -70,7 +70,7 @@ pub use inbound::InboundState;
 pub use outbox::{DeliveryState, Enqueue, Marked, OutboxId, OutboxRow, Seen};
 pub use overview::{Backlog, GroupView, Overview, PlatformView};
 pub use preparing::{Stored, ToPrepare, Waiting};
-pub use provenance::Written;
+pub use provenance::{Written, MAX_ROWS as PROVENANCE_ROWS};
 pub use proxy_spend::{bucket_of, BUCKET_US};
 pub use queue::{Pulled, Recovered, TakenContext};
 pub use results::Carried;

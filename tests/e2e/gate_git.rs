@@ -61,3 +61,36 @@ async fn a_folder_planted_as_a_repository_runs_nothing_when_git_runs_there() {
     assert!(!folder.join("planted-ran").exists(), "the planted fsmonitor ran: {reply}");
     pincer.stop().await;
 }
+
+/// A `.git` *file* naming a repository elsewhere in the folder, as an
+/// unpacked archive or an approved command could leave it (file tools refuse
+/// the name). On 2.1.197 the CLI's own `git status` at start read such a
+/// repository's config; with pincer's git neither that nor a command's git
+/// runs what the config names.
+#[tokio::test]
+async fn a_git_file_pointing_elsewhere_runs_nothing_at_start_or_when_git_runs() {
+    require_bwrap().await;
+    let api = FakeApi::start(script()).await;
+    let sandbox = Sandbox::new(&api);
+    let settings =
+        GroupSettings { allowed_tools: Some(["Read", "Bash"].map(String::from).to_vec()), ..GroupSettings::default() };
+    let group = sandbox.add_group_with("alpha", settings).await;
+    let folder = sandbox.group_dir("alpha");
+    let repo = folder.join("elsewhere");
+    for dir in ["objects/info", "refs/heads"] {
+        std::fs::create_dir_all(repo.join(dir)).unwrap();
+    }
+    std::fs::write(repo.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(
+        repo.join("config"),
+        format!("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"{PLANTED}\"\n"),
+    )
+    .unwrap();
+    std::fs::write(folder.join(".git"), "gitdir: elsewhere\n").unwrap();
+    let pincer = sandbox.start().await;
+
+    let reply = ask(&pincer, &group, "GIT_STATUS").await;
+    assert!(folder.join("approved.txt").exists(), "the command itself ran: {reply}");
+    assert!(!folder.join("planted-ran").exists(), "the planted fsmonitor ran: {reply}");
+    pincer.stop().await;
+}

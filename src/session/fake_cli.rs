@@ -226,6 +226,14 @@ fn append_transcript(state: &State, line: &Value) {
     std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes()).unwrap();
 }
 
+/// The MCP `initialize` of pincer's own server, which the CLI sends before
+/// it answers pincer's `initialize` (both supported versions).
+pub(super) fn mcp_handshake() -> Value {
+    json!({"type": "control_request", "request_id": "mcp_init", "request": {"subtype": "mcp_message",
+           "server_name": "pincer", "message": {"method": "initialize", "jsonrpc": "2.0", "id": 0,
+           "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}}})
+}
+
 /// The lines of a normal turn: `init`, the replay, a result with `text`.
 pub(super) fn turn_lines(said: &Said, text: &str) -> Vec<Value> {
     let mut lines = turn_start(said);
@@ -344,16 +352,19 @@ impl FakeChild {
                 }
                 Reply::Lines(lines) => lines(&said),
             },
-            // The CLI takes pincer's hook, as both supported versions do.
-            (Some("control_request"), Some("initialize")) => match state.init {
-                Some(InitAnswer::Refuse) => vec![json!({"type": "control_response", "response": {"subtype": "error",
-                       "request_id": value["request_id"], "error": "Unsupported control request subtype: initialize"}})],
-                Some(InitAnswer::Never) => Vec::new(),
-                Some(InitAnswer::Take) | None => {
-                    vec![json!({"type": "control_response", "response": {"subtype": "success",
-                       "request_id": value["request_id"], "response": {}}})]
+            // The CLI starts pincer's MCP server, then takes pincer's hook, as both supported versions do.
+            (Some("control_request"), Some("initialize")) => {
+                let mut lines = vec![mcp_handshake()];
+                match state.init {
+                    Some(InitAnswer::Refuse) => lines.push(json!({"type": "control_response", "response": {
+                       "subtype": "error", "request_id": value["request_id"],
+                       "error": "Unsupported control request subtype: initialize"}})),
+                    Some(InitAnswer::Never) => {}
+                    Some(InitAnswer::Take) | None => lines.push(json!({"type": "control_response", "response": {
+                       "subtype": "success", "request_id": value["request_id"], "response": {}}})),
                 }
-            },
+                lines
+            }
             // The CLI acknowledges, then ends the running turn as interrupted.
             (Some("control_request"), Some("interrupt")) => vec![
                 json!({"type": "control_response", "response": {"subtype": "success",

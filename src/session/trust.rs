@@ -10,9 +10,11 @@
 //! The gate is closed until the CLI takes pincer's hook ([`Hooks::Active`]):
 //! no user message is written before that (they are held here and go the
 //! moment the hook is taken; a process that never takes it is stopped and
-//! its messages wait in pincer), and no frame of a turn is believed. The one
-//! frame believed before is a resume's refusal, which the CLI prints at start
-//! before it reads stdin: it only makes the next process start fresh.
+//! its messages wait in pincer), and no frame of a turn is believed. Before
+//! it only two things are: a resume's refusal, which the CLI prints at start
+//! before it reads stdin (it only makes the next process start fresh), and
+//! the handshake of pincer's own MCP server, which the CLI starts before it
+//! answers `initialize` (it runs nothing; a tool call waits for the hook).
 
 use std::collections::VecDeque;
 
@@ -81,6 +83,10 @@ pub enum Heard {
     /// A resume's refusal (an unknown session): the CLI prints it at start,
     /// before it answers `initialize`, and exits.
     ResumeRefused,
+    /// The CLI setting up pincer's own MCP server (its handshake and the
+    /// tool list), which both versions start before they answer
+    /// `initialize`: it runs nothing. A tool call is a [`Heard::Request`].
+    Setup,
     /// A control request of the CLI: answered in any case, acted on only
     /// with the hook taken.
     Request,
@@ -164,11 +170,12 @@ impl Trust {
     }
 
     /// Whether a frame may be acted on at all (the checks of its kind follow):
-    /// before the hook is taken only control answers and a resume's refusal
-    /// are; a process whose hook failed is believed in nothing but its answers.
+    /// before the hook is taken only control answers, the setup of pincer's
+    /// tool server and a resume's refusal are; a process whose hook failed is
+    /// believed in nothing but its answers.
     pub fn gate(&self, heard: Heard) -> Result<(), Untrusted> {
         match (self.hooks, heard) {
-            (_, Heard::Answer) | (Hooks::Active, _) | (Hooks::Pending, Heard::ResumeRefused) => Ok(()),
+            (_, Heard::Answer) | (Hooks::Active, _) | (Hooks::Pending, Heard::ResumeRefused | Heard::Setup) => Ok(()),
             (Hooks::Failed(_), _) => Err(Untrusted::NoHook),
             (Hooks::Pending, Heard::Request | Heard::Turn) => Err(Untrusted::BeforeHook),
         }
@@ -284,6 +291,7 @@ mod tests {
         assert_eq!(trust.initialized(false), Hooks::Failed(HookFailure::Refused));
         assert_eq!(trust.gate(Heard::Turn), Err(Untrusted::NoHook), "nothing of it is believed");
         assert_eq!(trust.gate(Heard::ResumeRefused), Err(Untrusted::NoHook));
+        assert_eq!(trust.gate(Heard::Setup), Err(Untrusted::NoHook));
         trust.hook_asked("t1", "Bash");
         assert_eq!(trust.can_use_tool(Some("t1"), "Bash"), Err(Untrusted::NoHook), "not even an asked call");
         assert_eq!(trust.initialized(true), Hooks::Failed(HookFailure::Refused), "a later success revives nothing");
@@ -307,8 +315,9 @@ mod tests {
         assert_eq!(trust.gate(Heard::Request), Err(Untrusted::BeforeHook), "a hook callback or MCP call: not yet");
         assert_eq!(trust.gate(Heard::Answer), Ok(()), "the answer to initialize itself");
         assert_eq!(trust.gate(Heard::ResumeRefused), Ok(()), "printed at start, before initialize is read");
+        assert_eq!(trust.gate(Heard::Setup), Ok(()), "the MCP handshake comes before the answer");
         trust.initialized(true);
-        for heard in [Heard::Answer, Heard::ResumeRefused, Heard::Request, Heard::Turn] {
+        for heard in [Heard::Answer, Heard::ResumeRefused, Heard::Setup, Heard::Request, Heard::Turn] {
             assert_eq!(trust.gate(heard), Ok(()), "{heard:?}");
         }
     }

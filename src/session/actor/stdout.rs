@@ -8,8 +8,9 @@ use std::time::Duration;
 use super::stdin::INIT_REQUEST;
 use super::{ids, SessionActor};
 use crate::claude::lines::LineRead;
+use crate::claude::mcp::{self, McpRequest};
 use crate::claude::process::StdoutLine;
-use crate::claude::protocol::{self, CliEvent, TaskEvent, TurnEnd};
+use crate::claude::protocol::{self, CliEvent, ControlRequest, TaskEvent, TurnEnd};
 use crate::domain::{InboundId, TaskFrame, TurnResult};
 use crate::retry::{Backoff, RetryPolicy};
 use crate::session::activity::Fed;
@@ -27,6 +28,11 @@ fn heard(event: &CliEvent) -> Heard {
     match event {
         CliEvent::ControlResponse { .. } => Heard::Answer,
         CliEvent::Result { result, .. } if protocol::is_missing_session(result) => Heard::ResumeRefused,
+        CliEvent::ControlRequest { request: ControlRequest::McpMessage { message, .. }, .. }
+            if !matches!(mcp::parse(message).request, McpRequest::CallTool { .. }) =>
+        {
+            Heard::Setup
+        }
         CliEvent::ControlRequest { .. } => Heard::Request,
         _ => Heard::Turn,
     }

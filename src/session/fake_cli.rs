@@ -42,8 +42,6 @@ pub(super) enum Reply {
     Crash,
     /// These lines.
     Lines(Script),
-    /// These lines, then stdout closes and the process exits with status 1.
-    LinesThenExit(Script),
 }
 
 /// One process start, and what it was asked to resume.
@@ -84,6 +82,10 @@ struct State {
     transcripts_at_start: Vec<Option<Vec<u8>>>,
     /// How `initialize` is answered: success (as both supported versions do) unless set.
     init: Option<InitAnswer>,
+    /// A session the CLI no longer has: a process resuming it prints the
+    /// refusal and exits at start, before it reads `initialize` (as both
+    /// supported versions do).
+    gone: Option<String>,
 }
 
 /// How the fake answers pincer's `initialize` (an unsupported CLI's ways).
@@ -120,6 +122,11 @@ impl FakeCli {
     /// Every process answers `initialize` so from now on.
     pub(super) fn answer_init(&self, how: InitAnswer) {
         self.state().init = Some(how);
+    }
+
+    /// Processes resuming `session` find no such conversation.
+    pub(super) fn forget_session(&self, session: &str) {
+        self.state().gone = Some(session.to_owned());
     }
 
     /// The next `n` starts panic.
@@ -219,6 +226,14 @@ fn append_transcript(state: &State, line: &Value) {
     std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes()).unwrap();
 }
 
+/// The MCP `initialize` of pincer's own server, which the CLI sends before
+/// it answers pincer's `initialize` (both supported versions).
+pub(super) fn mcp_handshake() -> Value {
+    json!({"type": "control_request", "request_id": "mcp_init", "request": {"subtype": "mcp_message",
+           "server_name": "pincer", "message": {"method": "initialize", "jsonrpc": "2.0", "id": 0,
+           "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}}})
+}
+
 /// The lines of a normal turn: `init`, the replay, a result with `text`.
 pub(super) fn turn_lines(said: &Said, text: &str) -> Vec<Value> {
     let mut lines = turn_start(said);
@@ -279,7 +294,17 @@ impl CliPort for FakeCli {
                 format!("fake-session-{}", state.sessions)
             }
         };
-        state.stdout = Some((process, tx));
+        if request.resume.is_some() && request.resume == state.gone.as_deref() {
+            let refusal = json!({"type": "result", "subtype": "error_during_execution", "is_error": true,
+                "num_turns": 0, "session_id": state.session,
+                "errors": [format!("No conversation found with session ID: {}", state.session)]});
+            tx.try_send(line(refusal)).expect("room on the fake's stdout");
+            state.stdout = None;
+            state.crashed = Some(process);
+            state.ended.push((process, Instant::now()));
+        } else {
+            state.stdout = Some((process, tx));
+        }
         if let Some(home) = state.home.clone() {
             let found = request.resume.and_then(|id| std::fs::read(transcript_file(&home, id)).ok());
             state.transcripts_at_start.push(found);
@@ -326,26 +351,20 @@ impl FakeChild {
                     return Ok(());
                 }
                 Reply::Lines(lines) => lines(&said),
-                Reply::LinesThenExit(lines) => {
-                    let (_, tx) = state.stdout.take().expect("checked above");
-                    for value in lines(&said) {
-                        tx.try_send(line(value)).expect("room on the fake's stdout");
-                    }
-                    state.crashed = Some(self.process);
-                    state.ended.push((self.process, Instant::now()));
-                    return Ok(());
-                }
             },
-            // The CLI takes pincer's hook, as both supported versions do.
-            (Some("control_request"), Some("initialize")) => match state.init {
-                Some(InitAnswer::Refuse) => vec![json!({"type": "control_response", "response": {"subtype": "error",
-                       "request_id": value["request_id"], "error": "Unsupported control request subtype: initialize"}})],
-                Some(InitAnswer::Never) => Vec::new(),
-                Some(InitAnswer::Take) | None => {
-                    vec![json!({"type": "control_response", "response": {"subtype": "success",
-                       "request_id": value["request_id"], "response": {}}})]
+            // The CLI starts pincer's MCP server, then takes pincer's hook, as both supported versions do.
+            (Some("control_request"), Some("initialize")) => {
+                let mut lines = vec![mcp_handshake()];
+                match state.init {
+                    Some(InitAnswer::Refuse) => lines.push(json!({"type": "control_response", "response": {
+                       "subtype": "error", "request_id": value["request_id"],
+                       "error": "Unsupported control request subtype: initialize"}})),
+                    Some(InitAnswer::Never) => {}
+                    Some(InitAnswer::Take) | None => lines.push(json!({"type": "control_response", "response": {
+                       "subtype": "success", "request_id": value["request_id"], "response": {}}})),
                 }
-            },
+                lines
+            }
             // The CLI acknowledges, then ends the running turn as interrupted.
             (Some("control_request"), Some("interrupt")) => vec![
                 json!({"type": "control_response", "response": {"subtype": "success",

@@ -46,11 +46,12 @@ impl Ledger {
     }
 
     /// An allowed write to `path` in a turn whose non-admin voices are `senders`. An admin-only turn
-    /// (no senders) leaves the ledger alone: an admin's own words need no warning.
-    pub fn record(&mut self, path: &str, senders: &[String]) {
+    /// (no senders) leaves the ledger alone: an admin's own words need no warning. Returns the entry
+    /// recorded (now the newest), to be stored.
+    pub fn record(&mut self, path: &str, senders: &[String]) -> Option<&Entry> {
         let path = clean(path);
         if senders.is_empty() || path.is_empty() {
-            return;
+            return None;
         }
         let mut merged = match self.entries.iter().position(|e| e.path == path) {
             Some(i) => self.entries.remove(i).map(|e| e.senders).unwrap_or_default(),
@@ -65,6 +66,7 @@ impl Ledger {
         while self.entries.len() > MAX_ENTRIES {
             self.entries.pop_front();
         }
+        self.entries.back()
     }
 
     /// The admins approved a command: what was written before it is no longer news.
@@ -130,7 +132,7 @@ mod tests {
     #[test]
     fn admin_only_turn_does_not_count() {
         let mut l = Ledger::default();
-        l.record("config", &[]);
+        assert_eq!(l.record("config", &[]), None);
         assert!(l.is_empty());
     }
 
@@ -147,7 +149,8 @@ mod tests {
         let mut l = Ledger::default();
         l.record("a", &who(&["mallory"]));
         l.record("b", &who(&["eve"]));
-        l.record("a", &who(&["eve"]));
+        let recorded = l.record("a", &who(&["eve"])).cloned();
+        assert_eq!(recorded, Some(Entry { path: "a".into(), senders: who(&["mallory", "eve"]) }), "what is stored");
         let e: Vec<_> = l.entries().cloned().collect();
         assert_eq!(e.len(), 2);
         assert_eq!(e[1], Entry { path: "a".into(), senders: who(&["mallory", "eve"]) });

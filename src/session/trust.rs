@@ -6,8 +6,19 @@
 //! a frame must carry the session's own id, and a `can_use_tool` must be for
 //! a call pincer's `PreToolUse` hook sent there. What fails is kept as
 //! evidence and never delivered (`actor/stdout.rs`, `actor/tools.rs`).
+//!
+//! The gate is closed until the CLI takes pincer's hook ([`Hooks::Active`]):
+//! no user message is written before that (they are held here and go the
+//! moment the hook is taken; a process that never takes it is stopped and
+//! its messages wait in pincer), and no frame of a turn is believed. Before
+//! it only two things are: a resume's refusal, which the CLI prints at start
+//! before it reads stdin (it only makes the next process start fresh), and
+//! the handshake of pincer's own MCP server, which the CLI starts before it
+//! answers `initialize` (it runs nothing; a tool call waits for the hook).
 
 use std::collections::VecDeque;
+
+use crate::domain::InboundId;
 
 /// How many hook-asked calls may wait for their `can_use_tool` at once; the
 /// CLI asks right after the hook answers, so a few are in flight at most.
@@ -24,9 +35,12 @@ pub enum Untrusted {
     UnknownToolUse,
     /// A hook callback pincer never registered.
     UnknownHook,
-    /// Any frame of a process that refused pincer's hook, or has not taken
-    /// it yet (for a permission request): its gate would be open.
+    /// Any frame of a process that refused pincer's hook (or never
+    /// answered it): its gate would be open.
     NoHook,
+    /// A frame of a turn, or a control request, before the CLI took
+    /// pincer's hook: no message was written yet, so no turn can run.
+    BeforeHook,
 }
 
 impl Untrusted {
@@ -37,6 +51,7 @@ impl Untrusted {
             Untrusted::UnknownToolUse => "a permission request for a tool call pincer's hook did not ask about",
             Untrusted::UnknownHook => "a hook callback pincer did not register",
             Untrusted::NoHook => "a frame of a process that has not taken pincer's PreToolUse hook",
+            Untrusted::BeforeHook => "a frame before the CLI took pincer's PreToolUse hook",
         }
     }
 }
@@ -60,6 +75,35 @@ pub enum HookFailure {
     Unanswered,
 }
 
+/// What a frame is, as far as the gate goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// A control response (pincer's `initialize` answered among them).
+    Answer,
+    /// A resume's refusal (an unknown session): the CLI prints it at start,
+    /// before it answers `initialize`, and exits.
+    ResumeRefused,
+    /// The CLI setting up pincer's own MCP server (its handshake and the
+    /// tool list), which both versions start before they answer
+    /// `initialize`: it runs nothing. A tool call is a [`Heard::Request`].
+    Setup,
+    /// A control request of the CLI: answered in any case, acted on only
+    /// with the hook taken.
+    Request,
+    /// Anything else: a turn's frames (init, replays, results, task and
+    /// system frames, tool calls, errors).
+    Turn,
+}
+
+/// A user message for the CLI's stdin: which one, and its line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserLine {
+    pub id: InboundId,
+    pub line: String,
+    /// When it was accepted, for the stdin-write latency (a new message's only).
+    pub accepted_at: Option<std::time::Instant>,
+}
+
 /// One process's trust state.
 #[derive(Debug, Default)]
 pub struct Trust {
@@ -69,6 +113,9 @@ pub struct Trust {
     session: Option<String>,
     /// Calls the hook answered `ask` for: (tool use id, tool name).
     asked: VecDeque<(String, String)>,
+    /// User messages waiting for the hook, in order, each message once
+    /// (bounded by the messages pincer takes at once).
+    held: Vec<UserLine>,
 }
 
 impl Trust {
@@ -78,6 +125,7 @@ impl Trust {
         if self.hooks == Hooks::Pending {
             self.hooks = if ok { Hooks::Active } else { Hooks::Failed(HookFailure::Refused) };
         }
+        self.drop_held_unless_active();
         self.hooks
     }
 
@@ -86,7 +134,51 @@ impl Trust {
         if self.hooks == Hooks::Pending {
             self.hooks = Hooks::Failed(HookFailure::Unanswered);
         }
+        self.drop_held_unless_active();
         self.hooks
+    }
+
+    /// A process without the hook is stopped: what it held stays pending
+    /// in pincer for the next one.
+    fn drop_held_unless_active(&mut self) {
+        if matches!(self.hooks, Hooks::Failed(_)) {
+            self.held.clear();
+        }
+    }
+
+    /// A user message to write: returned to be written now once the hook is
+    /// taken; held until then (a later line of the same message replaces the
+    /// held one); dropped for a process without the hook, which is stopped.
+    pub fn user_message(&mut self, message: UserLine) -> Option<UserLine> {
+        match self.hooks {
+            Hooks::Active => Some(message),
+            Hooks::Pending => {
+                self.held.retain(|held| held.id != message.id);
+                self.held.push(message);
+                None
+            }
+            Hooks::Failed(_) => None,
+        }
+    }
+
+    /// The held user messages, in order, once the hook is taken (none before).
+    pub fn release_held(&mut self) -> Vec<UserLine> {
+        if self.hooks != Hooks::Active {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.held)
+    }
+
+    /// Whether a frame may be acted on at all (the checks of its kind follow):
+    /// before the hook is taken only control answers, the setup of pincer's
+    /// tool server and a resume's refusal are; a process whose hook failed is
+    /// believed in nothing but its answers.
+    pub fn gate(&self, heard: Heard) -> Result<(), Untrusted> {
+        match (self.hooks, heard) {
+            (_, Heard::Answer) | (Hooks::Active, _) | (Hooks::Pending, Heard::ResumeRefused | Heard::Setup) => Ok(()),
+            (Hooks::Failed(_), _) => Err(Untrusted::NoHook),
+            (Hooks::Pending, Heard::Request | Heard::Turn) => Err(Untrusted::BeforeHook),
+        }
     }
 
     /// Where the hook stands.
@@ -97,15 +189,6 @@ impl Trust {
     /// Still waiting for the `initialize` answer.
     pub fn hooks_pending(&self) -> bool {
         self.hooks == Hooks::Pending
-    }
-
-    /// Nothing of a process whose hook failed is believed: it is stopped,
-    /// and what it prints meanwhile is evidence only.
-    pub fn alive(&self) -> Result<(), Untrusted> {
-        match self.hooks {
-            Hooks::Failed(_) => Err(Untrusted::NoHook),
-            _ => Ok(()),
-        }
     }
 
     /// An `init` frame: the first one names the process's session.
@@ -144,19 +227,11 @@ impl Trust {
         self.asked.push_back((tool_use_id.to_owned(), tool_name.to_owned()));
     }
 
-    /// The CLI took pincer's hook: a believed `can_use_tool` is then one the
-    /// hook answered `ask` for, already decided.
-    pub fn hooks_active(&self) -> bool {
-        self.hooks == Hooks::Active
-    }
-
     /// A `can_use_tool` is believed for a call the hook asked about (each
     /// once). Without the hook (not taken yet, or refused) none is: the
     /// gate fails closed.
     pub fn can_use_tool(&mut self, tool_use_id: Option<&str>, tool_name: &str) -> Result<(), Untrusted> {
-        if !self.hooks_active() {
-            return Err(Untrusted::NoHook);
-        }
+        self.gate(Heard::Request)?;
         let found = tool_use_id
             .and_then(|id| self.asked.iter().position(|(asked, name)| asked == id && name == tool_name))
             .ok_or(Untrusted::UnknownToolUse)?;
@@ -164,6 +239,9 @@ impl Trust {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod fuzz;
 
 #[cfg(test)]
 mod tests {
@@ -185,7 +263,7 @@ mod tests {
     #[test]
     fn a_permission_request_must_follow_the_hooks_ask() {
         let mut trust = Trust::default();
-        assert_eq!(trust.can_use_tool(Some("t1"), "Bash"), Err(Untrusted::NoHook), "no hook yet: closed");
+        assert_eq!(trust.can_use_tool(Some("t1"), "Bash"), Err(Untrusted::BeforeHook), "no hook yet: closed");
         assert_eq!(trust.initialized(true), Hooks::Active);
         assert_eq!(trust.can_use_tool(Some("t1"), "Bash"), Err(Untrusted::UnknownToolUse));
         trust.hook_asked("t1", "Bash");
@@ -209,9 +287,11 @@ mod tests {
     #[test]
     fn a_refused_or_unanswered_hook_fails_closed_for_good() {
         let mut trust = Trust::default();
-        assert!(trust.hooks_pending() && trust.alive().is_ok());
+        assert!(trust.hooks_pending());
         assert_eq!(trust.initialized(false), Hooks::Failed(HookFailure::Refused));
-        assert_eq!(trust.alive(), Err(Untrusted::NoHook), "nothing of it is believed");
+        assert_eq!(trust.gate(Heard::Turn), Err(Untrusted::NoHook), "nothing of it is believed");
+        assert_eq!(trust.gate(Heard::ResumeRefused), Err(Untrusted::NoHook));
+        assert_eq!(trust.gate(Heard::Setup), Err(Untrusted::NoHook));
         trust.hook_asked("t1", "Bash");
         assert_eq!(trust.can_use_tool(Some("t1"), "Bash"), Err(Untrusted::NoHook), "not even an asked call");
         assert_eq!(trust.initialized(true), Hooks::Failed(HookFailure::Refused), "a later success revives nothing");
@@ -220,11 +300,54 @@ mod tests {
         let mut silent = Trust::default();
         assert_eq!(silent.overdue(), Hooks::Failed(HookFailure::Unanswered));
         assert_eq!(silent.initialized(true), Hooks::Failed(HookFailure::Unanswered), "too late");
-        assert_eq!(silent.alive(), Err(Untrusted::NoHook));
+        assert_eq!(silent.gate(Heard::Request), Err(Untrusted::NoHook));
 
         let mut taken = Trust::default();
         taken.initialized(true);
         assert_eq!(taken.overdue(), Hooks::Active, "answered in time: the bound is moot");
-        assert!(taken.alive().is_ok());
+        assert!(taken.gate(Heard::Turn).is_ok());
+    }
+
+    #[test]
+    fn before_the_hook_only_answers_and_a_resumes_refusal_are_believed() {
+        let mut trust = Trust::default();
+        assert_eq!(trust.gate(Heard::Turn), Err(Untrusted::BeforeHook), "a result, task frame, replay: not yet");
+        assert_eq!(trust.gate(Heard::Request), Err(Untrusted::BeforeHook), "a hook callback or MCP call: not yet");
+        assert_eq!(trust.gate(Heard::Answer), Ok(()), "the answer to initialize itself");
+        assert_eq!(trust.gate(Heard::ResumeRefused), Ok(()), "printed at start, before initialize is read");
+        assert_eq!(trust.gate(Heard::Setup), Ok(()), "the MCP handshake comes before the answer");
+        trust.initialized(true);
+        for heard in [Heard::Answer, Heard::ResumeRefused, Heard::Setup, Heard::Request, Heard::Turn] {
+            assert_eq!(trust.gate(heard), Ok(()), "{heard:?}");
+        }
+    }
+
+    fn message(id: i64, line: &str) -> UserLine {
+        UserLine { id: InboundId(id), line: line.into(), accepted_at: None }
+    }
+
+    #[test]
+    fn user_messages_wait_for_the_hook_then_go_in_order() {
+        let mut trust = Trust::default();
+        assert_eq!(trust.user_message(message(1, "one")), None, "held");
+        assert_eq!(trust.user_message(message(2, "two")), None);
+        assert_eq!(trust.user_message(message(1, "one again")), None, "written anew: replaces the held line");
+        assert_eq!(trust.release_held(), [], "nothing goes while the hook is pending");
+        trust.initialized(true);
+        assert_eq!(trust.release_held(), [message(2, "two"), message(1, "one again")]);
+        assert_eq!(trust.release_held(), [], "each once");
+        assert_eq!(trust.user_message(message(3, "three")), Some(message(3, "three")), "written at once now");
+    }
+
+    #[test]
+    fn a_process_without_the_hook_gets_no_user_message() {
+        for fail in [|t: &mut Trust| t.initialized(false), |t: &mut Trust| t.overdue()] {
+            let mut trust = Trust::default();
+            trust.user_message(message(1, "one"));
+            fail(&mut trust);
+            assert_eq!(trust.user_message(message(2, "two")), None, "not written, not held");
+            assert_eq!(trust.initialized(true), trust.hooks(), "a late success revives nothing");
+            assert_eq!(trust.release_held(), [], "what it held stays pending in pincer only");
+        }
     }
 }

@@ -862,21 +862,3 @@ async fn the_writes_of_a_node_whose_lease_moved_on_are_rolled_back() {
     b.journal().record_session_event(&g, "started", Some("s-b"), None).await.unwrap();
     b.groups().set_session_id(&g, Some("s-b")).await.unwrap();
 }
-
-#[tokio::test]
-async fn provenance_is_kept_per_group_bounded_to_the_newest_and_cleared() {
-    let (_dir, store) = temp_store().await;
-    let (a, b) = (group("a"), group("b"));
-    let journal = store.journal();
-    let written: Vec<_> =
-        (0..provenance::MAX_ROWS + 5).map(|i| (format!("f{i}"), vec!["mallory".to_owned()])).collect();
-    journal.keep_provenance(&a, &written).await.unwrap();
-    journal.keep_provenance(&b, &[("HEAD".into(), vec!["eve".into(), "mallory".into()])]).await.unwrap();
-    let kept = journal.provenance(&a).await.unwrap();
-    assert_eq!(kept.len(), provenance::MAX_ROWS, "the newest kept");
-    assert_eq!(kept.first().unwrap().0, "f5");
-    assert_eq!(kept.last().unwrap(), &(format!("f{}", provenance::MAX_ROWS + 4), vec!["mallory".to_owned()]));
-    journal.clear_provenance(&a).await.unwrap();
-    assert!(journal.provenance(&a).await.unwrap().is_empty());
-    assert_eq!(journal.provenance(&b).await.unwrap(), vec![("HEAD".into(), vec!["eve".into(), "mallory".into()])]);
-}

@@ -28,6 +28,7 @@ mod forwarder_fds;
 mod gate;
 mod gate_git;
 mod gate_paths;
+mod gate_skills;
 mod intake;
 mod lifecycle;
 mod media;

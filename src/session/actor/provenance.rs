@@ -31,9 +31,10 @@ impl SessionActor {
             return;
         };
         let mut ledger = self.ledger().await;
-        ledger.record(&path.to_string_lossy(), &senders);
-        let written: Vec<_> = ledger.entries().map(|e| (e.path.clone(), e.senders.clone())).collect();
-        if let Err(e) = self.deps.journal.keep_provenance(&self.group, &written).await {
+        // This write's entry, its senders merged with the path's earlier ones: the one row to store.
+        let Some(entry) = ledger.record(&path.to_string_lossy(), &senders) else { return };
+        let written = (entry.path.clone(), entry.senders.clone());
+        if let Err(e) = self.deps.journal.record_provenance(&self.group, &written).await {
             tracing::error!(group = %self.group, %e, "cannot store which file a member's message had written");
         }
     }

@@ -15,6 +15,7 @@ use crate::session::activity::Fed;
 use crate::session::cli::StartError;
 use crate::session::hang::{AfterHang, HANG_GRACE};
 use crate::session::lifecycle::AfterExit;
+use crate::session::trust::UserLine;
 use crate::store::InboundState;
 
 impl SessionActor {
@@ -86,12 +87,7 @@ impl SessionActor {
         if !self.ensure_live().await {
             return;
         }
-        let lines: Vec<String> = self.turn.pending.prepare_resend().map(|m| m.line()).collect();
-        for line in lines {
-            if self.write(&line).await {
-                self.feed_activity(Fed::TurnStarted);
-            }
-        }
+        self.send_all_pending().await;
     }
 
     /// A turn printed nothing for `turn_timeout`: interrupt it, give the CLI
@@ -233,22 +229,15 @@ impl SessionActor {
         tracing::info!(group = %self.group, messages = held.messages.len(), "the usage limit has reset; sending held messages again");
         self.log_event("resent_after_limit", self.life.session_id(), None).await;
         let mut lines = Vec::new();
-        let mut ids = Vec::new();
         for mut m in held.messages {
             m.after_limit = true;
             let m = self.turn.pending.requeue(m);
-            lines.push(m.line());
-            ids.push(m.id);
+            lines.push(UserLine { id: m.id, line: m.line(), accepted_at: None });
         }
         // Without a process (it idled out meanwhile) the new one resumes the session.
         if self.ensure_live().await {
-            for line in lines {
-                if self.write(&line).await {
-                    self.feed_activity(Fed::TurnStarted);
-                }
-            }
+            self.send_messages(lines).await;
         }
-        self.set_state(&ids, InboundState::Sent).await;
     }
 
     /// No process could be started. A scheduled run's messages are given up
@@ -297,14 +286,7 @@ impl SessionActor {
             return;
         }
         tracing::info!(group = %self.group, messages = self.turn.pending.len(), "the CLI starts again; writing the messages that waited for it");
-        let written: Vec<(InboundId, String)> = self.turn.pending.prepare_resend().map(|m| (m.id, m.line())).collect();
-        let ids: Vec<InboundId> = written.iter().map(|(id, _)| *id).collect();
-        for (_, line) in written {
-            if self.write(&line).await {
-                self.feed_activity(Fed::TurnStarted);
-            }
-        }
-        self.set_state(&ids, InboundState::Sent).await;
+        self.send_all_pending().await;
     }
 
     /// `/stop` also cancels a planned resend: the held messages are given up on.

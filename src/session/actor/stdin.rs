@@ -15,6 +15,7 @@ use crate::session::cli::{StartRequest, Started};
 use crate::session::intake::{self, TAKEN_AT_ONCE};
 use crate::session::rights::{self, Voice};
 use crate::session::slots::Slot;
+use crate::session::trust::UserLine;
 use crate::session::TurnOutcome;
 use crate::store::InboundState;
 
@@ -85,14 +86,48 @@ impl SessionActor {
 
     /// Writes the newest pending message (the one just pushed).
     pub(super) async fn write_pending_tail(&mut self) {
-        let Some((id, line, accepted_at)) = self.turn.pending.last().map(|m| (m.id, m.line(), m.accepted_at)) else {
+        let Some(m) = self.turn.pending.last() else {
             return;
         };
-        if self.write(&line).await {
-            self.deps.metrics.record_stdin_write(accepted_at.elapsed());
-            self.feed_activity(Fed::TurnStarted);
+        let message = UserLine { id: m.id, line: m.line(), accepted_at: Some(m.accepted_at) };
+        self.send_messages(vec![message]).await;
+    }
+
+    /// Every pending message, with new uuids, for a process that just started.
+    pub(super) async fn send_all_pending(&mut self) {
+        let lines =
+            self.turn.pending.prepare_resend().map(|m| UserLine { id: m.id, line: m.line(), accepted_at: None });
+        let lines = lines.collect();
+        self.send_messages(lines).await;
+    }
+
+    /// User messages for the live process: written now if it took pincer's
+    /// hook, else held until it does (`trust.rs`). None goes to a process
+    /// whose gate is not closed yet; a process that never takes the hook is
+    /// stopped, and its messages stay pending here for the next one.
+    pub(super) async fn send_messages(&mut self, messages: Vec<UserLine>) {
+        let Some(live) = self.live.as_mut() else {
+            return;
+        };
+        let now: Vec<UserLine> = messages.into_iter().filter_map(|m| live.trust.user_message(m)).collect();
+        self.write_messages(now).await;
+    }
+
+    /// Writes user messages; those written are `sent` in the store.
+    pub(super) async fn write_messages(&mut self, messages: Vec<UserLine>) {
+        let mut sent = Vec::with_capacity(messages.len());
+        for m in messages {
+            if self.write(&m.line).await {
+                if let Some(accepted_at) = m.accepted_at {
+                    self.deps.metrics.record_stdin_write(accepted_at.elapsed());
+                }
+                self.feed_activity(Fed::TurnStarted);
+                sent.push(m.id);
+            }
         }
-        self.set_state(&[id], InboundState::Sent).await;
+        if !sent.is_empty() {
+            self.set_state(&sent, InboundState::Sent).await;
+        }
     }
 
     /// Writes a line to the live process. A failed write means the process is

@@ -8,19 +8,35 @@ use std::time::Duration;
 use super::stdin::INIT_REQUEST;
 use super::{ids, SessionActor};
 use crate::claude::lines::LineRead;
+use crate::claude::mcp::{self, McpRequest};
 use crate::claude::process::StdoutLine;
-use crate::claude::protocol::{self, CliEvent, TaskEvent, TurnEnd};
+use crate::claude::protocol::{self, CliEvent, ControlRequest, TaskEvent, TurnEnd};
 use crate::domain::{InboundId, TaskFrame, TurnResult};
 use crate::retry::{Backoff, RetryPolicy};
 use crate::session::activity::Fed;
 use crate::session::api_error::{self, TurnFailure};
 use crate::session::cli::StartError;
-use crate::session::trust::{Hooks, Untrusted};
+use crate::session::trust::{Heard, Hooks, Untrusted};
 use crate::session::TurnOutcome;
 use crate::store::{Carried, InboundState, StoreError};
 
 /// How much of an untrusted line is kept as evidence.
 const EVIDENCE_CHARS: usize = 2000;
+
+/// What a frame is to the gate (`trust::Heard`).
+fn heard(event: &CliEvent) -> Heard {
+    match event {
+        CliEvent::ControlResponse { .. } => Heard::Answer,
+        CliEvent::Result { result, .. } if protocol::is_missing_session(result) => Heard::ResumeRefused,
+        CliEvent::ControlRequest { request: ControlRequest::McpMessage { message, .. }, .. }
+            if !matches!(mcp::parse(message).request, McpRequest::CallTool { .. }) =>
+        {
+            Heard::Setup
+        }
+        CliEvent::ControlRequest { .. } => Heard::Request,
+        _ => Heard::Turn,
+    }
+}
 
 /// How a result the store refuses is tried again: until it is stored.
 const STORE_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(10));
@@ -36,6 +52,10 @@ impl SessionActor {
         };
         if let Err(why) = self.believe(&event) {
             self.keep_as_evidence(why, &text).await;
+            if let CliEvent::ControlRequest { request_id, request } = event {
+                // Still answered, or the CLI would wait forever: refused.
+                self.refuse_request(request_id, request).await;
+            }
             return;
         }
         match event {
@@ -54,7 +74,7 @@ impl SessionActor {
             CliEvent::ControlResponse { request_id, ok } => {
                 tracing::debug!(group = %self.group, ?request_id, ok, "the CLI answered a control request");
                 if request_id.as_deref() == Some(INIT_REQUEST) {
-                    self.hooks_taken(ok);
+                    self.hooks_taken(ok).await;
                 }
             }
             CliEvent::ToolCalls(calls) => self.feed_activity(Fed::ToolCalls(&calls)),
@@ -63,15 +83,15 @@ impl SessionActor {
         }
     }
 
-    /// Whether a frame is believed (`trust.rs`): a result needs a turn, a
-    /// frame the session's own id. Control requests are judged where they
-    /// are answered (`tools.rs`), since each still needs an answer.
+    /// Whether a frame is believed (`trust.rs`): nothing of a turn before
+    /// the CLI took pincer's hook, a result needs a turn, a frame the
+    /// session's own id. A `can_use_tool` is judged where it is answered
+    /// (`tools.rs`).
     fn believe(&mut self, event: &CliEvent) -> Result<(), Untrusted> {
         let expected = self.turn.awaiting_result() || self.turn.in_turn(tokio::time::Instant::now());
-        let Some(live) = self.live.as_mut() else { return Ok(()) };
-        if !matches!(event, CliEvent::ControlResponse { .. }) {
-            live.trust.alive()?;
-        }
+        // Lines come from the live process only; without one nothing is believed.
+        let Some(live) = self.live.as_mut() else { return Err(Untrusted::NoHook) };
+        live.trust.gate(heard(event))?;
         match event {
             CliEvent::Init { session_id } => live.trust.init(session_id.as_deref()),
             CliEvent::System { frame, .. } => live.trust.own_session(frame.session_id.as_deref()),
@@ -89,11 +109,15 @@ impl SessionActor {
     }
 
     /// The CLI answered pincer's `initialize`. Taken: the start counts as
-    /// done. Refused: the process is stopped after this event (`end_hookless`).
-    fn hooks_taken(&mut self, ok: bool) {
+    /// done, and the messages held for it are written now. Refused: the
+    /// process is stopped after this event (`end_hookless`), its messages
+    /// never written to it.
+    async fn hooks_taken(&mut self, ok: bool) {
         let Some(live) = self.live.as_mut() else { return };
         if live.trust.initialized(ok) == Hooks::Active {
+            let held = live.trust.release_held();
             self.start.started();
+            self.write_messages(held).await;
         }
     }
 

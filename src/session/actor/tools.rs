@@ -27,38 +27,14 @@ impl SessionActor {
                 }
             }
             ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
-                let believed = match self.live.as_mut() {
-                    Some(live) => {
-                        live.trust.can_use_tool(tool_use_id.as_deref(), &tool_name).map(|()| live.trust.hooks_active())
-                    }
-                    None => Ok(false),
-                };
-                if let Ok(true) = believed {
+                let Some(live) = self.live.as_mut() else { return };
+                match live.trust.can_use_tool(tool_use_id.as_deref(), &tool_name) {
                     // The hook judged this call (with the CLI's cwd and spelling) and asked: the admins
                     // decide it. Judged again here, without that cwd, a path could read as the folder.
-                    self.ask_admins(request_id, tool_name, tool_use_id, input).await;
-                    return;
-                }
-                if let Err(why) = believed {
-                    self.keep_as_evidence(why, raw).await;
-                    let answer = ApprovalAnswer { verdict: Approval::Deny, by: "pincer (untrusted request)".into() };
-                    let why = "pincer: this permission request does not follow pincer's own check of the call".into();
-                    self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, Some(why)).await
-                } else {
-                    match self.verdict(&tool_name, &input, None) {
-                        Verdict::Allow => {
-                            self.note_write(&tool_name, &input, None).await;
-                            let answer = ApprovalAnswer { verdict: Approval::Allow, by: "policy".into() };
-                            self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, None).await
-                        }
-                        Verdict::Deny(why) => {
-                            let answer = ApprovalAnswer { verdict: Approval::Deny, by: "policy".into() };
-                            self.answer_tool(&request_id, tool_name, tool_use_id, &input, answer, Some(why)).await
-                        }
-                        Verdict::Ask => {
-                            self.ask_admins(request_id, tool_name, tool_use_id, input).await;
-                            return;
-                        }
+                    Ok(()) => return self.ask_admins(request_id, tool_name, tool_use_id, input).await,
+                    Err(why) => {
+                        self.keep_as_evidence(why, raw).await;
+                        self.deny_untrusted(&request_id, tool_name, tool_use_id, &input).await
                     }
                 }
             }
@@ -72,6 +48,38 @@ impl SessionActor {
             }
         };
         self.write(&line).await;
+    }
+
+    /// A control request of a process whose gate is not closed (its hook not
+    /// taken, or refused): answered, since the CLI waits for every answer,
+    /// and refused. Nothing of it runs.
+    pub(super) async fn refuse_request(&mut self, request_id: String, request: ControlRequest) {
+        let why = "pincer has not taken this process's tool check";
+        let line = match request {
+            ControlRequest::HookCallback { .. } => {
+                protocol::control_success(&request_id, protocol::hook_answer(HookDecision::Deny, why))
+            }
+            ControlRequest::CanUseTool { tool_name, input, tool_use_id } => {
+                self.deny_untrusted(&request_id, tool_name, tool_use_id, &input).await
+            }
+            ControlRequest::McpMessage { .. } | ControlRequest::Other { .. } => {
+                protocol::control_error(&request_id, why)
+            }
+        };
+        self.write(&line).await;
+    }
+
+    /// The denial of a permission request pincer does not believe, stored.
+    async fn deny_untrusted(
+        &self,
+        request_id: &str,
+        tool_name: String,
+        tool_use_id: Option<String>,
+        input: &Value,
+    ) -> String {
+        let answer = ApprovalAnswer { verdict: Approval::Deny, by: "pincer (untrusted request)".into() };
+        let why = "pincer: this permission request does not follow pincer's own check of the call".into();
+        self.answer_tool(request_id, tool_name, tool_use_id, input, answer, Some(why)).await
     }
 
     /// The group's rules for one tool call, a file tool's path included.

@@ -59,10 +59,8 @@ pub(super) fn usage_limit(resets_in: Duration) -> Reply {
 #[tokio::test(start_paused = true)]
 async fn a_vanished_session_is_started_fresh_and_the_message_answered() {
     let rig = Rig::with(test_config(), GroupSettings::default(), Some("gone"), FakeCli::default()).await;
-    rig.cli.script([Reply::LinesThenExit(Box::new(|said: &Said| {
-        vec![json!({"type": "result", "subtype": "error_during_execution", "is_error": true,
-            "session_id": said.session, "errors": ["No conversation found with session ID: gone"]})]
-    }))]);
+    // As the CLI does: the refusal at start, before `initialize` is answered.
+    rig.cli.forget_session("gone");
     let id = rig.say("still there?").await;
     rig.until_state(id, "answered").await;
 

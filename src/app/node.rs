@@ -11,13 +11,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::claims::ClaimLoop;
 use super::engine::Engine;
-use super::membership::{Membership, MembershipConfig};
 use super::services::Services;
 use crate::channel::approvals::Askers;
 use crate::cluster::{LeaseTiming, NodeId};
 use crate::config::Config;
+use crate::node::{ClaimLoop, Membership, MembershipConfig, NodeDrain, NodeState};
 
 /// What a cluster node is started with (`[cluster]`, and what its claims need).
 #[derive(Clone, Debug)]
@@ -94,7 +93,7 @@ impl ClusterNode {
             super::approvals::Bridge::start(services, engine.store.approvals(), node.clone(), ports, hinted);
         let (outbox, store) = (engine.outbox.clone(), engine.store.clone());
         let heard = super::commands::start(engine, services, nudge);
-        services.intake(|stop| super::hints::run(store, heard, outbox, approvals_hint, stop));
+        services.intake(|stop| crate::node::listen_for_hints(store, heard, outbox, approvals_hint, stop));
         let outbox = engine.outbox.clone();
         services.intake(|stop| async move {
             let mut tick = tokio::time::interval(OUTBOX_LOOK);
@@ -112,7 +111,7 @@ impl ClusterNode {
     }
 
     /// The node's state, to watch (`/readyz`).
-    pub fn state(&self) -> watch::Receiver<super::membership::NodeState> {
+    pub fn state(&self) -> watch::Receiver<NodeState> {
         self.membership.state()
     }
 
@@ -135,9 +134,9 @@ impl ClusterNode {
     }
 
     /// Hands every group and gateway this node holds to the others
-    /// (`app::drain`); returns once it holds nothing, or after `limit`.
+    /// (`node::drain`); returns once it holds nothing, or after `limit`.
     pub async fn drain(&self, engine: &Engine, limit: Duration) {
-        let drain = super::drain::NodeDrain {
+        let drain = NodeDrain {
             leases: self.leases.clone(),
             node: self.node.clone(),
             state: self.state(),

@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+use anyhow::Context;
+
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -50,6 +52,7 @@ const OUTBOX_LOOK: Duration = Duration::from_millis(250);
 pub struct ClusterNode {
     membership: Membership,
     leave: CancellationToken,
+    cluster: crate::store::ClusterStore,
     leases: crate::store::Leases,
     node: NodeId,
     approvals: std::sync::Arc<super::approvals::Bridge>,
@@ -65,16 +68,17 @@ impl ClusterNode {
     pub fn start(engine: &Engine, services: &Services, section: NodeSection) -> anyhow::Result<ClusterNode> {
         let NodeSection { node, timing, slots } = section;
         let nudge = std::sync::Arc::new(tokio::sync::Notify::new());
-        let leases = engine.store.leases();
-        leases.enter_cluster(&node)?;
+        let cluster = engine.store.cluster().context("a cluster node needs a PostgreSQL `[store] url`")?;
+        cluster.enter_cluster(&node);
+        let leases = cluster.leases();
         let (live_tx, live) = watch::channel(0);
         let leave = CancellationToken::new();
         let draining = CancellationToken::new();
         let membership_config =
             MembershipConfig { node: node.clone(), timing, slots: i64::try_from(slots).unwrap_or(i64::MAX) };
-        let membership = Membership::start(leases.clone(), membership_config, live, leave.clone());
+        let membership = Membership::start(cluster.clone(), membership_config, live, leave.clone());
         let claims = ClaimLoop {
-            leases: leases.clone(),
+            cluster: cluster.clone(),
             router: engine.router.clone(),
             outbox: engine.outbox.clone(),
             scheduler: engine.scheduler.clone(),
@@ -91,9 +95,9 @@ impl ClusterNode {
         let ports = (engine.directory.clone(), engine.outbox.clone());
         let approvals =
             super::approvals::Bridge::start(services, engine.store.approvals(), node.clone(), ports, hinted);
-        let (outbox, store) = (engine.outbox.clone(), engine.store.clone());
+        let (outbox, hints) = (engine.outbox.clone(), cluster.clone());
         let heard = super::commands::start(engine, services, nudge);
-        services.intake(|stop| crate::node::listen_for_hints(store, heard, outbox, approvals_hint, stop));
+        services.intake(|stop| crate::node::listen_for_hints(hints, heard, outbox, approvals_hint, stop));
         let outbox = engine.outbox.clone();
         services.intake(|stop| async move {
             let mut tick = tokio::time::interval(OUTBOX_LOOK);
@@ -107,7 +111,7 @@ impl ClusterNode {
         });
         tracing::info!(%node, lease_ttl = ?timing.lease_ttl(), "this pincer is a cluster node");
         let (progress, _) = watch::channel(Default::default());
-        Ok(ClusterNode { membership, leave, leases, node, approvals, draining, progress })
+        Ok(ClusterNode { membership, leave, cluster, leases, node, approvals, draining, progress })
     }
 
     /// The node's state, to watch (`/readyz`).
@@ -137,6 +141,7 @@ impl ClusterNode {
     /// (`node::drain`); returns once it holds nothing, or after `limit`.
     pub async fn drain(&self, engine: &Engine, limit: Duration) {
         let drain = NodeDrain {
+            cluster: self.cluster.clone(),
             leases: self.leases.clone(),
             node: self.node.clone(),
             state: self.state(),

@@ -19,13 +19,14 @@ use crate::cluster::{LeaseName, NodeId};
 use crate::control::wire::DrainProgress;
 use crate::domain::GroupName;
 use crate::router::Router;
-use crate::store::Leases;
+use crate::store::{ClusterStore, Leases};
 
 /// How often the drain looks at what the node still holds.
 const LOOK: Duration = Duration::from_millis(100);
 
 /// What the drain runs with.
 pub struct NodeDrain {
+    pub cluster: ClusterStore,
     pub leases: Leases,
     pub node: NodeId,
     pub state: watch::Receiver<NodeState>,
@@ -80,7 +81,7 @@ impl NodeDrain {
         if *marked == Some(incarnation) {
             return;
         }
-        match self.leases.mark_draining(&self.node, incarnation).await {
+        match self.cluster.mark_draining(&self.node, incarnation).await {
             Ok(_) => *marked = Some(incarnation),
             Err(e) => tracing::warn!(%e, "cannot mark this node as draining; trying again"),
         }

@@ -5,7 +5,7 @@
 //! (`node`), claim rounds and ghosts (`claims`), a claim with its takeover
 //! (`takeover`), the status view (`view`) and the LISTEN connection
 //! (`hints`). The decisions around them stay pure in `crate::cluster`;
-//! what every fenced write checks is `leases.rs`'s.
+//! every fenced write is begun in `fenced.rs`.
 
 mod claims;
 pub mod fence;

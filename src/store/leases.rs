@@ -1,44 +1,25 @@
 //! The leases this node holds, as every part of it asks about them: whether
 //! it may run a group (always on one machine), what changed, until when its
 //! CLIs may run; one lease claimed or let go (a gateway's, a drained
-//! session's), and who could take it over. And the fenced write every group
-//! write of a cluster node is. A node's own statements (its row, claim
+//! session's), and who could take it over. A node's own statements (its row, claim
 //! rounds, takeovers, ghosts) are behind the cluster door (`cluster/`).
-//!
-//! A fenced write is a transaction that first runs `store::cluster::fence::FENCE_CHECK`
-//! (`FOR SHARE` on the lease's row with this node and the epoch it claimed):
-//! with no row, the lease moved on, the write is rolled back and the caller
-//! gets [`StoreError::Fenced`]. A takeover's `UPDATE` of that row waits for
-//! every such transaction still open, so the new holder reads the group
-//! only after the old holder's last write committed.
+//! The fenced write every group write of a cluster node is: `fenced.rs`.
 
-use sqlx::{AnyConnection, Row};
+use sqlx::Row;
 
-use super::cluster::fence::{FENCE_CHECK, RELEASE_LEASE};
+use super::cluster::fence::RELEASE_LEASE;
 use super::cluster::membership::LIVE_NODES;
 use super::cluster::{begin_claim, claim_row, kind, skipped_when_locked};
 use super::db::Dialect;
 use super::error::StoreError;
-use super::fences::Fences;
 use super::handles::Leases;
-use crate::cluster::fence::{Fence, LeaseName};
+use crate::cluster::fence::LeaseName;
 use crate::cluster::node_id::NodeId;
 use crate::cluster::NodeLoad;
 use crate::domain::GroupName;
 
-/// Runs the fence check of `fence` on `conn`, inside the caller's
-/// transaction; a lease that moved on is forgotten and refused.
-pub(super) async fn check(conn: &mut AnyConnection, fences: &Fences, fence: &Fence) -> Result<(), StoreError> {
-    let (name, node, epoch) = fence.params();
-    let held: Option<i32> =
-        sqlx::query_scalar(FENCE_CHECK).bind(name).bind(node).bind(epoch).fetch_optional(&mut *conn).await?;
-    if held.is_none() {
-        fences.forget(&fence.lease);
-        crate::metrics::counters::counters().lease_lost("fenced");
-        return Err(StoreError::Fenced(name.to_owned()));
-    }
-    Ok(())
-}
+/// `activity.rs` still names its fenced write here.
+pub(super) use super::fenced::execute_for;
 
 impl Leases {
     /// Claims `lease` if it is free or its holder's row expired; its new
@@ -124,74 +105,6 @@ impl Leases {
             Dialect::Sqlite => Err(StoreError::NotShared),
         }
     }
-}
-
-/// Opens a transaction on `conn` for a write of `group`'s; on a cluster
-/// node its lease is checked first ([`check`]), so nothing in it commits
-/// once the group moved on.
-pub(super) async fn begin_checked<'c, A>(
-    conn: A,
-    fences: &Fences,
-    group: &GroupName,
-) -> Result<sqlx::Transaction<'c, sqlx::Any>, StoreError>
-where
-    A: sqlx::Acquire<'c, Database = sqlx::Any>,
-{
-    let fence = fences.of(&LeaseName::group(group))?;
-    let mut tx = conn.begin().await?;
-    if let Some(fence) = &fence {
-        check(&mut tx, fences, fence).await?;
-    }
-    Ok(tx)
-}
-
-/// Runs `query`, a write of `group`'s: alone, or, on a cluster node, in a
-/// transaction that first checks the group's lease ([`begin_checked`]).
-pub(super) async fn execute_for<'q>(
-    db: &super::db::Db,
-    group: &GroupName,
-    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-) -> Result<sqlx::any::AnyQueryResult, StoreError> {
-    if !db.fences.is_cluster_node() {
-        return Ok(query.execute(&db.pool).await?);
-    }
-    let writing = async {
-        let mut tx = begin_checked(&db.pool, &db.fences, group).await?;
-        let done = query.execute(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(done)
-    };
-    db.within("a fenced write", writing).await
-}
-
-/// [`execute_for`] on the message path's connection (`hot`), for a write
-/// that may return rows (`RETURNING`): the rows.
-pub(super) async fn fetch_hot_for<'q>(
-    db: &super::db::Db,
-    group: &GroupName,
-    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-) -> Result<Vec<sqlx::any::AnyRow>, StoreError> {
-    if !db.fences.is_cluster_node() {
-        let mut conn = db.hot.lock().await?;
-        return Ok(query.fetch_all(&mut *conn).await?);
-    }
-    let writing = async {
-        let mut conn = db.hot.lock().await?;
-        let mut tx = begin_checked(&mut *conn, &db.fences, group).await?;
-        let rows = query.fetch_all(&mut *tx).await?;
-        tx.commit().await?;
-        Ok(rows)
-    };
-    db.within("a fenced write", writing).await
-}
-
-/// Opens a transaction for a write of `group`'s, its lease checked first on
-/// a cluster node (the opening and the check bounded: [`super::db::Db::within`]).
-pub(super) async fn begin_for(
-    db: &super::db::Db,
-    group: &GroupName,
-) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
-    db.within("a fenced write's lease check", begin_checked(&db.pool, &db.fences, group)).await
 }
 
 /// The cluster's statements as tests written before `Store::cluster()` call

@@ -20,6 +20,7 @@ mod copy;
 mod db;
 mod egress;
 mod error;
+mod fenced;
 mod fences;
 mod flag;
 mod folders;

@@ -1,7 +1,7 @@
 //! Which files in a group's folder a member-steered turn wrote since the
 //! admins last approved a command (issue 44; `session::provenance` decides,
 //! this keeps it across restarts and node moves). Touches `file_provenance`;
-//! each write is fenced by the group's lease on a cluster node (`leases.rs`).
+//! each write is fenced by the group's lease on a cluster node (`fenced.rs`).
 //!
 //! Bounds: at most [`MAX_ROWS`] rows per group (the newest), a path and a
 //! sender list cut to what the table's CHECKs allow.
@@ -9,8 +9,8 @@
 use sqlx::Row;
 
 use super::error::StoreError;
+use super::fenced;
 use super::handles::Journal;
-use super::leases;
 use crate::domain::GroupName;
 
 /// Most rows kept per group: the newest.
@@ -40,7 +40,7 @@ impl Journal {
     /// Replaces `group`'s paths with `written` (oldest first; the newest [`MAX_ROWS`] are kept).
     pub async fn keep_provenance(&self, group: &GroupName, written: &[Written]) -> Result<(), StoreError> {
         let newest = &written[written.len().saturating_sub(MAX_ROWS)..];
-        let mut tx = leases::begin_for(&self.db, group).await?;
+        let mut tx = fenced::begin_for(&self.db, group).await?;
         sqlx::query("DELETE FROM file_provenance WHERE group_name = $1").bind(group.as_str()).execute(&mut *tx).await?;
         for (seq, (path, senders)) in newest.iter().enumerate() {
             // A sender's name holds no line break (control characters are dropped before it comes here).
@@ -60,7 +60,7 @@ impl Journal {
     /// Forgets `group`'s paths: an admin approved a command.
     pub async fn clear_provenance(&self, group: &GroupName) -> Result<(), StoreError> {
         let query = sqlx::query("DELETE FROM file_provenance WHERE group_name = $1").bind(group.as_str());
-        leases::execute_for(&self.db, group, query).await?;
+        fenced::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 }

@@ -1,10 +1,10 @@
-//! A `pincer run` that is one node of a cluster (`[cluster] enabled` with a
-//! shared `[store] url`): before anything runs, its store's group writes are
-//! fenced; then its membership registers and renews it, its claim loop
-//! claims groups, and its outbox is looked at every tick for replies other
-//! nodes wrote (with `hints` waking both at once when it hears of work);
-//! its tool approvals for a gateway's chat go through the store
-//! (`approvals`). On one machine none of this starts.
+//! The wiring of a `pincer run` that is one node of a cluster (`[cluster]
+//! enabled` with a shared `[store] url`; what a node is: `crate::node`):
+//! before anything runs, its store's group writes are fenced; then it starts
+//! the node's tasks (membership, claim loop, hints, and the drain when asked)
+//! with the engine's parts, looks at its outbox every tick for replies other
+//! nodes wrote, and routes its tool approvals for a gateway's chat through
+//! the store (`approvals`). On one machine none of this starts.
 
 use std::time::Duration;
 

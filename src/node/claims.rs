@@ -30,7 +30,7 @@ use crate::store::{ClusterStore, Takeover};
 
 /// The longest pause between two rounds: messages another node stored for
 /// a group this node holds wait at most about this long when its hint
-/// (`app::hints`) is lost.
+/// (`node::hints`) is lost.
 const TICK: Duration = Duration::from_millis(500);
 
 /// A session that holds its slot for work: in a turn, owing answers, or
@@ -51,7 +51,7 @@ pub struct ClaimLoop {
     pub state: watch::Receiver<NodeState>,
     /// Told the live session count every round, for the node's renewals.
     pub live: watch::Sender<usize>,
-    /// Woken when another node stored work (`app::hints`): a round now.
+    /// Woken when another node stored work (`node::hints`): a round now.
     pub nudge: std::sync::Arc<tokio::sync::Notify>,
     /// Cancelled when this node drains: it claims nothing more.
     pub draining: CancellationToken,

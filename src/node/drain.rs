@@ -1,7 +1,7 @@
 //! A cluster node's drain (`pincer drain`, SIGTERM; issue 45): before its
 //! stop, the node hands every group and gateway it holds to the others at
 //! turn boundaries. It stops claiming at once and offers no slot any more
-//! (`Leases::mark_draining`, so placement elsewhere leaves it out); each
+//! (`ClusterStore::mark_draining`, so placement elsewhere leaves it out); each
 //! session lets its turn finish and hands its group over itself
 //! (`session::drain`); a gateway goes once another node can take it
 //! (`app::gateway`). This loop lets go of held groups without a session,

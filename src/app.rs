@@ -4,15 +4,11 @@
 //! functions here, with shutdown passed in as a value.
 
 mod approvals;
-mod claims;
 mod commands;
 mod console;
 mod data;
-mod drain;
 mod engine;
 mod gateway;
-mod hints;
-mod membership;
 mod node;
 pub mod reload;
 mod retention;
@@ -33,11 +29,13 @@ use crate::channel::whatsapp::WaClient;
 use crate::config::Config;
 use crate::domain::Platform;
 use crate::lock::DataLock;
+// `gateway.rs` still names these as `super::{drain, membership}`: they moved to `crate::node`.
+use crate::node::{drain, membership};
 
+pub use crate::node::{Membership, MembershipConfig, NodeState};
 pub use console::console_chat;
 pub use data::{open_store, register_group, store_location};
 pub use engine::Engine;
-pub use membership::{Membership, MembershipConfig, NodeState};
 pub use running::Running;
 pub use whatsapp::{StartWhatsApp, WhatsAppSource};
 
@@ -129,7 +127,7 @@ async fn start_services<C: WaClient>(
     services.intake(|stop| retention::run(retention, s.retention, stop));
     let mut askers = Askers::default();
     let drain = node.as_ref().map(|node| {
-        let port = drain::DrainPort { asked: drain_asked.clone(), progress: node.drain_progress() };
+        let port = crate::node::DrainPort { asked: drain_asked.clone(), progress: node.drain_progress() };
         std::sync::Arc::new(port) as std::sync::Arc<dyn crate::control::server::Drain>
     });
     start::control(engine, services, &s.data_dir, drain, || askers.register(Platform::Console));

@@ -3,7 +3,9 @@
 //! pure types: who a node is, its lease clocks, where a group belongs,
 //! whether to claim it, until when its CLIs may run, and the fencing token
 //! (the SQL is `store::cluster`'s).
-//! Nothing here does I/O; the node's lease task and the store call these.
+//! Nothing here does I/O; the node's tasks (`crate::node`) and the store
+//! call these. They stand below the config and the store, which need them,
+//! so they are a room of their own rather than a child of `node/`.
 
 pub mod bounds;
 pub mod claim;

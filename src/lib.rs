@@ -19,6 +19,7 @@ pub mod lock;
 pub mod logging;
 pub mod media;
 pub mod metrics;
+pub mod node;
 pub mod outbox;
 pub mod private;
 pub mod retry;

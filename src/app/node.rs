@@ -1,23 +1,24 @@
-//! A `pincer run` that is one node of a cluster (`[cluster] enabled` with a
-//! shared `[store] url`): before anything runs, its store's group writes are
-//! fenced; then its membership registers and renews it, its claim loop
-//! claims groups, and its outbox is looked at every tick for replies other
-//! nodes wrote (with `hints` waking both at once when it hears of work);
-//! its tool approvals for a gateway's chat go through the store
-//! (`approvals`). On one machine none of this starts.
+//! The wiring of a `pincer run` that is one node of a cluster (`[cluster]
+//! enabled` with a shared `[store] url`; what a node is: `crate::node`):
+//! before anything runs, its store's group writes are fenced; then it starts
+//! the node's tasks (membership, claim loop, hints, and the drain when asked)
+//! with the engine's parts, looks at its outbox every tick for replies other
+//! nodes wrote, and routes its tool approvals for a gateway's chat through
+//! the store (`approvals`). On one machine none of this starts.
 
 use std::time::Duration;
+
+use anyhow::Context;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::claims::ClaimLoop;
 use super::engine::Engine;
-use super::membership::{Membership, MembershipConfig};
 use super::services::Services;
 use crate::channel::approvals::Askers;
 use crate::cluster::{LeaseTiming, NodeId};
 use crate::config::Config;
+use crate::node::{ClaimLoop, Membership, MembershipConfig, NodeDrain, NodeState};
 
 /// What a cluster node is started with (`[cluster]`, and what its claims need).
 #[derive(Clone, Debug)]
@@ -51,6 +52,7 @@ const OUTBOX_LOOK: Duration = Duration::from_millis(250);
 pub struct ClusterNode {
     membership: Membership,
     leave: CancellationToken,
+    cluster: crate::store::ClusterStore,
     leases: crate::store::Leases,
     node: NodeId,
     approvals: std::sync::Arc<super::approvals::Bridge>,
@@ -66,16 +68,17 @@ impl ClusterNode {
     pub fn start(engine: &Engine, services: &Services, section: NodeSection) -> anyhow::Result<ClusterNode> {
         let NodeSection { node, timing, slots } = section;
         let nudge = std::sync::Arc::new(tokio::sync::Notify::new());
-        let leases = engine.store.leases();
-        leases.enter_cluster(&node)?;
+        let cluster = engine.store.cluster().context("a cluster node needs a PostgreSQL `[store] url`")?;
+        cluster.enter_cluster(&node);
+        let leases = cluster.leases();
         let (live_tx, live) = watch::channel(0);
         let leave = CancellationToken::new();
         let draining = CancellationToken::new();
         let membership_config =
             MembershipConfig { node: node.clone(), timing, slots: i64::try_from(slots).unwrap_or(i64::MAX) };
-        let membership = Membership::start(leases.clone(), membership_config, live, leave.clone());
+        let membership = Membership::start(cluster.clone(), membership_config, live, leave.clone());
         let claims = ClaimLoop {
-            leases: leases.clone(),
+            cluster: cluster.clone(),
             router: engine.router.clone(),
             outbox: engine.outbox.clone(),
             scheduler: engine.scheduler.clone(),
@@ -92,9 +95,9 @@ impl ClusterNode {
         let ports = (engine.directory.clone(), engine.outbox.clone());
         let approvals =
             super::approvals::Bridge::start(services, engine.store.approvals(), node.clone(), ports, hinted);
-        let (outbox, store) = (engine.outbox.clone(), engine.store.clone());
+        let (outbox, hints) = (engine.outbox.clone(), cluster.clone());
         let heard = super::commands::start(engine, services, nudge);
-        services.intake(|stop| super::hints::run(store, heard, outbox, approvals_hint, stop));
+        services.intake(|stop| crate::node::listen_for_hints(hints, heard, outbox, approvals_hint, stop));
         let outbox = engine.outbox.clone();
         services.intake(|stop| async move {
             let mut tick = tokio::time::interval(OUTBOX_LOOK);
@@ -108,11 +111,11 @@ impl ClusterNode {
         });
         tracing::info!(%node, lease_ttl = ?timing.lease_ttl(), "this pincer is a cluster node");
         let (progress, _) = watch::channel(Default::default());
-        Ok(ClusterNode { membership, leave, leases, node, approvals, draining, progress })
+        Ok(ClusterNode { membership, leave, cluster, leases, node, approvals, draining, progress })
     }
 
     /// The node's state, to watch (`/readyz`).
-    pub fn state(&self) -> watch::Receiver<super::membership::NodeState> {
+    pub fn state(&self) -> watch::Receiver<NodeState> {
         self.membership.state()
     }
 
@@ -135,9 +138,10 @@ impl ClusterNode {
     }
 
     /// Hands every group and gateway this node holds to the others
-    /// (`app::drain`); returns once it holds nothing, or after `limit`.
+    /// (`node::drain`); returns once it holds nothing, or after `limit`.
     pub async fn drain(&self, engine: &Engine, limit: Duration) {
-        let drain = super::drain::NodeDrain {
+        let drain = NodeDrain {
+            cluster: self.cluster.clone(),
             leases: self.leases.clone(),
             node: self.node.clone(),
             state: self.state(),

@@ -7,7 +7,6 @@ use std::time::SystemTime;
 use tokio::sync::{mpsc, watch};
 
 use super::engine::Engine;
-use super::membership::NodeState;
 use super::node::ClusterNode;
 use super::sections::AdapterSection;
 use super::services::Services;
@@ -20,6 +19,7 @@ use crate::cluster::NodeId;
 use crate::config::{Config, HttpConfig, TelegramConfig};
 use crate::control::server::{self, Control, ControlSocket};
 use crate::domain::Platform;
+use crate::node::NodeState;
 
 /// `pincer chat NAME` attaches here; other commands say what they changed.
 /// Without a socket pincer still serves the chats (said in the log); the

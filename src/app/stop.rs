@@ -10,7 +10,7 @@
 /// The steps of a stop, each done by [`Running`](super::Running).
 pub(super) trait Stages {
     /// On a cluster node: hands its groups and gateways to the others at
-    /// turn boundaries while everything still runs (`app::drain`).
+    /// turn boundaries while everything still runs (`node::drain`).
     async fn hand_over(&mut self);
     /// Stops taking work, and waits until nothing takes any.
     async fn intake_off(&mut self);

@@ -3,7 +3,7 @@
 //! `COMMIT` landed but whose answer was lost (the connection cut, the claim
 //! given up after its bound) leaves one: nothing would run the group or
 //! serve the gateway, and nothing would release it until the node restarts.
-//! Each claim round reads this node's rows (`Leases::held_in_store`) and
+//! Each claim round reads this node's rows (`ClusterStore::held_in_store`) and
 //! this decides, without I/O, what to do with each.
 //!
 //! A group's lease is adopted at the epoch the store shows: its claim's

@@ -79,7 +79,7 @@ pub trait Reload: Send + Sync {
 }
 
 /// What `pincer drain` asks of a cluster node: the wiring implements it
-/// (`app::drain`); one machine has none.
+/// (`node::drain`); one machine has none.
 pub trait Drain: Send + Sync {
     /// Starts the node's drain (a second ask only watches it): how far it is.
     fn start(&self) -> tokio::sync::watch::Receiver<wire::DrainProgress>;

@@ -14,8 +14,8 @@ use sqlx::Row;
 use super::cluster::fence::DB_NOW_US;
 use super::db::Dialect;
 use super::error::{bad_row, readable, StoreError};
+use super::fenced;
 use super::handles::Commands;
-use super::leases;
 use crate::domain::GroupName;
 
 /// The most commands one look reads: more wait for the next look.
@@ -79,7 +79,7 @@ impl Commands {
     pub async fn take(&self, group: &GroupName, id: i64) -> Result<bool, StoreError> {
         let query =
             sqlx::query("DELETE FROM pending_commands WHERE id = $1 AND group_name = $2").bind(id).bind(group.as_str());
-        Ok(leases::execute_for(&self.db, group, query).await?.rows_affected() == 1)
+        Ok(fenced::execute_for(&self.db, group, query).await?.rows_affected() == 1)
     }
 
     /// Whether this is the first node to see the command `key` (the

@@ -1,5 +1,5 @@
 //! The leases a cluster node holds and the epoch it claimed each at: what
-//! its fenced writes check (`leases.rs`), and what the node's sessions ask
+//! its fenced writes check (`fenced.rs`), and what the node's sessions ask
 //! before they run anything. No I/O; shared by every handle through the
 //! backend (`db.rs`). Every change is announced on a watch, so a session
 //! whose lease went away stops its CLI at once, however it was lost.

@@ -6,8 +6,8 @@
 use super::clock::now_us;
 use super::db::Dialect;
 use super::error::StoreError;
+use super::fenced;
 use super::handles::Folders;
-use super::leases;
 use crate::domain::GroupName;
 
 /// A stored snapshot: when it was taken, and its bytes.
@@ -36,7 +36,7 @@ impl Folders {
         .bind(at)
         .bind(node)
         .bind(bytes);
-        leases::execute_for(&self.db, group, query).await?;
+        fenced::execute_for(&self.db, group, query).await?;
         Ok(at)
     }
 

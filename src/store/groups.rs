@@ -7,9 +7,9 @@ use sqlx::FromRow;
 use super::clock::now_us;
 use super::db::Dialect;
 use super::error::{bad_row, readable, row_key, StoreError};
+use super::fenced;
 use super::flag::Flag;
 use super::handles::Groups;
-use super::leases;
 use crate::domain::activity::ProgressMode;
 use crate::domain::budget::Budget;
 use crate::domain::{ChatAddress, GroupName, Platform, ToolsFor};
@@ -189,7 +189,7 @@ impl Groups {
     pub async fn set_session_id(&self, group: &GroupName, session_id: Option<&str>) -> Result<(), StoreError> {
         let query =
             sqlx::query("UPDATE groups SET session_id = $1 WHERE name = $2").bind(session_id).bind(group.as_str());
-        leases::execute_for(&self.db, group, query).await?;
+        fenced::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 }

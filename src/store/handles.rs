@@ -59,8 +59,14 @@ handles! {
     /// Whether the database answers, and the status page's overview
     /// (`health.rs`, `overview.rs`).
     Health;
-    /// A cluster node's registration and leases (`leases.rs`, PostgreSQL only).
+    /// The leases this node holds, as its parts ask about them: held or not,
+    /// changes, the deadline, one lease claimed or let go (`leases.rs`).
+    /// Always there: on one machine every group counts as held.
     Leases;
+    /// A cluster node's own statements (PostgreSQL only, reached only
+    /// through `Store::cluster`): its row, claim rounds and takeovers,
+    /// ghosts, the drain mark, the hints' connection (`cluster/`).
+    ClusterStore;
     /// The CLI transcripts a cluster node keeps for the next owner
     /// (`transcripts.rs`, PostgreSQL only).
     Transcripts;

@@ -8,9 +8,9 @@ use sqlx::Row;
 
 use super::clock::now_us;
 use super::error::{readable, StoreError};
+use super::fenced;
 use super::flag::Flag;
 use super::handles::{History, OutboxLog};
-use super::leases;
 use super::outbox::{enqueue_in, Enqueue, OutboxId};
 use super::rows;
 use crate::domain::media::OutboundFile;
@@ -154,7 +154,7 @@ impl OutboxLog {
         out: Enqueue<'_>,
         file: Option<&OutboundFile>,
     ) -> Result<OutboxId, StoreError> {
-        let mut tx = leases::begin_for(&self.db, group).await?;
+        let mut tx = fenced::begin_for(&self.db, group).await?;
         let message: i64 = sqlx::query_scalar(
             "INSERT INTO agent_messages (group_name, at_us, sent_by, text) VALUES ($1, $2, $3, $4) RETURNING id",
         )

@@ -1,14 +1,14 @@
 //! The session's journal: lifecycle events, task frames and permission
 //! decisions of a group, written as they happen and read back by tests and
 //! operators. Touches `session_events`, `task_frames`, `permission_decisions`;
-//! each write is fenced by the group's lease on a cluster node (`leases.rs`).
+//! each write is fenced by the group's lease on a cluster node (`fenced.rs`).
 
 use sqlx::FromRow;
 
 use super::clock::now_us;
 use super::error::{readable, StoreError};
+use super::fenced;
 use super::handles::Journal;
-use super::leases;
 use super::rows;
 use crate::domain::{GroupName, PermissionDecision, TaskFrame};
 
@@ -28,7 +28,7 @@ impl Journal {
         .bind(&t.summary)
         .bind(&t.description)
         .bind(raw);
-        leases::execute_for(&self.db, group, query).await?;
+        fenced::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 
@@ -45,7 +45,7 @@ impl Journal {
         .bind(i64::from(d.allowed))
         .bind(&d.message)
         .bind(&d.decided_by);
-        leases::execute_for(&self.db, group, query).await?;
+        fenced::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 
@@ -74,7 +74,7 @@ impl Journal {
         .bind(kind)
         .bind(session_id)
         .bind(detail);
-        leases::execute_for(&self.db, group, query).await?;
+        fenced::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 

@@ -15,13 +15,12 @@ mod budget;
 mod channels;
 mod clock;
 pub mod cluster;
-mod cluster_view;
 mod commands;
 mod copy;
 mod db;
-mod draining;
 mod egress;
 mod error;
+mod fenced;
 mod fences;
 mod flag;
 mod folders;
@@ -44,7 +43,6 @@ mod retention;
 mod rows;
 mod schedules;
 mod status;
-mod takeover;
 mod transcripts;
 
 use std::path::Path;
@@ -53,7 +51,7 @@ pub use activity::Mirrored;
 pub use approvals::{ApprovalError, Asked, NewApproval, ToShow, Unanswered, LOOK_LIMIT};
 pub use channels::ChannelHealth;
 pub use clock::now_us;
-pub use cluster_view::{ClusterView, NodeView, Owner};
+pub use cluster::{ClusterView, NodeView, Owner, Takeover};
 pub use commands::PendingCommand;
 pub use copy::copy_sqlite;
 pub use db::Location;
@@ -62,8 +60,8 @@ pub use error::StoreError;
 pub use folders::FolderSnapshot;
 pub use groups::{GroupRecord, GroupSettings};
 pub use handles::{
-    Activities, Approvals, Budgets, Channels, Commands, EgressLog, Folders, Groups, Health, History, Journal, Leases,
-    OutboxLog, Preparing, Queue, Retention, Schedules, Transcripts,
+    Activities, Approvals, Budgets, Channels, ClusterStore, Commands, EgressLog, Folders, Groups, Health, History,
+    Journal, Leases, OutboxLog, Preparing, Queue, Retention, Schedules, Transcripts,
 };
 pub use history::{Delivery, FileEntry, HistoryEntry};
 pub use inbound::InboundState;
@@ -77,7 +75,6 @@ pub use results::Carried;
 pub use retention::{Pruned, SpaceMode};
 pub use schedules::{NewSchedule, RunId, RunRecord};
 pub use status::StatusRecord;
-pub use takeover::Takeover;
 pub use transcripts::TranscriptWrite;
 
 /// The open database: opens it, closes it, and hands out its roles.
@@ -190,13 +187,11 @@ impl Store {
         Activities::new(self.db.clone())
     }
 
-    /// A connection of its own listening for the cluster's wake-up hints,
-    /// bounded as the pools' are; [`StoreError::NotShared`] on SQLite.
-    pub async fn listen_for_hints(&self) -> Result<cluster::hints::HintListener, StoreError> {
-        match (&*self.db.location, self.db.bounds) {
-            (Location::Postgres(url), Some(bounds)) => cluster::hints::HintListener::open(url, bounds).await,
-            _ => Err(StoreError::NotShared),
-        }
+    /// The cluster's own statements, on a PostgreSQL store (the only kind
+    /// several nodes share); `None` on SQLite, where there is no cluster to
+    /// reach, so no caller has to ask which database this is.
+    pub fn cluster(&self) -> Option<ClusterStore> {
+        (self.db.dialect == db::Dialect::Postgres).then(|| ClusterStore::new(self.db.clone()))
     }
 }
 

@@ -14,8 +14,8 @@ use sqlx::{Any, FromRow, Row, Transaction};
 
 use super::clock::now_us;
 use super::error::{bad_row, readable, StoreError};
+use super::fenced;
 use super::handles::OutboxLog;
-use super::leases;
 use crate::domain::media::{FileKind, OutboundFile};
 use crate::domain::{ChatAddress, GroupName, OutboundKind, Platform};
 
@@ -220,7 +220,7 @@ pub(super) async fn follow_binding(tx: &mut Transaction<'_, Any>, group: &GroupN
 impl OutboxLog {
     /// Puts a message (a notice, or anything not stored elsewhere) in the outbox.
     pub async fn enqueue(&self, group: &GroupName, out: Enqueue<'_>) -> Result<OutboxId, StoreError> {
-        let mut tx = leases::begin_for(&self.db, group).await?;
+        let mut tx = fenced::begin_for(&self.db, group).await?;
         let id = enqueue_in(&mut tx, group, out, None).await?;
         tx.commit().await?;
         Ok(id)

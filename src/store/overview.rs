@@ -1,13 +1,13 @@
 //! The store's part of `pincer status`: what any `pincer` process can read
 //! while the daemon runs (WAL lets it), without asking the daemon; on a
 //! cluster's store, also its nodes and which node owns each group
-//! (`cluster_view.rs`).
+//! (`cluster/view.rs`).
 
 use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::cluster_view::{NodeView, Owner};
+use super::cluster::{NodeView, Owner};
 use super::error::StoreError;
 use super::flag::Flag;
 use super::handles::{Channels, Health};

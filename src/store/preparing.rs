@@ -99,7 +99,7 @@ impl Preparing {
         media: &[Attachment],
         images: &[ModelImage],
     ) -> Result<bool, StoreError> {
-        let mut tx = super::leases::begin_for(&self.db, group).await?;
+        let mut tx = super::fenced::begin_for(&self.db, group).await?;
         let done = sqlx::query(
             "UPDATE inbound SET state = COALESCE(prepared_as, 'queued'), media = $1 WHERE id = $2 AND state = 'preparing'",
         )

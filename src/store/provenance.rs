@@ -1,7 +1,7 @@
 //! Which files in a group's folder a member-steered turn wrote since the
 //! admins last approved a command (issue 44; `session::provenance` decides,
 //! this keeps it across restarts and node moves). Touches `file_provenance`;
-//! each write is fenced by the group's lease on a cluster node (`leases.rs`).
+//! each write is fenced by the group's lease on a cluster node (`fenced.rs`).
 //!
 //! Bounds: at most [`MAX_ROWS`] rows per group (the newest), a path and a
 //! sender list cut to what the table's CHECKs allow. A write touches one
@@ -11,8 +11,8 @@
 use sqlx::Row;
 
 use super::error::StoreError;
+use super::fenced;
 use super::handles::Journal;
-use super::leases;
 use crate::domain::GroupName;
 
 /// Most rows kept per group: the newest.
@@ -46,7 +46,7 @@ impl Journal {
         let path: String = path.chars().take(MAX_PATH_CHARS).collect();
         // A sender's name holds no line break (control characters are dropped before it comes here).
         let senders: String = senders.join("\n").chars().take(MAX_SENDERS_CHARS).collect();
-        let mut tx = leases::begin_for(&self.db, group).await?;
+        let mut tx = fenced::begin_for(&self.db, group).await?;
         sqlx::query("DELETE FROM file_provenance WHERE group_name = $1 AND path = $2")
             .bind(group.as_str())
             .bind(&path)
@@ -76,7 +76,7 @@ impl Journal {
     /// Forgets `group`'s paths: an admin approved a command.
     pub async fn clear_provenance(&self, group: &GroupName) -> Result<(), StoreError> {
         let query = sqlx::query("DELETE FROM file_provenance WHERE group_name = $1").bind(group.as_str());
-        leases::execute_for(&self.db, group, query).await?;
+        fenced::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 }

@@ -12,10 +12,10 @@ use sqlx::any::AnyRow;
 use sqlx::{FromRow, Row};
 
 use super::error::{readable, StoreError};
+use super::fenced;
 use super::flag::Flag;
 use super::handles::Queue;
 use super::inbound::{insert_inbound_row, settle_list, settle_sql, InboundState};
-use super::leases;
 use super::rows::{self, InboundRow};
 use crate::domain::media::{Attachment, ModelImage, Outcome};
 use crate::domain::{from_unix_us, ChatLine, GroupName, Inbound, InboundId};
@@ -75,7 +75,7 @@ impl Queue {
         )
         .bind(group.as_str())
         .bind(before.0);
-        let mut rows = leases::fetch_hot_for(&self.db, group, query).await?;
+        let mut rows = fenced::fetch_hot_for(&self.db, group, query).await?;
         // RETURNING has no defined order: newest first, to keep the newest `limit`.
         // (`id` is the rowid, always an integer.)
         let id = |r: &AnyRow| r.try_get::<i64, _>("id").unwrap_or_default();
@@ -100,13 +100,13 @@ impl Queue {
     }
 
     /// [`Queue::set_inbound_state`] of `group`'s own session: fenced by the
-    /// group's lease on a cluster node (`leases.rs`).
+    /// group's lease on a cluster node (`fenced.rs`).
     pub async fn settle(&self, group: &GroupName, ids: &[InboundId], state: InboundState) -> Result<(), StoreError> {
         if ids.is_empty() {
             return Ok(());
         }
         let query = sqlx::query(settle_sql(self.db.dialect)).bind(settle_list(ids.iter().map(|id| (*id, state))));
-        leases::fetch_hot_for(&self.db, group, query).await?;
+        fenced::fetch_hot_for(&self.db, group, query).await?;
         Ok(())
     }
 

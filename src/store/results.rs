@@ -8,10 +8,10 @@ use sqlx::AnyConnection;
 use super::clock::now_us;
 use super::db::Dialect;
 use super::error::StoreError;
+use super::fenced;
 use super::fences::Fences;
 use super::handles::OutboxLog;
 use super::inbound::{settle_list, settle_sql, InboundState, SETTLE_SQL};
-use super::leases;
 use super::outbox::{self, Enqueue, OutboxId};
 use super::transcripts::{self, TranscriptWrite};
 use crate::domain::{GroupName, InboundId, TurnResult};
@@ -143,7 +143,7 @@ async fn in_one_list(
 }
 
 /// PostgreSQL: the same writes, a statement at a time in one transaction,
-/// fenced by the group's lease on a cluster node (`leases.rs`), with the
+/// fenced by the group's lease on a cluster node (`fenced.rs`), with the
 /// transcript's new bytes if any: a fenced-out node stores neither.
 async fn in_steps(
     conn: &mut AnyConnection,
@@ -153,7 +153,7 @@ async fn in_steps(
     carried: Carried<'_>,
 ) -> Result<Option<i64>, StoreError> {
     let settles = carried.settles;
-    let mut tx = leases::begin_checked(&mut *conn, fences, row.group).await?;
+    let mut tx = fenced::begin_checked(&mut *conn, fences, row.group).await?;
     let result: i64 = bind_result!(sqlx::query_scalar(RESULT_RETURNING_SQL), row).fetch_one(&mut *tx).await?;
     let mut reply = None;
     if let Some(out) = &out {

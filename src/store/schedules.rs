@@ -204,7 +204,7 @@ impl Schedules {
         // A write first, so the transaction holds the write lock from its
         // start; on a cluster node, after the group's lease is checked, so
         // only the group's owner fires (once) what is due.
-        let mut tx = super::leases::begin_for(&self.db, group).await?;
+        let mut tx = super::fenced::begin_for(&self.db, group).await?;
         let fired = sqlx::query(
             "UPDATE schedules SET last_run_us = $1, next_run_us = $2
              WHERE id = $3 AND status = 'active' AND next_run_us <= $4",
@@ -242,7 +242,7 @@ impl Schedules {
              WHERE id = $1",
         )
         .bind(id.0);
-        super::leases::execute_for(&self.db, group, query).await?;
+        super::fenced::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 
@@ -268,7 +268,7 @@ impl Schedules {
         .bind(seen.status.as_str())
         .bind(i64::from(seen.failures))
         .bind(seen.next_run.map(us));
-        let done = super::leases::execute_for(&self.db, &seen.group, query).await?;
+        let done = super::fenced::execute_for(&self.db, &seen.group, query).await?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -292,7 +292,7 @@ impl Schedules {
         .bind(cost_usd)
         .bind(run.0);
         // Fenced: a node that lost the group leaves the run as the new owner judged it.
-        super::leases::execute_for(&self.db, group, query).await?;
+        super::fenced::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 
@@ -308,7 +308,7 @@ impl Schedules {
         group: Option<&GroupName>,
     ) -> Result<Vec<ScheduleId>, StoreError> {
         let mut tx = match group {
-            Some(group) => super::leases::begin_for(&self.db, group).await?,
+            Some(group) => super::fenced::begin_for(&self.db, group).await?,
             None => self.db.pool.begin().await?,
         };
         let group = group.map(GroupName::as_str);

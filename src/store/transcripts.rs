@@ -11,8 +11,8 @@ use sqlx::AnyConnection;
 use super::clock::now_us;
 use super::db::Dialect;
 use super::error::StoreError;
+use super::fenced;
 use super::handles::Transcripts;
-use super::leases;
 use crate::domain::GroupName;
 
 /// A write of one session's stored transcript.
@@ -116,7 +116,7 @@ impl Transcripts {
     /// by the group's lease.
     pub async fn sync(&self, group: &GroupName, write: &TranscriptWrite) -> Result<(), StoreError> {
         self.postgres_only()?;
-        let mut tx = leases::begin_for(&self.db, group).await?;
+        let mut tx = fenced::begin_for(&self.db, group).await?;
         write_in(&mut tx, group, write).await?;
         tx.commit().await?;
         Ok(())

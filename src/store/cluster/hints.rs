@@ -8,7 +8,8 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 use sqlx::Executor;
 
 use crate::cluster::PgBounds;
-use crate::store::StoreError;
+use crate::store::handles::ClusterStore;
+use crate::store::{Location, StoreError};
 
 const WORK: &str = "pincer_work";
 const OUTBOX: &str = "pincer_outbox";
@@ -36,10 +37,21 @@ impl std::fmt::Debug for HintListener {
     }
 }
 
+impl ClusterStore {
+    /// A connection of its own listening for the cluster's wake-up hints,
+    /// bounded as the pools' are.
+    pub async fn listen_for_hints(&self) -> Result<HintListener, StoreError> {
+        match (&*self.db.location, self.db.bounds) {
+            (Location::Postgres(url), Some(bounds)) => HintListener::open(url, bounds).await,
+            _ => Err(StoreError::NotShared),
+        }
+    }
+}
+
 impl HintListener {
     /// Connects to the database at `url` with `bounds`' session settings
     /// (and its bound on connecting) and listens for every hint.
-    pub(crate) async fn open(url: &str, bounds: PgBounds) -> Result<HintListener, StoreError> {
+    async fn open(url: &str, bounds: PgBounds) -> Result<HintListener, StoreError> {
         let settings: std::sync::Arc<str> = bounds.session_settings().into();
         // A pool of one only to reconnect through it (as `PgListener::connect`
         // does), with the session settings every pooled connection gets.
@@ -95,7 +107,7 @@ mod tests {
         let url = postgres::server().fresh_database();
         let bounds = PgBounds::new(LeaseTiming::new(std::time::Duration::from_secs(3)).unwrap());
         let store = Store::connect_bounded(&Location::Postgres(url), bounds).await.unwrap();
-        let mut listener = store.listen_for_hints().await.unwrap();
+        let mut listener = store.cluster().unwrap().listen_for_hints().await.unwrap();
         // (The tcp_* settings read 0 over the tests' Unix socket; they are set in the same statement.)
         for name in ["statement_timeout", "idle_in_transaction_session_timeout"] {
             assert_ne!(listener.setting(name).await, "0", "{name} is bounded on the hints' connection");

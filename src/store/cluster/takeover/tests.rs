@@ -15,7 +15,7 @@ const TTL_US: i64 = 10_000_000;
 
 async fn node(store: &Store, name: &str) -> (NodeId, i64) {
     let id = NodeId::new(name).unwrap();
-    let incarnation = store.leases().register(&id, 4, TTL_US, 0).await.unwrap().expect("registered");
+    let incarnation = store.cluster().unwrap().register(&id, 4, TTL_US, 0).await.unwrap().expect("registered");
     (id, incarnation)
 }
 
@@ -56,20 +56,20 @@ async fn a_claim_takes_over_what_a_dead_holder_left_in_flight_and_only_once() {
     a.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
     let ((node_a, inc_a), (node_b, inc_b), (node_c, inc_c)) =
         (node(&a, "node-a").await, node(&b, "node-b").await, node(&c, "node-c").await);
-    assert!(b.leases().groups_with_work().await.unwrap().is_empty(), "no work yet");
+    assert!(b.cluster().unwrap().groups_with_work().await.unwrap().is_empty(), "no work yet");
 
-    let first = a.leases().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
+    let first = a.cluster().unwrap().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
     assert_eq!((first.epoch, first.requeued, first.runs_cut_off), (1, 0, 0));
     let s = in_flight(&a, &g).await;
-    let seen = b.leases().groups_with_work().await.unwrap();
+    let seen = b.cluster().unwrap().groups_with_work().await.unwrap();
     assert!(matches!(&seen[..], [(name, LeaseSeen::Held { holder_expired: false, epoch: 1, .. })] if name == &g));
-    assert_eq!(b.leases().claim_group(&g, &node_b, inc_b, Utc::now()).await.unwrap(), None, "A is alive");
+    assert_eq!(b.cluster().unwrap().claim_group(&g, &node_b, inc_b, Utc::now()).await.unwrap(), None, "A is alive");
 
     // A dies: its row expires. B and C race; one takes over, once.
     sqlx::query("UPDATE nodes SET expires_at_us = 0 WHERE node_id = 'node-a'").execute(&b.db.pool).await.unwrap();
-    let seen = c.leases().groups_with_work().await.unwrap();
+    let seen = c.cluster().unwrap().groups_with_work().await.unwrap();
     assert!(matches!(&seen[..], [(_, LeaseSeen::Held { holder_expired: true, .. })]), "{seen:?}");
-    let (leases_b, leases_c) = (b.leases(), c.leases());
+    let (leases_b, leases_c) = (b.cluster().unwrap(), c.cluster().unwrap());
     let (by_b, by_c) = tokio::join!(
         leases_b.claim_group(&g, &node_b, inc_b, Utc::now()),
         leases_c.claim_group(&g, &node_c, inc_c, Utc::now())
@@ -141,8 +141,8 @@ async fn a_claim_of_a_row_a_stuck_write_holds_is_skipped_not_waited_for_and_the_
     let g: GroupName = "team".parse().unwrap();
     a.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
     let ((node_a, inc_a), (node_b, inc_b)) = (node(&a, "node-a").await, node(&b, "node-b").await);
-    b.leases().enter_cluster(&node_b).unwrap();
-    a.leases().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
+    b.cluster().unwrap().enter_cluster(&node_b);
+    a.cluster().unwrap().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
     // A fenced write of a's that stopped between its check and its commit (a frozen node).
     let mut stuck = a.db.pool.begin().await.unwrap();
     let check = "SELECT 1 FROM leases WHERE name = $1 FOR SHARE";
@@ -150,13 +150,13 @@ async fn a_claim_of_a_row_a_stuck_write_holds_is_skipped_not_waited_for_and_the_
     sqlx::query("UPDATE nodes SET expires_at_us = 0 WHERE node_id = 'node-a'").execute(&b.db.pool).await.unwrap();
 
     let started = std::time::Instant::now();
-    let leases_b = b.leases();
+    let leases_b = b.cluster().unwrap();
     let claim = tokio::time::timeout(Duration::from_secs(1), leases_b.claim_group(&g, &node_b, inc_b, Utc::now()));
     assert_eq!(claim.await.expect("the claim does not wait for the lock").unwrap(), None, "skipped this round");
     assert!(started.elapsed() < Duration::from_secs(1));
     // The server ends the stuck session (idle in its transaction past half a ttl): the next claim gets the row.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let claimed = b.leases().claim_group(&g, &node_b, inc_b, Utc::now()).await.unwrap();
+    let claimed = b.cluster().unwrap().claim_group(&g, &node_b, inc_b, Utc::now()).await.unwrap();
     assert_eq!(claimed.map(|t| t.epoch), Some(2), "claimed once the stuck session ended");
     assert!(stuck.commit().await.is_err(), "the stuck transaction was ended by the server");
 }
@@ -167,19 +167,19 @@ async fn a_lease_held_in_the_store_but_unknown_in_memory_is_found_and_adopted_at
     let g: GroupName = "team".parse().unwrap();
     a.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
     let (node_a, inc_a) = node(&a, "node-a").await;
-    a.leases().enter_cluster(&node_a).unwrap();
-    a.leases().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
-    let (held, _) = a.leases().held_in_store(&node_a, inc_a).await.unwrap();
+    a.cluster().unwrap().enter_cluster(&node_a);
+    a.cluster().unwrap().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
+    let (held, _) = a.cluster().unwrap().held_in_store(&node_a, inc_a).await.unwrap();
     assert_eq!(held, [(LeaseName::group(&g), 1)]);
     // The claim's answer was lost: the node never recorded it.
-    a.leases().drop_all(&node_a);
+    a.cluster().unwrap().drop_all(&node_a);
     assert!(!a.leases().holds_group(&g));
-    let (held, generation) = a.leases().held_in_store(&node_a, inc_a).await.unwrap();
-    assert_eq!(a.leases().known_epoch(&LeaseName::group(&g)), None);
-    assert!(a.leases().adopt(&held[0].0, held[0].1, generation));
+    let (held, generation) = a.cluster().unwrap().held_in_store(&node_a, inc_a).await.unwrap();
+    assert_eq!(a.cluster().unwrap().known_epoch(&LeaseName::group(&g)), None);
+    assert!(a.cluster().unwrap().adopt(&held[0].0, held[0].1, generation));
     assert!(a.leases().holds_group(&g), "adopted");
     // An adoption decided before a lapse does not land after it.
-    a.leases().drop_all(&node_a);
-    assert!(!a.leases().adopt(&held[0].0, held[0].1, generation));
+    a.cluster().unwrap().drop_all(&node_a);
+    assert!(!a.cluster().unwrap().adopt(&held[0].0, held[0].1, generation));
     assert!(!a.leases().holds_group(&g));
 }

@@ -32,7 +32,7 @@ async fn start(url: &str, id: &str) -> Node {
     let config = MembershipConfig { node: NodeId::new(id).unwrap(), timing: LeaseTiming::new(TTL).unwrap(), slots: 4 };
     let (live, watching) = watch::channel(0);
     let shutdown = CancellationToken::new();
-    let membership = Membership::start(store.leases(), config, watching, shutdown.clone());
+    let membership = Membership::start(store.cluster().unwrap(), config, watching, shutdown.clone());
     Node { membership, live, shutdown }
 }
 

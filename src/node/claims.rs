@@ -1,7 +1,7 @@
 //! The node's claim loop (issue 36): every tick, while this node is
 //! registered, it reads the groups with work and the live nodes, lets
 //! `cluster::round` decide, claims what it should (taking over what the
-//! previous holder left in flight, `Leases::claim_group`), wakes the
+//! previous holder left in flight, `ClusterStore::claim_group`), wakes the
 //! sessions of the groups it holds (their messages may have been stored by
 //! another node), and lets go of groups whose sessions retired. It owns
 //! its [`Rounds`], stops at the shutdown token, and touches the store's
@@ -26,11 +26,11 @@ use crate::domain::GroupName;
 use crate::outbox::Outbox;
 use crate::router::Router;
 use crate::scheduler::SchedulerHandle;
-use crate::store::{Leases, Takeover};
+use crate::store::{ClusterStore, Takeover};
 
 /// The longest pause between two rounds: messages another node stored for
 /// a group this node holds wait at most about this long when its hint
-/// (`app::hints`) is lost.
+/// (`node::hints`) is lost.
 const TICK: Duration = Duration::from_millis(500);
 
 /// A session that holds its slot for work: in a turn, owing answers, or
@@ -41,7 +41,7 @@ fn busy(s: &crate::session::SessionStatus) -> bool {
 
 /// What the claim loop works with.
 pub struct ClaimLoop {
-    pub leases: Leases,
+    pub cluster: ClusterStore,
     pub router: Router,
     pub outbox: Outbox,
     pub scheduler: SchedulerHandle,
@@ -51,7 +51,7 @@ pub struct ClaimLoop {
     pub state: watch::Receiver<NodeState>,
     /// Told the live session count every round, for the node's renewals.
     pub live: watch::Sender<usize>,
-    /// Woken when another node stored work (`app::hints`): a round now.
+    /// Woken when another node stored work (`node::hints`): a round now.
     pub nudge: std::sync::Arc<tokio::sync::Notify>,
     /// Cancelled when this node drains: it claims nothing more.
     pub draining: CancellationToken,
@@ -85,7 +85,8 @@ impl ClaimLoop {
 
     /// One round; when to look again for a group waiting out its grace.
     async fn round(&self, rounds: &mut Rounds, incarnation: i64) -> Option<Instant> {
-        let (work, nodes) = match tokio::try_join!(self.leases.groups_with_work(), self.leases.live_nodes()) {
+        let leases = self.cluster.leases();
+        let (work, nodes) = match tokio::try_join!(self.cluster.groups_with_work(), leases.live_nodes()) {
             Ok(read) => read,
             Err(e) => {
                 tracing::warn!(%e, "cannot read the groups with work; trying again");
@@ -122,22 +123,22 @@ impl ClaimLoop {
     /// Adopts or releases the leases the store shows held by this
     /// incarnation that this node does not know it holds (`cluster::ghost`).
     async fn settle_ghosts(&self, ghosts: &mut Ghosts, incarnation: i64) {
-        let (stored, generation) = match self.leases.held_in_store(&self.node, incarnation).await {
+        let (stored, generation) = match self.cluster.held_in_store(&self.node, incarnation).await {
             Ok(read) => read,
             Err(e) => return tracing::warn!(%e, "cannot read this node's leases; trying again"),
         };
         // Decided before the loop: the closure must not live across its awaits.
-        let actions = ghosts.decide(&stored, |lease| self.leases.known_epoch(lease), Instant::now());
+        let actions = ghosts.decide(&stored, |lease| self.cluster.known_epoch(lease), Instant::now());
         for action in actions {
             match action {
                 GhostAction::Adopt { lease, epoch } => {
-                    if self.leases.adopt(&lease, epoch, generation) {
+                    if self.cluster.adopt(&lease, epoch, generation) {
                         tracing::warn!(lease = %lease.as_str(), epoch, "adopted a lease this node held without \
                             knowing it (its claim's answer was lost): it runs here now");
                     }
                 }
                 GhostAction::Release { lease, epoch } => {
-                    match self.leases.release_at(&lease, &self.node, epoch).await {
+                    match self.cluster.release_at(&lease, &self.node, epoch).await {
                         Ok(()) => tracing::warn!(lease = %lease.as_str(), epoch, "let go of a lease this node held \
                         without knowing it (its claim's answer was lost): it is claimed again as usual"),
                         Err(e) => tracing::warn!(lease = %lease.as_str(), %e, "cannot let go of a ghost lease"),
@@ -149,7 +150,7 @@ impl ClaimLoop {
 
     async fn claim(&self, group: &GroupName, incarnation: i64) {
         let within = PgBounds::new(self.timing).claim_within();
-        let claiming = self.leases.claim_group(group, &self.node, incarnation, Utc::now());
+        let claiming = self.cluster.claim_group(group, &self.node, incarnation, Utc::now());
         let takeover = match tokio::time::timeout(within, claiming).await {
             Ok(Ok(Some(takeover))) => takeover,
             Ok(Ok(None)) => return tracing::debug!(%group, "another node claimed the group first (or it is locked)"),
@@ -181,12 +182,12 @@ impl ClaimLoop {
     /// Groups this node holds whose sessions retired: let go, so the next
     /// message goes wherever placement says then.
     async fn let_go_of_retired(&self) {
-        for lease in self.leases.held() {
+        for lease in self.cluster.leases().held() {
             let Ok(group) = lease.as_str().parse::<GroupName>() else { continue };
             if self.router.runs(&group) {
                 continue;
             }
-            match self.leases.release(&LeaseName::group(&group)).await {
+            match self.cluster.leases().release(&LeaseName::group(&group)).await {
                 Ok(()) => tracing::debug!(%group, "let go of a quiet group"),
                 Err(e) => tracing::warn!(%group, %e, "cannot let go of a quiet group"),
             }

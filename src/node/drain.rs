@@ -1,7 +1,7 @@
 //! A cluster node's drain (`pincer drain`, SIGTERM; issue 45): before its
 //! stop, the node hands every group and gateway it holds to the others at
 //! turn boundaries. It stops claiming at once and offers no slot any more
-//! (`Leases::mark_draining`, so placement elsewhere leaves it out); each
+//! (`ClusterStore::mark_draining`, so placement elsewhere leaves it out); each
 //! session lets its turn finish and hands its group over itself
 //! (`session::drain`); a gateway goes once another node can take it
 //! (`app::gateway`). This loop lets go of held groups without a session,
@@ -19,13 +19,14 @@ use crate::cluster::{LeaseName, NodeId};
 use crate::control::wire::DrainProgress;
 use crate::domain::GroupName;
 use crate::router::Router;
-use crate::store::Leases;
+use crate::store::{ClusterStore, Leases};
 
 /// How often the drain looks at what the node still holds.
 const LOOK: Duration = Duration::from_millis(100);
 
 /// What the drain runs with.
 pub struct NodeDrain {
+    pub cluster: ClusterStore,
     pub leases: Leases,
     pub node: NodeId,
     pub state: watch::Receiver<NodeState>,
@@ -80,7 +81,7 @@ impl NodeDrain {
         if *marked == Some(incarnation) {
             return;
         }
-        match self.leases.mark_draining(&self.node, incarnation).await {
+        match self.cluster.mark_draining(&self.node, incarnation).await {
             Ok(_) => *marked = Some(incarnation),
             Err(e) => tracing::warn!(%e, "cannot mark this node as draining; trying again"),
         }

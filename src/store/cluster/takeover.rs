@@ -16,11 +16,12 @@
 
 use chrono::{DateTime, Utc};
 
-use super::error::StoreError;
-use super::handles::Leases;
+use super::claims::{begin_claim, claim_row, skipped_when_locked};
 use crate::cluster::fence::LeaseName;
 use crate::cluster::node_id::NodeId;
 use crate::domain::GroupName;
+use crate::store::handles::ClusterStore;
+use crate::store::StoreError;
 
 /// What a claim took over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +35,7 @@ pub struct Takeover {
     pub runs_cut_off: u64,
 }
 
-impl Leases {
+impl ClusterStore {
     /// Claims `group`'s lease for this node (free, or its holder's row
     /// expired) and takes over what its previous holder left in flight; `None`: not claimed.
     pub async fn claim_group(
@@ -46,8 +47,8 @@ impl Leases {
     ) -> Result<Option<Takeover>, StoreError> {
         let lease = LeaseName::group(group);
         let claiming = async {
-            let mut tx = super::leases::begin_claim(&self.db).await?;
-            let epoch = super::leases::claim_row(&mut tx, &lease, node, incarnation).await?;
+            let mut tx = begin_claim(&self.db).await?;
+            let epoch = claim_row(&mut tx, &lease, node, incarnation).await?;
             let Some(epoch) = epoch else {
                 return Ok(None);
             };
@@ -55,7 +56,7 @@ impl Leases {
             tx.commit().await?;
             Ok(Some((epoch, requeued, runs_cut_off)))
         };
-        let claimed = self.db.within("a claim", claiming).await.or_else(super::leases::skipped_when_locked)?;
+        let claimed = self.db.within("a claim", claiming).await.or_else(skipped_when_locked)?;
         let Some((epoch, requeued, runs_cut_off)) = claimed else {
             return Ok(None);
         };

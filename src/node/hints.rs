@@ -17,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use crate::outbox::Outbox;
 use crate::retry::{Backoff, RetryPolicy};
 use crate::store::cluster::hints::Hint;
-use crate::store::{Store, StoreError};
+use crate::store::{ClusterStore, StoreError};
 
 /// Listens on `store` until `shutdown`: work wakes `claims`, replies
 /// `outbox`, approvals bump `approvals`.
 pub async fn run(
-    store: Store,
+    store: ClusterStore,
     claims: Arc<Notify>,
     outbox: Outbox,
     approvals: watch::Sender<u64>,
@@ -46,7 +46,12 @@ pub async fn run(
 }
 
 /// One connection's life: whether it got as far as listening, and how it ended.
-async fn listen(store: &Store, claims: &Notify, outbox: &Outbox, approvals: &watch::Sender<u64>) -> (bool, StoreError) {
+async fn listen(
+    store: &ClusterStore,
+    claims: &Notify,
+    outbox: &Outbox,
+    approvals: &watch::Sender<u64>,
+) -> (bool, StoreError) {
     let mut listener = match store.listen_for_hints().await {
         Ok(listener) => listener,
         Err(e) => return (false, e),
@@ -77,12 +82,13 @@ mod tests {
         other_node.groups().add_group(&group, &GroupSettings::default()).await.unwrap();
         let node = crate::cluster::NodeId::new("node-b").unwrap();
         // A node registered (here; the other node's writes stay unfenced): the cluster is hinted.
-        here.leases().register(&node, 4, 10_000_000, 0).await.unwrap().expect("registered");
+        here.cluster().unwrap().register(&node, 4, 10_000_000, 0).await.unwrap().expect("registered");
         let (claims, outbox) = (Arc::new(Notify::new()), Outbox::new(here.outbox(), None));
         let mut replies = outbox.subscribe();
         let shutdown = CancellationToken::new();
         let (approvals, _) = watch::channel(0);
-        let listening = tokio::spawn(run(here.clone(), claims.clone(), outbox.clone(), approvals, shutdown.clone()));
+        let listening =
+            tokio::spawn(run(here.cluster().unwrap(), claims.clone(), outbox.clone(), approvals, shutdown.clone()));
 
         // Until the listener is up, a hint may go unheard: say again until one is.
         let msg = Inbound::new(group.clone(), Source::Console, "ann", "hi");
@@ -112,7 +118,7 @@ mod tests {
         for g in [&solo, &team] {
             store.groups().add_group(g, &GroupSettings::default()).await.unwrap();
         }
-        let mut listener = store.listen_for_hints().await.unwrap();
+        let mut listener = store.cluster().unwrap().listen_for_hints().await.unwrap();
         store
             .queue()
             .insert_inbound(&Inbound::new(solo.clone(), Source::Console, "ann", "hi"), InboundState::Queued)
@@ -121,7 +127,7 @@ mod tests {
         Outbox::new(store.outbox(), None).notice(&solo, "a notice").await;
 
         let node = crate::cluster::NodeId::new("node-a").unwrap();
-        store.leases().register(&node, 4, 10_000_000, 0).await.unwrap().expect("registered");
+        store.cluster().unwrap().register(&node, 4, 10_000_000, 0).await.unwrap().expect("registered");
         let mut photo = Inbound::new(team.clone(), Source::Console, "ann", "look");
         photo.media = vec![crate::domain::media::Attachment::bounded(crate::domain::media::MediaKind::Photo, "f")];
         store.preparing().insert_preparing(&photo, false).await.unwrap();

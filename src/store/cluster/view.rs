@@ -12,10 +12,10 @@ use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
-use super::db::Dialect;
-use super::error::StoreError;
-use super::flag::Flag;
-use super::handles::Health;
+use crate::store::db::Dialect;
+use crate::store::flag::Flag;
+use crate::store::handles::Health;
+use crate::store::StoreError;
 
 /// One node as its row says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -190,7 +190,7 @@ mod tests {
             store.groups().add_group(g, &crate::store::GroupSettings::default()).await.unwrap();
         }
         let a = NodeId::new("node-a").unwrap();
-        let ia = store.leases().register(&a, 8, 10_000_000, 0).await.unwrap().unwrap();
+        let ia = store.cluster().unwrap().register(&a, 8, 10_000_000, 0).await.unwrap().unwrap();
         store.leases().claim(&LeaseName::group(&family), &a, ia).await.unwrap().unwrap();
         let overview = store.health().overview(0, 0, 0).await.unwrap();
         let nodes: Vec<_> = overview.nodes.iter().flatten().map(|n| n.id.as_str()).collect();
@@ -209,9 +209,9 @@ mod tests {
         let (sa, sb) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
         let (a, b) = (NodeId::new("node-a").unwrap(), NodeId::new("node-b").unwrap());
         let ttl = 10_000_000;
-        let ia = sa.leases().register(&a, 8, ttl, 0).await.unwrap().unwrap();
-        let ib = sb.leases().register(&b, 4, ttl, 0).await.unwrap().unwrap();
-        sa.leases().renew(&a, ia, ttl, 2).await.unwrap();
+        let ia = sa.cluster().unwrap().register(&a, 8, ttl, 0).await.unwrap().unwrap();
+        let ib = sb.cluster().unwrap().register(&b, 4, ttl, 0).await.unwrap().unwrap();
+        sa.cluster().unwrap().renew(&a, ia, ttl, 2).await.unwrap();
         let (family, team) = ("family".parse().unwrap(), "team".parse().unwrap());
         assert_eq!(sa.leases().claim(&LeaseName::group(&family), &a, ia).await.unwrap(), Some(1));
         assert_eq!(sb.leases().claim(&LeaseName::group(&team), &b, ib).await.unwrap(), Some(1));

@@ -3,7 +3,7 @@
 //! whoever runs CLIs whether they may ([`NodeState`], through a
 //! `tokio::sync::watch`). It owns its state, is reached through
 //! [`Membership`], and stops at the shutdown token it is given, leaving the
-//! cluster. Touches the store's `nodes` row of this node only (`Leases`).
+//! cluster. Touches the store's `nodes` row of this node only (`ClusterStore`).
 //!
 //! The decisions are `cluster::{deadline, timing}`'s: when to renew, until
 //! when the CLIs may run, what a renewal's answer means. This only runs them:
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{Deadline, LeaseTiming, NodeId, Renewed};
 use crate::retry::{Backoff, RetryPolicy};
-use crate::store::Leases;
+use crate::store::ClusterStore;
 
 /// The first pause before registering again after a refusal or a failure;
 /// the pauses double up to the node's `renew_every`.
@@ -64,18 +64,18 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Starts the task: it registers `config.node` through `leases`, renews
+    /// Starts the task: it registers `config.node` through `cluster`, renews
     /// with the live session count `live` reports, and leaves once
     /// `shutdown` is cancelled. Cancel it only once this node's CLIs are
     /// dead: leaving lets other nodes claim its groups at once.
     pub fn start(
-        leases: Leases,
+        cluster: ClusterStore,
         config: MembershipConfig,
         live: watch::Receiver<usize>,
         shutdown: CancellationToken,
     ) -> Membership {
         let (state, watching) = watch::channel(NodeState::Joining);
-        let task = Task { leases, config, live, state, shutdown };
+        let task = Task { cluster, config, live, state, shutdown };
         Membership { state: watching, task: tokio::spawn(task.run()) }
     }
 
@@ -93,7 +93,7 @@ impl Membership {
 }
 
 struct Task {
-    leases: Leases,
+    cluster: ClusterStore,
     config: MembershipConfig,
     live: watch::Receiver<usize>,
     state: watch::Sender<NodeState>,
@@ -127,7 +127,7 @@ impl Task {
             match self.renew(incarnation, deadline).await {
                 Ended::Lapsed => {
                     // Every lease went with the incarnation: the sessions kill their CLIs now.
-                    self.leases.drop_all(&self.config.node);
+                    self.cluster.drop_all(&self.config.node);
                     self.state.send_replace(NodeState::Lapsed);
                     tracing::warn!(node = %self.config.node, incarnation, "this node's lease lapsed: \
                         its sessions must stop; registering again as a new incarnation");
@@ -151,7 +151,7 @@ impl Task {
         loop {
             let mut deadline = Deadline::new(self.config.timing.alive_after_renewal());
             let sent = deadline.renewal_sent(Instant::now());
-            let registering = self.leases.register(node, self.config.slots, ttl_us, before);
+            let registering = self.cluster.register(node, self.config.slots, ttl_us, before);
             let answer = tokio::select! {
                 _ = self.shutdown.cancelled() => return None,
                 answer = registering => answer,
@@ -188,7 +188,7 @@ impl Task {
             let Some(until) = deadline.until().filter(|_| !deadline.expired(Instant::now())) else {
                 return Ended::Lapsed;
             };
-            self.leases.set_deadline(until);
+            self.cluster.set_deadline(until);
             self.state.send_if_modified(|state| {
                 let now = NodeState::Registered { incarnation, deadline: until };
                 *state != now && {
@@ -229,7 +229,7 @@ impl Task {
         let live = i64::try_from(*self.live.borrow()).unwrap_or(i64::MAX);
         let sent = deadline.renewal_sent(Instant::now());
         let ttl_us = micros(self.config.timing.lease_ttl());
-        let renewed = self.leases.renew(&self.config.node, incarnation, ttl_us, live).await;
+        let renewed = self.cluster.renew(&self.config.node, incarnation, ttl_us, live).await;
         Answer { sent, renewed, at: Instant::now() }
     }
 
@@ -237,7 +237,7 @@ impl Task {
     /// by the ttl, after which the row expired anyway.
     async fn leave(&self, incarnation: i64) {
         let node = &self.config.node;
-        let leaving = self.leases.leave(node, incarnation);
+        let leaving = self.cluster.leave(node, incarnation);
         match tokio::time::timeout(self.config.timing.lease_ttl(), leaving).await {
             Ok(Ok(())) => tracing::info!(%node, incarnation, "left the cluster"),
             Ok(Err(e)) => tracing::warn!(%node, %e, "cannot leave the cluster; the row expires by itself"),

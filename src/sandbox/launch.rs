@@ -50,7 +50,7 @@ pub enum SandboxError {
     Reserved(groups::ReservedName),
     #[error(
         "cannot start group `{group}` sandboxed: pincer's binary {} is gone (removed while pincer runs?), and \
-         every command of a sandboxed agent runs through it. Restart pincer, or set sandbox.pincer_binary \
+         every sandbox binds it (git's pins, the egress forwarder). Restart pincer, or set sandbox.pincer_binary \
          in pincer.toml to where it is now",
         path.display()
     )]

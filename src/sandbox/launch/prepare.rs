@@ -78,7 +78,7 @@ impl Prepare {
     /// Does the file work on this thread.
     pub fn run(self) -> Result<Prepared, SandboxError> {
         let io = SandboxError::io(&self.group);
-        // Without it no command could confine itself: no start (never one unconfined).
+        // Every sandbox binds it (git runs pinned through it): no start without it.
         if !self.pincer.is_file() {
             return Err(SandboxError::NoPincer { group: self.group.to_string(), path: self.pincer });
         }

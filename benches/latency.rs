@@ -230,8 +230,9 @@ fn start_in_bwrap(api_socket: &Path, placeholder: &str) -> RawPipe {
         extra: Vec::new(),
         env: env::agent_env(|_| None, &offline, bwrap::HOME, bwrap::API_SOCKET, placeholder, None),
         command,
-        // The CLI's shell and git, each confining itself (`sandbox::confine`).
+        // git's pins, after the static wrapper that confines each shell and git (`sandbox::confine`).
         pincer: std::path::PathBuf::from(env!("CARGO_BIN_EXE_pincer")),
+        wrapper: pincer::sandbox::confine::wrapper::install(&dir.path().join("run")).unwrap(),
         egress: None,
         // Started without pincer's spawner, which is what passes the filter's descriptors.
         seccomp: Vec::new(),

@@ -10,10 +10,11 @@ use tokio_util::sync::CancellationToken;
 use pincer::cli::{Cli, Cmd};
 use pincer::config::{Config, LogConfig};
 
-/// Inside a sandbox this binary is also the CLI's shell and `git`
-/// (`sandbox::confine`): started under those names it confines itself and
-/// becomes the real program before `main`, before Rust's runtime ignores
-/// SIGPIPE and `main` sets the umask, so the command inherits neither.
+/// Inside a sandbox the static wrapper (`sandbox::confine`) confines each
+/// `git` the CLI starts and runs this binary as `confine::GIT_ROLE`: then it
+/// pins git's configuration and becomes the real git before `main`, before
+/// Rust's runtime ignores SIGPIPE and `main` sets the umask, so git inherits
+/// neither.
 #[used]
 #[link_section = ".init_array"]
 static CONFINE_IF_ASKED: extern "C" fn() = confine_if_asked;

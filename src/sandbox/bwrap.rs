@@ -17,8 +17,8 @@
 //! | `/tmp` | private tmpfs | rw |
 //! | `/run/pincer/api.sock` | the credential proxy's socket | connect |
 //! | `/run/pincer/egress.sock` | the group's egress proxy socket | connect |
-//! | `/opt/pincer/pincer` | pincer's binary, run as `pincer forward` on `127.0.0.1:3128` | ro |
-//! | `/opt/pincer/confine/{bash,git}` | pincer's binary again: the CLI's shell and `git`, each confined (`confine.rs`) | ro |
+//! | `/opt/pincer/pincer` | pincer's binary, run as `pincer forward` on `127.0.0.1:3128`, and as git's pins after the wrapper | ro |
+//! | `/opt/pincer/confine/{bash,git}` | the static wrapper (`data_dir/run/confine-*`): the CLI's shell and `git`, each confined (`confine.rs`) | ro |
 //! | `/proc`, `/dev` | the sandbox's own | |
 //!
 //! Everything else at the top is read-only (`--remount-ro /`). Where the
@@ -115,9 +115,12 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
     /// The command as seen inside (`/opt/claude/claude …`).
     pub command: Vec<String>,
-    /// pincer's binary: bound read-only under each of [`confine::NAMES`] in
-    /// [`confine::DIR`], and at [`PINCER_BIN`] for the egress forwarder.
+    /// pincer's binary, bound read-only at [`PINCER_BIN`]: the egress
+    /// forwarder, and git's pins after the wrapper.
     pub pincer: PathBuf,
+    /// The wrapper's static binary (`confine::wrapper`): bound read-only
+    /// under each of [`confine::NAMES`] in [`confine::DIR`].
+    pub wrapper: PathBuf,
     /// The way to the internet, for a group whose policy allows any.
     pub egress: Option<EgressPlan>,
     /// The seccomp programs, one descriptor each (`--add-seccomp-fd`); none: no filter.
@@ -213,10 +216,12 @@ impl Args {
         self.bind("--ro-bind", &plan.api_socket, API_SOCKET);
         self.bind("--bind", &plan.home, HOME);
         self.bind("--bind", &plan.group_dir, WORKSPACE);
-        // Every shell and git the CLI starts confines itself first (`CLAUDE_CODE_SHELL`, `PATH`).
+        // Every shell and git the CLI starts confines itself first (`CLAUDE_CODE_SHELL`, `PATH`),
+        // in the static wrapper; as git it goes on in pincer's binary beside it.
         for name in confine::NAMES {
-            self.bind("--ro-bind", &plan.pincer, &format!("{}/{name}", confine::DIR));
+            self.bind("--ro-bind", &plan.wrapper, &format!("{}/{name}", confine::DIR));
         }
+        self.bind("--ro-bind", &plan.pincer, PINCER_BIN);
         if let Some((global, writable)) = &plan.global {
             self.bind(if *writable { "--bind" } else { "--ro-bind" }, global, GLOBAL);
         }
@@ -236,7 +241,6 @@ impl Args {
         }
         if let Some(egress) = &plan.egress {
             self.bind("--ro-bind", &egress.socket, EGRESS_SOCKET);
-            self.bind("--ro-bind", &plan.pincer, PINCER_BIN);
         }
     }
 }
@@ -407,6 +411,7 @@ mod tests {
             env: vec![("HOME".into(), HOME.into())],
             command: vec!["/opt/claude/claude".into(), "-p".into()],
             pincer: "/usr/local/bin/pincer".into(),
+            wrapper: "/d/run/confine-0123".into(),
             egress: None,
             seccomp: Vec::new(),
             disable_userns: false,
@@ -458,9 +463,11 @@ mod tests {
         let last_mount = a.iter().rposition(|x| x.starts_with("--") && x.contains("bind") || x == "--tmpfs").unwrap();
         assert!(last_mount < ro, "{a:?}");
         assert!(has(&a, &["--setenv", "HOME", HOME]));
-        // The CLI's shell and git are pincer's binary, which confines each before it runs.
-        assert!(has(&a, &["--ro-bind", "/usr/local/bin/pincer", "/opt/pincer/confine/bash"]), "{a:?}");
-        assert!(has(&a, &["--ro-bind", "/usr/local/bin/pincer", "/opt/pincer/confine/git"]), "{a:?}");
+        // The CLI's shell and git are the static wrapper, which confines each before it runs,
+        // with pincer's binary beside it for git's pins.
+        assert!(has(&a, &["--ro-bind", "/d/run/confine-0123", "/opt/pincer/confine/bash"]), "{a:?}");
+        assert!(has(&a, &["--ro-bind", "/d/run/confine-0123", "/opt/pincer/confine/git"]), "{a:?}");
+        assert!(has(&a, &["--ro-bind", "/usr/local/bin/pincer", PINCER_BIN]), "{a:?}");
         // The command comes last, after `--`.
         assert_eq!(&a[a.len() - 3..], ["--", "/opt/claude/claude", "-p"]);
         // Nothing binds the host's root or the groups folder as a whole.

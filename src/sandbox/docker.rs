@@ -8,12 +8,14 @@
 //! proxy on the container's loopback is the image's own (`node
 //! /opt/pincer/forward.mjs`, from `container/`).
 //!
-//! As in bwrap, pincer's binary is mounted read-only as the CLI's shell and
-//! `git` (`confine.rs`), so every command confines itself from the CLI before
-//! it runs: there the binary does run in the image, so the image's C library
-//! must be as new as the one pincer was built against (`node:22-bookworm-slim`
-//! for a Debian 12 build). A binary that cannot run there runs no command.
-//! Docker's default seccomp profile allows Landlock's calls from Docker 23.0 on.
+//! As in bwrap, the static wrapper is mounted read-only as the CLI's shell
+//! and `git` (`confine.rs`), so every command confines itself from the CLI
+//! before it runs, whatever the image's C library; as `git` it goes on in
+//! pincer's binary, mounted at `/opt/pincer/pincer`, which does run in the
+//! image, so the image's C library must be as new as the one pincer was
+//! built against (`node:22-bookworm-slim` for a Debian 12 build) for git to
+//! run. A binary that cannot run there runs no git. Docker's default seccomp
+//! profile allows Landlock's calls from Docker 23.0 on.
 //!
 //! Every process gets a container of its own name ([`container_name`]), so
 //! starting one never touches another: an isolated scheduled run beside the
@@ -32,7 +34,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::bwrap::{API_SOCKET, EGRESS_LISTEN, EGRESS_SOCKET, EXTRA, GLOBAL, HOME, WORKSPACE};
+use super::bwrap::{API_SOCKET, EGRESS_LISTEN, EGRESS_SOCKET, EXTRA, GLOBAL, HOME, PINCER_BIN, WORKSPACE};
 use super::confine;
 use super::mounts::Mount;
 use crate::claude::process::run_tool;
@@ -69,8 +71,11 @@ pub struct Plan {
     pub api_socket: PathBuf,
     /// The group's egress proxy socket, mounted at [`EGRESS_SOCKET`].
     pub egress: Option<PathBuf>,
-    /// pincer's binary, mounted read-only under each of [`confine::NAMES`] in [`confine::DIR`].
+    /// pincer's binary, mounted read-only at [`PINCER_BIN`]: git's pins after the wrapper.
     pub pincer: PathBuf,
+    /// The wrapper's static binary, mounted read-only under each of
+    /// [`confine::NAMES`] in [`confine::DIR`].
+    pub wrapper: PathBuf,
 }
 
 /// A new container name for one process of `group`: `pincer-<group>-<8 hex>`.
@@ -113,8 +118,9 @@ pub fn run_args(plan: &Plan) -> Vec<String> {
     }
     // Every shell and git the CLI starts confines itself first (`CLAUDE_CODE_SHELL`, `PATH`).
     for name in confine::NAMES {
-        mounts.push(bind_mount(&plan.pincer, &format!("{}/{name}", confine::DIR), false));
+        mounts.push(bind_mount(&plan.wrapper, &format!("{}/{name}", confine::DIR), false));
     }
+    mounts.push(bind_mount(&plan.pincer, PINCER_BIN, false));
     for m in &mounts {
         push(&["--mount", m]);
     }
@@ -299,6 +305,7 @@ mod tests {
             api_socket: "/d/run/api.sock".into(),
             egress: None,
             pincer: "/usr/local/bin/pincer".into(),
+            wrapper: "/d/run/confine-0123".into(),
         }
     }
 
@@ -321,12 +328,15 @@ mod tests {
         assert!(joined.contains("--mount type=bind,source=/d/homes/alpha,target=/home/agent "), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/g/global,target=/workspace/global,readonly"), "{joined}");
         assert!(joined.contains("--mount type=bind,source=/srv/photos,target=/workspace/extra/photos "), "{joined}");
-        // The CLI's shell and git: pincer's binary, which confines each command from the CLI.
+        // The CLI's shell and git: the static wrapper, which confines each command from the CLI,
+        // with pincer's binary beside it for git's pins.
         for name in ["bash", "git"] {
             let wrapper =
-                format!("--mount type=bind,source=/usr/local/bin/pincer,target=/opt/pincer/confine/{name},readonly");
+                format!("--mount type=bind,source=/d/run/confine-0123,target=/opt/pincer/confine/{name},readonly");
             assert!(joined.contains(&wrapper), "{joined}");
         }
+        let pincer = "--mount type=bind,source=/usr/local/bin/pincer,target=/opt/pincer/pincer,readonly";
+        assert!(joined.contains(pincer), "{joined}");
         assert!(
             joined.contains("--workdir /workspace/group --env-file /d/run/docker-env/pincer-alpha-0a1b2c3d.env "),
             "{joined}"

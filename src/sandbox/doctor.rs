@@ -179,6 +179,11 @@ fn probe_lines(config: &Config, availability: &Availability, out: &mut Lines) {
     out.line(format!("seccomp: {seccomp}"));
     out.line(format!("userns: {}", userns_line(availability)));
     out.line(format!("landlock: {}", landlock_line(&confine::landlock_abi())));
+    let wrapper = format!("wrapper: {}", confine::wrapper::summary());
+    match confine::wrapper::linking(confine::wrapper::STAGE0) {
+        Ok(confine::wrapper::Linking::Static) => out.line(wrapper),
+        _ => out.failed(wrapper),
+    }
     out.line(format!("git: {}", confine::git::summary()));
     let docker = match (&availability.docker, &config.sandbox.docker_image) {
         (Ok(()), None) => "an engine answers, but sandbox.docker_image is not set".to_owned(),
@@ -270,6 +275,13 @@ mod tests {
         let line = landlock_line(&Err("this kernel has no Landlock".into()));
         assert!(line.starts_with("unavailable: this kernel has no Landlock"), "{line}");
         assert!(line.contains("commands are refused") && line.contains("kernel with Landlock"), "{line}");
+    }
+
+    #[test]
+    fn the_wrapper_line_says_it_is_static_and_what_that_keeps_out() {
+        let line = confine::wrapper::summary();
+        assert!(line.starts_with("static (") && line.contains("no program interpreter"), "{line}");
+        assert!(line.contains("before any library code runs") && line.contains("LD_PRELOAD"), "{line}");
     }
 
     #[test]

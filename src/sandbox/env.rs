@@ -64,7 +64,7 @@ pub fn agent_env(
         if RESERVED.contains(&k.as_str()) {
             tracing::debug!(key = %k, "claude.env entry ignored inside the sandbox: pincer sets it");
         } else if confine::is_loader_variable(k) {
-            // It would load code into the wrapper before it confines itself (`confine.rs`).
+            // It would load code into the CLI itself; the wrapper drops them for commands (`confine::early`).
             tracing::warn!(key = %k, "claude.env entry ignored inside the sandbox: a loader variable");
         } else {
             env.insert(k.clone(), v.clone());

@@ -50,7 +50,7 @@ pub enum SandboxError {
     Reserved(groups::ReservedName),
     #[error(
         "cannot start group `{group}` sandboxed: pincer's binary {} is gone (removed while pincer runs?), and \
-         every command of a sandboxed agent runs through it. Restart pincer, or set sandbox.pincer_binary \
+         every sandbox binds it (git's pins, the egress forwarder). Restart pincer, or set sandbox.pincer_binary \
          in pincer.toml to where it is now",
         path.display()
     )]
@@ -107,8 +107,8 @@ pub struct Launcher {
     docker_data: String,
     /// Each sandboxed group's egress proxy socket.
     egress: EgressService,
-    /// pincer's binary inside each sandbox: the shell and `git` that confine
-    /// the agent's commands (`confine.rs`), and bwrap's `pincer forward`.
+    /// pincer's binary inside each sandbox: the git role after the wrapper
+    /// (`confine.rs`), and bwrap's `pincer forward`.
     pincer: PathBuf,
 }
 
@@ -372,6 +372,7 @@ impl Launcher {
             global,
             home: ready.home,
             extra: ready.extra,
+            wrapper: ready.wrapper,
             env,
             args,
             api_socket: proxy.socket().to_owned(),
@@ -441,7 +442,7 @@ impl Launcher {
     }
 
     fn bwrap_spec(&self, group: &GroupName, parts: Parts, files: prepare::BwrapFiles) -> SpawnSpec {
-        let Parts { group_dir, global, home, extra, env, args, api_socket, egress } = parts;
+        let Parts { group_dir, global, home, extra, wrapper, env, args, api_socket, egress } = parts;
         let prepare::BwrapFiles { etc_dir, cli_dir, file, seccomp, .. } = files;
         let extra_fds: Vec<PassFd> = extra.iter().filter_map(|e| e.fd.clone()).collect();
         let mut command = vec![format!("{}/{file}", bwrap::CLI_DIR)];
@@ -459,6 +460,7 @@ impl Launcher {
             env,
             command,
             pincer: self.pincer.clone(),
+            wrapper,
             egress,
             seccomp: seccomp.clone(),
             disable_userns: self.availability.features.disable_userns.is_ok(),
@@ -476,7 +478,7 @@ impl Launcher {
     }
 
     async fn docker_spec(&self, group: &GroupName, parts: Parts) -> Result<(SpawnSpec, docker::EnvFile), SandboxError> {
-        let Parts { group_dir, global, home, extra, env, args: cli_args, api_socket, egress } = parts;
+        let Parts { group_dir, global, home, extra, wrapper, env, args: cli_args, api_socket, egress } = parts;
         // The mounts were checked by `prepare`, right before.
         let extra = extra.into_iter().map(|e| e.mount).collect();
         let name = docker::container_name(group.as_str());
@@ -501,6 +503,7 @@ impl Launcher {
             api_socket,
             egress,
             pincer: self.pincer.clone(),
+            wrapper,
         };
         let spec = SpawnSpec {
             program: PathBuf::from("docker"),
@@ -526,6 +529,8 @@ struct Parts {
     home: PathBuf,
     /// The extra mounts as checked (with their descriptors, for bwrap).
     extra: Vec<bwrap::Extra>,
+    /// The wrapper's static binary, bound as the CLI's shell and git.
+    wrapper: PathBuf,
     env: Vec<(String, String)>,
     /// The CLI's own arguments.
     args: Vec<String>,

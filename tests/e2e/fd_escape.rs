@@ -7,16 +7,16 @@
 //! forged reaches the chat, and the session answers the next message.
 //! Nor can it send the CLI a message through the CLI's messaging inbox, or
 //! plant its managed settings in `/etc/claude-code`.
-//! Also the wrapper itself (pincer's binary as `bash` and `git`), run
-//! directly: it confines, then runs the real program as asked.
-
-use std::path::Path;
+//! Also the wrapper itself (the static binary as `bash` and `git`, pincer's
+//! binary beside it), run directly: it confines, then runs the real program
+//! as asked.
 
 use nix::libc;
 
 use crate::sandbox::{probe, require_bwrap};
 use crate::support::fake_api::{self, FakeApi, Reply};
 use crate::support::harness::Sandbox;
+use crate::wrapper_preload::{output, wrapper_layout};
 
 /// What a forged `result` says, were it ever delivered.
 const FORGED: &str = "FORGED-BY-THE-AGENTS-CODE";
@@ -114,36 +114,25 @@ fn cli_stdio() -> Vec<String> {
     links
 }
 
-/// `pincer` under `name` in a folder of its own, as bwrap binds it.
-fn wrapper(dir: &Path, name: &str) -> std::path::PathBuf {
-    let path = dir.join(name);
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_pincer"), &path).unwrap();
-    path
-}
-
-#[tokio::test]
-async fn the_wrapper_confines_the_command_then_runs_the_real_program_as_asked() {
+#[test]
+fn the_wrapper_confines_the_command_then_runs_the_real_program_as_asked() {
     let dir = tempfile::tempdir().unwrap();
-    let bash = wrapper(dir.path(), "bash");
-    let git = wrapper(dir.path(), "git");
-    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", dir.path().display());
+    let confine = wrapper_layout(dir.path());
+    let (bash, git) = (confine.join("bash"), confine.join("git"));
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", confine.display());
     // From the wrapper's parent (this test), its memory; the umask and SIGPIPE as given.
     let script = r#"echo "0=$0 args=$*"; umask; grep -E '^(SigIgn|NoNewPrivs)' /proc/self/status
         cat /proc/$PPID/mem 2>&1 | head -c 200; echo; yes | head -1; exit 7"#;
     // `sh` sets a umask pincer's `main` would not (0077) and becomes the wrapper.
     let as_given = r#"umask 0027; exec "$@""#;
     #[allow(clippy::disallowed_methods)] // the wrapper under test, as the CLI starts its shell
-    let out = tokio::process::Command::new("/bin/sh")
-        .args(["-c", as_given, "sh"])
-        .arg(&bash)
-        .args(["-c", script, "zero", "one"])
-        .env("PATH", &path)
-        // `cargo test` sets the loader's path for its binaries; the CLI's
-        // environment never has one, and the wrapper refuses to run under it.
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .await
-        .unwrap();
+    let out = output(
+        std::process::Command::new("/bin/sh")
+            .args(["-c", as_given, "sh"])
+            .arg(&bash)
+            .args(["-c", script, "zero", "one"])
+            .env("PATH", &path),
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -160,25 +149,22 @@ async fn the_wrapper_confines_the_command_then_runs_the_real_program_as_asked() 
     assert!(stdout.contains("/mem: Permission denied"), "its parent's memory is out of reach: {stdout}");
     assert!(stdout.contains("\ny\n"), "{stdout}");
 
+    // git goes on in pincer's binary beside the wrapper, confined: a `!`
+    // alias on the command line (what an admin approved) runs in the domain.
     #[allow(clippy::disallowed_methods)] // the wrapper under test, as the CLI finds git
-    let out = tokio::process::Command::new(&git)
-        .arg("--version")
-        .env("PATH", &path)
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .await
-        .unwrap();
+    let out = output(std::process::Command::new(&git).arg("--version").env("PATH", &path));
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("git version"), "{out:?}");
+    // The alias's shell's parent is git; git's is this test, outside the domain.
+    let alias = "alias.probe=!grep -E '^NoNewPrivs' /proc/self/status; \
+                 t=$(awk '/^PPid/{print $2}' /proc/$PPID/status); cat /proc/$t/mem 2>&1 | head -c 200";
+    #[allow(clippy::disallowed_methods)] // the wrapper under test
+    let out = output(std::process::Command::new(&git).args(["-c", alias, "probe"]).env("PATH", &path));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("NoNewPrivs:\t1") && stdout.contains("Permission denied"), "{out:?}");
 
     // Nothing but itself on PATH: nothing runs, and the agent reads why.
     #[allow(clippy::disallowed_methods)] // the wrapper under test
-    let out = tokio::process::Command::new(&git)
-        .arg("--version")
-        .env("PATH", dir.path())
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .await
-        .unwrap();
+    let out = output(std::process::Command::new(&git).arg("--version").env("PATH", &confine));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(126), "{stderr}");
     assert!(stderr.contains("pincer did not run this command") && stderr.contains("no `git` found"), "{stderr}");

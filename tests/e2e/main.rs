@@ -53,3 +53,4 @@ mod wa_cluster;
 mod wa_media;
 mod whatsapp;
 mod withheld_tools;
+mod wrapper_preload;

@@ -1,8 +1,10 @@
 //! The wrapper's choices (its name, the real program), and what a process in
 //! the domain [`restrict_self`] makes can still do, checked in a helper
-//! process (another run of this test binary) below the test.
+//! process (another run of this test binary) below the test; the static
+//! wrapper run as the sandbox binds it, and pincer's git role after it.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
 
 use super::*;
 
@@ -24,7 +26,6 @@ fn the_sandbox_paths_agree() {
 
 #[test]
 fn the_real_program_is_the_first_executable_on_path_that_is_not_the_wrapper() {
-    use std::os::unix::fs::PermissionsExt;
     let root = tempfile::tempdir().unwrap();
     let dir = |name: &str| {
         let d = root.path().join(name);
@@ -128,40 +129,79 @@ fn a_confined_process_cannot_reach_into_the_process_that_started_it() {
     assert!(std::fs::read_to_string(dir.path().join("b/f")).is_ok_and(|t| t == "x"));
 }
 
-/// Tells [`wrapper_helper`] to run as the wrapper of this name.
-const WRAPPER: &str = "PINCER_CONFINE_TEST_WRAPPER";
+/// Tells [`git_role_helper`] to run.
+const GIT_ROLE_TEST: &str = "PINCER_CONFINE_TEST_GIT_ROLE";
 /// Its arguments after `argv[0]`, split by `\x1f`.
 const WRAPPER_ARGS: &str = "PINCER_CONFINE_TEST_ARGS";
 
-/// The wrapper as the CLI starts it: confines itself and becomes the real
-/// program with these arguments, or says why not and exits 126.
+/// pincer's git role as stage 0 starts it (confined already): it pins git's
+/// configuration and becomes the real git with these arguments, or says why
+/// not and exits 126.
 #[test]
 #[ignore = "a helper process of the wrapper tests"]
-fn wrapper_helper() {
-    let Some(name) = std::env::var(WRAPPER).ok().and_then(|n| wrapper_name(n.as_bytes())) else { return };
+fn git_role_helper() {
+    if std::env::var_os(GIT_ROLE_TEST).is_none() {
+        return;
+    }
     let rest = std::env::var(WRAPPER_ARGS).unwrap_or_default();
     let args: Vec<CString> =
-        std::iter::once(name).chain(rest.split('\x1f')).map(|a| CString::new(a).unwrap()).collect();
-    let err = confine_and_exec(name, &args);
+        std::iter::once("git").chain(rest.split('\x1f')).map(|a| CString::new(a).unwrap()).collect();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let real = real_program("git", &path, |_| false).expect("git on PATH");
+    let err = git_role(&real, &args);
     eprintln!("{}", err.explain());
     std::process::exit(NOT_RUN);
 }
 
-/// Runs the wrapper `name` with `args` in `dir`, with `HOME` at `home` and `env` added.
-fn wrapper(name: &str, dir: &Path, home: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    #[allow(clippy::disallowed_methods)] // this test binary again, as the wrapper
-    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
-    command
-        .args(["--exact", "sandbox::confine::tests::wrapper_helper", "--ignored", "--nocapture", "--test-threads=1"])
-        .current_dir(dir)
-        // cargo's, for the test binary; the wrapper refuses every loader variable.
-        .env_remove("LD_LIBRARY_PATH")
-        .env_remove("XDG_CONFIG_HOME")
-        .env("HOME", home)
-        .env(WRAPPER, name)
-        .env(WRAPPER_ARGS, args.join("\x1f"))
-        .envs(env.iter().copied());
+/// The static wrapper as the sandbox binds it, `<dir>/confine/{bash,git}`,
+/// written once for this test process.
+fn stage0(name: &str) -> PathBuf {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("confine")).unwrap();
+        for name in NAMES {
+            let path = dir.path().join("confine").join(name);
+            std::fs::write(&path, wrapper::STAGE0).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o555)).unwrap();
+        }
+        dir
+    });
+    dir.path().join("confine").join(name)
+}
+
+/// Runs `command`, again while another test's fork still holds the
+/// wrapper's file open for writing (`ETXTBSY`, a race of tests in threads).
+fn output(command: &mut std::process::Command) -> std::process::Output {
+    const ETXTBSY: i32 = 26;
+    for _ in 0..50 {
+        match command.output() {
+            Err(e) if e.raw_os_error() == Some(ETXTBSY) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            result => return result.unwrap(),
+        }
+    }
     command.output().unwrap()
+}
+
+/// Runs `name` with `args` in `dir`, with `HOME` at `home` and `env` added:
+/// `bash` as the static wrapper; `git` as pincer's git role after it.
+fn wrapper(name: &str, dir: &Path, home: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    #[allow(clippy::disallowed_methods)] // the wrapper under test, or this test binary again as the git role
+    let mut command = if name == "git" {
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--exact", "sandbox::confine::tests::git_role_helper", "--ignored", "--nocapture"])
+            .args(["--test-threads=1"])
+            .env(GIT_ROLE_TEST, "1")
+            .env(WRAPPER_ARGS, args.join("\x1f"));
+        command
+    } else {
+        let mut command = std::process::Command::new(stage0(name));
+        command.args(args);
+        command
+    };
+    command.current_dir(dir).env_remove("XDG_CONFIG_HOME").env("HOME", home).envs(env.iter().copied());
+    output(&mut command)
 }
 
 /// The real git, for setting up what a test plants.
@@ -317,15 +357,28 @@ fn a_repositorys_configuration_and_the_homes_run_no_program_and_ordinary_git_wor
 }
 
 #[test]
-fn a_wrapper_that_sees_a_loader_variable_runs_nothing() {
+fn the_wrapper_passes_no_loader_variable_on_and_runs_the_command() {
     let dir = tempfile::tempdir().unwrap();
-    let out = wrapper("git", dir.path(), dir.path(), &["--version"], &[("LD_LIBRARY_PATH", "/nowhere")]);
+    let path = format!("{}:/usr/bin:/bin", stage0("bash").parent().unwrap().display());
+    let env = [("LD_LIBRARY_PATH", "/nowhere"), ("GCONV_PATH", "/nowhere"), ("KEEP", "kept"), ("PATH", &path)];
+    let out = wrapper("bash", dir.path(), dir.path(), &["-c", "env; echo ran"], &env);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("\nran\n"), "{}", text(&out));
+    assert!(stdout.contains("KEEP=kept") && stdout.contains(&format!("PATH={path}")), "{}", text(&out));
+    for name in ["LD_LIBRARY_PATH", "GCONV_PATH"] {
+        assert!(!stdout.contains(&format!("{name}=")), "{name}: {}", text(&out));
+    }
+}
+
+#[test]
+fn the_wrapper_under_another_name_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let sh = dir.path().join("sh");
+    std::fs::copy(stage0("bash"), &sh).unwrap();
+    #[allow(clippy::disallowed_methods)] // the wrapper under test
+    let out = output(std::process::Command::new(&sh).args(["-c", "echo ran"]));
     assert_eq!(out.status.code(), Some(NOT_RUN), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("LD_LIBRARY_PATH is set"), "{}", text(&out));
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("git version"), "{}", text(&out));
-    let out = wrapper("bash", dir.path(), dir.path(), &["-c", "echo ran"], &[("GCONV_PATH", "/nowhere")]);
-    assert_eq!(out.status.code(), Some(NOT_RUN), "{}", text(&out));
-    assert!(is_loader_variable("LD_AUDIT") && is_loader_variable("LD_PRELOAD") && !is_loader_variable("TMPDIR"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("started as"), "{}", text(&out));
 }
 
 #[test]

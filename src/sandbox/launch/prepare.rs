@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use super::SandboxError;
 use crate::claude::process::PassFd;
 use crate::domain::GroupName;
-use crate::sandbox::bwrap;
 use crate::sandbox::mounts::{self, Mount};
 use crate::sandbox::seccomp::Filter;
+use crate::sandbox::{bwrap, confine};
 
 /// What a confined start needs from the disk, owned so it can move to another thread.
 pub(super) struct Prepare {
@@ -51,6 +51,8 @@ pub(super) struct Prepared {
     pub global_dir: bool,
     pub home: PathBuf,
     pub extra: Vec<bwrap::Extra>,
+    /// The wrapper's static binary (`confine::wrapper`), bound as the CLI's shell and git.
+    pub wrapper: PathBuf,
     /// Set for bwrap.
     pub bwrap: Option<BwrapFiles>,
 }
@@ -76,10 +78,13 @@ impl Prepare {
     /// Does the file work on this thread.
     pub fn run(self) -> Result<Prepared, SandboxError> {
         let io = SandboxError::io(&self.group);
-        // Without it no command could confine itself: no start (never one unconfined).
+        // Every sandbox binds it (git runs pinned through it): no start without it.
         if !self.pincer.is_file() {
             return Err(SandboxError::NoPincer { group: self.group.to_string(), path: self.pincer });
         }
+        // Written again if it went missing, as the pincer binary it came with has it.
+        let wrapper = confine::wrapper::install(&self.data_dir.join("run"))
+            .map_err(|e| io(std::io::Error::new(e.source.kind(), e.to_string())))?;
         let has_global = self.global_host.join("CLAUDE.md").exists();
         let global_dir = self.global_host.is_dir();
         let home = match self.own_home {
@@ -96,7 +101,7 @@ impl Prepare {
                 mounts::reopen(mount)?;
             }
             let extra = self.extra.into_iter().map(|mount| bwrap::Extra { mount, fd: None }).collect();
-            return Ok(Prepared { has_global, global_dir, home, extra, bwrap: None });
+            return Ok(Prepared { has_global, global_dir, home, extra, wrapper, bwrap: None });
         };
         let etc_dir = self.data_dir.join("sandbox/etc");
         bwrap::write_account_files(&etc_dir).map_err(io)?;
@@ -110,7 +115,7 @@ impl Prepare {
             Pin::Io(e) => io(e),
         })?;
         let files = BwrapFiles { etc_dir, cli_dir, file, seccomp };
-        Ok(Prepared { has_global, global_dir, home, extra, bwrap: Some(files) })
+        Ok(Prepared { has_global, global_dir, home, extra, wrapper, bwrap: Some(files) })
     }
 }
 

@@ -27,6 +27,10 @@
 //!   `PINCER_BENCH_BASELINE=/path/to/another/pincer` adds that
 //!   binary's two sides to every round, and prints this build minus that one,
 //!   paired by round: how a change moves the numbers, measured interleaved.
+//!   Every `pincer chat` side has a data dir of its own whose store its own
+//!   binary creates (`pincer groups add`), so the two builds may differ in
+//!   their migrations; each side's sandbox runs its own binary's `pincer
+//!   forward`. The config is this build's: a baseline must read it.
 //! - **Progress:** `PINCER_BENCH_PROGRESS_OFF=1` adds an unconfined side
 //!   whose group has `[progress] mode = "off"`, and prints the paired cost of
 //!   progress being on (the activity the session publishes, the loop that
@@ -1014,28 +1018,18 @@ impl Chat {
         sandbox.config.sandbox.mode = mode;
         sandbox.config.progress.mode = progress;
         sandbox.config.sandbox.seccomp = pincer::config::DefaultOn(seccomp);
-        sandbox.add_group("bench", None).await;
+        // The sandbox's `pincer forward` is the side's own build too.
+        sandbox.config.sandbox.pincer_binary = Some(exe.to_owned());
         let config = sandbox.write_config();
-        #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
-        let mut command = tokio::process::Command::new(exe);
+        register_group(exe, &config, sandbox.root()).await;
+        let mut command = pincer_command(exe, &config, sandbox.root());
         command
-            .arg("--config")
-            .arg(&config)
             .args(["chat", "bench"])
-            .current_dir(sandbox.root())
-            .env_remove("CLAUDECODE")
-            .env("NO_COLOR", "1")
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        // pincer rejects unknown PINCER_* variables: the bench's own knobs and the tests' CLI path.
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("PINCER_") {
-                command.env_remove(key);
-            }
-        }
         Chat {
             _sandbox: sandbox,
             command: Some(command),
@@ -1099,6 +1093,42 @@ impl Chat {
         }
         std::mem::take(&mut *self.hops.lock().unwrap())
     }
+}
+
+/// `exe --config config`, run in `root`, without the bench's environment
+/// that pincer would refuse.
+fn pincer_command(exe: &Path, config: &Path, root: &Path) -> tokio::process::Command {
+    #[allow(clippy::disallowed_methods)] // runs the pincer binary under test
+    let mut command = tokio::process::Command::new(exe);
+    command.arg("--config").arg(config).current_dir(root).env_remove("CLAUDECODE").env("NO_COLOR", "1");
+    // pincer rejects unknown PINCER_* variables: the bench's own knobs and the tests' CLI path.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("PINCER_") {
+            command.env_remove(key);
+        }
+    }
+    command
+}
+
+/// Registers group `bench` with the side's own binary (`pincer groups add`),
+/// which creates the side's store with its own migrations: a baseline build
+/// (`PINCER_BENCH_BASELINE`) before a schema change opens a store it made,
+/// not one this build's migrations went through.
+async fn register_group(exe: &Path, config: &Path, root: &Path) {
+    let out = pincer_command(exe, config, root)
+        .args(["groups", "add", "bench"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("pincer groups add runs");
+    assert!(
+        out.status.success(),
+        "{} groups add bench failed ({}): {}",
+        exe.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `(hop, at_us)` of a `pincer::hop` debug line (`... pincer::hop: hop="stored" at_us=1700000000000000`).

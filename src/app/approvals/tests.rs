@@ -167,23 +167,28 @@ async fn a_prompt_another_gateway_shows_now_is_withdrawn_and_so_is_every_prompt_
     let (second, mut second_answer) = pair.ask("command:\npwd").await;
     assert!(!first.withdrawn.is_cancelled() && !second.withdrawn.is_cancelled());
 
-    // Another gateway marks the first row shown under its own epoch.
-    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&pair.url).await.unwrap();
-    let moved = "UPDATE approvals SET shown_epoch = shown_epoch + 1 WHERE summary = 'command:\nls'";
-    assert_eq!(sqlx::query(moved).execute(&mut db).await.unwrap().rows_affected(), 1);
+    // The gateway froze past its ttl; another node took the lease and shows the first row.
+    crate::store::tests::nodes::RawNodes::connect(&pair.url).await.expire("node-g").await;
+    let next = Store::connect(&Location::Postgres(pair.url.clone())).await.unwrap();
+    let (h, inc_h) = registered(&next, "node-h").await;
+    let lease = LeaseName::telegram(7);
+    next.leases().claim(&lease, &h, inc_h).await.unwrap().expect("the lease, taken over");
+    let rows = next.approvals().unanswered(Platform::Telegram).await.unwrap();
+    let oldest = rows.iter().map(|r| r.id).min().expect("two rows");
+    next.approvals().show(oldest, &lease).await.unwrap().expect("shown by the next gateway");
     tokio::time::timeout(PATIENCE, first.withdrawn.cancelled()).await.expect("withdrawn");
     assert!(!second.withdrawn.is_cancelled(), "only the row shown elsewhere");
     drop(first);
 
     // The round ends (the lease lost): the second is withdrawn, and its
     // session still waits for the next gateway's answer.
-    let Pair { tasks: (asking, showing), stop, .. } = pair;
+    let Pair { tasks: (asking, showing), stop, asker: pair_asker, node, .. } = pair;
     showing.stop().await;
     assert!(second.withdrawn.is_cancelled(), "withdrawn with its round");
     drop(second);
     assert!(second_answer.try_recv().is_err(), "no verdict written for a withdrawn prompt");
-    let verdicts = "SELECT COUNT(*) FROM approvals WHERE verdict IS NOT NULL";
-    assert_eq!(sqlx::query_scalar::<_, i64>(verdicts).fetch_one(&mut db).await.unwrap(), 0);
+    let rows = pair_asker.approvals().asked_by(&node).await.unwrap();
+    assert!(rows.len() == 2 && rows.iter().all(|r| r.answer.is_none()), "{rows:?}");
     stop.cancel();
     asking.await.unwrap();
 }

@@ -5,17 +5,19 @@
 //! never to whichever adapter reads first. A request no adapter can show is
 //! denied: dropping it answers the session. An adapter shows at most
 //! [`PROMPTS_IN_FLIGHT`] prompts at once ([`serve_asks`]); the next wait in
-//! its queue, and past the queue's end are denied.
+//! its queue, and past the queue's end are denied. How a shown prompt's
+//! wait ends, and so whether its adapter may touch the prompt again, is
+//! [`Ended`]'s.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::{ApprovalAsk, Directory};
-use crate::domain::{ApprovalRequest, Platform};
+use crate::domain::{ApprovalAnswer, ApprovalRequest, Platform};
 use crate::outbox::Outbox;
 
 /// How many approval prompts may wait for one adapter.
@@ -68,7 +70,9 @@ pub async fn route(
             );
             continue;
         };
-        let ask = ApprovalAsk { to, admins: group.settings.admins.clone(), request };
+        // One machine: nobody else could settle the prompt, so it is never withdrawn.
+        let withdrawn = CancellationToken::new();
+        let ask = ApprovalAsk { to, admins: group.settings.admins.clone(), request, withdrawn };
         // Never wait here: one platform that does not read (Telegram still
         // connecting) must not hold up the others' requests.
         match asker.try_send(ask) {
@@ -112,6 +116,53 @@ where
     }
 }
 
+/// How a shown prompt's wait ended, and so what its adapter does with it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// An admin answered here: passed on to the session (`late`: it had
+    /// stopped waiting just before, so the tool was denied).
+    Answered { answer: ApprovalAnswer, late: bool },
+    /// The session stopped waiting (its timeout, its turn ended): the prompt
+    /// says it was denied.
+    GaveUp,
+    /// The adapter's own answer channel went (its entry dropped unanswered).
+    Forgotten,
+    /// Another node settles the prompt now (`ApprovalAsk::withdrawn`): the
+    /// adapter forgets it and leaves its message as it is.
+    Withdrawn,
+}
+
+impl Ended {
+    /// Whether the adapter may still touch the prompt's message.
+    pub fn settles_here(&self) -> bool {
+        !matches!(self, Ended::Withdrawn)
+    }
+}
+
+/// Waits for the end of a shown prompt: `decided` carries an admin's answer
+/// (passed on to `respond` here), `respond` closes when the session stops
+/// waiting. A withdrawal is looked at first, so a gateway that lost its
+/// lease never mistakes the end of its round for a timeout.
+pub async fn wait_for_end(
+    withdrawn: &CancellationToken,
+    decided: oneshot::Receiver<ApprovalAnswer>,
+    mut respond: oneshot::Sender<ApprovalAnswer>,
+) -> Ended {
+    let decided = tokio::select! {
+        biased;
+        () = withdrawn.cancelled() => return Ended::Withdrawn,
+        answer = decided => answer,
+        () = respond.closed() => return Ended::GaveUp,
+    };
+    match decided {
+        Ok(answer) => {
+            let late = respond.send(answer.clone()).is_err();
+            Ended::Answered { answer, late }
+        }
+        Err(_) => Ended::Forgotten,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -133,7 +184,52 @@ mod tests {
             timeout: Duration::from_secs(60),
             respond,
         };
-        (ApprovalAsk { to: ChatAddress::telegram(-1, None), admins: vec![], request }, answered)
+        let withdrawn = CancellationToken::new();
+        (ApprovalAsk { to: ChatAddress::telegram(-1, None), admins: vec![], request, withdrawn }, answered)
+    }
+
+    fn alice() -> ApprovalAnswer {
+        ApprovalAnswer { verdict: crate::domain::Approval::Allow, by: "telegram:42 (Alice)".into() }
+    }
+
+    #[tokio::test]
+    async fn a_withdrawal_wins_over_the_end_of_the_wait_it_causes() {
+        // A gateway whose round ends both withdraws the prompt and drops the
+        // session's side: the prompt must read as withdrawn, not timed out.
+        let (respond, answer) = oneshot::channel();
+        let (_decide, decided) = oneshot::channel();
+        let withdrawn = CancellationToken::new();
+        withdrawn.cancel();
+        drop(answer);
+        let ended = wait_for_end(&withdrawn, decided, respond).await;
+        assert_eq!(ended, Ended::Withdrawn);
+        assert!(!ended.settles_here());
+    }
+
+    #[tokio::test]
+    async fn a_session_that_stops_waiting_is_a_timeout_and_an_answer_is_passed_on() {
+        let (respond, answer) = oneshot::channel();
+        let (_decide, decided) = oneshot::channel();
+        drop(answer);
+        let ended = wait_for_end(&CancellationToken::new(), decided, respond).await;
+        assert_eq!(ended, Ended::GaveUp);
+        assert!(ended.settles_here());
+
+        let (respond, answer) = oneshot::channel();
+        let (decide, decided) = oneshot::channel();
+        decide.send(alice()).unwrap();
+        let ended = wait_for_end(&CancellationToken::new(), decided, respond).await;
+        assert_eq!(ended, Ended::Answered { answer: alice(), late: false });
+        assert_eq!(answer.await.unwrap(), alice(), "passed on to the session");
+
+        // Answered after the session stopped waiting: late, and denied.
+        let (respond, answer) = oneshot::channel();
+        let (decide, decided) = oneshot::channel();
+        decide.send(alice()).unwrap();
+        drop(answer);
+        let ended = wait_for_end(&CancellationToken::new(), decided, respond).await;
+        assert_eq!(ended, Ended::Answered { answer: alice(), late: true });
+        assert!(ended.settles_here());
     }
 
     #[tokio::test(start_paused = true)]

@@ -34,6 +34,8 @@ pub mod whatsapp;
 use std::future::Future;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::domain::media::OutboundFile;
 use crate::domain::{ApprovalRequest, ChatAddress, GroupName, OutboundKind, Platform};
 use crate::outbox::Outbox;
@@ -96,6 +98,11 @@ pub struct ApprovalAsk {
     /// Channel user ids of the group's admins.
     pub admins: Vec<String>,
     pub request: ApprovalRequest,
+    /// Cancelled when this node stops showing the prompt but another settles
+    /// it (a cluster gateway that lost its lease, or whose row another gateway
+    /// shows now): the adapter then leaves the prompt's message alone. Never
+    /// cancelled on one machine.
+    pub withdrawn: CancellationToken,
 }
 
 /// What the core gives a platform adapter.

@@ -13,6 +13,7 @@ mod cluster;
 mod cluster_drain;
 mod cluster_faults;
 mod cluster_progress;
+mod cluster_prompts;
 mod cluster_status;
 mod console;
 mod crash;

@@ -1,7 +1,10 @@
 //! What each side of the approvals bridge does at one look at the store,
 //! decided without I/O: the asking node passes verdicts on and forgets rows
-//! nobody waits for; the gateway shows what no live gateway shows, drops
-//! what it need not show any more, and deletes rows long expired.
+//! nobody waits for; the gateway shows what no live gateway shows, ends
+//! what it need not show any more, and deletes rows long expired. A prompt
+//! it ends is either withdrawn (another gateway shows the row now and
+//! settles it: this one leaves the message alone) or ended (the row expired
+//! or is gone: the prompt says it was denied).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -55,8 +58,11 @@ pub fn asking_plan(rows: &[Asked], waiting: &HashMap<i64, bool>) -> AskingPlan {
 pub struct ShowPlan {
     /// Rows to mark shown and show, oldest first.
     pub show: Vec<i64>,
-    /// Prompts of this gateway to end: answered elsewhere, gone, or shown by another gateway now.
-    pub drop: Vec<i64>,
+    /// Prompts of this gateway another gateway shows now: left to it, untouched.
+    pub withdraw: Vec<i64>,
+    /// Prompts of this gateway whose row expired or is gone (its session gave
+    /// up, or the verdict was passed on): told it was denied.
+    pub end: Vec<i64>,
     /// Rows to delete: expired more than [`STALE_AFTER`] ago.
     pub stale: Vec<i64>,
 }
@@ -75,10 +81,10 @@ pub fn show_plan(rows: &[Unanswered], epoch: i64, showing: &HashSet<i64>, cap: u
         if row.remaining_us < -stale_us {
             plan.stale.push(row.id);
             if shown_here {
-                plan.drop.push(row.id);
+                plan.end.push(row.id);
             }
         } else if shown_here && row.shown_epoch.is_some_and(|e| e != epoch) {
-            plan.drop.push(row.id);
+            plan.withdraw.push(row.id);
         } else if !shown_here && row.remaining_us > 0 {
             plan.show.push(row.id);
         }
@@ -86,9 +92,10 @@ pub fn show_plan(rows: &[Unanswered], epoch: i64, showing: &HashSet<i64>, cap: u
     if complete {
         let mut gone: Vec<i64> = showing.iter().filter(|id| !seen.contains(id)).copied().collect();
         gone.sort_unstable();
-        plan.drop.extend(gone);
+        plan.end.extend(gone);
     }
-    let room = cap.saturating_sub(showing.len().saturating_sub(plan.drop.len()));
+    let ending = plan.withdraw.len() + plan.end.len();
+    let room = cap.saturating_sub(showing.len().saturating_sub(ending));
     plan.show.truncate(room);
     plan
 }
@@ -127,22 +134,31 @@ mod tests {
         // Epoch 4 is ours: 3 shown by us and still on screen; 4 marked by us
         // but not on screen (the queue was full): shown again; 2 by an older gateway.
         let plan = show_plan(&rows, 4, &HashSet::from([3]), 64, true);
-        assert_eq!(plan, ShowPlan { show: vec![1, 2, 4], drop: vec![], stale: vec![] });
+        assert_eq!(plan, ShowPlan { show: vec![1, 2, 4], ..ShowPlan::default() });
     }
 
     #[test]
-    fn a_gateway_drops_prompts_answered_gone_or_shown_by_another_and_deletes_stale_rows() {
+    fn a_gateway_withdraws_prompts_shown_by_another_ends_expired_or_gone_ones_and_deletes_stale_rows() {
         let stale = -(STALE_AFTER.as_secs() as i64) - 1;
         let rows = [row(1, Some(5), 60), row(2, Some(4), stale), row(3, None, -1), row(6, Some(4), 60)];
         let showing = HashSet::from([1, 2, 6, 7]);
         let plan = show_plan(&rows, 4, &showing, 64, true);
-        // 1 shown under epoch 5 (another gateway now), 2 stale, 7 answered or deleted.
-        assert_eq!(plan.drop, vec![1, 2, 7]);
+        // 1 shown under epoch 5: another gateway settles it, so this one leaves it alone.
+        assert_eq!(plan.withdraw, vec![1]);
+        // 2 stale (a real timeout), 7 gone (its session gave up, or its verdict was passed on).
+        assert_eq!(plan.end, vec![2, 7]);
         assert_eq!(plan.stale, vec![2]);
         assert!(plan.show.is_empty(), "an expired row is not shown: {plan:?}");
         // A look cut short says nothing of the rows it did not read.
         let plan = show_plan(&rows[..1], 4, &showing, 64, false);
-        assert_eq!(plan.drop, vec![1]);
+        assert_eq!((plan.withdraw, plan.end), (vec![1], vec![]));
+    }
+
+    #[test]
+    fn an_expired_row_shown_by_another_gateway_is_its_to_settle() {
+        // Expired, not yet stale, and another gateway marked it: withdrawn, not ended here.
+        let plan = show_plan(&[row(1, Some(5), -1)], 4, &HashSet::from([1]), 64, true);
+        assert_eq!((plan.withdraw, plan.end), (vec![1], vec![]));
     }
 
     #[test]
@@ -153,6 +169,6 @@ mod tests {
         assert!(show_plan(&rows, 1, &showing, 3, true).show.is_empty());
         // A prompt ended frees its place at once.
         let plan = show_plan(&rows[1..], 1, &showing, 3, true);
-        assert_eq!((plan.drop, plan.show), (vec![1], vec![4]));
+        assert_eq!((plan.end, plan.show), (vec![1], vec![4]));
     }
 }

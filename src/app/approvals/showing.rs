@@ -3,10 +3,13 @@
 //! looks at the platform's unanswered rows (every [`LOOK`], or sooner on a
 //! hint), marks those no live gateway shows as shown by itself, hands each
 //! to the round's adapter as an [`ApprovalAsk`], and writes the person's
-//! verdict back (the first answer wins). A prompt whose row was answered
-//! elsewhere, deleted, or taken by another gateway is ended (its answer
-//! channel dropped); so is every prompt when the round ends. Touches the
-//! store's `approvals` rows and reads the groups' settings.
+//! verdict back (the first answer wins). A prompt whose row another gateway
+//! shows now is withdrawn (`ApprovalAsk::withdrawn`: its adapter leaves the
+//! message to the gateway that settles it); so is every prompt when the
+//! round ends (the lease lost, handed over, or shutdown). One whose row
+//! expired or is gone is ended (its answer channel dropped: the prompt says
+//! it was denied). Touches the store's `approvals` rows and reads the
+//! groups' settings.
 
 use std::collections::{HashMap, HashSet};
 
@@ -59,22 +62,33 @@ impl Shower {
     /// Shows rows into `asks` (the round's adapter queue) until `stop` or [`Showing::stop`].
     pub fn start(&self, asks: mpsc::Sender<ApprovalAsk>, stop: &CancellationToken) -> Showing {
         let stop = stop.child_token();
-        let round = Round { shower: self.clone(), asks, prompts: HashMap::new(), answers: JoinSet::new() };
-        Showing { task: tokio::spawn(round.run(stop.clone())), stop }
+        let round =
+            Round { shower: self.clone(), asks, stop: stop.clone(), prompts: HashMap::new(), answers: JoinSet::new() };
+        Showing { task: tokio::spawn(round.run()), stop }
     }
+}
+
+/// A prompt on screen: its answer's task, and its withdrawal.
+struct Prompt {
+    waiting: AbortHandle,
+    withdrawn: CancellationToken,
 }
 
 /// The state of one round: the prompts shown, and their answers to come.
 struct Round {
     shower: Shower,
     asks: mpsc::Sender<ApprovalAsk>,
-    prompts: HashMap<i64, AbortHandle>,
+    /// The round's end; each prompt's withdrawal is its child, so every
+    /// prompt is withdrawn, not timed out, when the round ends.
+    stop: CancellationToken,
+    prompts: HashMap<i64, Prompt>,
     /// Each prompt's answer (`None`: the adapter dropped it unanswered).
     answers: JoinSet<(i64, Option<ApprovalAnswer>)>,
 }
 
 impl Round {
-    async fn run(mut self, stop: CancellationToken) {
+    async fn run(mut self) {
+        let stop = self.stop.clone();
         let mut tick = tokio::time::interval(LOOK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut hints = self.shower.hints.clone();
@@ -91,9 +105,17 @@ impl Round {
         }
     }
 
-    /// Writes a prompt's answer back; one the adapter could not show is denied.
+    /// Writes a prompt's answer back; one the adapter could not show is
+    /// denied. Nothing for a prompt this round ended or withdrew already:
+    /// its adapter let go of it because of that.
     async fn answered(&mut self, id: i64, answer: Option<ApprovalAnswer>) {
-        self.prompts.remove(&id);
+        if self.prompts.remove(&id).is_some() {
+            self.write(id, answer).await;
+        }
+    }
+
+    /// Writes `answer` (none: denied, not shown) to row `id`.
+    async fn write(&self, id: i64, answer: Option<ApprovalAnswer>) {
         let answer = answer.unwrap_or_else(|| ApprovalAnswer { verdict: Approval::Deny, by: NOT_SHOWN.to_owned() });
         match self.shower.store.answer(id, &answer).await {
             Ok(true) => tracing::info!(approval = id, by = %answer.by, "a tool request was answered"),
@@ -114,9 +136,16 @@ impl Round {
         let showing: HashSet<i64> = self.prompts.keys().copied().collect();
         let complete = rows.len() < crate::store::LOOK_LIMIT;
         let plan = show_plan(&rows, epoch, &showing, PROMPTS_IN_FLIGHT, complete);
-        for id in plan.drop {
+        for id in plan.withdraw {
             if let Some(prompt) = self.prompts.remove(&id) {
-                prompt.abort();
+                // Withdrawn before its answer channel drops: the adapter reads it first.
+                prompt.withdrawn.cancel();
+                prompt.waiting.abort();
+            }
+        }
+        for id in plan.end {
+            if let Some(prompt) = self.prompts.remove(&id) {
+                prompt.waiting.abort();
             }
         }
         for id in plan.stale {
@@ -149,14 +178,14 @@ impl Round {
             Ok(group) => group,
             Err(e) => {
                 tracing::warn!(group = %row.group, %e, "cannot look up the group of a tool request; denied");
-                self.answered(id, None).await;
+                self.write(id, None).await;
                 return true;
             }
         };
         let to = self.shower.outbox.address_of(&group);
         if to.platform != self.shower.platform {
             tracing::warn!(group = %group.name, chat = %to, "a tool request for a chat this gateway does not serve; denied");
-            self.answered(id, None).await;
+            self.write(id, None).await;
             return true;
         }
         let (respond, answer) = oneshot::channel();
@@ -169,12 +198,13 @@ impl Round {
             timeout: row.remaining,
             respond,
         };
-        let ask = ApprovalAsk { to, admins: group.settings.admins.clone(), request };
+        let withdrawn = self.stop.child_token();
+        let ask = ApprovalAsk { to, admins: group.settings.admins.clone(), request, withdrawn: withdrawn.clone() };
         if self.asks.try_send(ask).is_err() {
             return false;
         }
         let waiting = self.answers.spawn(async move { (id, answer.await.ok()) });
-        self.prompts.insert(id, waiting);
+        self.prompts.insert(id, Prompt { waiting, withdrawn });
         true
     }
 }

@@ -40,7 +40,8 @@ fn request(group: &GroupName, summary: &str) -> (ApprovalAsk, oneshot::Receiver<
         timeout: Duration::from_secs(60),
         respond,
     };
-    (ApprovalAsk { to: ChatAddress::telegram(-100, None), admins: vec![], request }, answer)
+    let withdrawn = CancellationToken::new();
+    (ApprovalAsk { to: ChatAddress::telegram(-100, None), admins: vec![], request, withdrawn }, answer)
 }
 
 async fn rows(store: &Store, node: &NodeId) -> usize {
@@ -49,6 +50,7 @@ async fn rows(store: &Store, node: &NodeId) -> usize {
 
 /// An asking node and a gateway holding Telegram's lease, each side's task running.
 struct Pair {
+    url: String,
     asker: Store,
     node: NodeId,
     group: GroupName,
@@ -62,7 +64,8 @@ struct Pair {
 
 impl Pair {
     async fn start() -> Pair {
-        let location = Location::Postgres(postgres::server().fresh_database());
+        let url = postgres::server().fresh_database();
+        let location = Location::Postgres(url.clone());
         let (asker, gateway) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
         let group: GroupName = "team".parse().unwrap();
         let chat = Some(ChatAddress::telegram(-100, None));
@@ -84,7 +87,7 @@ impl Pair {
         let shower = Shower { store: gateway.approvals(), directory, outbox, platform, lease, hints };
         let (adapter, shown) = mpsc::channel(8);
         let showing = shower.start(adapter, &stop);
-        Pair { asker, node, group, requests, shown, stop, tasks: (asking, showing) }
+        Pair { url, asker, node, group, requests, shown, stop, tasks: (asking, showing) }
     }
 
     /// Asks for `summary`; what the gateway's adapter gets, and the session's answer to come.
@@ -145,6 +148,7 @@ async fn a_session_that_gives_up_ends_the_prompt_and_one_the_adapter_cannot_show
     let (mut prompt, answer) = pair.ask("command:\nrm -rf /tmp/x").await;
     drop(answer);
     tokio::time::timeout(PATIENCE, prompt.request.respond.closed()).await.expect("the prompt ended");
+    assert!(!prompt.withdrawn.is_cancelled(), "a timeout is told in the chat, not withdrawn");
     pair.no_rows_left().await;
 
     // The adapter could not post it (it dropped the request): denied at once.
@@ -154,6 +158,39 @@ async fn a_session_that_gives_up_ends_the_prompt_and_one_the_adapter_cannot_show
     assert_eq!((answered.verdict, answered.by.as_str()), (Approval::Deny, "pincer (no channel could ask)"));
     pair.no_rows_left().await;
     pair.stop().await;
+}
+
+#[tokio::test]
+async fn a_prompt_another_gateway_shows_now_is_withdrawn_and_so_is_every_prompt_when_the_round_ends() {
+    let mut pair = Pair::start().await;
+    let (first, _first_answer) = pair.ask("command:\nls").await;
+    let (second, mut second_answer) = pair.ask("command:\npwd").await;
+    assert!(!first.withdrawn.is_cancelled() && !second.withdrawn.is_cancelled());
+
+    // The gateway froze past its ttl; another node took the lease and shows the first row.
+    crate::store::tests::nodes::RawNodes::connect(&pair.url).await.expire("node-g").await;
+    let next = Store::connect(&Location::Postgres(pair.url.clone())).await.unwrap();
+    let (h, inc_h) = registered(&next, "node-h").await;
+    let lease = LeaseName::telegram(7);
+    next.leases().claim(&lease, &h, inc_h).await.unwrap().expect("the lease, taken over");
+    let rows = next.approvals().unanswered(Platform::Telegram).await.unwrap();
+    let oldest = rows.iter().map(|r| r.id).min().expect("two rows");
+    next.approvals().show(oldest, &lease).await.unwrap().expect("shown by the next gateway");
+    tokio::time::timeout(PATIENCE, first.withdrawn.cancelled()).await.expect("withdrawn");
+    assert!(!second.withdrawn.is_cancelled(), "only the row shown elsewhere");
+    drop(first);
+
+    // The round ends (the lease lost): the second is withdrawn, and its
+    // session still waits for the next gateway's answer.
+    let Pair { tasks: (asking, showing), stop, asker: pair_asker, node, .. } = pair;
+    showing.stop().await;
+    assert!(second.withdrawn.is_cancelled(), "withdrawn with its round");
+    drop(second);
+    assert!(second_answer.try_recv().is_err(), "no verdict written for a withdrawn prompt");
+    let rows = pair_asker.approvals().asked_by(&node).await.unwrap();
+    assert!(rows.len() == 2 && rows.iter().all(|r| r.answer.is_none()), "{rows:?}");
+    stop.cancel();
+    asking.await.unwrap();
 }
 
 async fn wait_until<F, Fut>(check: F)

@@ -6,7 +6,8 @@
 //! group's admins is refused in the button's answer and changes nothing. The
 //! prompt shows the tool's whole input, or sends it as a file first when it
 //! is too long (`view`); "Always allow" is offered, and accepted, only when
-//! the prompt itself shows all of it.
+//! the prompt itself shows all of it. A prompt withdrawn (a cluster gateway
+//! that lost its lease: the next one shows it) is left as it is.
 
 mod view;
 
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::format::Chunk;
 use super::outbound;
 use super::target::{TelegramTarget, TgBot};
+use crate::channel::approvals::{wait_for_end, Ended};
 use crate::channel::ApprovalAsk;
 use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest};
 
@@ -124,8 +126,8 @@ pub(super) async fn run(
 }
 
 async fn ask(bot: TgBot, waiting: Arc<Waiting>, ask: ApprovalAsk) {
-    let ApprovalAsk { to, admins, request } = ask;
-    let ApprovalRequest { id, group, tool_name, summary, provenance, timeout, mut respond } = request;
+    let ApprovalAsk { to, admins, request, withdrawn } = ask;
+    let ApprovalRequest { id, group, tool_name, summary, provenance, timeout, respond } = request;
     let Some(target) = TelegramTarget::from_address(&to) else {
         tracing::error!(%group, chat = %to, "an approval request for a chat that is not Telegram's; denied");
         return;
@@ -148,23 +150,26 @@ async fn ask(bot: TgBot, waiting: Arc<Waiting>, ask: ApprovalAsk) {
             return;
         }
     };
-    let outcome = tokio::select! {
-        answer = decided => match answer {
-            Ok(answer) => {
-                let line = match answer.verdict {
-                    Approval::Allow => "✅ Allowed",
-                    Approval::Deny => "❌ Denied",
-                    Approval::AlwaysAllow => "✅ Always allowed in this group",
-                };
-                let by = answer.by.split_once(" (").map_or(answer.by.as_str(), |(_, name)| name.trim_end_matches(')'));
-                let line = format!("{line} by {by}.");
-                if respond.send(answer).is_err() { "⌛ The answer came too late: denied.".to_owned() } else { line }
-            }
-            Err(_) => "⌛ No longer waiting: denied.".to_owned(),
-        },
-        _ = respond.closed() => {
+    let outcome = match wait_for_end(&withdrawn, decided, respond).await {
+        Ended::Answered { answer, late: false } => {
+            let line = match answer.verdict {
+                Approval::Allow => "✅ Allowed",
+                Approval::Deny => "❌ Denied",
+                Approval::AlwaysAllow => "✅ Always allowed in this group",
+            };
+            let by = answer.by.split_once(" (").map_or(answer.by.as_str(), |(_, name)| name.trim_end_matches(')'));
+            format!("{line} by {by}.")
+        }
+        Ended::Answered { late: true, .. } => "⌛ The answer came too late: denied.".to_owned(),
+        Ended::GaveUp => {
             waiting.lock().remove(&id);
             "⌛ No answer in time: denied.".to_owned()
+        }
+        Ended::Forgotten => "⌛ No longer waiting: denied.".to_owned(),
+        Ended::Withdrawn => {
+            // Another gateway settles it now; an edit from here would race its.
+            waiting.lock().remove(&id);
+            return tracing::debug!(%group, approval = id, "an approval prompt was withdrawn; left as it is");
         }
     };
     let (html, plain) = view.settled(&outcome);

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::client::WaClient;
+use crate::channel::approvals::{wait_for_end, Ended};
 use crate::channel::ApprovalAsk;
 use crate::domain::{Approval, ApprovalAnswer, ApprovalRequest};
 use crate::outbox::Outbox;
@@ -150,8 +151,8 @@ pub(super) async fn run<C: WaClient>(
 }
 
 async fn ask<C: WaClient>(shared: Arc<Asker<C>>, ask: ApprovalAsk) {
-    let ApprovalAsk { to, admins, request } = ask;
-    let ApprovalRequest { group, tool_name, summary, provenance, timeout, mut respond, .. } = request;
+    let ApprovalAsk { to, admins, request, withdrawn } = ask;
+    let ApprovalRequest { group, tool_name, summary, provenance, timeout, respond, .. } = request;
     let (decide, decided) = oneshot::channel();
     let code = shared.waiting.open(&to.chat, admins, decide);
     let view = match view::view_noting(&code, &tool_name, &summary, timeout, provenance.as_deref()) {
@@ -175,15 +176,18 @@ async fn ask<C: WaClient>(shared: Arc<Asker<C>>, ask: ApprovalAsk) {
             return;
         }
     }
-    let late = tokio::select! {
-        answer = decided => match answer {
-            // The answer was told in the chat when it was given.
-            Ok(answer) => respond.send(answer).is_err(),
-            Err(_) => false,
-        },
-        _ = respond.closed() => {
+    let late = match wait_for_end(&withdrawn, decided, respond).await {
+        // The answer was told in the chat when it was given.
+        Ended::Answered { late, .. } => late,
+        Ended::GaveUp => {
             shared.waiting.forget(&code);
             true
+        }
+        Ended::Forgotten => false,
+        Ended::Withdrawn => {
+            // The number's next holder shows it again and says how it ends.
+            shared.waiting.forget(&code);
+            false
         }
     };
     if late {

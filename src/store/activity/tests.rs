@@ -62,6 +62,33 @@ async fn a_mirror_whose_writer_lost_the_group_is_not_read() {
     assert_eq!(heir.activities().read(&g).await.unwrap().map(|m| m.body), Some("{}".to_owned()));
 }
 
+/// A node killed mid-turn and started again takes its group back under
+/// the same name: what its earlier process mirrored (a turn "running" that
+/// the restart ended) is not read until the new process writes.
+#[tokio::test]
+async fn a_restarted_owners_earlier_mirror_is_not_read_until_it_writes_again() {
+    let url = postgres::server().fresh_database();
+    let location = Location::Postgres(url.clone());
+    let (before, reader) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
+    let g: GroupName = "team".parse().unwrap();
+    before.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
+    let a = NodeId::new("node-a").unwrap();
+    let first = before.leases().register(&a, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    before.leases().claim_group(&g, &a, first, Utc::now()).await.unwrap().expect("claimed");
+    before.activities().mirror(&g, "node-a", r#"{"turn":{"number":1,"age_ms":0,"steps":0}}"#).await.unwrap();
+    assert!(reader.activities().read(&g).await.unwrap().is_some(), "the live owner's activity is read");
+
+    // Killed, and started again once its row expired: a new incarnation claims the group back.
+    RawNodes::connect(&url).await.expire("node-a").await;
+    let after = Store::connect(&location).await.unwrap();
+    let second = after.leases().register(&a, 4, 10_000_000, 0).await.unwrap().expect("registered again");
+    assert_ne!(first, second);
+    after.leases().claim_group(&g, &a, second, Utc::now()).await.unwrap().expect("claimed back");
+    assert_eq!(reader.activities().read(&g).await.unwrap(), None, "the earlier process's turn is not shown");
+    after.activities().mirror(&g, "node-a", "{}").await.unwrap();
+    assert_eq!(reader.activities().read(&g).await.unwrap().map(|m| m.body), Some("{}".to_owned()));
+}
+
 #[tokio::test]
 async fn one_machine_on_sqlite_mirrors_nothing() {
     let dir = tempfile::tempdir().unwrap();

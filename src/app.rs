@@ -29,8 +29,6 @@ use crate::channel::whatsapp::WaClient;
 use crate::config::Config;
 use crate::domain::Platform;
 use crate::lock::DataLock;
-// `gateway.rs` still names these as `super::{drain, membership}`: they moved to `crate::node`.
-use crate::node::{drain, membership};
 
 pub use crate::node::{Membership, MembershipConfig, NodeState};
 pub use console::console_chat;

@@ -22,7 +22,7 @@
 mod claims;
 pub mod drain;
 mod hints;
-pub mod membership;
+mod membership;
 
 pub use claims::ClaimLoop;
 pub use drain::{others_alive, DrainPort, NodeDrain};

@@ -4,7 +4,7 @@
 //! keeps the session's answer channel (`asking`); the node holding the
 //! platform's gateway lease shows the rows no live gateway shows and writes
 //! the verdict back (`showing`); what each does at a look is `plan`'s.
-//! LISTEN/NOTIFY (`app::hints`) only wakes both early: each also looks
+//! LISTEN/NOTIFY (`node::hints`) only wakes both early: each also looks
 //! every 250 ms. On one machine none of this starts, and console groups
 //! (no chat) are always asked on their own node.
 

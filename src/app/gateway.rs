@@ -15,9 +15,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::membership::NodeState;
 use crate::channel::ApprovalAsk;
 use crate::cluster::{LeaseName, NodeId};
+use crate::node::NodeState;
 use crate::store::Leases;
 
 /// How often a node that does not hold the gateway tries to claim it.
@@ -180,7 +180,7 @@ const TAKER_LOOK: Duration = Duration::from_millis(200);
 /// this node keeps serving it, so no update waits for a lease to expire.
 async fn hand_over_when_taken(taker: Taker, handed: CancellationToken) {
     taker.draining.cancelled().await;
-    while !super::drain::others_alive(&taker.leases, &taker.node).await {
+    while !crate::node::drain::others_alive(&taker.leases, &taker.node).await {
         tokio::time::sleep(TAKER_LOOK).await;
     }
     handed.cancel();

@@ -15,8 +15,8 @@ use sqlx::Row;
 use super::cluster::fence::DB_NOW_US;
 use super::db::Dialect;
 use super::error::StoreError;
+use super::fenced;
 use super::handles::Activities;
-use super::leases;
 use crate::domain::GroupName;
 
 /// One group's mirrored activity, as last written.
@@ -44,7 +44,7 @@ impl Activities {
                     epoch = {EPOCH_NOW}"
         );
         let query = sqlx::query(&sql).bind(group.as_str()).bind(node).bind(body);
-        leases::execute_for(&self.db, group, query).await?;
+        fenced::execute_for(&self.db, group, query).await?;
         Ok(())
     }
 

@@ -18,9 +18,6 @@ use crate::cluster::node_id::NodeId;
 use crate::cluster::NodeLoad;
 use crate::domain::GroupName;
 
-/// `activity.rs` still names its fenced write here.
-pub(super) use super::fenced::execute_for;
-
 impl Leases {
     /// Claims `lease` if it is free or its holder's row expired; its new
     /// epoch. A lease row locked by a fenced write waits at most the claim's

@@ -24,7 +24,7 @@ pub const WAITING_AT_ONCE: usize = 256;
 pub struct Asking {
     pub store: Approvals,
     pub node: NodeId,
-    /// Bumped when another node wrote a verdict (`app::hints`).
+    /// Bumped when another node wrote a verdict (`node::hints`).
     pub hints: watch::Receiver<u64>,
     /// The requests routed to a platform with a gateway.
     pub requests: mpsc::Receiver<ApprovalAsk>,

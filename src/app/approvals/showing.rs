@@ -41,7 +41,7 @@ pub struct Shower {
     pub outbox: Outbox,
     pub platform: Platform,
     pub lease: LeaseName,
-    /// Bumped when a node stored a request (`app::hints`).
+    /// Bumped when a node stored a request (`node::hints`).
     pub hints: watch::Receiver<u64>,
 }
 

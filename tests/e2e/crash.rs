@@ -9,12 +9,16 @@ use pincer::domain::OutboundKind;
 
 use crate::support::harness::{Sandbox, PATIENCE};
 
-/// A stand-in for `claude`: the first run prints an `init`, garbage, an
-/// oversized line and exits mid-turn; later runs answer each message properly.
+/// A stand-in for `claude`: each run answers pincer's `initialize`; the first
+/// then prints an `init`, garbage, an oversized line and exits mid-turn; later runs answer each message properly.
 /// Every run appends its arguments to `argv.log`.
 const STAND_IN: &str = r#"#!/usr/bin/env bash
 dir="$(dirname "$0")"
 echo "$*" >> "$dir/argv.log"
+# pincer's `initialize` first: answered as the CLI does, or no message comes.
+read -r init
+id=$(printf '%s' "$init" | sed -n 's/.*"request_id":"\([^"]*\)".*/\1/p')
+echo "{\"type\":\"control_response\",\"response\":{\"subtype\":\"success\",\"request_id\":\"$id\",\"response\":{}}}"
 if [ ! -e "$dir/crashed-once" ]; then
   touch "$dir/crashed-once"
   read -r _line
@@ -88,9 +92,11 @@ async fn a_missing_cli_is_a_clear_startup_error() {
 }
 
 /// A stand-in that asks pincer something it does not support and reports the
-/// answer (after pincer's `initialize` and the message).
+/// answer (after pincer's `initialize`, answered, and the message).
 const ASKS_THE_UNKNOWN: &str = r#"#!/usr/bin/env bash
-read -r _initialize
+read -r init
+id=$(printf '%s' "$init" | sed -n 's/.*"request_id":"\([^"]*\)".*/\1/p')
+echo "{\"type\":\"control_response\",\"response\":{\"subtype\":\"success\",\"request_id\":\"$id\",\"response\":{}}}"
 read -r _message
 echo '{"type":"control_request","request_id":"req-x","request":{"subtype":"mystery"}}'
 read -r answer

@@ -145,6 +145,12 @@ case "$1" in
     prev=""
     for arg in "$@"; do [ "$prev" = "--name" ] && name="$arg"; prev="$arg"; done
     while read -r line; do
+      case "$line" in
+        *'"subtype":"initialize"'*)
+          id=$(printf '%s' "$line" | sed -n 's/.*"request_id":"\([^"]*\)".*/\1/p')
+          echo "{\"type\":\"control_response\",\"response\":{\"subtype\":\"success\",\"request_id\":\"$id\",\"response\":{}}}"
+          continue ;;
+      esac
       uuid=$(printf '%s' "$line" | sed -n 's/.*"uuid":"\([^"]*\)".*/\1/p')
       [ -z "$uuid" ] && continue
       echo '{"type":"system","subtype":"init","session_id":"sess-docker"}'

@@ -6,6 +6,7 @@
 //! admin. A message can be folded into a running turn at any moment, so the
 //! rule looks at every unsettled message, not at the one that began the turn.
 
+use crate::domain::media::{Attachment, Outcome};
 use crate::domain::{is_admin, Inbound, Missed, Source, ToolsFor};
 
 /// Whose words a message carries, as far as tools go.
@@ -57,6 +58,33 @@ pub fn member_senders(msg: &Inbound, missed: &Missed, admins: &[String]) -> Vec<
     names
 }
 
+/// The files members' messages brought into the folder (the attachments
+/// pincer saved there, `inbox/…`), each with its sender's display name: a
+/// member's file is theirs to plant as much as one a turn wrote on their
+/// word, so the next approval prompt names it (`session::provenance`).
+pub fn member_files(msg: &Inbound, missed: &Missed, admins: &[String]) -> Vec<(String, String)> {
+    let own = match msg.source {
+        Source::Console => true,
+        Source::Chat(_) => is_admin(msg.sender_id.as_deref(), admins),
+        Source::Scheduled => false,
+    };
+    let mut files = Vec::new();
+    let mut add = |media: &[Attachment], sender: &str| {
+        for attachment in media {
+            if let Outcome::Saved { path, .. } = &attachment.outcome {
+                files.push((path.clone(), sender.to_owned()));
+            }
+        }
+    };
+    if !own {
+        add(&msg.media, &msg.sender);
+    }
+    for line in missed.lines.iter().filter(|line| !is_admin(line.sender_id.as_deref(), admins)) {
+        add(&line.media, &line.sender);
+    }
+    files
+}
+
 /// The read-only set that bounds tool calls now, if a member's words may
 /// steer them: in an admins-only group while any unsettled message is a member's.
 pub fn member_bound(
@@ -90,6 +118,47 @@ mod tests {
             text: "t".into(),
             media: Vec::new(),
         }
+    }
+
+    fn saved(path: &str) -> Attachment {
+        let mut attachment = Attachment::bounded(crate::domain::media::MediaKind::Document, "f");
+        attachment.outcome = Outcome::Saved {
+            path: path.into(),
+            bytes: 1,
+            transcript: None,
+            transcript_note: None,
+            shown: false,
+            image_note: None,
+        };
+        attachment
+    }
+
+    #[test]
+    fn members_saved_files_are_theirs_and_admins_are_not_named() {
+        let admins = vec!["42".to_owned()];
+        let telegram = Source::Chat(Platform::Telegram);
+        let mut member = msg(telegram, "7");
+        member.media =
+            vec![saved("inbox/2026-11-29/x.tgz"), Attachment::bounded(crate::domain::media::MediaKind::Photo, "g")];
+        let mut missed = Missed::default();
+        let mut from_admin = line(Some("42"));
+        from_admin.media = vec![saved("inbox/2026-11-29/admin.txt")];
+        let mut from_member = line(Some("9"));
+        from_member.media = vec![saved("inbox/2026-11-29/y.sh")];
+        missed.lines = vec![from_admin, from_member];
+        assert_eq!(
+            member_files(&member, &missed, &admins),
+            vec![
+                ("inbox/2026-11-29/x.tgz".to_owned(), "someone".to_owned()),
+                ("inbox/2026-11-29/y.sh".to_owned(), "x".to_owned()),
+            ]
+        );
+        let mut admin = msg(telegram, "42");
+        admin.media = vec![saved("inbox/2026-11-29/z.tgz")];
+        assert!(member_files(&admin, &Missed::default(), &admins).is_empty());
+        let mut console = msg(Source::Console, "1");
+        console.media = vec![saved("inbox/2026-11-29/c.tgz")];
+        assert!(member_files(&console, &Missed::default(), &admins).is_empty());
     }
 
     #[test]

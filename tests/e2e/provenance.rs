@@ -4,14 +4,15 @@
 //! names those files and the member, and once an admin approved, the next
 //! prompt names none. In Telegram (the fake Bot API, buttons) and WhatsApp
 //! (the fake client, answer codes). In Telegram, pincer restarts between
-//! the writes and the prompt: the list is kept in the store.
+//! the writes and the prompt: the list is kept in the store. A file a
+//! member sent, which pincer saved in the folder, is named the same way.
 
 use pincer::domain::ChatAddress;
 use pincer::store::GroupSettings;
 use serde_json::json;
 
 use crate::support::fake_api::{self, FakeApi, Reply};
-use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
+use crate::support::fake_bot::{ChatKind, FakeBot, Incoming, TgChat, TgUser};
 use crate::support::fake_wa::{FakeWa, Person};
 use crate::support::harness::{Sandbox, PATIENCE};
 
@@ -110,6 +111,42 @@ async fn a_telegram_prompt_names_the_files_a_members_messages_wrote_until_an_adm
     assert!(!prompt.text.contains(WRITTEN), "an approval cleared the list: {}", prompt.text);
     bot.press(&team(), &alice(), prompt.message_id, &button(&prompt, ":d"));
     tg_turn_done(&bot, 4).await;
+    pincer.stop().await;
+}
+
+#[tokio::test]
+async fn a_file_a_member_sent_is_named_in_the_next_prompt() {
+    let api = FakeApi::start(script()).await;
+    let bot = FakeBot::start().await;
+    let mut sandbox = Sandbox::new(&api);
+    sandbox.use_telegram(&bot);
+    sandbox.config.claude.approval_timeout = PATIENCE;
+    let chat = ChatAddress::telegram(team().id, None);
+    sandbox.add_group_with("team", settings(chat, vec![alice().id.to_string()])).await;
+    let pincer = sandbox.spawn_daemon();
+
+    // An archive an approved `tar xf` would unpack: the member's as much as a file the agent wrote for them.
+    let archive = bot.upload(b"not really an archive".to_vec());
+    bot.say_with(Incoming::document(
+        &team(),
+        &mallory(),
+        "here are the tools",
+        &archive,
+        "tools.tgz",
+        "application/gzip",
+    ));
+    bot.wait_for("the file's turn answered", |b| !b.sent(team().id).is_empty()).await;
+
+    bot.say(&team(), &alice(), "MAKE_ONE please");
+    let prompt = tg_prompt(&bot, "first-make").await;
+    assert!(
+        prompt.text.contains(&format!("{WRITTEN}, from Mallory's messages: inbox/"))
+            && prompt.text.contains("tools.tgz"),
+        "the prompt names the file the member sent: {}",
+        prompt.text
+    );
+    bot.press(&team(), &alice(), prompt.message_id, &button(&prompt, ":d"));
+    tg_turn_done(&bot, 1).await;
     pincer.stop().await;
 }
 

@@ -39,6 +39,22 @@ impl SessionActor {
         }
     }
 
+    /// Files a member's message brought (its saved attachments): remembered
+    /// with their sender like a member-steered write.
+    pub(super) async fn note_member_files(&self, files: Vec<(String, String)>) {
+        if files.is_empty() {
+            return;
+        }
+        let mut ledger = self.ledger().await;
+        for (path, sender) in files {
+            let Some(entry) = ledger.record(&path, std::slice::from_ref(&sender)) else { continue };
+            let written = (entry.path.clone(), entry.senders.clone());
+            if let Err(e) = self.deps.journal.record_provenance(&self.group, &written).await {
+                tracing::error!(group = %self.group, %e, "cannot store which file a member's message brought");
+            }
+        }
+    }
+
     /// What the next approval prompt says about the files members' messages wrote, if any.
     pub(super) async fn provenance_words(&self) -> Option<String> {
         self.ledger().await.describe()

@@ -71,6 +71,7 @@ impl SessionActor {
         let voice = Voice::of(&msg, &missed, &self.policy.admins);
         let prompt = msg.prompt(&missed, &self.policy.admins);
         let steered_by = rights::member_senders(&msg, &missed, &self.policy.admins);
+        self.note_member_files(rights::member_files(&msg, &missed, &self.policy.admins)).await;
         let pending = self.turn.pending.push(id, prompt, msg.accepted_at, voice);
         pending.images = images;
         pending.steered_by = steered_by;

@@ -818,10 +818,10 @@ async fn the_writes_of_a_node_whose_lease_moved_on_are_rolled_back() {
     a.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
     let (node_a, node_b) = (NodeId::new("node-a").unwrap(), NodeId::new("node-b").unwrap());
     let ttl = 10_000_000;
-    let incarnation_a = a.leases().register(&node_a, 4, ttl, 0).await.unwrap().expect("registered");
+    let incarnation_a = a.cluster().unwrap().register(&node_a, 4, ttl, 0).await.unwrap().expect("registered");
     let lease = LeaseName::group(&g);
     assert_eq!(a.leases().claim(&lease, &node_a, incarnation_a).await.unwrap(), Some(1));
-    let incarnation_b = b.leases().register(&node_b, 4, ttl, 0).await.unwrap().expect("registered");
+    let incarnation_b = b.cluster().unwrap().register(&node_b, 4, ttl, 0).await.unwrap().expect("registered");
     assert_eq!(b.leases().claim(&lease, &node_b, incarnation_b).await.unwrap(), None, "held by a live node");
     let written = a.outbox().record_result(&g, &success("by a"), None, "{}", None, &[]).await;
     assert!(written.is_ok(), "{written:?}");

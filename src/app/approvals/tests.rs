@@ -25,7 +25,7 @@ fn a_gateways_platform_is_read_from_its_lease() {
 
 async fn registered(store: &Store, name: &str) -> (NodeId, i64) {
     let id = NodeId::new(name).unwrap();
-    let incarnation = store.leases().register(&id, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    let incarnation = store.cluster().unwrap().register(&id, 4, 10_000_000, 0).await.unwrap().expect("registered");
     (id, incarnation)
 }
 

@@ -447,7 +447,7 @@ async fn a_cluster_node_prepares_only_the_groups_it_holds() {
         store.groups().add_group(g, &crate::store::GroupSettings::default()).await.unwrap();
     }
     let node = NodeId::new("node-a").unwrap();
-    let incarnation = store.leases().register(&node, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    let incarnation = store.cluster().unwrap().register(&node, 4, 10_000_000, 0).await.unwrap().expect("registered");
     store.leases().claim(&LeaseName::group(&other), &node, incarnation).await.unwrap().expect("claimed");
     let fetch = Arc::new(Scripted::default()).answer("f1", vec![Ok(png(8, 8))]).answer("f2", vec![Ok(png(8, 8))]);
     let mut rig = Rig::on(dir, store, family.clone(), fetch.clone(), Config::default());

@@ -24,8 +24,8 @@ async fn clustered() -> (Rig, NodeId, i64) {
     let rig = Rig::on(store, dir, spinner, test_config(), GroupSettings::default(), None, FakeCli::default()).await;
     // Made a node's only once its group is in: from now on its writes are fenced.
     let node = NodeId::new("node-a").unwrap();
-    rig.store.leases().enter_cluster(&node).unwrap();
-    let incarnation = rig.store.leases().register(&node, 4, TTL_US, 0).await.unwrap().expect("registered");
+    rig.store.cluster().unwrap().enter_cluster(&node);
+    let incarnation = rig.store.cluster().unwrap().register(&node, 4, TTL_US, 0).await.unwrap().expect("registered");
     (rig, node, incarnation)
 }
 
@@ -38,8 +38,13 @@ async fn a_session_runs_only_while_its_node_holds_the_lease_and_drops_its_cli_wh
     assert_eq!(rig.state_of(first).await, "queued");
     assert!(rig.cli.starts().is_empty(), "no CLI without the lease");
 
-    let leases = rig.store.leases();
-    leases.claim_group(&rig.group, &node, incarnation, Utc::now()).await.unwrap().expect("claimed");
+    rig.store
+        .cluster()
+        .unwrap()
+        .claim_group(&rig.group, &node, incarnation, Utc::now())
+        .await
+        .unwrap()
+        .expect("claimed");
     rig.until_state(first, "answered").await;
     assert_eq!(rig.cli.starts().len(), 1);
 
@@ -47,8 +52,8 @@ async fn a_session_runs_only_while_its_node_holds_the_lease_and_drops_its_cli_wh
     let other = Store::connect(rig.store.location()).await.unwrap();
     crate::store::testing::expire_node(rig.store.location(), "node-a").await;
     let node_b = NodeId::new("node-b").unwrap();
-    let inc_b = other.leases().register(&node_b, 4, TTL_US, 0).await.unwrap().unwrap();
-    other.leases().claim_group(&rig.group, &node_b, inc_b, Utc::now()).await.unwrap().expect("B claims");
+    let inc_b = other.cluster().unwrap().register(&node_b, 4, TTL_US, 0).await.unwrap().unwrap();
+    other.cluster().unwrap().claim_group(&rig.group, &node_b, inc_b, Utc::now()).await.unwrap().expect("B claims");
 
     // A still believes it holds the lease: its next write is refused, and
     // the CLI goes at once, without its grace.

@@ -27,7 +27,7 @@ fn team() -> GroupName {
 async fn node(location: &Location, name: &str) -> Store {
     let store = Store::connect(location).await.unwrap();
     let id = NodeId::new(name).unwrap();
-    let incarnation = store.leases().register(&id, 4, TTL, 0).await.unwrap().expect("registered");
+    let incarnation = store.cluster().unwrap().register(&id, 4, TTL, 0).await.unwrap().expect("registered");
     let epoch = store.leases().claim(&LeaseName::group(&team()), &id, incarnation).await.unwrap();
     assert!(epoch.is_some(), "{name} claims the group");
     store

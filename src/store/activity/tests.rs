@@ -17,14 +17,14 @@ async fn only_the_groups_owner_mirrors_its_activity_and_every_node_reads_each_ve
     let g: GroupName = "team".parse().unwrap();
     owner.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
     let id = NodeId::new("node-a").unwrap();
-    let incarnation = owner.leases().register(&id, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    let incarnation = owner.cluster().unwrap().register(&id, 4, 10_000_000, 0).await.unwrap().expect("registered");
     let other = NodeId::new("node-b").unwrap();
-    gateway.leases().register(&other, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    gateway.cluster().unwrap().register(&other, 4, 10_000_000, 0).await.unwrap().expect("registered");
     assert_eq!(gateway.activities().read(&g).await.unwrap(), None, "nothing mirrored yet");
 
     let refused = gateway.activities().mirror(&g, "node-b", "{}").await;
     assert!(matches!(refused, Err(StoreError::Fenced(_))), "only the owner writes: {refused:?}");
-    owner.leases().claim_group(&g, &id, incarnation, Utc::now()).await.unwrap().expect("claimed");
+    owner.cluster().unwrap().claim_group(&g, &id, incarnation, Utc::now()).await.unwrap().expect("claimed");
     owner.activities().mirror(&g, "node-a", r#"{"turn":{"number":1,"age_ms":0,"steps":0}}"#).await.unwrap();
     let first = gateway.activities().read(&g).await.unwrap().expect("mirrored");
     assert!(first.body.contains("\"turn\""), "{first:?}");
@@ -48,15 +48,15 @@ async fn a_mirror_whose_writer_lost_the_group_is_not_read() {
     let g: GroupName = "team".parse().unwrap();
     owner.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
     let (a, b) = (NodeId::new("node-a").unwrap(), NodeId::new("node-b").unwrap());
-    let first = owner.leases().register(&a, 4, 10_000_000, 0).await.unwrap().expect("registered");
-    let second = heir.leases().register(&b, 4, 10_000_000, 0).await.unwrap().expect("registered");
-    owner.leases().claim_group(&g, &a, first, Utc::now()).await.unwrap().expect("claimed");
+    let first = owner.cluster().unwrap().register(&a, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    let second = heir.cluster().unwrap().register(&b, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    owner.cluster().unwrap().claim_group(&g, &a, first, Utc::now()).await.unwrap().expect("claimed");
     owner.activities().mirror(&g, "node-a", r#"{"turn":{"number":1,"age_ms":0,"steps":0}}"#).await.unwrap();
     assert!(heir.activities().read(&g).await.unwrap().is_some(), "the live owner's activity is read");
 
     RawNodes::connect(&url).await.expire("node-a").await;
     assert_eq!(heir.activities().read(&g).await.unwrap(), None, "the dead owner's activity is not shown");
-    heir.leases().claim_group(&g, &b, second, Utc::now()).await.unwrap().expect("taken over");
+    heir.cluster().unwrap().claim_group(&g, &b, second, Utc::now()).await.unwrap().expect("taken over");
     assert_eq!(heir.activities().read(&g).await.unwrap(), None, "not until the new owner writes");
     heir.activities().mirror(&g, "node-b", "{}").await.unwrap();
     assert_eq!(heir.activities().read(&g).await.unwrap().map(|m| m.body), Some("{}".to_owned()));
@@ -73,17 +73,17 @@ async fn a_restarted_owners_earlier_mirror_is_not_read_until_it_writes_again() {
     let g: GroupName = "team".parse().unwrap();
     before.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
     let a = NodeId::new("node-a").unwrap();
-    let first = before.leases().register(&a, 4, 10_000_000, 0).await.unwrap().expect("registered");
-    before.leases().claim_group(&g, &a, first, Utc::now()).await.unwrap().expect("claimed");
+    let first = before.cluster().unwrap().register(&a, 4, 10_000_000, 0).await.unwrap().expect("registered");
+    before.cluster().unwrap().claim_group(&g, &a, first, Utc::now()).await.unwrap().expect("claimed");
     before.activities().mirror(&g, "node-a", r#"{"turn":{"number":1,"age_ms":0,"steps":0}}"#).await.unwrap();
     assert!(reader.activities().read(&g).await.unwrap().is_some(), "the live owner's activity is read");
 
     // Killed, and started again once its row expired: a new incarnation claims the group back.
     RawNodes::connect(&url).await.expire("node-a").await;
     let after = Store::connect(&location).await.unwrap();
-    let second = after.leases().register(&a, 4, 10_000_000, 0).await.unwrap().expect("registered again");
+    let second = after.cluster().unwrap().register(&a, 4, 10_000_000, 0).await.unwrap().expect("registered again");
     assert_ne!(first, second);
-    after.leases().claim_group(&g, &a, second, Utc::now()).await.unwrap().expect("claimed back");
+    after.cluster().unwrap().claim_group(&g, &a, second, Utc::now()).await.unwrap().expect("claimed back");
     assert_eq!(reader.activities().read(&g).await.unwrap(), None, "the earlier process's turn is not shown");
     after.activities().mirror(&g, "node-a", "{}").await.unwrap();
     assert_eq!(reader.activities().read(&g).await.unwrap().map(|m| m.body), Some("{}".to_owned()));

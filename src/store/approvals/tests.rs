@@ -13,7 +13,7 @@ const TTL_US: i64 = 10_000_000;
 
 async fn node(store: &Store, name: &str) -> (NodeId, i64) {
     let id = NodeId::new(name).unwrap();
-    let incarnation = store.leases().register(&id, 4, TTL_US, 0).await.unwrap().expect("registered");
+    let incarnation = store.cluster().unwrap().register(&id, 4, TTL_US, 0).await.unwrap().expect("registered");
     (id, incarnation)
 }
 

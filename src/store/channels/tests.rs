@@ -9,7 +9,13 @@ use crate::store::{Location, Store};
 
 async fn node(location: &Location, name: &str) -> Store {
     let store = Store::connect(location).await.unwrap();
-    store.leases().register(&NodeId::new(name).unwrap(), 4, 10_000_000, 0).await.unwrap().expect("registered");
+    store
+        .cluster()
+        .unwrap()
+        .register(&NodeId::new(name).unwrap(), 4, 10_000_000, 0)
+        .await
+        .unwrap()
+        .expect("registered");
     store
 }
 

@@ -16,7 +16,7 @@ const TTL_US: i64 = 10_000_000;
 
 async fn node(store: &Store, name: &str) -> (NodeId, i64) {
     let id = NodeId::new(name).unwrap();
-    let incarnation = store.leases().register(&id, 4, TTL_US, 0).await.unwrap().expect("registered");
+    let incarnation = store.cluster().unwrap().register(&id, 4, TTL_US, 0).await.unwrap().expect("registered");
     (id, incarnation)
 }
 
@@ -27,7 +27,7 @@ async fn a_command_handed_over_is_taken_by_the_groups_owner_once() {
     let g: GroupName = "team".parse().unwrap();
     owner.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
     let ((node_a, inc_a), _) = (node(&owner, "node-a").await, node(&gateway, "node-b").await);
-    owner.leases().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
+    owner.cluster().unwrap().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
 
     let id = gateway.commands().hand_over(&g, r#"{"status":null}"#, true).await.unwrap();
     let pending = owner.commands().pending().await.unwrap();
@@ -50,21 +50,21 @@ async fn a_waiting_command_is_work_for_an_idle_group_and_is_hinted() {
     let g: GroupName = "quiet".parse().unwrap();
     store.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
     node(&store, "node-a").await;
-    assert!(store.leases().groups_with_work().await.unwrap().is_empty(), "no work yet");
+    assert!(store.cluster().unwrap().groups_with_work().await.unwrap().is_empty(), "no work yet");
     let mut listener = PgListener::connect(&url).await.unwrap();
     listener.listen("pincer_work").await.unwrap();
 
     let id = store.commands().hand_over(&g, r#"{"new":null}"#, false).await.unwrap();
-    let work = store.leases().groups_with_work().await.unwrap();
+    let work = store.cluster().unwrap().groups_with_work().await.unwrap();
     assert!(matches!(&work[..], [(name, LeaseSeen::Free)] if name == &g), "{work:?}");
     let hint = tokio::time::timeout(Duration::from_secs(30), listener.recv()).await.expect("a hint").unwrap();
     assert_eq!(hint.payload(), "quiet");
 
     // Taken by the owner (here a store not fenced): no work left.
     let (node_b, inc_b) = node(&store, "node-b").await;
-    store.leases().claim_group(&g, &node_b, inc_b, Utc::now()).await.unwrap().expect("claimed");
+    store.cluster().unwrap().claim_group(&g, &node_b, inc_b, Utc::now()).await.unwrap().expect("claimed");
     assert!(store.commands().take(&g, id).await.unwrap());
-    assert!(store.leases().groups_with_work().await.unwrap().is_empty());
+    assert!(store.cluster().unwrap().groups_with_work().await.unwrap().is_empty());
 }
 
 #[tokio::test]

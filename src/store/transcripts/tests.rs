@@ -21,7 +21,7 @@ fn append(at: i64, bytes: &[u8]) -> TranscriptWrite {
 async fn node(location: &Location, name: &str) -> (Store, i64) {
     let store = Store::connect(location).await.unwrap();
     let id = NodeId::new(name).unwrap();
-    let incarnation = store.leases().register(&id, 4, TTL, 0).await.unwrap().expect("registered");
+    let incarnation = store.cluster().unwrap().register(&id, 4, TTL, 0).await.unwrap().expect("registered");
     store.leases().claim(&LeaseName::group(&team()), &id, incarnation).await.unwrap();
     (store, incarnation)
 }
@@ -38,7 +38,7 @@ async fn a_single_node_keeps_no_transcript() {
     let location = Location::Postgres(postgres::server().fresh_database());
     let store = Store::connect(&location).await.unwrap();
     assert!(!store.transcripts().kept(), "PostgreSQL without a cluster");
-    store.leases().register(&NodeId::new("n").unwrap(), 4, TTL, 0).await.unwrap();
+    store.cluster().unwrap().register(&NodeId::new("n").unwrap(), 4, TTL, 0).await.unwrap();
     assert!(store.transcripts().kept(), "a registered node");
 }
 

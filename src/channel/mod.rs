@@ -195,7 +195,7 @@ impl Ports {
             SessionCommand::Stop => {
                 let status = router.session(&group.name).await?.status();
                 router.interrupt(&group.name).await?;
-                match (status.in_turn, status.resend_at.is_some()) {
+                match (status.interruptible(), status.resend_at.is_some()) {
                     (true, _) => "Interrupting the agent's turn.".to_owned(),
                     // The session says which resend it cancelled.
                     (false, true) => return Ok(()),

@@ -29,7 +29,6 @@ mod lifecycle;
 mod mirror;
 mod pending;
 mod permission;
-#[allow(dead_code)] // wired into the actor in a follow-up (issue 44)
 mod provenance;
 mod rights;
 mod slots;
@@ -170,6 +169,14 @@ impl SessionStatus {
     /// Whether the session has work in flight (idle close waits for this to end).
     pub fn busy(&self) -> bool {
         self.pending > 0 || self.in_turn || self.running_tasks > 0
+    }
+
+    /// Whether `/stop` has a turn to stop: one runs, or a live CLI was
+    /// written a message it has not begun its turn for yet (it reports the
+    /// turn's `init` a moment after it takes the message, and an interrupt
+    /// stops that turn too).
+    pub fn interruptible(&self) -> bool {
+        self.in_turn || (self.live && self.pending > 0)
     }
 }
 
@@ -324,5 +331,20 @@ impl SessionHandle {
     /// Waits until the actor publishes a new status (or has stopped).
     pub async fn changed(&mut self) -> bool {
         self.status.changed().await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::SessionStatus;
+
+    #[test]
+    fn a_message_written_to_a_live_cli_is_a_turn_to_stop_before_its_init() {
+        let idle = SessionStatus { live: true, ..SessionStatus::default() };
+        assert!(!idle.interruptible());
+        assert!(SessionStatus { pending: 1, ..idle.clone() }.interruptible(), "written, no init read yet");
+        assert!(SessionStatus { in_turn: true, ..idle.clone() }.interruptible());
+        // Waiting for a process to start: nothing runs to interrupt.
+        assert!(!SessionStatus { live: false, pending: 1, ..idle }.interruptible());
     }
 }

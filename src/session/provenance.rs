@@ -1,7 +1,8 @@
 //! Provenance of files in a group's folder: which paths a turn steered by a member's words wrote since the
 //! admins last approved a command, and the bounded words an approval prompt shows about them (issue 44).
 //!
-//! Pure: no I/O. The actor feeds it allowed writes and approvals; a store persists `entries()`.
+//! Pure: no I/O. The actor feeds it allowed writes and the files members send; the store keeps each entry
+//! `record` returns and forgets them all at an approval (`store::provenance`).
 
 use std::collections::VecDeque;
 
@@ -37,10 +38,12 @@ impl Ledger {
         ledger
     }
 
+    #[cfg(test)]
     pub fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.entries.iter()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -67,11 +70,6 @@ impl Ledger {
             self.entries.pop_front();
         }
         self.entries.back()
-    }
-
-    /// The admins approved a command: what was written before it is no longer news.
-    pub fn approved(&mut self) {
-        self.entries.clear();
     }
 
     /// The plain words a prompt shows, or `None` when nothing was written. Channels escape it for their markup.
@@ -134,14 +132,6 @@ mod tests {
         let mut l = Ledger::default();
         assert_eq!(l.record("config", &[]), None);
         assert!(l.is_empty());
-    }
-
-    #[test]
-    fn approval_clears_the_ledger() {
-        let mut l = Ledger::default();
-        l.record("config", &who(&["mallory"]));
-        l.approved();
-        assert_eq!(l.describe(), None);
     }
 
     #[test]

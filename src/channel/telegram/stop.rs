@@ -95,7 +95,7 @@ async fn idle(ports: &Ports, group: &GroupName) -> bool {
     match ports.router.session(group).await {
         Ok(session) => {
             let status = session.status();
-            !status.in_turn && status.resend_at.is_none()
+            !status.interruptible() && status.resend_at.is_none()
         }
         Err(_) => false,
     }

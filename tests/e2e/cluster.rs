@@ -176,8 +176,11 @@ async fn a_frozen_owner_loses_its_group_and_after_it_thaws_writes_nothing_for_it
         }
     };
     tokio::time::timeout(PATIENCE, lapsed).await.expect("the thawed node sees its lease lapsed");
-    // Its /metrics counts the loss; the new owner's, the claim.
-    frozen.metric_at_least("pincer_lease_losses_total{reason=\"lapsed\"}", 1.0).await;
+    // Its /metrics counts the loss (as lapsed, or as fenced when a session's
+    // write found the lease gone before the node saw its row lapse); the new
+    // owner's, the claim.
+    let losses = ["pincer_lease_losses_total{reason=\"lapsed\"}", "pincer_lease_losses_total{reason=\"fenced\"}"];
+    frozen.metrics_at_least(&losses, 1.0).await;
     let new_owner = nodes.iter().find(|n| n.id == after).unwrap();
     new_owner.metric_at_least("pincer_lease_claims_total{kind=\"group\"}", 1.0).await;
     bot.say(&team(), &alice(), "MARKER");

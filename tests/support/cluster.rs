@@ -48,14 +48,21 @@ impl Node {
     /// The value of the sample `name` (with its labels, as scraped) in the
     /// node's `/metrics`, once it is at least `least`; panics after a while.
     pub async fn metric_at_least(&self, name: &str, least: f64) -> f64 {
+        self.metrics_at_least(&[name], least).await
+    }
+
+    /// Waits until the samples `names` add up to `least` or more (a sample
+    /// not shown yet counts 0); their sum.
+    pub async fn metrics_at_least(&self, names: &[&str], least: f64) -> f64 {
         let url = format!("http://{}/metrics", self.http);
-        let value = |body: &str| {
+        let sample = |body: &str, name: &str| {
             let line = body.lines().find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))?;
             line[name.len()..].trim().parse::<f64>().ok()
         };
-        let what = format!("{}'s /metrics showing {name} >= {least}", self.id);
-        let body = super::harness::http_until(&url, &what, |_, body| value(body).is_some_and(|v| v >= least)).await;
-        value(&body).expect("the sample, as just seen")
+        let sum = |body: &str| names.iter().filter_map(|name| sample(body, name)).sum::<f64>();
+        let what = format!("{}'s /metrics showing {} >= {least}", self.id, names.join(" + "));
+        let body = super::harness::http_until(&url, &what, |_, body| sum(body) >= least).await;
+        sum(&body)
     }
 
     pub async fn kill_9(&mut self) {

@@ -51,6 +51,16 @@ fn mallory() -> TgUser {
     TgUser { id: 44, first_name: "Mallory".into(), username: None }
 }
 
+/// Telegram's team, its admin Alice, its prompts waiting as long as the test.
+async fn tg_team(api: &FakeApi, bot: &FakeBot) -> Sandbox {
+    let mut sandbox = Sandbox::new(api);
+    sandbox.use_telegram(bot);
+    sandbox.config.claude.approval_timeout = PATIENCE;
+    let chat = ChatAddress::telegram(team().id, None);
+    sandbox.add_group_with("team", settings(chat, vec![alice().id.to_string()])).await;
+    sandbox
+}
+
 /// Waits for the agent's `n`th answer after a tool call: the `n`th turn ended.
 async fn tg_turn_done(bot: &FakeBot, n: usize) {
     let done = |b: &FakeBot| b.sent(team().id).iter().filter(|s| s.text.starts_with("AFTER_TOOL")).count() >= n;
@@ -80,11 +90,7 @@ fn button(prompt: &crate::support::fake_bot::Sent, code: &str) -> String {
 async fn a_telegram_prompt_names_the_files_a_members_messages_wrote_until_an_admin_approves() {
     let api = FakeApi::start(script()).await;
     let bot = FakeBot::start().await;
-    let mut sandbox = Sandbox::new(&api);
-    sandbox.use_telegram(&bot);
-    sandbox.config.claude.approval_timeout = PATIENCE;
-    let chat = ChatAddress::telegram(team().id, None);
-    sandbox.add_group_with("team", settings(chat, vec![alice().id.to_string()])).await;
+    let sandbox = tg_team(&api, &bot).await;
     let pincer = sandbox.spawn_daemon();
 
     for (n, needle) in [(1, "WRITE_CONFIG"), (2, "WRITE_HEAD")] {
@@ -118,11 +124,7 @@ async fn a_telegram_prompt_names_the_files_a_members_messages_wrote_until_an_adm
 async fn a_file_a_member_sent_is_named_in_the_next_prompt() {
     let api = FakeApi::start(script()).await;
     let bot = FakeBot::start().await;
-    let mut sandbox = Sandbox::new(&api);
-    sandbox.use_telegram(&bot);
-    sandbox.config.claude.approval_timeout = PATIENCE;
-    let chat = ChatAddress::telegram(team().id, None);
-    sandbox.add_group_with("team", settings(chat, vec![alice().id.to_string()])).await;
+    let sandbox = tg_team(&api, &bot).await;
     let pincer = sandbox.spawn_daemon();
 
     // An archive an approved `tar xf` would unpack: the member's as much as a file the agent wrote for them.

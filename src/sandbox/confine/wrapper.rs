@@ -24,9 +24,7 @@ pub struct InstallError {
 /// 0555. Written (through a temporary file and a rename) unless a file of
 /// that name and content is there already, as after a restart.
 pub fn install(dir: &Path) -> Result<PathBuf, InstallError> {
-    let digest = Sha256::digest(STAGE0);
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    let path = dir.join(format!("confine-{hex}"));
+    let path = dir.join(file_name());
     let failed = |source| InstallError { path: path.clone(), source };
     if std::fs::read(&path).is_ok_and(|have| have == STAGE0) {
         return Ok(path);
@@ -40,6 +38,17 @@ pub fn install(dir: &Path) -> Result<PathBuf, InstallError> {
     std::fs::rename(&temp.0, &path).map_err(failed)?;
     temp.0 = PathBuf::new();
     Ok(path)
+}
+
+/// `confine-<16 hex of the SHA-256>`, hashed once per process: every
+/// sandboxed start installs the wrapper.
+fn file_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let digest = Sha256::digest(STAGE0);
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("confine-{hex}")
+    })
 }
 
 /// A temporary file, removed on drop unless its path was cleared (renamed into place).

@@ -24,11 +24,7 @@ impl Voice {
     /// agent may have scheduled it on a member's word, and a prompt that runs
     /// later must not get more than the member had.
     pub fn of(msg: &Inbound, missed: &Missed, admins: &[String]) -> Voice {
-        let own = match msg.source {
-            Source::Console => true,
-            Source::Chat(_) => is_admin(msg.sender_id.as_deref(), admins),
-            Source::Scheduled => false,
-        };
+        let own = sender_is_admin(msg, admins);
         if own && missed.lines.iter().all(|line| is_admin(line.sender_id.as_deref(), admins)) {
             Voice::Admin
         } else {
@@ -37,16 +33,22 @@ impl Voice {
     }
 }
 
+/// Whether `msg` itself is an admin's words: a chat message from an admin,
+/// or the operator's console line; a scheduled prompt never is.
+fn sender_is_admin(msg: &Inbound, admins: &[String]) -> bool {
+    match msg.source {
+        Source::Console => true,
+        Source::Chat(_) => is_admin(msg.sender_id.as_deref(), admins),
+        Source::Scheduled => false,
+    }
+}
+
 /// The display names of the people whose words make `msg` a member's
 /// ([`Voice::of`]): its sender and the missed lines' senders who are not
 /// admins; a scheduled prompt is named by its sender. Empty for an admin's.
 pub fn member_senders(msg: &Inbound, missed: &Missed, admins: &[String]) -> Vec<String> {
     let mut names = Vec::new();
-    let own = match msg.source {
-        Source::Console => true,
-        Source::Chat(_) => is_admin(msg.sender_id.as_deref(), admins),
-        Source::Scheduled => false,
-    };
+    let own = sender_is_admin(msg, admins);
     if !own {
         names.push(msg.sender.clone());
     }
@@ -63,11 +65,7 @@ pub fn member_senders(msg: &Inbound, missed: &Missed, admins: &[String]) -> Vec<
 /// member's file is theirs to plant as much as one a turn wrote on their
 /// word, so the next approval prompt names it (`session::provenance`).
 pub fn member_files(msg: &Inbound, missed: &Missed, admins: &[String]) -> Vec<(String, String)> {
-    let own = match msg.source {
-        Source::Console => true,
-        Source::Chat(_) => is_admin(msg.sender_id.as_deref(), admins),
-        Source::Scheduled => false,
-    };
+    let own = sender_is_admin(msg, admins);
     let mut files = Vec::new();
     let mut add = |media: &[Attachment], sender: &str| {
         for attachment in media {

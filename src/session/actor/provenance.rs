@@ -31,12 +31,7 @@ impl SessionActor {
             return;
         };
         let mut ledger = self.ledger().await;
-        // This write's entry, its senders merged with the path's earlier ones: the one row to store.
-        let Some(entry) = ledger.record(&path.to_string_lossy(), &senders) else { return };
-        let written = (entry.path.clone(), entry.senders.clone());
-        if let Err(e) = self.deps.journal.record_provenance(&self.group, &written).await {
-            tracing::error!(group = %self.group, %e, "cannot store which file a member's message had written");
-        }
+        self.remember(&mut ledger, &path.to_string_lossy(), &senders).await;
     }
 
     /// Files a member's message brought (its saved attachments): remembered
@@ -47,11 +42,17 @@ impl SessionActor {
         }
         let mut ledger = self.ledger().await;
         for (path, sender) in files {
-            let Some(entry) = ledger.record(&path, std::slice::from_ref(&sender)) else { continue };
-            let written = (entry.path.clone(), entry.senders.clone());
-            if let Err(e) = self.deps.journal.record_provenance(&self.group, &written).await {
-                tracing::error!(group = %self.group, %e, "cannot store which file a member's message brought");
-            }
+            self.remember(&mut ledger, &path, std::slice::from_ref(&sender)).await;
+        }
+    }
+
+    /// Records `path` as written on `senders`' words, and stores its entry
+    /// (its senders merged with the path's earlier ones: the one row to store).
+    async fn remember(&self, ledger: &mut Ledger, path: &str, senders: &[String]) {
+        let Some(entry) = ledger.record(path, senders) else { return };
+        let written = (entry.path.clone(), entry.senders.clone());
+        if let Err(e) = self.deps.journal.record_provenance(&self.group, &written).await {
+            tracing::error!(group = %self.group, %e, "cannot store which file a member's message had written");
         }
     }
 

@@ -72,6 +72,24 @@ impl Node {
     }
 }
 
+/// A failing test shows the end of each node's log: the node's own account
+/// of what it did is what tells a race from a bug, and its sandbox (where the
+/// log lives) is gone once the test ends.
+impl Drop for Node {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let log = std::fs::read_to_string(self.log()).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
+        eprintln!("--- the last {} lines of {}'s log ---\n{}", tail.len(), self.id, tail.join("\n"));
+    }
+}
+
+/// How much of a node's log a failing test shows.
+const LOG_TAIL: usize = 120;
+
 /// Three nodes sharing `url`, each polling `bot` when it is the gateway,
 /// with a 3 s lease.
 pub fn nodes(api: &FakeApi, bot: &FakeBot, url: &str) -> Vec<Node> {

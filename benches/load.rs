@@ -1195,8 +1195,6 @@ fn log_counts(roots: &[&Path]) -> String {
     for log in logs {
         let Ok(text) = std::fs::read_to_string(&log) else { continue };
         for line in text.lines() {
-            let line = strip_ansi(line);
-            let line = line.as_str();
             let level = if line.contains(" WARN ") {
                 warn += 1;
                 "WARN"
@@ -1225,23 +1223,4 @@ fn log_counts(roots: &[&Path]) -> String {
         "{warn} warnings, {error} errors{}",
         if top.is_empty() { String::new() } else { format!(": {}", top.join("; ")) }
     )
-}
-
-/// `line` without terminal colour codes (pincer colours its log even into a pipe).
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // ESC [ … a letter
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }

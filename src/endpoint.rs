@@ -66,7 +66,6 @@ pub struct EndpointError {
 
 /// The endpoint, bound and not serving yet.
 pub struct Endpoint {
-    at: std::net::SocketAddr,
     listener: tokio::net::TcpListener,
     app: axum::Router,
 }
@@ -86,6 +85,10 @@ pub async fn bind(
         return Ok(None);
     };
     let listener = tokio::net::TcpListener::bind(at).await.map_err(|source| EndpointError { at, source })?;
+    // The address as bound: with port 0 the system picked one, and this line
+    // (logged before pincer says it is running) is where to find it.
+    let at = listener.local_addr().map_err(|source| EndpointError { at, source })?;
+    tracing::info!(%at, "serving /metrics, /healthz and /readyz");
     let shared = Shared {
         health: store.health(),
         groups: store.groups(),
@@ -104,13 +107,12 @@ pub async fn bind(
         .route("/metrics", get(metrics))
         .route("/", get(page))
         .with_state(shared);
-    Ok(Some(Endpoint { at, listener, app }))
+    Ok(Some(Endpoint { listener, app }))
 }
 
 impl Endpoint {
     /// Serves until `stop`, then lets the requests under way finish.
     pub async fn serve(self, stop: CancellationToken) {
-        tracing::info!(at = %self.at, "serving /metrics, /healthz and /readyz");
         let served = axum::serve(self.listener, self.app).with_graceful_shutdown(async move { stop.cancelled().await });
         if let Err(e) = served.await {
             tracing::error!(%e, "the HTTP endpoint stopped");

@@ -2,6 +2,7 @@
 //! that a reload of `pincer.toml` can change while pincer runs (`log.level`).
 //! `RUST_LOG`, when set at start, wins over the config, then and at reloads.
 
+use std::io::IsTerminal;
 use std::sync::OnceLock;
 
 use tracing_subscriber::EnvFilter;
@@ -21,7 +22,10 @@ pub fn init(default_level: &str, config: &LogConfig) {
     let from_env = EnvFilter::try_from_default_env().ok();
     let env_wins = from_env.is_some();
     let filter = from_env.unwrap_or_else(|| filter(config.level.as_deref().unwrap_or(default_level)));
-    let log = tracing_subscriber::fmt().with_writer(std::io::stderr);
+    // Colours only for a person at a terminal: a journal or a file would
+    // keep the escape codes as text. `NO_COLOR` (no-color.org) turns them off.
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let log = tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(colour);
     // The two formats are two types; each gives its own reload handle.
     let set: SetFilter = match config.format {
         LogFormat::Text => {

@@ -14,7 +14,7 @@ use pincer::store::GroupSettings;
 
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
-use crate::support::harness::{http_until, pincer_command, spawn_pincer_run, Sandbox};
+use crate::support::harness::{any_port, http_until, pincer_command, spawn_pincer_serving, Sandbox};
 use crate::support::postgres;
 
 fn team() -> TgChat {
@@ -35,8 +35,7 @@ async fn a_cluster_node_is_ready_once_registered_and_status_shows_what_it_holds(
     sandbox.config.cluster.enabled = true;
     sandbox.config.cluster.node_id = Some(NodeId::new("node-a").unwrap());
     sandbox.use_telegram(&bot);
-    let at = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    sandbox.config.http.listen = Some(at);
+    sandbox.config.http.listen = Some(any_port());
     let settings = GroupSettings {
         chat: Some(ChatAddress::telegram(team().id, None)),
         requires_trigger: false,
@@ -49,7 +48,7 @@ async fn a_cluster_node_is_ready_once_registered_and_status_shows_what_it_holds(
                 VALUES ('node-a', 5, 0, 0, 9223372036854775807, 4)";
     sqlx::query(held).execute(&mut db).await.unwrap();
     let config = sandbox.write_config();
-    let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
+    let (child, at) = spawn_pincer_serving(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[], None).await;
 
     let readyz = format!("http://{at}/readyz");
     let body = http_until(&readyz, "not ready while unregistered", |status, _| status == 503).await;

@@ -10,7 +10,7 @@ use nix::unistd::Pid;
 
 use crate::support::fake_api::{self, FakeApi};
 use crate::support::fake_bot::{ChatKind, FakeBot, TgChat, TgUser};
-use crate::support::harness::{pincer_command, spawn_pincer_run, Sandbox, PATIENCE};
+use crate::support::harness::{any_port, pincer_command, spawn_pincer_run, spawn_pincer_serving, Sandbox, PATIENCE};
 
 fn team() -> TgChat {
     TgChat { id: -100_300, kind: ChatKind::Supergroup { forum: false }, title: "Team".into() }
@@ -18,10 +18,6 @@ fn team() -> TgChat {
 
 fn alice() -> TgUser {
     TgUser { id: 42, first_name: "Alice".into(), username: Some("alice".into()) }
-}
-
-fn free_port() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
 async fn get(url: &str, token: Option<&str>) -> (u16, String) {
@@ -78,11 +74,10 @@ async fn metrics_count_a_turn_and_an_outage_and_readyz_follows_the_bot_api() {
     let mut sandbox = Sandbox::new(&api);
     sandbox.fast_retries();
     sandbox.serve_telegram_group(&bot, "team", team().id).await;
-    let at = free_port();
-    sandbox.config.http.listen = Some(at);
+    sandbox.config.http.listen = Some(any_port());
     sandbox.config.budget.daily_turns = Some(100);
     let config = sandbox.write_config();
-    let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
+    let (child, at) = spawn_pincer_serving(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[], None).await;
     let (metrics, readyz) = (format!("http://{at}/metrics"), format!("http://{at}/readyz"));
 
     until(&readyz, "ready once Telegram is connected", |status, _| status == 200).await;
@@ -165,8 +160,7 @@ async fn status_page_in_chromium(url: &str) {
 async fn beyond_loopback_the_endpoint_wants_a_token_and_healthz_does_not() {
     let api = FakeApi::start(fake_api::echo()).await;
     let mut sandbox = Sandbox::new(&api);
-    let port = free_port().port();
-    sandbox.config.http.listen = Some(format!("0.0.0.0:{port}").parse().unwrap());
+    sandbox.config.http.listen = Some("0.0.0.0:0".parse().unwrap());
     let config = sandbox.write_config();
     #[allow(clippy::disallowed_methods)] // the pincer binary under test
     let refused = tokio::process::Command::new(env!("CARGO_BIN_EXE_pincer"))
@@ -182,9 +176,9 @@ async fn beyond_loopback_the_endpoint_wants_a_token_and_healthz_does_not() {
     let token = "a-long-random-token-for-tests";
     sandbox.config.http.token = Some(pincer::config::Secret::new(token));
     let config = sandbox.write_config();
-    let child = spawn_pincer_run(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[]).await;
+    let (child, at) = spawn_pincer_serving(sandbox.root(), &["--config".as_ref(), config.as_os_str()], &[], None).await;
     // Reached over loopback only, as every test's traffic.
-    let base = format!("http://127.0.0.1:{port}");
+    let base = format!("http://127.0.0.1:{}", at.port());
     assert_eq!(get(&format!("{base}/healthz"), None).await.0, 200);
     assert_eq!(get(&format!("{base}/metrics"), None).await.0, 401);
     assert_eq!(get(&format!("{base}/metrics"), Some("wrong-token-of-some-length")).await.0, 401);

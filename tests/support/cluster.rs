@@ -14,7 +14,7 @@ use pincer::store::GroupSettings;
 
 use super::fake_api::FakeApi;
 use super::fake_bot::FakeBot;
-use super::harness::{spawn_pincer_run_logging, Sandbox};
+use super::harness::{any_port, spawn_pincer_serving, Sandbox};
 use super::relay::Relay;
 
 /// One node: its sandbox (data directory, config) and its process.
@@ -22,8 +22,8 @@ pub struct Node {
     pub id: String,
     pub sandbox: Sandbox,
     pub child: Option<tokio::process::Child>,
-    /// Where its `/metrics` is served.
-    pub http: std::net::SocketAddr,
+    /// Where its `/metrics` is served, once started (the system picks the port).
+    pub http: Option<std::net::SocketAddr>,
 }
 
 impl Node {
@@ -35,7 +35,8 @@ impl Node {
         let config = self.sandbox.write_config();
         let args = ["--config".as_ref(), config.as_os_str()];
         let log = self.log();
-        self.child = Some(spawn_pincer_run_logging(self.sandbox.root(), &args, &[], Some(&log)).await);
+        let (child, http) = spawn_pincer_serving(self.sandbox.root(), &args, &[], Some(&log)).await;
+        (self.child, self.http) = (Some(child), Some(http));
     }
 
     /// Stops the node as systemd would (SIGTERM), waiting for it to exit.
@@ -54,7 +55,7 @@ impl Node {
     /// Waits until the samples `names` add up to `least` or more (a sample
     /// not shown yet counts 0); their sum.
     pub async fn metrics_at_least(&self, names: &[&str], least: f64) -> f64 {
-        let url = format!("http://{}/metrics", self.http);
+        let url = format!("http://{}/metrics", self.http.expect("the node was started"));
         let sample = |body: &str, name: &str| {
             let line = body.lines().find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))?;
             line[name.len()..].trim().parse::<f64>().ok()
@@ -77,7 +78,7 @@ impl Node {
 /// log lives) is gone once the test ends.
 impl Drop for Node {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
+        if !std::thread::panicking() && std::env::var_os("TEST_PINCER_SHOW_LOGS").is_none() {
             return;
         }
         let log = std::fs::read_to_string(self.log()).unwrap_or_default();
@@ -119,9 +120,8 @@ pub fn nodes_with(api: &FakeApi, bot: &FakeBot, url: &str, count: usize, lease_t
             sandbox.config.cluster.lease_ttl = lease_ttl;
             sandbox.use_telegram(bot);
             sandbox.fast_retries();
-            let http = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-            sandbox.config.http.listen = Some(http);
-            Node { id: format!("n{n}"), sandbox, child: None, http }
+            sandbox.config.http.listen = Some(any_port());
+            Node { id: format!("n{n}"), sandbox, child: None, http: None }
         })
         .collect()
 }

@@ -332,6 +332,41 @@ pub async fn spawn_pincer_run_logging(
     env: &[(&str, &std::ffi::OsStr)],
     log_file: Option<&Path>,
 ) -> tokio::process::Child {
+    spawn_pincer(cwd, args, env, log_file).await.0
+}
+
+/// [`spawn_pincer_run_logging`] for a pincer whose `[http] listen` has port
+/// 0, and the address its endpoint was given. A port a test picked and let
+/// go could be taken by any other process before pincer binds it (it was,
+/// under a parallel run); the system's own pick cannot.
+pub async fn spawn_pincer_serving(
+    cwd: &Path,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+    log_file: Option<&Path>,
+) -> (tokio::process::Child, std::net::SocketAddr) {
+    let (child, at) = spawn_pincer(cwd, args, env, log_file).await;
+    (child, at.expect("pincer logs where it serves its endpoint before it says it runs"))
+}
+
+/// The port a test lets pincer pick for its endpoint ([`spawn_pincer_serving`]).
+pub fn any_port() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// Where pincer says it serves its endpoint, if `line` says so.
+fn serving_at(line: &str) -> Option<std::net::SocketAddr> {
+    let (_, rest) = line.split_once("serving /metrics")?;
+    let (_, at) = rest.split_once(" at=")?;
+    at.split_whitespace().next()?.parse().ok()
+}
+
+async fn spawn_pincer(
+    cwd: &Path,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+    log_file: Option<&Path>,
+) -> (tokio::process::Child, Option<std::net::SocketAddr>) {
     use std::io::Write;
     use tokio::io::AsyncBufReadExt;
 
@@ -366,10 +401,12 @@ pub async fn spawn_pincer_run_logging(
     let ready = async {
         // What it said last, for the failure: a test's data dir goes with it.
         let mut last = std::collections::VecDeque::new();
+        let mut serving = None;
         while let Some(line) = log.next_line().await.expect("pincer's log is readable") {
             keep(&line);
+            serving = serving.or_else(|| serving_at(&line));
             if line.contains("pincer is running") {
-                return;
+                return serving;
             }
             if last.len() == 30 {
                 last.pop_front();
@@ -379,13 +416,13 @@ pub async fn spawn_pincer_run_logging(
         let said: Vec<String> = last.into();
         panic!("pincer exited before it was running; its log ended:\n{}", said.join("\n"));
     };
-    tokio::time::timeout(PATIENCE, ready).await.expect("pincer starts");
+    let serving = tokio::time::timeout(PATIENCE, ready).await.expect("pincer starts");
     tokio::spawn(async move {
         while let Ok(Some(line)) = log.next_line().await {
             keep(&line);
         }
     });
-    child
+    (child, serving)
 }
 
 /// Polls `url` until `done` holds for its status and body; the body.

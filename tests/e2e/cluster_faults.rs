@@ -107,17 +107,13 @@ async fn groups_on_n2(rig: &mut Rig, bot: &FakeBot) {
     }
 }
 
-/// Waits until `group`'s lease is held by `node`, within `limit` of `since`; how long it took.
+/// Waits until `group`'s lease is held by `node`, within `limit` of `since`
+/// (looked at least once, however little is left); how long it took, as first seen.
 async fn moved(db: &mut PgConnection, group: &str, node: &str, since: Instant, limit: Duration) -> Duration {
-    let left = limit.saturating_sub(since.elapsed());
-    let waiting = async {
-        while holder(db, group).await.as_deref() != Some(node) {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(left, waiting)
-        .await
-        .unwrap_or_else(|_| panic!("{group} did not move to {node} within {limit:?}"));
+    while holder(db, group).await.as_deref() != Some(node) {
+        assert!(since.elapsed() < limit, "{group} did not move to {node} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let took = since.elapsed();
     eprintln!("{group} moved to {node} {took:?} after the fault");
     took
@@ -220,9 +216,11 @@ async fn a_node_frozen_inside_a_fenced_transaction_holds_up_no_other_groups_take
     let since = Instant::now();
 
     bot.say(&chat(1), &alice(), "meanwhile OTHERGROUP");
+    // Both moves first: an answer (a CLI started with --resume) may take
+    // longer than what is left of the bound, and the first may move first.
     moved(&mut rig.db, &second, "n1", since, MOVES_WITHIN).await;
-    assert_eq!(answered(&bot, 1, "OTHERGROUP").await, 1);
     moved(&mut rig.db, &first, "n1", since, MOVES_WITHIN).await;
+    assert_eq!(answered(&bot, 1, "OTHERGROUP").await, 1);
     assert_eq!(answered(&bot, 0, "FROZENWRITE").await, 1);
 
     kill(pid, Signal::SIGCONT).unwrap();

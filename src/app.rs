@@ -3,12 +3,9 @@
 //! stops them in order. `main` and the tests start pincer through the same
 //! functions here, with shutdown passed in as a value.
 
-mod approvals;
-mod commands;
 mod console;
 mod data;
 mod engine;
-mod gateway;
 mod node;
 pub mod reload;
 mod retention;
@@ -29,6 +26,8 @@ use crate::channel::whatsapp::WaClient;
 use crate::config::Config;
 use crate::domain::Platform;
 use crate::lock::DataLock;
+// `start.rs` names its gateways `super::gateway::Gateway`, as when they lived here.
+use crate::node::gateway;
 
 pub use crate::node::{Membership, MembershipConfig, NodeState};
 pub use console::console_chat;

@@ -26,8 +26,6 @@ use crate::channel::whatsapp::WaClient;
 use crate::config::Config;
 use crate::domain::Platform;
 use crate::lock::DataLock;
-// `start.rs` names its gateways `super::gateway::Gateway`, as when they lived here.
-use crate::node::gateway;
 
 pub use crate::node::{Membership, MembershipConfig, NodeState};
 pub use console::console_chat;
@@ -131,7 +129,7 @@ async fn start_services<C: WaClient>(
     if let Some(config) = s.telegram {
         let asks = || askers.register(Platform::Telegram);
         let token = config.token.as_ref().map(|t| t.expose().to_owned()).unwrap_or_default();
-        match node.as_ref().zip(gateway::Gateway::telegram_lease(&token)) {
+        match node.as_ref().zip(crate::node::Gateway::telegram_lease(&token)) {
             Some((node, lease)) => {
                 let gateway = node.gateway(lease);
                 start::telegram_gateway(engine, services, config, s.adapters.clone(), gateway, asks)?;

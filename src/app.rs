@@ -3,12 +3,9 @@
 //! stops them in order. `main` and the tests start pincer through the same
 //! functions here, with shutdown passed in as a value.
 
-mod approvals;
-mod commands;
 mod console;
 mod data;
 mod engine;
-mod gateway;
 mod node;
 pub mod reload;
 mod retention;
@@ -132,7 +129,7 @@ async fn start_services<C: WaClient>(
     if let Some(config) = s.telegram {
         let asks = || askers.register(Platform::Telegram);
         let token = config.token.as_ref().map(|t| t.expose().to_owned()).unwrap_or_default();
-        match node.as_ref().zip(gateway::Gateway::telegram_lease(&token)) {
+        match node.as_ref().zip(crate::node::Gateway::telegram_lease(&token)) {
             Some((node, lease)) => {
                 let gateway = node.gateway(lease);
                 start::telegram_gateway(engine, services, config, s.adapters.clone(), gateway, asks)?;

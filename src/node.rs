@@ -3,7 +3,10 @@
 //! `NodeId` with a row in `nodes` that it keeps alive (`membership`); while
 //! it is registered it claims the groups placement gives it, taking over
 //! what their last holder left in flight (`claims`), hears other nodes'
-//! work through LISTEN (`hints`), and before it stops hands everything it
+//! work through LISTEN (`hints`), serves a platform only while it holds its
+//! gateway lease (`gateway`), runs the chat commands handed to the groups
+//! it holds (`commands`), carries tool approvals between a group's node and
+//! the gateway's (`approvals`), and before it stops hands everything it
 //! holds to the others at turn boundaries (`drain`). Its CLIs run only under
 //! its leases and die at its deadline by themselves.
 //!
@@ -13,18 +16,27 @@
 //!   config and the store need them, so they stand below both.
 //! - `crate::store::cluster`: the cluster's statements, reached through
 //!   `Store::cluster()` (none on SQLite).
-//! - here: the node's tasks, which run those decisions over the store and
-//!   the router, each with typed errors and no `anyhow`.
-//! - `app::node`: the wiring only: starts these with the engine's parts.
+//! - here: the node's tasks, which run those decisions over the store, the
+//!   router and the channels' `Ports`, each with typed errors and no
+//!   `anyhow`. A task is handed back as a value (`ClaimLoop`,
+//!   `CommandTaker`, `approvals::Asking`, `Gateway`) for the wiring to
+//!   spawn; nothing here names `crate::app`.
+//! - `app::node`: the wiring only: makes these with the engine's parts and
+//!   spawns them as the daemon's services.
 //!
 //! On one machine nothing here starts.
 
+pub mod approvals;
 mod claims;
+mod commands;
 pub mod drain;
+pub mod gateway;
 mod hints;
 mod membership;
 
 pub use claims::ClaimLoop;
+pub use commands::CommandTaker;
 pub use drain::{others_alive, DrainPort, NodeDrain};
-pub use hints::run as listen_for_hints;
+pub use gateway::Gateway;
+pub use hints::{look_at_outbox, run as listen_for_hints};
 pub use membership::{Membership, MembershipConfig, NodeState};

@@ -2,10 +2,14 @@
 //! enabled` with a shared `[store] url`; what a node is: `crate::node`):
 //! before anything runs, its store's group writes are fenced; then it starts
 //! the node's tasks (membership, claim loop, hints, and the drain when asked)
-//! with the engine's parts, looks at its outbox every tick for replies other
-//! nodes wrote, and routes its tool approvals for a gateway's chat through
-//! the store (`approvals`). On one machine none of this starts.
+//! with the engine's parts (its outbox looked at every tick for replies
+//! other nodes wrote, the chat commands handed to it, its tool approvals
+//! for a gateway's chat through the store: `node::approvals`), and makes
+//! its gateways. What each does is `crate::node`'s; here they only get
+//! their parts and are spawned through `Services`. On one machine none of
+//! this starts.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -16,9 +20,12 @@ use tokio_util::sync::CancellationToken;
 use super::engine::Engine;
 use super::services::Services;
 use crate::channel::approvals::Askers;
-use crate::cluster::{LeaseTiming, NodeId};
+use crate::cluster::{LeaseName, LeaseTiming, NodeId};
 use crate::config::Config;
-use crate::node::{ClaimLoop, Membership, MembershipConfig, NodeDrain, NodeState};
+use crate::node::approvals::Bridge;
+use crate::node::{
+    look_at_outbox, ClaimLoop, CommandTaker, Gateway, Membership, MembershipConfig, NodeDrain, NodeState,
+};
 
 /// What a cluster node is started with (`[cluster]`, and what its claims need).
 #[derive(Clone, Debug)]
@@ -43,10 +50,6 @@ impl NodeSection {
     }
 }
 
-/// How often a cluster node looks at the outbox for replies other nodes
-/// wrote (its own wake their deliverers at once).
-const OUTBOX_LOOK: Duration = Duration::from_millis(250);
-
 /// The running node: its membership, which leaves only once this node's
 /// CLIs are gone and its outbox flushed ([`ClusterNode::leave`]).
 pub struct ClusterNode {
@@ -55,7 +58,7 @@ pub struct ClusterNode {
     cluster: crate::store::ClusterStore,
     leases: crate::store::Leases,
     node: NodeId,
-    approvals: std::sync::Arc<super::approvals::Bridge>,
+    approvals: Arc<Bridge>,
     /// Cancelled when the node drains: the claim loop claims nothing more,
     /// the gateways go to other nodes.
     draining: CancellationToken,
@@ -93,22 +96,15 @@ impl ClusterNode {
         services.intake(|stop| claims.run(stop));
         let (approvals_hint, hinted) = watch::channel(0);
         let ports = (engine.directory.clone(), engine.outbox.clone());
-        let approvals =
-            super::approvals::Bridge::start(services, engine.store.approvals(), node.clone(), ports, hinted);
+        let (approvals, asking) = Bridge::new(engine.store.approvals(), node.clone(), ports, hinted);
+        services.intake(|stop| asking.run(stop));
         let (outbox, hints) = (engine.outbox.clone(), cluster.clone());
-        let heard = super::commands::start(engine, services, nudge);
+        let (store, ports) = (&engine.store, engine.ports());
+        let (taker, heard) = CommandTaker::new(store.commands(), store.leases(), ports, nudge);
+        services.intake(|stop| taker.run(stop));
         services.intake(|stop| crate::node::listen_for_hints(hints, heard, outbox, approvals_hint, stop));
         let outbox = engine.outbox.clone();
-        services.intake(|stop| async move {
-            let mut tick = tokio::time::interval(OUTBOX_LOOK);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tick.tick() => outbox.wake(),
-                }
-            }
-        });
+        services.intake(|stop| look_at_outbox(outbox, stop));
         tracing::info!(%node, lease_ttl = ?timing.lease_ttl(), "this pincer is a cluster node");
         let (progress, _) = watch::channel(Default::default());
         Ok(ClusterNode { membership, leave, cluster, leases, node, approvals, draining, progress })
@@ -120,9 +116,9 @@ impl ClusterNode {
     }
 
     /// A gateway of this node, served while it holds `lease`.
-    pub fn gateway(&self, lease: crate::cluster::LeaseName) -> super::gateway::Gateway {
+    pub fn gateway(&self, lease: LeaseName) -> Gateway {
         let approvals = self.approvals.shower(&lease);
-        super::gateway::Gateway {
+        Gateway {
             leases: self.leases.clone(),
             lease,
             node: self.node.clone(),

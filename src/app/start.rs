@@ -65,13 +65,13 @@ pub fn telegram(
 }
 
 /// Serves Telegram on a cluster node: only while this node holds the bot's
-/// gateway lease (`app::gateway`).
+/// gateway lease (`node::gateway`).
 pub fn telegram_gateway(
     engine: &Engine,
     services: &mut Services,
     config: TelegramConfig,
     section: AdapterSection,
-    gateway: super::gateway::Gateway,
+    gateway: crate::node::Gateway,
     asks: impl FnOnce() -> mpsc::Receiver<ApprovalAsk>,
 ) -> anyhow::Result<()> {
     if let Some(url) = &config.webhook_url {
@@ -116,7 +116,7 @@ pub fn whatsapp<C: WaClient>(
         return whatsapp_alone(engine, services, source, section, silence_warning, asks);
     };
     let number = source.client.own_ids().number.unwrap_or_default();
-    match super::gateway::Gateway::whatsapp_lease(&number) {
+    match crate::node::Gateway::whatsapp_lease(&number) {
         Some(lease) => {
             let gateway = node.gateway(lease);
             whatsapp_gateway(engine, services, source, section, silence_warning, gateway, asks);
@@ -157,7 +157,7 @@ fn whatsapp_alone<C: WaClient>(
 
 /// Serves WhatsApp on a cluster node whose device is linked to the number
 /// of `gateway`'s lease: it receives (and stores) for the node's life, and
-/// sends only while it holds the lease (`app::gateway`), which it claims
+/// sends only while it holds the lease (`node::gateway`), which it claims
 /// only while its device is connected.
 fn whatsapp_gateway<C: WaClient>(
     engine: &Engine,
@@ -165,7 +165,7 @@ fn whatsapp_gateway<C: WaClient>(
     source: WhatsAppSource<C>,
     section: AdapterSection,
     silence_warning: std::time::Duration,
-    gateway: super::gateway::Gateway,
+    gateway: crate::node::Gateway,
     asks: mpsc::Receiver<ApprovalAsk>,
 ) {
     engine.router.register_fetch(Platform::WhatsApp, Arc::new(WaFiles { client: source.client.clone() }));

@@ -4,7 +4,7 @@
 //! (`ClusterStore::mark_draining`, so placement elsewhere leaves it out); each
 //! session lets its turn finish and hands its group over itself
 //! (`session::drain`); a gateway goes once another node can take it
-//! (`app::gateway`). This loop lets go of held groups without a session,
+//! (`gateway`). This loop lets go of held groups without a session,
 //! counts what is left for `pincer drain`, and returns once the node holds
 //! nothing (or its bound passed: what is left then moves when it leaves).
 

@@ -5,7 +5,8 @@
 //! answered (`0007_approvals.sql`) wakes the approvals' bridge. Only hints:
 //! the claim loop, the outbox and the approvals are also looked at on a
 //! short poll, so a lost connection (reconnected with backoff) costs that
-//! poll's delay, never a message.
+//! poll's delay, never a message; the outbox's poll is here
+//! ([`look_at_outbox`]).
 //! Touches one connection of its own to the database.
 
 use std::sync::Arc;
@@ -41,6 +42,23 @@ pub async fn run(
         }
         if !backoff.wait(None, &shutdown).await {
             return;
+        }
+    }
+}
+
+/// How often a cluster node looks at the outbox for replies other nodes
+/// wrote (its own wake their deliverers at once).
+const OUTBOX_LOOK: Duration = Duration::from_millis(250);
+
+/// Wakes `outbox`'s deliverers every [`OUTBOX_LOOK`] until `stop`: the
+/// poll behind the outbox's hint.
+pub async fn look_at_outbox(outbox: Outbox, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(OUTBOX_LOOK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => outbox.wake(),
         }
     }
 }

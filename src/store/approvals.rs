@@ -1,7 +1,7 @@
 //! Tool approvals asked across cluster nodes (PostgreSQL only;
 //! `migrations/postgres/0007_approvals.sql`): the asking node's rows, the
 //! gateway's marks of what it shows, and the first verdict written back.
-//! What to show and when a row is stale is decided in `app::approvals`;
+//! What to show and when a row is stale is decided in `node::approvals`;
 //! here it runs. Touches the `approvals` table and reads `leases`.
 //!
 //! Bounds: a row's tool name and summary come from the agent's input, so

@@ -2,7 +2,7 @@
 //! durability hook, or from its events), follows the connection, and runs
 //! delivery and approvals while it serves. On a cluster node receiving runs
 //! for the node's life and sending only in the rounds the node holds the
-//! number's gateway lease (`app::gateway`). May touch the Directory (through
+//! number's gateway lease (`node::gateway`). May touch the Directory (through
 //! its parts) and the outbox.
 
 use std::sync::atomic::Ordering;

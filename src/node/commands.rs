@@ -6,7 +6,8 @@
 //! when a lease of its changes, and at the `pincer_work` hint; runs each as
 //! it would run one typed in a chat it serves; and deletes it. What to do
 //! with one ([`fate`]) is pure; touches the store's `pending_commands` and,
-//! through the ports, the group's session and outbox.
+//! through the ports, the group's session and outbox. [`CommandTaker`] is
+//! the task, handed back to be spawned by whoever starts the node.
 //!
 //! At most once for what acts (`/stop`, `/new`, a change of tasks or
 //! budget): taken first, then run, so an owner that dies between loses it
@@ -24,8 +25,6 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::engine::Engine;
-use super::services::Services;
 use crate::channel::{decode_command, Ports, SessionCommand};
 use crate::domain::GroupName;
 use crate::store::{Commands, Leases, PendingCommand};
@@ -62,16 +61,30 @@ fn fate(stored: &str, age: Duration) -> Fate {
     }
 }
 
-/// Starts this node's taker; the hint to pass `pincer_work` on to, which it
-/// passes on to `claims` (the claim loop's) as well.
-pub fn start(engine: &Engine, services: &Services, claims: Arc<Notify>) -> Arc<Notify> {
-    let (heard, hint) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
-    let to = [claims, hint.clone()];
-    let passing = heard.clone();
-    services.intake(|stop| pass_on(passing, to, stop));
-    let taker = Taker { commands: engine.store.commands(), leases: engine.store.leases(), ports: engine.ports(), hint };
-    services.intake(|stop| taker.run(stop));
-    heard
+/// This node's taker of the commands handed to it, with the hint that
+/// wakes it (`pincer_work`), passed on to the claim loop as well.
+pub struct CommandTaker {
+    heard: Arc<Notify>,
+    to: [Arc<Notify>; 2],
+    taker: Taker,
+}
+
+impl CommandTaker {
+    /// The taker over `commands` for the groups in `leases`, run through
+    /// `ports`; and the hint to pass `pincer_work` on to, which it passes on
+    /// to `claims` (the claim loop's) as well.
+    pub fn new(commands: Commands, leases: Leases, ports: Ports, claims: Arc<Notify>) -> (CommandTaker, Arc<Notify>) {
+        let (heard, hint) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let to = [claims, hint.clone()];
+        let taker = Taker { commands, leases, ports, hint };
+        (CommandTaker { heard: heard.clone(), to, taker }, heard)
+    }
+
+    /// Passes the hints on and takes the commands until `stop`.
+    pub async fn run(self, stop: CancellationToken) {
+        let CommandTaker { heard, to, taker } = self;
+        tokio::join!(pass_on(heard, to, stop.clone()), taker.run(stop));
+    }
 }
 
 /// Passes each hint `heard` on to every one of `to` (a `Notify` wakes one waiter).

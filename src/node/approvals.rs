@@ -6,7 +6,8 @@
 //! the verdict back (`showing`); what each does at a look is `plan`'s.
 //! LISTEN/NOTIFY (`node::hints`) only wakes both early: each also looks
 //! every 250 ms. On one machine none of this starts, and console groups
-//! (no chat) are always asked on their own node.
+//! (no chat) are always asked on their own node. The tasks (`Asking`, and
+//! a gateway round's `Showing`) are handed back to whoever starts them.
 
 mod asking;
 mod plan;
@@ -16,7 +17,6 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, watch};
 
-use super::services::Services;
 use crate::channel::approvals::{Askers, ASK_QUEUE};
 use crate::channel::{ApprovalAsk, Directory};
 use crate::cluster::{LeaseName, NodeId};
@@ -24,6 +24,7 @@ use crate::domain::Platform;
 use crate::outbox::Outbox;
 use crate::store::Approvals;
 
+pub use asking::Asking;
 pub use showing::Shower;
 
 /// A cluster node's approvals: what its gateways show with, and where its
@@ -42,20 +43,19 @@ pub struct Bridge {
 }
 
 impl Bridge {
-    /// Starts `node`'s asking side; `hints` is bumped when another node wrote to the table.
-    pub fn start(
-        services: &Services,
+    /// `node`'s bridge and its asking side, to run; `hints` is bumped when
+    /// another node wrote to the table.
+    pub fn new(
         store: Approvals,
         node: NodeId,
         ports: (Directory, Outbox),
         hints: watch::Receiver<u64>,
-    ) -> Arc<Bridge> {
+    ) -> (Arc<Bridge>, Asking) {
         let (requests, routed) = mpsc::channel(ASK_QUEUE);
-        let asking = asking::Asking { store: store.clone(), node, hints: hints.clone(), requests: routed };
-        services.intake(|stop| asking.run(stop));
+        let asking = Asking { store: store.clone(), node, hints: hints.clone(), requests: routed };
         let (directory, outbox) = ports;
         let (platforms, kept) = (Mutex::default(), Mutex::default());
-        Arc::new(Bridge { store, directory, outbox, hints, requests, platforms, kept })
+        (Arc::new(Bridge { store, directory, outbox, hints, requests, platforms, kept }), asking)
     }
 
     /// What the gateway of `lease` shows approvals with; `None` for a lease

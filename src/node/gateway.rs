@@ -8,6 +8,8 @@
 //! Messages and replies travel between nodes through the store: whoever
 //! polls stores what arrives, whoever owns a group answers, and the
 //! gateway's delivery sends what any node wrote to the outbox.
+//! A round's own work (an adapter's polling and delivery) is the caller's,
+//! with the caller's error type: this loop only decides when a round runs.
 
 use std::future::Future;
 use std::time::Duration;
@@ -15,9 +17,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::approvals::Shower;
+use super::drain::others_alive;
+use super::membership::NodeState;
 use crate::channel::ApprovalAsk;
 use crate::cluster::{LeaseName, NodeId};
-use crate::node::NodeState;
 use crate::store::Leases;
 
 /// How often a node that does not hold the gateway tries to claim it.
@@ -30,7 +34,7 @@ pub struct Gateway {
     pub node: NodeId,
     pub state: watch::Receiver<NodeState>,
     /// Shows the tool approvals of every node for this platform's chats, round by round.
-    pub approvals: Option<super::approvals::Shower>,
+    pub approvals: Option<Shower>,
     /// Cancelled when this node drains: the gateway goes to another node
     /// once one can take it, and is not claimed again.
     pub draining: CancellationToken,
@@ -61,16 +65,16 @@ impl Gateway {
 
     /// Claims the lease, serves a round with `serve` while it is held, and
     /// again after each loss, until `shutdown`.
-    pub async fn serve<F, Fut>(
+    pub async fn serve<F, Fut, E>(
         self,
         asks: mpsc::Receiver<ApprovalAsk>,
         shutdown: CancellationToken,
         stop_delivery: CancellationToken,
         serve: F,
-    ) -> anyhow::Result<()>
+    ) -> Result<(), E>
     where
         F: FnMut(Round) -> Fut,
-        Fut: Future<Output = anyhow::Result<()>>,
+        Fut: Future<Output = Result<(), E>>,
     {
         let (_always, fit) = watch::channel(true);
         self.serve_while_fit(fit, asks, shutdown, stop_delivery, serve).await
@@ -80,17 +84,17 @@ impl Gateway {
     /// platform): an unfit node does not claim the lease, and a holder that
     /// turns unfit ends its round at once and lets the lease go, so a node
     /// that can serve takes it without waiting for an expiry.
-    pub async fn serve_while_fit<F, Fut>(
+    pub async fn serve_while_fit<F, Fut, E>(
         mut self,
         mut fit: watch::Receiver<bool>,
         mut asks: mpsc::Receiver<ApprovalAsk>,
         shutdown: CancellationToken,
         stop_delivery: CancellationToken,
         mut serve: F,
-    ) -> anyhow::Result<()>
+    ) -> Result<(), E>
     where
         F: FnMut(Round) -> Fut,
-        Fut: Future<Output = anyhow::Result<()>>,
+        Fut: Future<Output = Result<(), E>>,
     {
         while self.claim(&shutdown, &mut fit).await {
             tracing::info!(lease = %self.lease.as_str(), node = %self.node, "this node is the gateway now");
@@ -180,7 +184,7 @@ const TAKER_LOOK: Duration = Duration::from_millis(200);
 /// this node keeps serving it, so no update waits for a lease to expire.
 async fn hand_over_when_taken(taker: Taker, handed: CancellationToken) {
     taker.draining.cancelled().await;
-    while !crate::node::drain::others_alive(&taker.leases, &taker.node).await {
+    while !others_alive(&taker.leases, &taker.node).await {
         tokio::time::sleep(TAKER_LOOK).await;
     }
     handed.cancel();

@@ -198,10 +198,11 @@ impl Router {
     /// pincer accepted but never saw answered (it stopped or died mid-turn)
     /// goes back in its group's queue, and each such group's chat is told
     /// first; its runs cut off are due again (the restart's recovery,
-    /// `store/recovery.rs`, before the scheduler starts). The messages go as they were written, without the context they
-    /// once carried (that was handed on already). A group that cannot be
-    /// served (deleted by hand) has its messages failed, and costs the others
-    /// nothing. Returns how many messages wait again.
+    /// `store/recovery.rs`, before the scheduler starts). The messages go as
+    /// they were written, without the context they once carried (that was
+    /// handed on already). A group that cannot be served (deleted by hand)
+    /// has its messages failed, and costs the others nothing. Returns how
+    /// many messages wait again.
     pub async fn recover(&self) -> Result<usize, RouteError> {
         let store = &self.inner.deps.queue;
         let recovered = store.recover_after_restart(chrono::Utc::now()).await?;

@@ -10,7 +10,6 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, Utc};
-
 use sqlx::any::AnyRow;
 use sqlx::{FromRow, Row};
 

@@ -16,7 +16,7 @@ use crate::domain::{GroupName, Inbound, InboundId, Missed, Platform, Source};
 use crate::media::{Fetch, Fetchers, Preparer, PreparerDeps};
 use crate::retry::RetryPolicy;
 use crate::session::{Command, SessionClosed, SessionDeps, SessionHandle, SessionStatus, TurnOutcome};
-use crate::store::{InboundState, Recovered, StoreError, Stored};
+use crate::store::{GroupLeft, InboundState, StoreError, Stored};
 
 /// Why a message could not be routed.
 #[derive(Debug, thiserror::Error)]
@@ -197,14 +197,21 @@ impl Router {
     /// At start, before any chat or schedule is served: what a previous
     /// pincer accepted but never saw answered (it stopped or died mid-turn)
     /// goes back in its group's queue, and each such group's chat is told
-    /// first. The messages go as they were written, without the context they
-    /// once carried (that was handed on already). A group that cannot be
-    /// served (deleted by hand) has its messages failed, and costs the others
-    /// nothing. Returns how many messages wait again.
+    /// first; its runs cut off are due again (the restart's recovery,
+    /// `store/recovery.rs`, before the scheduler starts). The messages go as
+    /// they were written, without the context they once carried (that was
+    /// handed on already). A group that cannot be served (deleted by hand)
+    /// has its messages failed, and costs the others nothing. Returns how
+    /// many messages wait again.
     pub async fn recover(&self) -> Result<usize, RouteError> {
         let store = &self.inner.deps.queue;
+        let recovered = store.recover_after_restart(chrono::Utc::now()).await?;
+        for id in &recovered.runs_cut_off {
+            tracing::warn!(schedule = %id, "a run was cut off when pincer last stopped; running it again if still active");
+        }
         let mut waiting = 0;
-        for Recovered { group, messages } in store.recover_unanswered().await? {
+        // Every waiting message is told, not only those written again: each waited through the restart.
+        for GroupLeft { group, waiting: messages, .. } in recovered.groups {
             let handle = match group.parse::<GroupName>() {
                 Ok(name) => self.session(&name).await.map(|handle| (name, handle)),
                 Err(e) => Err(RouteError::Store(StoreError::UnknownGroup(format!("{group} ({e})")))),

@@ -26,7 +26,6 @@ use tokio::time::Instant;
 
 use crate::domain::schedule::{Schedule, ScheduleId};
 use crate::domain::GroupName;
-use crate::store::Schedules;
 pub use deps::SchedulerDeps;
 use run::{RunDone, RunEnd};
 
@@ -86,12 +85,8 @@ struct Scheduler {
 impl Scheduler {
     async fn run(mut self) {
         tracing::info!(poll = ?self.deps.config.poll_interval, "scheduler started");
-        // A cluster node does this for each group it claims: other nodes' runs are theirs.
-        if !self.deps.leases.is_cluster_node() {
-            if let Err(e) = recover(&self.deps.schedules, Utc::now()).await {
-                tracing::error!(%e, "cannot check for runs a previous pincer left unfinished");
-            }
-        }
+        // What a stopped pincer left running was recovered before this started
+        // (`store/recovery.rs`), so none of this scheduler's runs is taken for a leftover.
         loop {
             let wake = self.fire_due().await;
             tokio::select! {
@@ -221,15 +216,6 @@ impl Scheduler {
         }
         Ok(())
     }
-}
-
-/// Runs a killed pincer left unfinished are logged as failed, and their
-/// schedules (if still active) run again now: a run is never lost silently.
-async fn recover(store: &Schedules, now: DateTime<Utc>) -> Result<(), crate::store::StoreError> {
-    for id in store.abandon_unfinished_runs(now, None).await? {
-        tracing::warn!(schedule = %id, "a run was cut off when pincer last stopped; running it again if still active");
-    }
-    Ok(())
 }
 
 /// The monotonic instant of wall-clock time `at`.

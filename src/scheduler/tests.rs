@@ -54,6 +54,11 @@ impl Db {
 
 use crate::store::StoreError;
 
+/// The restart's recovery (`store/recovery.rs`), which the router runs before the scheduler starts.
+async fn recover(store: &Store, now: DateTime<Utc>) -> Result<(), StoreError> {
+    store.queue().recover_after_restart(now).await.map(drop)
+}
+
 /// Now, to the microsecond, as the store keeps times.
 fn now() -> DateTime<Utc> {
     DateTime::from_timestamp_micros(Utc::now().timestamp_micros()).unwrap()
@@ -70,7 +75,7 @@ async fn a_once_killed_as_it_fires_is_still_due_and_runs_after_the_restart() {
     db.kill_at("INSERT ON schedule_runs").await;
     assert!(db.fire(&once, now).await.is_err());
     db.restart().await;
-    recover(&db.store.schedules(), now).await.unwrap();
+    recover(&db.store, now).await.unwrap();
 
     let after = db.get(&once).await;
     assert!(after.is_due(now), "neither run nor next run left: {after:?}");
@@ -92,9 +97,9 @@ async fn a_run_cut_off_by_a_kill_is_logged_as_failed_and_due_again_even_if_recov
     // The next pincer is killed while it recovers that run, before the schedule is due again.
     let now = now();
     db.kill_at("UPDATE OF next_run_us ON schedules").await;
-    assert!(recover(&db.store.schedules(), now).await.is_err());
+    assert!(recover(&db.store, now).await.is_err());
     db.restart().await;
-    recover(&db.store.schedules(), now).await.unwrap();
+    recover(&db.store, now).await.unwrap();
 
     let runs = db.store.schedules().runs(once.id).await.unwrap();
     assert_eq!(runs.len(), 1);
@@ -102,7 +107,7 @@ async fn a_run_cut_off_by_a_kill_is_logged_as_failed_and_due_again_even_if_recov
     assert!(runs[0].text.as_deref().unwrap().contains("killed or crashed"));
     let after = db.get(&once).await;
     assert!(after.is_due(now), "{after:?}");
-    recover(&db.store.schedules(), now).await.unwrap();
+    recover(&db.store, now).await.unwrap();
     assert_eq!(db.store.schedules().runs(once.id).await.unwrap().len(), 1, "recovered once");
 }
 

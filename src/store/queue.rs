@@ -3,11 +3,13 @@
 //!
 //! A chat adapter's message is confirmed once it is stored `queued`; the
 //! group's session pulls queued rows in id order when it can take them. A
-//! restart goes through the same door: [`Queue::recover_unanswered`] puts what
-//! a previous pincer had written but not seen answered back in the queue.
+//! restart goes through the same door: [`Queue::recover_after_restart`] puts
+//! what a previous pincer had written but not seen answered back in the queue
+//! (`recovery.rs`).
 
 use std::time::{Duration, Instant, SystemTime};
 
+use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use sqlx::{FromRow, Row};
 
@@ -16,6 +18,7 @@ use super::fenced;
 use super::flag::Flag;
 use super::handles::Queue;
 use super::inbound::{insert_inbound_row, settle_list, settle_sql, InboundState};
+use super::recovery::{Recovered, Recovery};
 use super::rows::{self, InboundRow};
 use crate::domain::media::{Attachment, ModelImage, Outcome};
 use crate::domain::{from_unix_us, ChatLine, GroupName, Inbound, InboundId};
@@ -39,13 +42,6 @@ pub struct TakenContext {
     pub lines: Vec<ChatLine>,
     /// How many older ones were left out.
     pub omitted: usize,
-}
-
-/// What a restart found left unanswered in one group, now queued again.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Recovered {
-    pub group: String,
-    pub messages: usize,
 }
 
 impl Queue {
@@ -181,38 +177,15 @@ impl Queue {
         super::inbound::insert_images(&mut conn, id, images).await
     }
 
-    /// At start, before any session runs: what a previous pincer took for the
-    /// agent but never saw answered goes back in the queue, oldest first as
-    /// before. Scheduled prompts are failed instead (the scheduler reruns its
-    /// unfinished runs), and so are console lines (the terminal that typed them
-    /// is gone). Returns, per group, how many chat messages wait again. One
-    /// transaction: a pincer killed half-way leaves the rows as they were.
-    pub async fn recover_unanswered(&self) -> Result<Vec<Recovered>, StoreError> {
+    /// At start, before any session runs: the restart's [`Recovery`] of
+    /// what a previous pincer left in flight, every group's, in one
+    /// transaction of its own (a pincer killed half-way leaves the rows as
+    /// they were). Here because the router, which recovers before anything
+    /// is served, holds the queue.
+    pub async fn recover_after_restart(&self, now: DateTime<Utc>) -> Result<Recovered, StoreError> {
         let mut tx = self.db.pool.begin().await?;
-        sqlx::query(
-            "UPDATE inbound SET state = 'failed'
-              WHERE state IN ('queued', 'sent') AND source IN ('scheduled', 'console')",
-        )
-        .execute(&mut *tx)
-        .await?;
-        retry_failed_downloads(&mut tx).await?;
-        sqlx::query("UPDATE inbound SET state = 'queued' WHERE state = 'sent'").execute(&mut *tx).await?;
-        let rows = sqlx::query(
-            "SELECT group_name, COUNT(*) AS n FROM inbound
-              WHERE state = 'queued' OR (state = 'preparing' AND prepared_as IS NULL)
-              GROUP BY group_name ORDER BY MIN(id)",
-        )
-        .fetch_all(&mut *tx)
-        .await?;
+        let recovered = Recovery::restart(now).run(&mut tx).await?;
         tx.commit().await?;
-        let mut recovered = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let messages: i64 = row.try_get("n")?;
-            recovered.push(Recovered {
-                group: row.try_get("group_name")?,
-                messages: usize::try_from(messages).unwrap_or(0),
-            });
-        }
         Ok(recovered)
     }
 
@@ -251,34 +224,6 @@ impl Queue {
         .await?;
         Ok(done.rows_affected())
     }
-}
-
-/// At a restart, a message delivered to the agent again whose download
-/// failed the first time gets a new try: its failed attachments wait again
-/// and it goes back to `preparing` (the rest keep what they came to; the
-/// preparer starts once the platforms registered their fetchers).
-async fn retry_failed_downloads(tx: &mut sqlx::Transaction<'_, sqlx::Any>) -> Result<(), StoreError> {
-    let rows = sqlx::query("SELECT id, media FROM inbound WHERE state = 'sent' AND media IS NOT NULL")
-        .fetch_all(&mut **tx)
-        .await?;
-    for row in &rows {
-        let Ok(mut media) = rows::read_media(row.try_get::<Option<String>, _>("media")?.as_deref()) else {
-            continue;
-        };
-        let mut again = false;
-        for attachment in media.iter_mut().filter(|a| matches!(a.outcome, Outcome::Failed { .. })) {
-            attachment.outcome = Outcome::Waiting;
-            again = true;
-        }
-        if again {
-            sqlx::query("UPDATE inbound SET state = 'preparing', media = $1 WHERE id = $2")
-                .bind(super::inbound::media_json(&media))
-                .bind(row.try_get::<i64, _>("id")?)
-                .execute(&mut **tx)
-                .await?;
-        }
-    }
-    Ok(())
 }
 
 /// Whether an attachment goes to the model as an image.

@@ -1,4 +1,5 @@
-//! Scheduled prompts and their run log.
+//! Scheduled prompts and their run log. Runs a stopped pincer or node left
+//! `running` are recovered with the rest of what it left (`recovery.rs`).
 
 use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
@@ -294,42 +295,6 @@ impl Schedules {
         // Fenced: a node that lost the group leaves the run as the new owner judged it.
         super::fenced::execute_for(&self.db, group, query).await?;
         Ok(())
-    }
-
-    /// Marks the runs a previous pincer left unfinished (it was killed) as
-    /// failed and makes their schedules, if still active, due at `now`; one
-    /// transaction, so a pincer killed while recovering finds them again.
-    /// Returns their schedules. `group`: only that group's (a cluster node
-    /// that just claimed it, in a fenced transaction); `None`: every group's
-    /// (one machine, at start).
-    pub async fn abandon_unfinished_runs(
-        &self,
-        now: DateTime<Utc>,
-        group: Option<&GroupName>,
-    ) -> Result<Vec<ScheduleId>, StoreError> {
-        let mut tx = match group {
-            Some(group) => super::fenced::begin_for(&self.db, group).await?,
-            None => self.db.pool.begin().await?,
-        };
-        let group = group.map(GroupName::as_str);
-        sqlx::query(
-            "UPDATE schedules SET next_run_us = $1 WHERE status = 'active'
-               AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running'
-                           AND ($2 IS NULL OR group_name = $2))",
-        )
-        .bind(us(now))
-        .bind(group)
-        .execute(&mut *tx)
-        .await?;
-        let ids: Vec<i64> = sqlx::query_scalar(
-            "UPDATE schedule_runs SET outcome = 'error', text = 'pincer stopped during this run (killed or crashed)'
-             WHERE outcome = 'running' AND ($1 IS NULL OR group_name = $1) RETURNING schedule_id",
-        )
-        .bind(group)
-        .fetch_all(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(ids.into_iter().map(ScheduleId).collect())
     }
 
     /// The run log of a schedule, oldest first.

@@ -329,12 +329,9 @@ async fn a_restart_queues_again_what_was_written_but_fails_scheduled_and_console
     let console = Inbound::new(a.clone(), Source::Console, "me", "hi");
     let console = store.queue().insert_inbound(&console, InboundState::Queued).await.unwrap();
 
-    let recovered = store.queue().recover_unanswered().await.unwrap();
-    assert_eq!(
-        recovered,
-        [Recovered { group: "b".into(), messages: 2 }, Recovered { group: "a".into(), messages: 1 }],
-        "per group, in the order of their oldest message"
-    );
+    let recovered = store.queue().recover_after_restart(chrono::Utc::now()).await.unwrap();
+    let left = |group: &str, written_again, waiting| GroupLeft { group: group.into(), written_again, waiting };
+    assert_eq!(recovered.groups, [left("b", 1, 2), left("a", 0, 1)], "per group, in the order of their oldest message");
     let b_queue: Vec<InboundId> =
         store.queue().queued_inbound(&b, InboundId(0), 10).await.unwrap().iter().map(|p| p.id).collect();
     assert_eq!(b_queue[0], written, "the written one first, as before");
@@ -432,7 +429,8 @@ async fn a_result_settles_its_messages_in_its_own_transaction() {
     let settles = [(one, InboundState::Answered), (two, InboundState::Failed)];
     store.outbox().record_result(&g, &result, None, "{}", None, &settles).await.unwrap();
     // Nothing else was written: what a restart would send again is only the unsettled one.
-    assert_eq!(store.queue().recover_unanswered().await.unwrap(), [Recovered { group: "a".into(), messages: 1 }]);
+    let recovered = store.queue().recover_after_restart(chrono::Utc::now()).await.unwrap();
+    assert_eq!(recovered.groups, [GroupLeft { group: "a".into(), written_again: 1, waiting: 1 }]);
     let again: Vec<InboundId> =
         store.queue().queued_inbound(&g, InboundId(0), 10).await.unwrap().iter().map(|p| p.id).collect();
     assert_eq!(again, [three]);
@@ -507,7 +505,7 @@ async fn other_rows_changed_outside_pincer_are_skipped_never_a_panic() {
                  VALUES ('Bad Name', 1, 'telegram', 'x', 'odd', 'queued')",
     )
     .await;
-    store.queue().recover_unanswered().await.unwrap();
+    store.queue().recover_after_restart(chrono::Utc::now()).await.unwrap();
     let left = store.queue().queued_inbound(&g, InboundId(0), 10).await.unwrap();
     assert_eq!(left.iter().map(|p| p.msg.text.as_str()).collect::<Vec<_>>(), ["hi"]);
 

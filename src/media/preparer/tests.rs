@@ -341,7 +341,7 @@ async fn a_failed_download_is_tried_again_when_a_restart_delivers_its_message_ag
 
     fetch.answer("doc", vec![Ok(b"%PDF now it is there".to_vec())]);
     let tries = fetch.tries.load(Ordering::SeqCst);
-    rig.store.queue().recover_unanswered().await.unwrap();
+    rig.store.queue().recover_after_restart(chrono::Utc::now()).await.unwrap();
     assert!(rig.store.queue().queued_inbound(&rig.group, InboundId(0), 10).await.unwrap().is_empty(), "prepared first");
     rig.preparer.wake();
     let again = rig.prepared().await;

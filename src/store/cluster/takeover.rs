@@ -3,11 +3,13 @@
 //!
 //! The claim's `UPDATE` of the lease row waits for every fenced write of the
 //! previous holder still open, so what this transaction reads is everything
-//! that holder committed. In it: chat and terminal messages written to the
-//! old CLI but never answered go back in the queue (answered again once,
-//! after a notice, as after a restart on one machine); scheduled prompts in
-//! flight are failed, and the runs left `running` are logged as cut off
-//! with their schedules due again (the rerun sends the prompt). Only then does this
+//! that holder committed. In it, the takeover's `Recovery` (`store/recovery.rs`,
+//! the one a restart runs, for this group alone): chat and terminal messages
+//! written to the old CLI but never answered go back in the queue (answered
+//! again once, after a notice, as after a restart on one machine; a failed
+//! download among them tried again); scheduled prompts in flight are failed,
+//! and the runs left `running` are logged as cut off with their schedules due
+//! again (the rerun sends the prompt). Only then does this
 //! node hold the lease in memory, so nothing here runs the group before the
 //! takeover is committed. A lease row locked by a stuck holder is waited for
 //! only briefly (`cluster::bounds`): the group is skipped this round. A
@@ -21,6 +23,7 @@ use crate::cluster::fence::LeaseName;
 use crate::cluster::node_id::NodeId;
 use crate::domain::GroupName;
 use crate::store::handles::ClusterStore;
+use crate::store::recovery::Recovery;
 use crate::store::StoreError;
 
 /// What a claim took over.
@@ -29,7 +32,8 @@ pub struct Takeover {
     /// The claim's epoch.
     pub epoch: i64,
     /// Chat (and terminal) messages the previous holder had written but not seen answered:
-    /// queued again.
+    /// waiting again. Those that never reached it are not counted: every group
+    /// waiting for its claim has some, and its chat is told nothing about them.
     pub requeued: u64,
     /// Runs the previous holder left unfinished: their schedules are due again.
     pub runs_cut_off: u64,
@@ -52,9 +56,10 @@ impl ClusterStore {
             let Some(epoch) = epoch else {
                 return Ok(None);
             };
-            let (requeued, runs_cut_off) = take_over(&mut tx, group, now).await?;
+            let recovered = Recovery::takeover(group, now).run(&mut tx).await?;
             tx.commit().await?;
-            Ok(Some((epoch, requeued, runs_cut_off)))
+            let requeued = recovered.groups.iter().map(|left| left.written_again).sum::<usize>();
+            Ok(Some((epoch, requeued as u64, recovered.runs_cut_off.len() as u64)))
         };
         let claimed = self.db.within("a claim", claiming).await.or_else(skipped_when_locked)?;
         let Some((epoch, requeued, runs_cut_off)) = claimed else {
@@ -64,46 +69,6 @@ impl ClusterStore {
         crate::metrics::counters::counters().lease_claimed("group");
         Ok(Some(Takeover { epoch, requeued, runs_cut_off }))
     }
-}
-
-/// What the claim takes over, in its transaction: (chat messages queued
-/// again, runs cut off).
-async fn take_over(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    group: &GroupName,
-    now: DateTime<Utc>,
-) -> Result<(u64, u64), StoreError> {
-    let name = group.as_str();
-    sqlx::query(
-        "UPDATE inbound SET state = 'failed'
-              WHERE group_name = $1 AND state IN ('queued', 'sent') AND source = 'scheduled'",
-    )
-    .bind(name)
-    .execute(&mut **tx)
-    .await?;
-    let requeued = sqlx::query("UPDATE inbound SET state = 'queued' WHERE group_name = $1 AND state = 'sent'")
-        .bind(name)
-        .execute(&mut **tx)
-        .await?
-        .rows_affected();
-    sqlx::query(
-        "UPDATE schedules SET next_run_us = $1 WHERE status = 'active'
-               AND id IN (SELECT schedule_id FROM schedule_runs WHERE outcome = 'running' AND group_name = $2)",
-    )
-    .bind(now.timestamp_micros())
-    .bind(name)
-    .execute(&mut **tx)
-    .await?;
-    let runs_cut_off = sqlx::query(
-        "UPDATE schedule_runs SET outcome = 'error',
-                    text = 'the pincer node running this group stopped during this run; it runs again on another'
-              WHERE outcome = 'running' AND group_name = $1",
-    )
-    .bind(name)
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
-    Ok((requeued, runs_cut_off))
 }
 
 #[cfg(test)]

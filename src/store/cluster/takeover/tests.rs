@@ -183,3 +183,33 @@ async fn a_lease_held_in_the_store_but_unknown_in_memory_is_found_and_adopted_at
     assert!(!a.cluster().unwrap().adopt(&held[0].0, held[0].1, generation));
     assert!(!a.leases().holds_group(&g));
 }
+
+#[tokio::test]
+async fn a_takeover_that_fails_half_way_takes_the_claim_back_with_it() {
+    let location = Location::Postgres(postgres::server().fresh_database());
+    let (a, b) = (Store::connect(&location).await.unwrap(), Store::connect(&location).await.unwrap());
+    let g: GroupName = "team".parse().unwrap();
+    a.groups().add_group(&g, &GroupSettings::default()).await.unwrap();
+    let ((node_a, inc_a), (node_b, inc_b)) = (node(&a, "node-a").await, node(&b, "node-b").await);
+    a.cluster().unwrap().claim_group(&g, &node_a, inc_a, Utc::now()).await.unwrap().expect("claimed");
+    let s = in_flight(&a, &g).await;
+    crate::store::testing::expire_node(&location, "node-a").await;
+    // The recovery's last write fails: its runs' statement (as a server that went away there would).
+    let break_runs =
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$;
+                      CREATE TRIGGER refuse BEFORE UPDATE ON schedule_runs FOR EACH ROW EXECUTE FUNCTION refuse()";
+    sqlx::raw_sql(break_runs).execute(&b.db.pool).await.unwrap();
+
+    let failed = b.cluster().unwrap().claim_group(&g, &node_b, inc_b, Utc::now()).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(!b.leases().holds_group(&g), "not held in memory");
+    let holder = sqlx::query_as::<_, (String, i64)>("SELECT node_id, epoch FROM leases WHERE name = 'team'");
+    assert_eq!(holder.fetch_one(&b.db.pool).await.unwrap(), ("node-a".into(), 1), "nor in the store");
+    let before = [("telegram", "sent"), ("scheduled", "sent"), ("telegram", "queued")];
+    assert_eq!(states(&b).await, before.map(|(source, state)| (source.into(), state.into())), "nothing recovered");
+    assert_eq!(b.schedules().runs(s.id).await.unwrap()[0].outcome, "running");
+
+    sqlx::raw_sql("DROP TRIGGER refuse ON schedule_runs").execute(&b.db.pool).await.unwrap();
+    let taken = b.cluster().unwrap().claim_group(&g, &node_b, inc_b, Utc::now()).await.unwrap().expect("claimed now");
+    assert_eq!((taken.epoch, taken.requeued, taken.runs_cut_off), (2, 1, 1), "all of it, once");
+}

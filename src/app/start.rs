@@ -116,7 +116,7 @@ pub fn whatsapp<C: WaClient>(
         return whatsapp_alone(engine, services, source, section, silence_warning, asks);
     };
     let number = source.client.own_ids().number.unwrap_or_default();
-    match crate::node::Gateway::whatsapp_lease(&number) {
+    match crate::cluster::LeaseName::whatsapp_number(&number) {
         Some(lease) => {
             let gateway = node.gateway(lease);
             whatsapp_gateway(engine, services, source, section, silence_warning, gateway, asks);

@@ -62,7 +62,7 @@ impl Ghosts {
             }
             self.since.remove(&(lease.clone(), *epoch));
             let (lease, epoch) = (lease.clone(), *epoch);
-            actions.push(if is_gateway(&lease) {
+            actions.push(if lease.is_gateway() {
                 GhostAction::Release { lease, epoch }
             } else {
                 GhostAction::Adopt { lease, epoch }
@@ -70,10 +70,6 @@ impl Ghosts {
         }
         actions
     }
-}
-
-fn is_gateway(lease: &LeaseName) -> bool {
-    lease.as_str().starts_with("gw:")
 }
 
 #[cfg(test)]

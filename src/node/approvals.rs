@@ -61,7 +61,7 @@ impl Bridge {
     /// What the gateway of `lease` shows approvals with; `None` for a lease
     /// of no platform that shows them.
     pub fn shower(&self, lease: &LeaseName) -> Option<Shower> {
-        let platform = platform_of(lease)?;
+        let platform = lease.platform()?;
         lock(&self.platforms).push(platform);
         Some(Shower {
             store: self.store.clone(),
@@ -86,15 +86,6 @@ impl Bridge {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The chat platform a gateway lease (`gw:<platform>:…`) serves.
-fn platform_of(lease: &LeaseName) -> Option<Platform> {
-    let mut parts = lease.as_str().splitn(3, ':');
-    match (parts.next(), parts.next().and_then(Platform::parse), parts.next()) {
-        (Some("gw"), Some(platform), Some(_)) if platform != Platform::Console => Some(platform),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

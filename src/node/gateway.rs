@@ -56,13 +56,6 @@ impl Gateway {
         Some(LeaseName::telegram(id))
     }
 
-    /// The lease of the WhatsApp number `number` (its digits); `None`
-    /// before the device knows its number (it was never paired).
-    pub fn whatsapp_lease(number: &str) -> Option<LeaseName> {
-        let digits = !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit());
-        digits.then(|| LeaseName::whatsapp(number))
-    }
-
     /// Claims the lease, serves a round with `serve` while it is held, and
     /// again after each loss, until `shutdown`.
     pub async fn serve<F, Fut, E>(
@@ -264,11 +257,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_whatsapp_number_names_its_lease_and_a_device_without_one_has_none() {
-        let lease = Gateway::whatsapp_lease("4915112345678").map(|l| l.as_str().to_owned());
-        assert_eq!(lease.as_deref(), Some("gw:whatsapp:4915112345678"));
-        assert_eq!(Gateway::whatsapp_lease(""), None);
-        assert_eq!(Gateway::whatsapp_lease("49151:1"), None);
+    fn a_bots_token_names_its_lease() {
         assert_eq!(Gateway::telegram_lease("123456:SECRET"), Some(LeaseName::telegram(123456)));
     }
 }

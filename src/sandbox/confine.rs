@@ -191,10 +191,8 @@ fn exec(real: PathBuf, args: &[CString], env: Vec<(OsString, OsString)>) -> Conf
         .collect();
     let env: Vec<&[u8]> = env.iter().map(Vec::as_slice).collect();
     let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    match early::exec(&real, &args, &env) {
-        early::Refusal::Exec { error, .. } => ConfineError::Exec { path: real, source: error },
-        other => ConfineError::Exec { path: real, source: std::io::Error::other(other.to_string()) },
-    }
+    let source = early::exec(&real, &args, &env);
+    ConfineError::Exec { path: real, source }
 }
 
 /// This process's arguments, from `/proc/self/cmdline` (the startup hook

@@ -16,13 +16,6 @@ use crate::store::{GroupSettings, Location, Store};
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
-#[test]
-fn a_gateways_platform_is_read_from_its_lease() {
-    assert_eq!(platform_of(&LeaseName::telegram(7)), Some(Platform::Telegram));
-    assert_eq!(platform_of(&LeaseName::whatsapp("4915112345678")), Some(Platform::WhatsApp));
-    assert_eq!(platform_of(&LeaseName::group(&"team".parse().unwrap())), None);
-}
-
 async fn registered(store: &Store, name: &str) -> (NodeId, i64) {
     let id = NodeId::new(name).unwrap();
     let incarnation = store.cluster().unwrap().register(&id, 4, 10_000_000, 0).await.unwrap().expect("registered");

@@ -277,17 +277,17 @@ pub fn stage0(args: &[&CStr], env: &[&CStr]) -> Refusal {
         let Some(pincer) = pincer_beside(&me) else { return Refusal::NotFound(PINCER_NAME.to_owned()) };
         let role = [GIT_ROLE.as_bytes(), real.as_os_str().as_bytes()];
         let argv: Vec<&[u8]> = role.into_iter().chain(args).collect();
-        return exec(&pincer, &argv, &env);
+        return Refusal::Exec { error: exec(&pincer, &argv, &env), path: pincer };
     }
-    exec(&real, &args, &env)
+    Refusal::Exec { error: exec(&real, &args, &env), path: real }
 }
 
-/// Becomes `program` with `args` and exactly `env`; returns only on failure.
-pub fn exec(program: &Path, args: &[&[u8]], env: &[&[u8]]) -> Refusal {
+/// Becomes `program` with `args` and exactly `env`; returns only on
+/// failure, with why.
+pub fn exec(program: &Path, args: &[&[u8]], env: &[&[u8]]) -> std::io::Error {
     let c = |bytes: &[u8]| CString::new(bytes).ok();
-    let refused = |error| Refusal::Exec { path: program.to_owned(), error };
     let Some(path) = c(program.as_os_str().as_bytes()) else {
-        return refused(std::io::ErrorKind::InvalidInput.into());
+        return std::io::ErrorKind::InvalidInput.into();
     };
     // Entries come from C strings or the kernel's paths: none has a NUL inside.
     let args: Vec<CString> = args.iter().filter_map(|a| c(a)).collect();
@@ -298,7 +298,7 @@ pub fn exec(program: &Path, args: &[&[u8]], env: &[&[u8]]) -> Refusal {
     envp.push(std::ptr::null());
     // SAFETY: NUL-terminated strings that outlive the call, in NULL-terminated arrays.
     unsafe { execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
-    refused(std::io::Error::last_os_error())
+    std::io::Error::last_os_error()
 }
 
 /// The C strings of a NULL-terminated array such as `argv` or `envp`.

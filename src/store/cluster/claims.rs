@@ -50,7 +50,7 @@ impl ClusterStore {
         let mut held = Vec::with_capacity(rows.len());
         for row in &rows {
             let name: String = row.try_get(0)?;
-            let Some(lease) = lease_named(&name) else {
+            let Some(lease) = LeaseName::parse(&name) else {
                 tracing::warn!(%name, "a lease name in the store is not one pincer makes; leaving it alone");
                 continue;
             };
@@ -87,22 +87,11 @@ impl ClusterStore {
 
 /// The metrics' kind of a lease: a gateway's or a group's.
 pub(in crate::store) fn kind(lease: &LeaseName) -> &'static str {
-    if lease.as_str().starts_with("gw:") {
+    if lease.is_gateway() {
         "gateway"
     } else {
         "group"
     }
-}
-
-/// The lease a stored name is: a group's, or a Telegram or WhatsApp gateway's.
-fn lease_named(name: &str) -> Option<LeaseName> {
-    if let Some(bot) = name.strip_prefix("gw:telegram:") {
-        return bot.parse::<i64>().ok().map(LeaseName::telegram);
-    }
-    if let Some(number) = name.strip_prefix("gw:whatsapp:") {
-        return Some(LeaseName::whatsapp(number)).filter(|_| number.bytes().all(|b| b.is_ascii_digit()));
-    }
-    name.parse::<GroupName>().ok().map(|group| LeaseName::group(&group))
 }
 
 /// A row of [`GROUPS_WITH_WORK`] as a lease seen.

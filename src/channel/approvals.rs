@@ -132,13 +132,6 @@ pub enum Ended {
     Withdrawn,
 }
 
-impl Ended {
-    /// Whether the adapter may still touch the prompt's message.
-    pub fn settles_here(&self) -> bool {
-        !matches!(self, Ended::Withdrawn)
-    }
-}
-
 /// Waits for the end of a shown prompt: `decided` carries an admin's answer
 /// (passed on to `respond` here), `respond` closes when the session stops
 /// waiting. A withdrawal is looked at first, so a gateway that lost its
@@ -203,7 +196,6 @@ mod tests {
         drop(answer);
         let ended = wait_for_end(&withdrawn, decided, respond).await;
         assert_eq!(ended, Ended::Withdrawn);
-        assert!(!ended.settles_here());
     }
 
     #[tokio::test]
@@ -213,7 +205,6 @@ mod tests {
         drop(answer);
         let ended = wait_for_end(&CancellationToken::new(), decided, respond).await;
         assert_eq!(ended, Ended::GaveUp);
-        assert!(ended.settles_here());
 
         let (respond, answer) = oneshot::channel();
         let (decide, decided) = oneshot::channel();
@@ -229,7 +220,6 @@ mod tests {
         drop(answer);
         let ended = wait_for_end(&CancellationToken::new(), decided, respond).await;
         assert_eq!(ended, Ended::Answered { answer: alice(), late: true });
-        assert!(ended.settles_here());
     }
 
     #[tokio::test(start_paused = true)]
